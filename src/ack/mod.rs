@@ -1,0 +1,110 @@
+//! The witness side of plugpull: acknowledgements, their wire frames, the durable ack log
+//! and the server and client that move them.
+//!
+//! Why a separate machine and a durable log: the host under test loses power, so the
+//! promises it made ("record X is flushed") must live somewhere that does not. An ack the
+//! witness has reported durable is fsync'd in its log and survives the witness being
+//! killed. Wire and log formats are in docs/protocol.md.
+
+pub mod client;
+pub mod frame;
+pub mod log;
+pub mod msg;
+pub mod server;
+
+use crate::device::FlushMethod;
+use crate::device::identity::DeviceIdentity;
+use crate::record::{RecordId, RunId};
+use serde::{Deserialize, Serialize};
+
+/// The writer's promise: `record` was written and the flush covering it returned success
+/// at `flushed_ns` (writer clock, ns since the Unix epoch). Submission time is
+/// `record.write_time_ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ack {
+    pub record: RecordId,
+    pub flushed_ns: u64,
+}
+
+/// Where the writer puts records and how it flushes them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WriterSettings {
+    pub region_offset: u64,
+    pub region_bytes: u64,
+    pub record_bytes_min: u64,
+    pub record_bytes_max: u64,
+    /// "sequential" (a ring over each stream's share of the region) or "random".
+    pub placement: String,
+    pub streams: u16,
+    pub flush: FlushMethod,
+    pub direct: bool,
+    pub seed: u64,
+}
+
+/// Everything the witness keeps about a run besides its acks; sent in the handshake and
+/// stored as the first frame of the run's log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunDescriptor {
+    #[serde(with = "run_id_hex")]
+    pub run_id: RunId,
+    pub format_version: u16,
+    pub plugpull_version: String,
+    pub host: String,
+    /// RFC 3339, writer clock.
+    pub started_at: String,
+    pub device: DeviceIdentity,
+    pub settings: WriterSettings,
+    /// The command line that started the writer.
+    pub command: Vec<String>,
+}
+
+pub mod run_id_hex {
+    use crate::record::RunId;
+    use serde::{Deserialize, Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(r: &RunId, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&r.hex())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<RunId, D::Error> {
+        let s = String::deserialize(d)?;
+        RunId::parse(&s).ok_or_else(|| serde::de::Error::custom("run id must be 32 hex digits"))
+    }
+}
+
+/// A run as the witness holds it: descriptor, every durable ack in ack-number order, and
+/// what the witness saw of the writer's connections.
+#[derive(Clone, Debug)]
+pub struct RunLog {
+    pub descriptor: RunDescriptor,
+    pub acks: Vec<Ack>,
+    pub events: Vec<WitnessEvent>,
+}
+
+/// Something the witness observed, on its own clock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WitnessEvent {
+    /// ns since the Unix epoch, witness clock.
+    pub at_ns: u64,
+    /// "connect", "disconnect", "bye", "error".
+    pub kind: String,
+    pub peer: String,
+    /// Acks durable in the log when the event happened.
+    pub durable_acks: u64,
+    /// Witness time of the last ack received on that connection (disconnect only).
+    pub last_ack_at_ns: Option<u64>,
+    pub detail: String,
+}
+
+/// Which run to fetch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunSelector {
+    Run(RunId),
+    /// The newest run whose descriptor's `device.key()` matches.
+    LatestForDevice(String),
+}
+
+pub fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}

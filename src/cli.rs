@@ -1,0 +1,245 @@
+//! The command line, as clap definitions only. Each subcommand's action lives in its own
+//! module and receives these typed arguments.
+
+use crate::device::FlushMethod;
+use crate::units::{parse_duration, parse_size};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "plugpull",
+    version,
+    about = "Does this drive keep the writes it acknowledged as flushed when the power is cut?",
+    long_about = "plugpull writes checksummed, sequence-numbered records to a drive, flushes them, \
+and acknowledges every flushed record to a witness on another machine. After you cut the \
+power, `plugpull verify` reads the drive back and reports every acknowledged record the drive \
+lost, tore, corrupted or misplaced.\n\nStart with `plugpull demo` (no hardware needed)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the witness: log every acknowledgement durably (on a machine that keeps power).
+    Listen(ListenArgs),
+    /// Write records to TARGET, flush, and acknowledge each flushed record to the witness.
+    Write(WriteArgs),
+    /// After the cut: read TARGET back and report every acknowledged record that was lost.
+    Verify(VerifyArgs),
+    /// Copy a run's ack log from the witness into a file (for `verify --acks`).
+    Fetch(FetchArgs),
+    /// Measure the flush-latency fingerprint of TARGET.
+    Bench(BenchArgs),
+    /// Serve a simulated drive with a volatile cache and fault profiles over FUSE.
+    Simdrive(SimdriveArgs),
+    /// A whole cycle on a simulated drive, no hardware needed: write, cut, verify.
+    Demo(DemoArgs),
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    parse_size(s)
+}
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s)
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ListenArgs {
+    /// Address to listen on. The witness belongs on a machine that keeps power.
+    #[arg(long, default_value = "0.0.0.0:7420")]
+    pub bind: String,
+    /// Directory for the ack logs (one file per run).
+    #[arg(long, default_value = "plugpull-witness")]
+    pub dir: PathBuf,
+    /// Most concurrent connections.
+    #[arg(long, default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Close a connection silent for this long (heartbeats keep writers alive).
+    #[arg(long, value_parser = duration, default_value = "60s")]
+    pub idle_timeout: Duration,
+}
+
+/// Where records go within the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Placement {
+    /// Each stream writes its share of the region front to back, wrapping around.
+    Sequential,
+    /// Each record at a random record-aligned offset within the stream's share.
+    Random,
+}
+
+/// A fixed record size ("4k") or an inclusive range ("4k-64k").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeRange {
+    pub min: u64,
+    pub max: u64,
+}
+
+pub fn size_range(s: &str) -> Result<SizeRange, String> {
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (parse_size(a)?, parse_size(b)?),
+        None => {
+            let v = parse_size(s)?;
+            (v, v)
+        }
+    };
+    if a == 0 || a % 512 != 0 || b % 512 != 0 || a > b {
+        return Err(format!(
+            "record size '{s}' must be whole 512-byte sectors, min <= max (e.g. 4k or 4k-64k)"
+        ));
+    }
+    Ok(SizeRange { min: a, max: b })
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WriteArgs {
+    /// A block device or a file. Files are created and preallocated.
+    pub target: PathBuf,
+    /// The witness, HOST:PORT.
+    #[arg(long)]
+    pub witness: String,
+    /// Bytes of the target to use (default: the whole device, or 1G for a new file).
+    #[arg(long, value_parser = size)]
+    pub size: Option<u64>,
+    /// Where the region starts on the target.
+    #[arg(long, value_parser = size, default_value = "0")]
+    pub offset: u64,
+    /// Record size: fixed ("4k") or a range ("4k-64k"); whole 512-byte sectors.
+    #[arg(long, value_parser = size_range, default_value = "4k")]
+    pub record_size: SizeRange,
+    #[arg(long, value_enum, default_value = "sequential")]
+    pub placement: Placement,
+    /// Writer threads; the region is split into this many equal, disjoint shares.
+    #[arg(long, default_value_t = 1)]
+    pub streams: u16,
+    /// How each record is made durable before it is acknowledged.
+    #[arg(long, value_enum, default_value = "fdatasync")]
+    pub flush: FlushMethod,
+    /// Write through the page cache instead of O_DIRECT.
+    #[arg(long)]
+    pub no_direct: bool,
+    /// Stop after this long (e.g. 30s, 5m). Without --duration or --count, run until
+    /// interrupted or the target fails.
+    #[arg(long, value_parser = duration)]
+    pub duration: Option<Duration>,
+    /// Stop after this many records (all streams together).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Seed for placement and sizes (random if not given; printed either way).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Allow overwriting PATH even though it holds data (it must be TARGET itself).
+    #[arg(long, value_name = "PATH")]
+    pub destroy_data_on: Option<PathBuf>,
+    /// Print the final summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No status line.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// The block device or file the run wrote to.
+    pub target: PathBuf,
+    /// Fetch the acks from this witness, HOST:PORT.
+    #[arg(long, required_unless_present = "acks", conflicts_with = "acks")]
+    pub witness: Option<String>,
+    /// Read the acks from a log file (a witness log or `plugpull fetch` output).
+    #[arg(long)]
+    pub acks: Option<PathBuf>,
+    /// The run to verify (32 hex digits); default: the latest run for this device.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Print the report as JSON on stdout (format in docs/report.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Only the verdict line.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FetchArgs {
+    /// The witness, HOST:PORT.
+    #[arg(long)]
+    pub witness: String,
+    /// Run id (32 hex digits).
+    #[arg(long, required_unless_present = "target")]
+    pub run: Option<String>,
+    /// Or: the latest run for the device holding this target.
+    #[arg(long, conflicts_with = "run")]
+    pub target: Option<PathBuf>,
+    /// Output file.
+    #[arg(long, short)]
+    pub output: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// A block device, a file, or a directory (bench then uses its own file in it).
+    pub target: PathBuf,
+    /// Bytes of the target to use for random offsets.
+    #[arg(long, value_parser = size, default_value = "1G")]
+    pub size: u64,
+    #[arg(long, value_enum, default_value = "fdatasync")]
+    pub flush: FlushMethod,
+    #[arg(long)]
+    pub no_direct: bool,
+    /// Time per size in the sweep.
+    #[arg(long, value_parser = duration, default_value = "1s")]
+    pub time_per_size: Duration,
+    /// Whole run in about 10 seconds.
+    #[arg(long)]
+    pub quick: bool,
+    /// Also run the IOPS table (SQLIO-like).
+    #[arg(long)]
+    pub iops: bool,
+    /// Threads (queue depth) for the IOPS table.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    #[arg(long, value_name = "PATH")]
+    pub destroy_data_on: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SimdriveArgs {
+    /// Directory to mount the simulated drive on; it shows one file, `disk.img`.
+    pub mountpoint: PathBuf,
+    /// Backing file holding the drive's durable image (created if missing).
+    #[arg(long)]
+    pub backing: PathBuf,
+    #[arg(long, value_parser = size, default_value = "256M")]
+    pub size: u64,
+    /// Fault profile (see docs/fault-model.md).
+    #[arg(long, default_value = "honest")]
+    pub profile: String,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where to write the oracle log of injected faults (JSON lines).
+    #[arg(long)]
+    pub oracle: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// Simulated drive profile: honest, lying, ... (see docs/fault-model.md).
+    #[arg(long, default_value = "honest")]
+    pub profile: String,
+    /// How long the writer runs before the cut.
+    #[arg(long, value_parser = duration, default_value = "3s")]
+    pub duration: Duration,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,218 @@
+//! The real device: a regular file or a block device, opened with O_DIRECT by default.
+
+use super::Device;
+use super::geometry::{Geometry, block_geometry};
+use anyhow::{Context, Result, bail};
+use std::fs::{File, OpenOptions as StdOpen};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// How the writer makes a record durable before acknowledging it.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum FlushMethod {
+    /// fdatasync(2) after each write: data plus the metadata needed to read it back.
+    Fdatasync,
+    /// fsync(2) after each write.
+    Fsync,
+    /// Open with O_DSYNC: every write returns only once durable (FUA or write+flush).
+    Dsync,
+    /// No flush at all: a control run that is expected to lose data at a cut.
+    None,
+}
+
+impl FlushMethod {
+    pub fn name(self) -> &'static str {
+        match self {
+            FlushMethod::Fdatasync => "fdatasync",
+            FlushMethod::Fsync => "fsync",
+            FlushMethod::Dsync => "dsync",
+            FlushMethod::None => "none",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct OpenOptions {
+    pub direct: bool,
+    pub flush: FlushMethod,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            direct: true,
+            flush: FlushMethod::Fdatasync,
+        }
+    }
+}
+
+/// A file or block device opened for plugpull's I/O.
+pub struct FileDevice {
+    file: File,
+    path: PathBuf,
+    size_bytes: u64,
+    logical_block_bytes: u32,
+    flush: FlushMethod,
+    is_block: bool,
+    geometry: Option<Geometry>,
+}
+
+/// True if `path` is a block device.
+pub fn is_block_device(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false)
+}
+
+impl FileDevice {
+    /// Opens an existing block device or regular file for writing. Regular files must
+    /// already have their final size (see [`prepare_file`]).
+    pub fn open_write(path: &Path, opts: OpenOptions) -> Result<FileDevice> {
+        let mut flags = 0;
+        if opts.direct {
+            flags |= libc::O_DIRECT;
+        }
+        if opts.flush == FlushMethod::Dsync {
+            flags |= libc::O_DSYNC;
+        }
+        let file = StdOpen::new()
+            .read(true)
+            .write(true)
+            .custom_flags(flags)
+            .open(path)
+            .map_err(|e| direct_hint(e, opts.direct))
+            .with_context(|| format!("opening {} for writing", path.display()))?;
+        Self::from_file(file, path, opts.flush)
+    }
+
+    /// Opens for reading only, bypassing the page cache: O_DIRECT, and cached pages of the
+    /// file dropped first, so nothing a previous process left in memory is mistaken for
+    /// what the drive kept.
+    pub fn open_read(path: &Path) -> Result<FileDevice> {
+        let file = StdOpen::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .map_err(|e| direct_hint(e, true))
+            .with_context(|| format!("opening {} for reading", path.display()))?;
+        // SAFETY: fd is valid; POSIX_FADV_DONTNEED over the whole file only drops clean
+        // cached pages, it never changes the file.
+        unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        Self::from_file(file, path, FlushMethod::None)
+    }
+
+    fn from_file(file: File, path: &Path, flush: FlushMethod) -> Result<FileDevice> {
+        let meta = file.metadata()?;
+        let is_block = meta.file_type().is_block_device();
+        let (size_bytes, lbs, geometry) = if is_block {
+            let g = block_geometry(&file)
+                .with_context(|| format!("reading the geometry of {}", path.display()))?;
+            (g.size_bytes, g.logical_sector_bytes, Some(g))
+        } else if meta.is_file() {
+            (meta.len(), 512, None)
+        } else {
+            bail!(
+                "{} is neither a regular file nor a block device",
+                path.display()
+            );
+        };
+        Ok(FileDevice {
+            file,
+            path: path.to_owned(),
+            size_bytes,
+            logical_block_bytes: lbs,
+            flush,
+            is_block,
+            geometry,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn is_block(&self) -> bool {
+        self.is_block
+    }
+    pub fn geometry(&self) -> Option<Geometry> {
+        self.geometry
+    }
+    pub fn flush_method(&self) -> FlushMethod {
+        self.flush
+    }
+}
+
+fn direct_hint(e: io::Error, direct: bool) -> io::Error {
+    if direct && e.raw_os_error() == Some(libc::EINVAL) {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{e}; this file system does not support O_DIRECT (pass --no-direct to write through the page cache, or use another file system)"
+            ),
+        )
+    } else {
+        e
+    }
+}
+
+impl Device for FileDevice {
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+    fn logical_block_bytes(&self) -> u32 {
+        self.logical_block_bytes
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        match self.flush {
+            FlushMethod::Fdatasync => self.file.sync_data(),
+            FlushMethod::Fsync => self.file.sync_all(),
+            FlushMethod::Dsync | FlushMethod::None => Ok(()),
+        }
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+}
+
+/// Creates or grows a regular-file target to `size` bytes and makes that durable before
+/// any record is acknowledged: the file is filled with zeros (so later writes overwrite
+/// allocated, written blocks and fdatasync has no allocation to commit) and then the file
+/// and its directory are fsync'd. Otherwise a cut could lose the file system's allocation
+/// and we would blame the drive.
+pub fn prepare_file(path: &Path, size: u64) -> Result<()> {
+    let file = StdOpen::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let have = file.metadata()?.len();
+    if have < size {
+        let chunk = vec![0u8; 1 << 20];
+        let mut at = have;
+        while at < size {
+            let n = chunk.len().min((size - at) as usize);
+            file.write_all_at(&chunk[..n], at)
+                .with_context(|| format!("preallocating {}", path.display()))?;
+            at += n as u64;
+        }
+    }
+    file.sync_all()
+        .with_context(|| format!("fsync {}", path.display()))?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("fsync directory {}", dir.display()))?;
+    Ok(())
+}

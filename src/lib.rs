@@ -1,0 +1,15 @@
+//! plugpull: does this drive keep the writes it acknowledged as flushed when the power is
+//! cut? See README.md for the tool and docs/ for formats and the fault model.
+
+pub mod ack;
+pub mod bench;
+pub mod cli;
+pub mod demo;
+pub mod device;
+pub mod exit;
+pub mod record;
+pub mod rng;
+pub mod sim;
+pub mod units;
+pub mod verify;
+pub mod write;

@@ -1,0 +1,294 @@
+//! The on-disk record: a 64-byte stamp at the start of every 512-byte sector, then
+//! incompressible content that verify can regenerate.
+//!
+//! Why a stamp in *every* sector rather than one header per record: a drive can tear a
+//! write at any sector boundary, land it at the wrong address, or keep an older generation
+//! of part of it. Only a per-sector stamp (run, stream, seq, own offset, index) lets verify
+//! say which of those happened, sector by sector. The byte layout is in docs/format.md.
+
+use crate::rng::RunKey;
+
+/// The unit of atomicity we reason about: every record is a whole number of these.
+pub const SECTOR: usize = 512;
+/// Bytes at the start of each sector that identify it.
+pub const STAMP_LEN: usize = 64;
+/// Bytes of regenerable content after the stamp.
+pub const CONTENT_LEN: usize = SECTOR - STAMP_LEN;
+pub const MAGIC: [u8; 8] = *b"PLUGPULL";
+pub const FORMAT_VERSION: u16 = 1;
+
+/// A 128-bit random run identity. Every sector carries it so that data of other runs is
+/// recognised as stale, never as corruption.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct RunId(pub [u8; 16]);
+
+impl RunId {
+    pub fn random() -> RunId {
+        let mut b = [0u8; 16];
+        crate::rng::fill_os_random(&mut b);
+        RunId(b)
+    }
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+    pub fn parse(s: &str) -> Option<RunId> {
+        let s = s.trim();
+        if s.len() != 32 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        for (i, out) in b.iter_mut().enumerate() {
+            *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(RunId(b))
+    }
+}
+
+impl std::fmt::Debug for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.hex())
+    }
+}
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.hex())
+    }
+}
+
+/// What identifies one record: everything verify needs to regenerate its exact bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordId {
+    pub stream: u16,
+    pub seq: u64,
+    /// Byte offset on the target; a multiple of [`SECTOR`].
+    pub offset: u64,
+    /// Length in sectors.
+    pub sectors: u32,
+    /// Submission time, writer clock, ns since the Unix epoch. Part of the stamp, so it
+    /// must be carried in the ack for verify to regenerate the bytes.
+    pub write_time_ns: u64,
+}
+
+impl RecordId {
+    pub fn len_bytes(&self) -> u64 {
+        self.sectors as u64 * SECTOR as u64
+    }
+    pub fn end(&self) -> u64 {
+        self.offset + self.len_bytes()
+    }
+}
+
+/// One decoded sector stamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub version: u16,
+    pub run: RunId,
+    pub record: RecordId,
+    /// This sector's index within its record.
+    pub index: u32,
+}
+
+impl Stamp {
+    /// Where this sector claims it belongs.
+    pub fn home(&self) -> u64 {
+        self.record.offset + self.index as u64 * SECTOR as u64
+    }
+}
+
+/// Why a sector's first 64 bytes are not a valid stamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StampError {
+    /// No magic: never written by plugpull (zeros, a file system, random bytes).
+    NoMagic,
+    /// Magic present but the checksum fails: a damaged stamp.
+    BadChecksum,
+    /// A valid stamp from a format version this build does not know.
+    UnknownVersion(u16),
+    /// Checksum fine but the fields contradict each other (index past the record end).
+    Inconsistent,
+}
+
+/// Writes the stamp for sector `index` of `rec` into `out[..STAMP_LEN]`.
+pub fn encode_stamp(out: &mut [u8], run: RunId, rec: &RecordId, index: u32) {
+    let s = &mut out[..STAMP_LEN];
+    s[0..8].copy_from_slice(&MAGIC);
+    s[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    s[10..12].copy_from_slice(&rec.stream.to_le_bytes());
+    s[12..16].copy_from_slice(&index.to_le_bytes());
+    s[16..32].copy_from_slice(&run.0);
+    s[32..40].copy_from_slice(&rec.seq.to_le_bytes());
+    s[40..48].copy_from_slice(&rec.offset.to_le_bytes());
+    s[48..56].copy_from_slice(&rec.write_time_ns.to_le_bytes());
+    s[56..60].copy_from_slice(&rec.sectors.to_le_bytes());
+    let crc = crc32fast::hash(&s[0..60]);
+    s[60..64].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// Decodes the stamp at the start of `sector` (at least [`STAMP_LEN`] bytes).
+pub fn decode_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
+    let s = &sector[..STAMP_LEN];
+    if s[0..8] != MAGIC {
+        return Err(StampError::NoMagic);
+    }
+    if crc32fast::hash(&s[0..60]) != u32_at(s, 60) {
+        return Err(StampError::BadChecksum);
+    }
+    let version = u16_at(s, 8);
+    if version != FORMAT_VERSION {
+        return Err(StampError::UnknownVersion(version));
+    }
+    let mut run = [0u8; 16];
+    run.copy_from_slice(&s[16..32]);
+    let stamp = Stamp {
+        version,
+        run: RunId(run),
+        index: u32_at(s, 12),
+        record: RecordId {
+            stream: u16_at(s, 10),
+            seq: u64_at(s, 32),
+            offset: u64_at(s, 40),
+            write_time_ns: u64_at(s, 48),
+            sectors: u32_at(s, 56),
+        },
+    };
+    if stamp.record.sectors == 0
+        || stamp.index >= stamp.record.sectors
+        || stamp.record.offset % SECTOR as u64 != 0
+    {
+        return Err(StampError::Inconsistent);
+    }
+    Ok(stamp)
+}
+
+/// Fills `buf` (exactly `rec.len_bytes()` long) with the record's bytes: a stamp per
+/// sector, then content from the run key's XOF for (stream, seq). One XOF stream per
+/// record keeps generation at memory speed; each sector takes the next 448 bytes.
+pub fn fill_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) {
+    assert_eq!(
+        buf.len() as u64,
+        rec.len_bytes(),
+        "buffer must hold the whole record"
+    );
+    let mut xof = key.content_stream(rec.stream, rec.seq);
+    for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
+        encode_stamp(sector, run, rec, i as u32);
+        xof.fill(&mut sector[STAMP_LEN..]);
+    }
+}
+
+/// The expected bytes of one sector of a record, for comparison by verify.
+pub fn expected_sector(
+    out: &mut [u8; SECTOR],
+    key: &RunKey,
+    run: RunId,
+    rec: &RecordId,
+    index: u32,
+) {
+    encode_stamp(out, run, rec, index);
+    let mut xof = key.content_stream(rec.stream, rec.seq);
+    xof.set_position(index as u64 * CONTENT_LEN as u64);
+    xof.fill(&mut out[STAMP_LEN..]);
+}
+
+/// Number of bits that differ between two equal-length byte slices.
+pub fn bit_difference(a: &[u8], b: &[u8]) -> u64 {
+    debug_assert_eq!(a.len(), b.len());
+    let mut n = 0u64;
+    let (ac, ar) = a.split_at(a.len() / 8 * 8);
+    let (bc, br) = b.split_at(b.len() / 8 * 8);
+    for (x, y) in ac.chunks_exact(8).zip(bc.chunks_exact(8)) {
+        let x = u64::from_ne_bytes(x.try_into().unwrap());
+        let y = u64::from_ne_bytes(y.try_into().unwrap());
+        n += (x ^ y).count_ones() as u64;
+    }
+    for (x, y) in ar.iter().zip(br) {
+        n += (x ^ y).count_ones() as u64;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec() -> RecordId {
+        RecordId {
+            stream: 3,
+            seq: 77,
+            offset: 8192,
+            sectors: 8,
+            write_time_ns: 1_700_000_000_123,
+        }
+    }
+
+    #[test]
+    fn stamp_round_trip() {
+        let run = RunId([7; 16]);
+        let mut s = [0u8; SECTOR];
+        encode_stamp(&mut s, run, &rec(), 5);
+        let d = decode_stamp(&s).unwrap();
+        assert_eq!(d.run, run);
+        assert_eq!(d.record, rec());
+        assert_eq!(d.index, 5);
+        assert_eq!(d.home(), 8192 + 5 * 512);
+    }
+
+    #[test]
+    fn any_flipped_stamp_bit_is_caught() {
+        let run = RunId([7; 16]);
+        let mut s = [0u8; SECTOR];
+        encode_stamp(&mut s, run, &rec(), 5);
+        for bit in 0..STAMP_LEN * 8 {
+            let mut t = s;
+            t[bit / 8] ^= 1 << (bit % 8);
+            assert!(decode_stamp(&t).is_err(), "bit {bit} flip went unnoticed");
+        }
+    }
+
+    #[test]
+    fn zeros_have_no_magic() {
+        assert_eq!(decode_stamp(&[0u8; SECTOR]), Err(StampError::NoMagic));
+    }
+
+    #[test]
+    fn record_regenerates_sector_by_sector() {
+        let run = RunId([9; 16]);
+        let key = RunKey::new(run);
+        let r = rec();
+        let mut buf = vec![0u8; r.len_bytes() as usize];
+        fill_record(&mut buf, &key, run, &r);
+        for i in 0..r.sectors {
+            let mut e = [0u8; SECTOR];
+            expected_sector(&mut e, &key, run, &r, i);
+            assert_eq!(&buf[i as usize * SECTOR..][..SECTOR], &e[..]);
+        }
+        // Content differs between records and between sectors.
+        assert_ne!(buf[STAMP_LEN..SECTOR], buf[SECTOR + STAMP_LEN..2 * SECTOR]);
+    }
+
+    #[test]
+    fn bit_difference_counts() {
+        let a = [0u8; 13];
+        let mut b = a;
+        b[0] = 0b101;
+        b[12] = 0x80;
+        assert_eq!(bit_difference(&a, &b), 3);
+    }
+
+    #[test]
+    fn run_id_hex_round_trip() {
+        let r = RunId::random();
+        assert_eq!(RunId::parse(&r.hex()), Some(r));
+        assert_eq!(RunId::parse("zz"), None);
+    }
+}
