@@ -14,7 +14,7 @@ pub const SECTOR: usize = 512;
 pub const STAMP_LEN: usize = 64;
 /// Bytes of regenerable content after the stamp.
 pub const CONTENT_LEN: usize = SECTOR - STAMP_LEN;
-pub const MAGIC: [u8; 8] = *b"PLUGPULL";
+pub const MAGIC: [u8; 4] = *b"PLUG";
 pub const FORMAT_VERSION: u16 = 1;
 
 /// A 128-bit random run identity. Every sector carries it so that data of other runs is
@@ -86,6 +86,8 @@ pub struct Stamp {
     pub record: RecordId,
     /// This sector's index within its record.
     pub index: u32,
+    /// CRC-32 of this sector's content bytes (64..512) as written.
+    pub content_crc: u32,
 }
 
 impl Stamp {
@@ -108,13 +110,16 @@ pub enum StampError {
     Inconsistent,
 }
 
-/// Writes the stamp for sector `index` of `rec` into `out[..STAMP_LEN]`.
-pub fn encode_stamp(out: &mut [u8], run: RunId, rec: &RecordId, index: u32) {
-    let s = &mut out[..STAMP_LEN];
-    s[0..8].copy_from_slice(&MAGIC);
-    s[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    s[10..12].copy_from_slice(&rec.stream.to_le_bytes());
-    s[12..16].copy_from_slice(&index.to_le_bytes());
+/// Writes the stamp for sector `index` of `rec` into `sector[..STAMP_LEN]`; the content
+/// (`sector[STAMP_LEN..]`) must already be in place, since the stamp carries its CRC.
+pub fn encode_stamp(sector: &mut [u8], run: RunId, rec: &RecordId, index: u32) {
+    let content_crc = crc32fast::hash(&sector[STAMP_LEN..SECTOR]);
+    let s = &mut sector[..STAMP_LEN];
+    s[0..4].copy_from_slice(&MAGIC);
+    s[4..6].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    s[6..8].copy_from_slice(&rec.stream.to_le_bytes());
+    s[8..12].copy_from_slice(&index.to_le_bytes());
+    s[12..16].copy_from_slice(&content_crc.to_le_bytes());
     s[16..32].copy_from_slice(&run.0);
     s[32..40].copy_from_slice(&rec.seq.to_le_bytes());
     s[40..48].copy_from_slice(&rec.offset.to_le_bytes());
@@ -122,6 +127,11 @@ pub fn encode_stamp(out: &mut [u8], run: RunId, rec: &RecordId, index: u32) {
     s[56..60].copy_from_slice(&rec.sectors.to_le_bytes());
     let crc = crc32fast::hash(&s[0..60]);
     s[60..64].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// True if the content bytes of `sector` still match the CRC its (valid) stamp carries.
+pub fn content_matches(sector: &[u8], stamp: &Stamp) -> bool {
+    crc32fast::hash(&sector[STAMP_LEN..SECTOR]) == stamp.content_crc
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -137,13 +147,13 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 /// Decodes the stamp at the start of `sector` (at least [`STAMP_LEN`] bytes).
 pub fn decode_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
     let s = &sector[..STAMP_LEN];
-    if s[0..8] != MAGIC {
+    if s[0..4] != MAGIC {
         return Err(StampError::NoMagic);
     }
     if crc32fast::hash(&s[0..60]) != u32_at(s, 60) {
         return Err(StampError::BadChecksum);
     }
-    let version = u16_at(s, 8);
+    let version = u16_at(s, 4);
     if version != FORMAT_VERSION {
         return Err(StampError::UnknownVersion(version));
     }
@@ -152,9 +162,10 @@ pub fn decode_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
     let stamp = Stamp {
         version,
         run: RunId(run),
-        index: u32_at(s, 12),
+        index: u32_at(s, 8),
+        content_crc: u32_at(s, 12),
         record: RecordId {
-            stream: u16_at(s, 10),
+            stream: u16_at(s, 6),
             seq: u64_at(s, 32),
             offset: u64_at(s, 40),
             write_time_ns: u64_at(s, 48),
@@ -181,8 +192,8 @@ pub fn fill_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) {
     );
     let mut xof = key.content_stream(rec.stream, rec.seq);
     for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
-        encode_stamp(sector, run, rec, i as u32);
         xof.fill(&mut sector[STAMP_LEN..]);
+        encode_stamp(sector, run, rec, i as u32);
     }
 }
 
@@ -194,10 +205,10 @@ pub fn expected_sector(
     rec: &RecordId,
     index: u32,
 ) {
-    encode_stamp(out, run, rec, index);
     let mut xof = key.content_stream(rec.stream, rec.seq);
     xof.set_position(index as u64 * CONTENT_LEN as u64);
     xof.fill(&mut out[STAMP_LEN..]);
+    encode_stamp(out, run, rec, index);
 }
 
 /// Number of bits that differ between two equal-length byte slices.
@@ -240,6 +251,9 @@ mod tests {
         assert_eq!(d.run, run);
         assert_eq!(d.record, rec());
         assert_eq!(d.index, 5);
+        assert!(content_matches(&s, &d));
+        s[100] ^= 4;
+        assert!(!content_matches(&s, &d), "a content bit flip must be seen");
         assert_eq!(d.home(), 8192 + 5 * 512);
     }
 

@@ -7,7 +7,8 @@ use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-/// Identity and cache state of the device a target lives on.
+/// Identity and cache state of the device a target lives on. For a file target, the disk
+/// fields describe the device under its file system and `target` is the canonical path.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceIdentity {
     /// The path the user gave.
@@ -33,9 +34,12 @@ pub struct DeviceIdentity {
 }
 
 impl DeviceIdentity {
-    /// A short key that names the drive across runs: serial if known, else model + disk,
-    /// else the target path. The witness uses it to find "the latest run for this device".
+    /// A short key that names the target across runs: the canonical path for a file;
+    /// for a block device the serial if known, else model + disk, else the path. The witness uses it to find "the latest run for this device".
     pub fn key(&self) -> String {
+        if self.kind == "file" {
+            return format!("file:{}", self.target);
+        }
         match (&self.serial, &self.model, &self.disk) {
             (Some(s), _, _) if !s.is_empty() => format!("serial:{s}"),
             (_, Some(m), Some(d)) => format!("model:{m}:{d}"),

@@ -145,7 +145,7 @@ pub fn hazards(target: &Path, region_offset: u64) -> Result<Vec<Hazard>> {
 fn holds_plugpull(target: &Path, region_offset: u64) -> bool {
     let mut b = [0u8; SECTOR];
     match fs::File::open(target) {
-        Ok(f) => f.read_exact_at(&mut b, region_offset).is_ok() && b[..8] == MAGIC,
+        Ok(f) => f.read_exact_at(&mut b, region_offset).is_ok() && b[..MAGIC.len()] == MAGIC,
         Err(_) => false,
     }
 }
@@ -322,7 +322,7 @@ mod tests {
         assert!(check_write_target(&d.path().join("new"), None, 0).is_ok());
         let p = d.path().join("old-target");
         let mut s = vec![0u8; 1024];
-        s[..8].copy_from_slice(&MAGIC);
+        s[..MAGIC.len()].copy_from_slice(&MAGIC);
         fs::write(&p, &s).unwrap();
         assert!(check_write_target(&p, None, 0).is_ok());
     }
