@@ -162,6 +162,9 @@ pub struct VerifyArgs {
     /// Only the verdict line.
     #[arg(long, short)]
     pub quiet: bool,
+    /// A read that takes longer than this marks the rest of the target unreadable.
+    #[arg(long, value_parser = duration, default_value = "30s")]
+    pub read_timeout: Duration,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod demo;
 pub mod device;
 pub mod exit;
+pub mod latency;
 pub mod record;
 pub mod rng;
 pub mod sim;

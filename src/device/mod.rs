@@ -6,6 +6,7 @@ mod aligned;
 mod file;
 pub mod geometry;
 pub mod identity;
+pub mod mem;
 pub mod safety;
 
 pub use aligned::AlignedBuf;

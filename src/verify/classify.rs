@@ -1,0 +1,340 @@
+//! The decision table: what one sector says about one acknowledged record, and what a
+//! record's set of sector findings makes it. Kept apart from I/O so every combination is
+//! tested (see `every_combination_lands_in_one_class`).
+
+use crate::record::{RecordId, RunId, SECTOR, Stamp, StampError, bit_difference};
+use serde::Serialize;
+
+/// Bits that may differ from the expected sector before we stop calling it "corrupt" and
+/// call it "something else is here". Random data differs in ~2048 of 4096 bits (σ ≈ 32),
+/// so 512 leaves no doubt either way.
+pub const CORRUPT_MAX_BITS: u64 = 512;
+
+/// What was found at one sector of an acknowledged record's place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SectorFinding {
+    /// Exactly this record's sector.
+    Intact,
+    /// A newer record of this run, at its own home: a legitimate overwrite.
+    Superseded,
+    /// An older record of this run at its own home: the write never landed.
+    Old,
+    /// No plugpull stamp and nothing like the expected bytes (zeros, other data).
+    Blank,
+    /// A valid record of another run.
+    Foreign,
+    /// This record's sector with bits flipped (count).
+    Corrupt(u64),
+    /// A valid record of this run whose home is elsewhere: a misdirected write landed here.
+    Misplaced,
+    /// The read failed or timed out.
+    Unreadable,
+}
+
+/// Classifies the sector found at `index` of acknowledged record `rec`. `expected` is
+/// called only when bits must be counted (it regenerates the sector).
+pub fn classify_sector(
+    found: &[u8],
+    stamp: &Result<Stamp, StampError>,
+    run: RunId,
+    rec: &RecordId,
+    index: u32,
+    expected: impl FnOnce() -> [u8; SECTOR],
+) -> SectorFinding {
+    let here = rec.offset + index as u64 * SECTOR as u64;
+    let bits = |e: [u8; SECTOR]| bit_difference(found, &e);
+    match stamp {
+        Ok(s) if s.run != run => SectorFinding::Foreign,
+        Ok(s) if s.home() != here => SectorFinding::Misplaced,
+        Ok(s) if s.record == *rec && s.index == index => {
+            if crate::record::content_matches(found, s) {
+                SectorFinding::Intact
+            } else {
+                SectorFinding::Corrupt(bits(expected()).max(1))
+            }
+        }
+        Ok(s) if s.record.stream == rec.stream => match s.record.seq.cmp(&rec.seq) {
+            std::cmp::Ordering::Greater => SectorFinding::Superseded,
+            std::cmp::Ordering::Less => SectorFinding::Old,
+            // Same record id, other fields: damaged in a way the CRC cannot see.
+            std::cmp::Ordering::Equal => SectorFinding::Corrupt(bits(expected()).max(1)),
+        },
+        // Streams own disjoint shares, so this only happens with overlapping runs of
+        // the same id; order by submission time.
+        Ok(s) if s.record.write_time_ns > rec.write_time_ns => SectorFinding::Superseded,
+        Ok(_) => SectorFinding::Old,
+        // A stamp from a format this build does not know: another run, not damage.
+        Err(StampError::UnknownVersion(_)) => SectorFinding::Foreign,
+        Err(_) => {
+            let d = bits(expected());
+            if d <= CORRUPT_MAX_BITS {
+                SectorFinding::Corrupt(d.max(1))
+            } else {
+                SectorFinding::Blank
+            }
+        }
+    }
+}
+
+/// The verdict class of one acknowledged record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordClass {
+    Intact,
+    Superseded,
+    Lost,
+    Stale,
+    Shorn,
+    Corrupt,
+    Misdirected,
+    Unreadable,
+}
+
+impl RecordClass {
+    pub const ALL: [RecordClass; 8] = [
+        RecordClass::Intact,
+        RecordClass::Superseded,
+        RecordClass::Lost,
+        RecordClass::Stale,
+        RecordClass::Shorn,
+        RecordClass::Corrupt,
+        RecordClass::Misdirected,
+        RecordClass::Unreadable,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordClass::Intact => "intact",
+            RecordClass::Superseded => "superseded",
+            RecordClass::Lost => "lost",
+            RecordClass::Stale => "stale",
+            RecordClass::Shorn => "shorn",
+            RecordClass::Corrupt => "corrupt",
+            RecordClass::Misdirected => "misdirected",
+            RecordClass::Unreadable => "unreadable",
+        }
+    }
+    /// Whether this class means the drive broke its promise.
+    pub fn is_failure(self) -> bool {
+        !matches!(self, RecordClass::Intact | RecordClass::Superseded)
+    }
+}
+
+/// Which sector findings one record collected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SectorTally {
+    pub intact: u32,
+    pub superseded: u32,
+    pub old: u32,
+    pub blank: u32,
+    pub foreign: u32,
+    pub corrupt: u32,
+    pub corrupt_bits: u64,
+    pub misplaced: u32,
+    pub unreadable: u32,
+}
+
+impl SectorTally {
+    pub fn add(&mut self, f: SectorFinding) {
+        match f {
+            SectorFinding::Intact => self.intact += 1,
+            SectorFinding::Superseded => self.superseded += 1,
+            SectorFinding::Old => self.old += 1,
+            SectorFinding::Blank => self.blank += 1,
+            SectorFinding::Foreign => self.foreign += 1,
+            SectorFinding::Corrupt(b) => {
+                self.corrupt += 1;
+                self.corrupt_bits += b;
+            }
+            SectorFinding::Misplaced => self.misplaced += 1,
+            SectorFinding::Unreadable => self.unreadable += 1,
+        }
+    }
+}
+
+/// The decision table. `found_elsewhere`: this record's own stamp turned up at another
+/// address. Rows are checked top to bottom; the first that matches wins.
+pub fn classify_record(t: &SectorTally, found_elsewhere: bool) -> RecordClass {
+    let new = t.intact + t.superseded;
+    let old = t.old + t.blank + t.foreign;
+    if t.unreadable > 0 {
+        RecordClass::Unreadable
+    } else if t.corrupt > 0 {
+        RecordClass::Corrupt
+    } else if t.misplaced > 0 {
+        RecordClass::Misdirected
+    } else if old == 0 {
+        if t.superseded > 0 {
+            RecordClass::Superseded
+        } else {
+            RecordClass::Intact
+        }
+    } else if new > 0 {
+        RecordClass::Shorn
+    } else if found_elsewhere {
+        RecordClass::Misdirected
+    } else if t.foreign > 0 {
+        RecordClass::Stale
+    } else {
+        RecordClass::Lost
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{decode_stamp, fill_record};
+    use crate::rng::RunKey;
+
+    #[test]
+    fn every_combination_lands_in_one_class() {
+        // All 2^8 presence patterns of the eight sector findings, with and without the
+        // record found elsewhere: each lands in exactly one class, and the failure rules hold.
+        for mask in 0u32..256 {
+            for elsewhere in [false, true] {
+                let t = SectorTally {
+                    intact: mask & 1,
+                    superseded: (mask >> 1) & 1,
+                    old: (mask >> 2) & 1,
+                    blank: (mask >> 3) & 1,
+                    foreign: (mask >> 4) & 1,
+                    corrupt: (mask >> 5) & 1,
+                    corrupt_bits: (mask >> 5) as u64 & 1,
+                    misplaced: (mask >> 6) & 1,
+                    unreadable: (mask >> 7) & 1,
+                };
+                let c = classify_record(&t, elsewhere);
+                let only_good =
+                    t.old + t.blank + t.foreign + t.corrupt + t.misplaced + t.unreadable == 0;
+                if only_good && t.intact + t.superseded > 0 {
+                    assert!(
+                        !c.is_failure(),
+                        "a record whose every sector is its own or newer must pass: {mask:08b}"
+                    );
+                }
+                if !only_good {
+                    assert!(
+                        c.is_failure(),
+                        "a record with a bad sector must fail: {mask:08b} -> {c:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn named_rows() {
+        let t = |f: &[SectorFinding]| {
+            let mut t = SectorTally::default();
+            f.iter().for_each(|&x| t.add(x));
+            t
+        };
+        use SectorFinding::*;
+        assert_eq!(
+            classify_record(&t(&[Intact; 8]), false),
+            RecordClass::Intact
+        );
+        assert_eq!(
+            classify_record(&t(&[Intact, Superseded]), false),
+            RecordClass::Superseded
+        );
+        assert_eq!(
+            classify_record(&t(&[Intact, Intact, Old]), false),
+            RecordClass::Shorn
+        );
+        assert_eq!(
+            classify_record(&t(&[Intact, Blank]), false),
+            RecordClass::Shorn
+        );
+        assert_eq!(classify_record(&t(&[Old, Blank]), false), RecordClass::Lost);
+        assert_eq!(
+            classify_record(&t(&[Old, Old]), true),
+            RecordClass::Misdirected
+        );
+        assert_eq!(
+            classify_record(&t(&[Foreign, Foreign]), false),
+            RecordClass::Stale
+        );
+        assert_eq!(
+            classify_record(&t(&[Intact, Corrupt(1)]), false),
+            RecordClass::Corrupt
+        );
+        assert_eq!(
+            classify_record(&t(&[Misplaced]), false),
+            RecordClass::Misdirected
+        );
+        assert_eq!(
+            classify_record(&t(&[Intact, Unreadable]), false),
+            RecordClass::Unreadable
+        );
+    }
+
+    fn setup() -> (RunId, RunKey, RecordId, Vec<u8>) {
+        let run = RunId([3; 16]);
+        let key = RunKey::new(run);
+        let rec = RecordId {
+            stream: 0,
+            seq: 10,
+            offset: 4096,
+            sectors: 2,
+            write_time_ns: 1000,
+        };
+        let mut buf = vec![0u8; 1024];
+        fill_record(&mut buf, &key, run, &rec);
+        (run, key, rec, buf)
+    }
+
+    fn sector(run: RunId, key: &RunKey, rec: &RecordId, found: &[u8]) -> SectorFinding {
+        let st = decode_stamp(found);
+        classify_sector(found, &st, run, rec, 0, || {
+            let mut e = [0u8; SECTOR];
+            crate::record::expected_sector(&mut e, key, run, rec, 0);
+            e
+        })
+    }
+
+    #[test]
+    fn sector_findings() {
+        let (run, key, rec, buf) = setup();
+        let s0 = &buf[..SECTOR];
+        assert_eq!(sector(run, &key, &rec, s0), SectorFinding::Intact);
+        let mut flip = s0.to_vec();
+        flip[300] ^= 0x10;
+        assert_eq!(sector(run, &key, &rec, &flip), SectorFinding::Corrupt(1));
+        let mut stamp_flip = s0.to_vec();
+        stamp_flip[20] ^= 1;
+        assert_eq!(
+            sector(run, &key, &rec, &stamp_flip),
+            SectorFinding::Corrupt(1)
+        );
+        assert_eq!(
+            sector(run, &key, &rec, &[0u8; SECTOR]),
+            SectorFinding::Blank
+        );
+        // Newer and older records of the same stream at the same place.
+        for (seq, want) in [(11, SectorFinding::Superseded), (9, SectorFinding::Old)] {
+            let r2 = RecordId { seq, ..rec };
+            let mut b = vec![0u8; 1024];
+            fill_record(&mut b, &key, run, &r2);
+            assert_eq!(sector(run, &key, &rec, &b[..SECTOR]), want);
+        }
+        // Another run's record here.
+        let other = RunId([4; 16]);
+        let mut b = vec![0u8; 1024];
+        fill_record(&mut b, &RunKey::new(other), other, &rec);
+        assert_eq!(
+            sector(run, &key, &rec, &b[..SECTOR]),
+            SectorFinding::Foreign
+        );
+        // A record of this run whose home is elsewhere.
+        let far = RecordId {
+            offset: 1 << 20,
+            seq: 99,
+            ..rec
+        };
+        fill_record(&mut b, &key, run, &far);
+        assert_eq!(
+            sector(run, &key, &rec, &b[..SECTOR]),
+            SectorFinding::Misplaced
+        );
+    }
+}

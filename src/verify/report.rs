@@ -1,0 +1,218 @@
+//! The verify report: one struct, serialised as versioned JSON (docs/report.md) or
+//! printed for people.
+
+use super::classify::RecordClass;
+use crate::ack::RunDescriptor;
+use crate::device::identity::DeviceIdentity;
+use crate::units::fmt_bytes;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+pub const REPORT_FORMAT: &str = "plugpull-verify/1";
+/// Failing records listed individually in the report; the counts are always complete.
+pub const MAX_FINDINGS: usize = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    #[serde(rename = "PASS")]
+    Pass,
+    #[serde(rename = "FAIL")]
+    Fail,
+    #[serde(rename = "INCONCLUSIVE")]
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Verdict::Pass => crate::exit::PASS,
+            Verdict::Fail => crate::exit::FAIL,
+            Verdict::Inconclusive => crate::exit::INCONCLUSIVE,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Inconclusive => "INCONCLUSIVE",
+        }
+    }
+}
+
+/// One acknowledged record that did not survive as it should have.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub class: RecordClass,
+    pub stream: u16,
+    pub seq: u64,
+    pub offset: u64,
+    pub len_bytes: u64,
+    /// Writer clock, ns since the epoch.
+    pub submitted_ns: u64,
+    pub flushed_ns: u64,
+    /// How long before the run's last ack this record was acknowledged.
+    pub acked_ms_before_last_ack: f64,
+    /// Sector counts by what was found (only non-zero ones).
+    pub sectors: BTreeMap<&'static str, u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrupt_bits: Option<u64>,
+    /// Where this record's data turned up instead (misdirected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub found_at: Option<u64>,
+    /// A record acknowledged later (flush completed before... see ordering_holes) survived.
+    pub ordering_hole: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LossWindow {
+    pub records: u64,
+    pub bytes: u64,
+    /// From the earliest failing record's ack to the last ack of the run.
+    pub ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OrderingHoles {
+    /// Failing records whose flush completed before some surviving (intact) record was
+    /// even submitted: the drive did not keep a prefix of the completed writes.
+    pub count: u64,
+    /// Submission time of the newest surviving record, writer clock.
+    pub newest_survivor_submitted_ns: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub format: &'static str,
+    pub verdict: Verdict,
+    /// One sentence saying why.
+    pub summary: String,
+    pub counts: BTreeMap<&'static str, u64>,
+    pub acked_records: u64,
+    pub acked_bytes: u64,
+    pub corrupt_bits: u64,
+    pub loss_window: Option<LossWindow>,
+    pub ordering_holes: OrderingHoles,
+    /// Set when the target could not be opened or read at all.
+    pub dead_device: Option<String>,
+    /// Ranges that returned errors or hung: [offset, len, reason].
+    pub unreadable_ranges: Vec<(u64, u64, String)>,
+    pub findings: Vec<Finding>,
+    pub findings_truncated: bool,
+    pub target: String,
+    pub device: Option<DeviceIdentity>,
+    pub run: Option<RunDescriptor>,
+    pub bytes_read: u64,
+    pub verify_ms: f64,
+    pub plugpull_version: &'static str,
+}
+
+impl Report {
+    pub fn counts_zero() -> BTreeMap<&'static str, u64> {
+        RecordClass::ALL.iter().map(|c| (c.name(), 0)).collect()
+    }
+
+    /// The human summary.
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        if let Some(r) = &self.run {
+            let s = &r.settings;
+            o += &format!(
+                "run {} started {} on {} ({}, {} records, {} stream(s), {})\n",
+                r.run_id,
+                r.started_at,
+                r.host,
+                s.flush.name(),
+                if s.record_bytes_min == s.record_bytes_max {
+                    fmt_bytes(s.record_bytes_min)
+                } else {
+                    format!(
+                        "{}-{}",
+                        fmt_bytes(s.record_bytes_min),
+                        fmt_bytes(s.record_bytes_max)
+                    )
+                },
+                s.streams,
+                s.placement
+            );
+        }
+        o += &format!("target {}", self.target);
+        if let Some(d) = &self.device {
+            let mut parts = vec![];
+            if let Some(m) = &d.model {
+                parts.push(m.clone());
+            }
+            if let Some(s) = &d.serial {
+                parts.push(format!("serial {s}"));
+            }
+            if let Some(w) = &d.write_cache {
+                parts.push(format!("write cache: {w}"));
+            }
+            if !parts.is_empty() {
+                o += &format!(" ({})", parts.join(", "));
+            }
+        }
+        o += "\n";
+        if let Some(d) = &self.dead_device {
+            o += &format!("dead device: {d}\n");
+        }
+        o += &format!(
+            "acknowledged records: {} ({})\n",
+            self.acked_records,
+            fmt_bytes(self.acked_bytes)
+        );
+        for c in RecordClass::ALL {
+            let n = self.counts[c.name()];
+            if n > 0 || !c.is_failure() {
+                o += &format!("  {:<12} {:>10}", c.name(), n);
+                if c == RecordClass::Corrupt && n > 0 {
+                    o += &format!("   ({} flipped bits)", self.corrupt_bits);
+                }
+                o += "\n";
+            }
+        }
+        if let Some(w) = &self.loss_window {
+            o += &format!(
+                "loss window: {} record(s), {}, acknowledged up to {:.1} ms before the last ack\n",
+                w.records,
+                fmt_bytes(w.bytes),
+                w.ms
+            );
+        }
+        if self.ordering_holes.count > 0 {
+            o += &format!(
+                "ordering holes: {} failing record(s) were flushed before a record that survived was even submitted\n",
+                self.ordering_holes.count
+            );
+        }
+        for (off, len, why) in self.unreadable_ranges.iter().take(5) {
+            o += &format!("unreadable: {} at offset {off}: {why}\n", fmt_bytes(*len));
+        }
+        if !self.findings.is_empty() {
+            o += "failing records (most recent acks first):\n";
+            let mut f: Vec<&Finding> = self.findings.iter().collect();
+            f.sort_by(|a, b| b.flushed_ns.cmp(&a.flushed_ns));
+            for x in f.iter().take(10) {
+                o += &format!(
+                    "  {:<11} stream {} seq {:<8} offset {:<12} {:>9}  acked {:.1} ms before the last ack{}{}\n",
+                    x.class.name(),
+                    x.stream,
+                    x.seq,
+                    x.offset,
+                    fmt_bytes(x.len_bytes),
+                    x.acked_ms_before_last_ack,
+                    x.corrupt_bits
+                        .map(|b| format!(", {b} bits flipped"))
+                        .unwrap_or_default(),
+                    x.found_at
+                        .map(|a| format!(", found at {a}"))
+                        .unwrap_or_default(),
+                );
+            }
+            if self.findings.len() > 10 {
+                o += &format!("  ... and {} more (see --json)\n", self.findings.len() - 10);
+            }
+        }
+        o += &format!("VERDICT: {} - {}\n", self.verdict.name(), self.summary);
+        o
+    }
+}

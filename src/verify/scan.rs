@@ -1,0 +1,217 @@
+//! Reading the target back and judging every acknowledged record, sector by sector.
+//!
+//! A reader thread reads the span of the run in large aligned chunks, one chunk ahead of
+//! the checker, so verify runs at the device's read bandwidth. Every sector's stamp is
+//! decoded once; each acknowledged record covering it is judged against it.
+
+use super::classify::{SectorFinding, SectorTally, classify_sector};
+use crate::ack::Ack;
+use crate::device::{AlignedBuf, Device};
+use crate::record::{RunId, SECTOR, decode_stamp, expected_sector};
+use crate::rng::RunKey;
+use std::collections::HashMap;
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+const CHUNK_BYTES: u64 = 4 << 20;
+
+/// What the scan found for each ack (same order as the input) and around them.
+pub struct ScanResult {
+    pub tallies: Vec<SectorTally>,
+    /// (stream, seq) of this run's records found away from their home, and where.
+    pub found_elsewhere: HashMap<(u16, u64), u64>,
+    pub bytes_read: u64,
+    /// Ranges that could not be read: (offset, len, reason).
+    pub unreadable: Vec<(u64, u64, String)>,
+}
+
+struct Chunk {
+    offset: u64,
+    buf: AlignedBuf,
+    /// Per block of `block` bytes: did it read?
+    bad: Vec<(u64, u64, String)>,
+}
+
+/// Reads [start, end) of `dev` and judges every ack against it.
+pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Duration) -> ScanResult {
+    let key = RunKey::new(run);
+    let mut tallies = vec![SectorTally::default(); acks.len()];
+    let mut found_elsewhere = HashMap::new();
+    let mut unreadable = vec![];
+    if acks.is_empty() {
+        return ScanResult {
+            tallies,
+            found_elsewhere,
+            bytes_read: 0,
+            unreadable,
+        };
+    }
+    let block = dev.logical_block_bytes().max(512) as u64;
+    let start = acks.iter().map(|a| a.record.offset).min().unwrap() / block * block;
+    let end = acks
+        .iter()
+        .map(|a| a.record.end())
+        .max()
+        .unwrap()
+        .div_ceil(block)
+        * block;
+    let readable_end = end.min(dev.size_bytes() / block * block);
+    if readable_end < end {
+        unreadable.push((
+            readable_end,
+            end - readable_end,
+            "beyond the end of the device".to_string(),
+        ));
+    }
+    let mut order: Vec<usize> = (0..acks.len()).collect();
+    order.sort_by_key(|&i| acks[i].record.offset);
+    let mut next = 0usize;
+    let mut active: Vec<usize> = vec![];
+    let mut bytes_read = 0;
+
+    {
+        let (tx, rx) = mpsc::sync_channel::<Chunk>(2);
+        let reader_dev = dev.clone();
+        // Not a scoped thread: if a read hangs we must be able to walk away from it.
+        std::thread::spawn(move || {
+            let dev = &*reader_dev;
+            let mut at = start;
+            while at < readable_end {
+                let len = CHUNK_BYTES.min(readable_end - at);
+                let mut buf = AlignedBuf::new(len as usize);
+                let bad = read_chunk(dev, &mut buf, at, block);
+                if tx
+                    .send(Chunk {
+                        offset: at,
+                        buf,
+                        bad,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                at += len;
+            }
+        });
+        let mut at = start;
+        let mut stamps = Vec::new();
+        while at < end {
+            let chunk = if at < readable_end {
+                match rx.recv_timeout(read_timeout) {
+                    Ok(c) => Some(c),
+                    Err(_) => {
+                        // A hung read: mark the rest unreadable and stop waiting. The reader
+                        // thread is abandoned (it exits with the process).
+                        unreadable.push((
+                            at,
+                            readable_end - at,
+                            format!("read did not complete within {read_timeout:?}"),
+                        ));
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            let (c_off, c_len) = match &chunk {
+                Some(c) => (c.offset, c.buf.len() as u64),
+                None => (at, end - at),
+            };
+            let c_end = c_off + c_len;
+            if let Some(c) = &chunk {
+                bytes_read += c_len;
+                unreadable.extend(c.bad.iter().cloned());
+                stamps.clear();
+                stamps.extend(c.buf.chunks_exact(SECTOR).map(decode_stamp));
+                for (k, st) in stamps.iter().enumerate() {
+                    if let Ok(st) = st {
+                        let here = c_off + (k * SECTOR) as u64;
+                        if st.run == run && st.home() != here {
+                            // Where the record's first sector would be, given this one.
+                            let landed = here.saturating_sub(st.index as u64 * SECTOR as u64);
+                            found_elsewhere
+                                .entry((st.record.stream, st.record.seq))
+                                .or_insert(landed);
+                        }
+                    }
+                }
+            }
+            while next < order.len() && acks[order[next]].record.offset < c_end {
+                active.push(order[next]);
+                next += 1;
+            }
+            for &i in &active {
+                let rec = &acks[i].record;
+                let lo = rec.offset.max(c_off);
+                let hi = rec.end().min(c_end);
+                let mut p = lo;
+                while p < hi {
+                    let index = ((p - rec.offset) / SECTOR as u64) as u32;
+                    let finding = match &chunk {
+                        Some(c) if !in_bad(&c.bad, p) => {
+                            let k = ((p - c_off) / SECTOR as u64) as usize;
+                            let found = &c.buf[k * SECTOR..(k + 1) * SECTOR];
+                            classify_sector(found, &stamps[k], run, rec, index, || {
+                                let mut e = [0u8; SECTOR];
+                                expected_sector(&mut e, &key, run, rec, index);
+                                e
+                            })
+                        }
+                        _ => SectorFinding::Unreadable,
+                    };
+                    tallies[i].add(finding);
+                    p += SECTOR as u64;
+                }
+            }
+            active.retain(|&i| acks[i].record.end() > c_end);
+            at = c_end;
+            if chunk.is_none() {
+                // Past the device end or after a hung read: the loop above judged every
+                // remaining sector of every record unreadable (c_end == end).
+                break;
+            }
+        }
+        drop(rx);
+    }
+    ScanResult {
+        tallies,
+        found_elsewhere,
+        bytes_read,
+        unreadable,
+    }
+}
+
+fn in_bad(bad: &[(u64, u64, String)], p: u64) -> bool {
+    bad.iter().any(|(o, l, _)| p >= *o && p < o + l)
+}
+
+/// Reads one chunk; on error, narrows down to the failing blocks so one bad sector does
+/// not hide a whole chunk.
+fn read_chunk(
+    dev: &dyn Device,
+    buf: &mut [u8],
+    offset: u64,
+    block: u64,
+) -> Vec<(u64, u64, String)> {
+    if dev.read_at(buf, offset).is_ok() {
+        return vec![];
+    }
+    let mut bad = vec![];
+    let piece = (64 * 1024).max(block) as usize;
+    for (k, part) in buf.chunks_mut(piece).enumerate() {
+        let po = offset + (k * piece) as u64;
+        if dev.read_at(part, po).is_ok() {
+            continue;
+        }
+        for (j, b) in part.chunks_mut(block as usize).enumerate() {
+            let bo = po + j as u64 * block;
+            if let Err(e) = dev.read_at(b, bo) {
+                match bad.last_mut() {
+                    Some((o, l, r)) if *o + *l == bo && *r == e.to_string() => *l += block,
+                    _ => bad.push((bo, block, e.to_string())),
+                }
+            }
+        }
+    }
+    bad
+}

@@ -1,0 +1,312 @@
+//! Verify against damage injected by hand into an in-memory device after a real write
+//! loop: each class is reported, exit-worthy, and undamaged records stay intact.
+
+use plugpull::ack::{Ack, RunDescriptor, RunLog, WriterSettings};
+use plugpull::cli::Placement;
+use plugpull::device::mem::MemDevice;
+use plugpull::device::{Device, FlushMethod};
+use plugpull::record::{RecordId, RunId, fill_record};
+use plugpull::rng::RunKey;
+use plugpull::verify::report::{Report, Verdict};
+use plugpull::verify::verify_device;
+use plugpull::write::engine::{Progress, run_streams};
+use plugpull::write::plan::Plan;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const REGION: u64 = 1 << 20;
+
+fn plan(run: RunId, count: u64, placement: Placement, streams: u16, min: u64, max: u64) -> Plan {
+    Plan {
+        run,
+        region_offset: 0,
+        region_bytes: REGION,
+        record_min: min,
+        record_max: max,
+        placement,
+        streams,
+        seed: 7,
+        align: 512,
+        count: Some(count),
+        duration: None,
+    }
+}
+
+fn descriptor(p: &Plan) -> RunDescriptor {
+    RunDescriptor {
+        run_id: p.run,
+        format_version: 1,
+        plugpull_version: "test".into(),
+        host: "test".into(),
+        started_at: "now".into(),
+        device: Default::default(),
+        settings: WriterSettings {
+            region_offset: p.region_offset,
+            region_bytes: p.region_bytes,
+            record_bytes_min: p.record_min,
+            record_bytes_max: p.record_max,
+            placement: "sequential".into(),
+            streams: p.streams,
+            flush: FlushMethod::Fdatasync,
+            direct: true,
+            seed: p.seed,
+        },
+        command: vec![],
+    }
+}
+
+fn write(dev: &MemDevice, p: &Plan) -> RunLog {
+    let sink = Mutex::new(Vec::<Ack>::new());
+    run_streams(dev, p, &sink, &AtomicBool::new(false), &Progress::default());
+    RunLog {
+        descriptor: descriptor(p),
+        acks: sink.into_inner().unwrap(),
+        events: vec![],
+    }
+}
+
+fn verify(dev: Arc<MemDevice>, log: &RunLog) -> Report {
+    verify_device(dev, log, Duration::from_secs(10))
+}
+
+fn count(r: &Report, class: &str) -> u64 {
+    r.counts[class]
+}
+
+/// 64 records of 4 KiB, no wrap: every record has exactly one place.
+fn fresh() -> (Arc<MemDevice>, RunLog) {
+    let dev = Arc::new(MemDevice::new(REGION as usize));
+    let log = write(
+        &dev,
+        &plan(RunId([1; 16]), 64, Placement::Sequential, 1, 4096, 4096),
+    );
+    assert_eq!(log.acks.len(), 64);
+    (dev, log)
+}
+
+#[test]
+fn round_trip_passes() {
+    let (dev, log) = fresh();
+    let r = verify(dev, &log);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.to_text());
+    assert_eq!(count(&r, "intact"), 64);
+}
+
+#[test]
+fn wrapping_several_times_passes_with_superseded() {
+    let dev = Arc::new(MemDevice::new(REGION as usize));
+    // 1 MiB region / 4 KiB = 256 places; 1000 records wrap ~4 times.
+    let log = write(
+        &dev,
+        &plan(RunId([1; 16]), 1000, Placement::Sequential, 1, 4096, 4096),
+    );
+    let r = verify(dev, &log);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.to_text());
+    assert_eq!(count(&r, "intact"), 256);
+    assert_eq!(count(&r, "superseded"), 1000 - 256);
+}
+
+#[test]
+fn random_variable_sizes_and_streams_pass() {
+    let dev = Arc::new(MemDevice::new(REGION as usize));
+    let log = write(
+        &dev,
+        &plan(RunId([1; 16]), 3000, Placement::Random, 4, 512, 16384),
+    );
+    let r = verify(dev, &log);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.to_text());
+    assert!(count(&r, "superseded") > 0 && count(&r, "intact") > 0);
+}
+
+#[test]
+fn one_flipped_bit_is_corrupt_with_one_bit() {
+    let (dev, log) = fresh();
+    let victim = log.acks[10].record;
+    dev.edit(|b| b[victim.offset as usize + 1000] ^= 0x08);
+    let r = verify(dev, &log);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert_eq!(count(&r, "corrupt"), 1);
+    assert_eq!(count(&r, "intact"), 63);
+    assert_eq!(r.corrupt_bits, 1);
+    assert_eq!(
+        (r.findings[0].seq, r.findings[0].corrupt_bits),
+        (victim.seq, Some(1))
+    );
+}
+
+#[test]
+fn second_half_zeroed_or_old_is_shorn() {
+    for older in [false, true] {
+        let (dev, log) = fresh();
+        let v = log.acks[20].record;
+        let half = v.offset as usize + 2048;
+        if older {
+            // An older record of the same stream at this place: set the second half back.
+            let run = log.descriptor.run_id;
+            let old = RecordId { seq: 0, ..v };
+            let mut b = vec![0u8; 4096];
+            fill_record(&mut b, &RunKey::new(run), run, &old);
+            dev.edit(|d| d[half..half + 2048].copy_from_slice(&b[2048..]));
+        } else {
+            dev.edit(|d| d[half..half + 2048].fill(0));
+        }
+        let r = verify(dev, &log);
+        assert_eq!(r.verdict, Verdict::Fail);
+        assert_eq!(count(&r, "shorn"), 1, "older={older}: {}", r.to_text());
+        assert_eq!(count(&r, "intact"), 63);
+    }
+}
+
+#[test]
+fn record_copied_over_another_is_misdirected() {
+    let (dev, log) = fresh();
+    let (a, b) = (log.acks[5].record, log.acks[30].record);
+    dev.edit(|d| {
+        let src = d[a.offset as usize..a.end() as usize].to_vec();
+        d[b.offset as usize..b.end() as usize].copy_from_slice(&src);
+    });
+    let r = verify(dev, &log);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert_eq!(count(&r, "misdirected"), 1, "{}", r.to_text());
+    assert_eq!(
+        r.findings[0].seq, b.seq,
+        "the record whose place holds a foreign record"
+    );
+    assert_eq!(count(&r, "intact"), 63);
+}
+
+#[test]
+fn misdirected_write_leaves_old_data_and_is_found_elsewhere() {
+    let (dev, log) = fresh();
+    let v = log.acks[40].record;
+    // The drive wrote record v beyond the run's records and left zeros at its home.
+    dev.edit(|d| {
+        let src = d[v.offset as usize..v.end() as usize].to_vec();
+        d[v.offset as usize..v.end() as usize].fill(0);
+        let far = 64 * 4096 + 8192;
+        d[far..far + 4096].copy_from_slice(&src);
+    });
+    let mut log2 = log.clone();
+    // Make the scanned span include the landing place: one more acked record beyond it.
+    let extra = write_extra(&dev, &log, 64 * 4096 + 16384);
+    log2.acks.push(extra);
+    let r = verify(dev, &log2);
+    assert_eq!(count(&r, "misdirected"), 1, "{}", r.to_text());
+    assert_eq!(r.findings[0].found_at, Some(64 * 4096 + 8192));
+}
+
+fn write_extra(dev: &MemDevice, log: &RunLog, offset: u64) -> Ack {
+    let run = log.descriptor.run_id;
+    let rec = RecordId {
+        stream: 0,
+        seq: 10_000,
+        offset,
+        sectors: 8,
+        write_time_ns: plugpull::ack::now_ns(),
+    };
+    let mut b = vec![0u8; 4096];
+    fill_record(&mut b, &RunKey::new(run), run, &rec);
+    dev.write_at(&b, offset).unwrap();
+    Ack {
+        record: rec,
+        flushed_ns: plugpull::ack::now_ns(),
+    }
+}
+
+#[test]
+fn region_set_back_to_older_image_is_lost_with_window_and_holes() {
+    let dev = Arc::new(MemDevice::new(REGION as usize));
+    let p = plan(RunId([1; 16]), 100, Placement::Sequential, 1, 4096, 4096);
+    let log = write(&dev, &p);
+    // Set records 40..50 back to zeros (their state before the run): lost, while 50..100
+    // survive, so these are holes, not a lost tail.
+    let (a, b) = (
+        log.acks[40].record.offset as usize,
+        log.acks[50].record.offset as usize,
+    );
+    dev.edit(|d| d[a..b].fill(0));
+    let r = verify(dev, &log);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert_eq!(count(&r, "lost"), 10);
+    assert_eq!(count(&r, "intact"), 90);
+    let w = r.loss_window.as_ref().unwrap();
+    assert_eq!((w.records, w.bytes), (10, 40960));
+    assert!(w.ms >= 0.0);
+    assert_eq!(r.ordering_holes.count, 10);
+}
+
+#[test]
+fn lost_tail_is_not_a_hole() {
+    let dev = Arc::new(MemDevice::new(REGION as usize));
+    let log = write(
+        &dev,
+        &plan(RunId([1; 16]), 100, Placement::Sequential, 1, 4096, 4096),
+    );
+    let a = log.acks[90].record.offset as usize;
+    dev.edit(|d| d[a..a + 10 * 4096].fill(0));
+    let r = verify(dev, &log);
+    assert_eq!(count(&r, "lost"), 10);
+    assert_eq!(r.ordering_holes.count, 0, "{}", r.to_text());
+}
+
+#[test]
+fn another_runs_records_are_stale_not_corrupt() {
+    let (dev, log) = fresh();
+    let other = Arc::new(MemDevice::new(REGION as usize));
+    write(
+        &other,
+        &plan(RunId([2; 16]), 64, Placement::Sequential, 1, 4096, 4096),
+    );
+    let o = other.snapshot();
+    dev.edit(|d| d[0..8 * 4096].copy_from_slice(&o[0..8 * 4096]));
+    let r = verify(dev, &log);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert_eq!(count(&r, "stale"), 8, "{}", r.to_text());
+    assert_eq!(count(&r, "corrupt"), 0);
+    assert_eq!(count(&r, "intact"), 56);
+}
+
+#[test]
+fn unflushed_later_writes_partly_surviving_are_no_alarm() {
+    // An honest drive after a cut: all acked records present, plus a later unacked write
+    // that was torn (half of it landed over an acked record's place).
+    let dev = Arc::new(MemDevice::new(REGION as usize));
+    let p = plan(RunId([1; 16]), 300, Placement::Sequential, 1, 4096, 4096);
+    let log = write(&dev, &p);
+    let mut acked = log.clone();
+    acked.acks.truncate(280); // the last 20 were "in flight": never acknowledged
+    let older = Arc::new(MemDevice::new(REGION as usize));
+    older.restore(&dev.snapshot());
+    // Tear record 290: only its first half survived; the rest shows what was there before
+    // (record 290-256 = 34 of this run, which is acked and older).
+    let v = log.acks[290].record;
+    let prev = log.acks[34].record;
+    assert_eq!(prev.offset, v.offset);
+    let run = log.descriptor.run_id;
+    let mut b = vec![0u8; 4096];
+    fill_record(&mut b, &RunKey::new(run), run, &prev);
+    older.edit(|d| d[v.offset as usize + 2048..v.end() as usize].copy_from_slice(&b[2048..]));
+    let r = verify(older, &acked);
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.to_text());
+}
+
+#[test]
+fn nothing_acked_is_inconclusive() {
+    let dev = Arc::new(MemDevice::new(REGION as usize));
+    let p = plan(RunId([1; 16]), 0, Placement::Sequential, 1, 4096, 4096);
+    let log = write(&dev, &p);
+    let r = verify(dev, &log);
+    assert_eq!(r.verdict, Verdict::Inconclusive);
+}
+
+#[test]
+fn device_smaller_than_region_marks_the_rest_unreadable() {
+    let (dev, log) = fresh();
+    let small = Arc::new(MemDevice::new(32 * 4096));
+    small.restore(&dev.snapshot()[..32 * 4096]);
+    let r = verify(small, &log);
+    assert_eq!(count(&r, "unreadable"), 32);
+    assert_eq!(count(&r, "intact"), 32);
+    assert_eq!(r.verdict, Verdict::Fail);
+}
