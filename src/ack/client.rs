@@ -141,7 +141,10 @@ impl AckSender {
         });
         if durable > 0 {
             // A fresh run is refused by the witness if it has acks; this cannot happen.
-            bail!("the witness already holds {durable} acks for the new run {}", desc.run_id);
+            bail!(
+                "the witness already holds {durable} acks for the new run {}",
+                desc.run_id
+            );
         }
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
@@ -335,7 +338,10 @@ fn handshake(addr: &str, desc: &RunDescriptor, resume: bool) -> anyhow::Result<(
             Ok((s, durable_acks))
         }
         Some(Msg::Error { message }) => bail!("the witness at {addr} refused the run: {message}"),
-        Some(m) => bail!("the witness at {addr} answered Hello with {:?}", m.frame_type()),
+        Some(m) => bail!(
+            "the witness at {addr} answered Hello with {:?}",
+            m.frame_type()
+        ),
         None => bail!("the witness at {addr} closed the connection during the handshake"),
     }
 }
@@ -603,9 +609,7 @@ pub fn run_fetch(a: FetchArgs) -> anyhow::Result<()> {
         (Some(r), _) => RunSelector::Run(RunId::parse(r).ok_or_else(|| {
             anyhow!("--run '{r}' is not a run id: expected 32 hex digits as printed by `write`")
         })?),
-        (None, Some(t)) => {
-            RunSelector::LatestForDevice(crate::device::identity::identify(t).key())
-        }
+        (None, Some(t)) => RunSelector::LatestForDevice(crate::device::identity::identify(t).key()),
         (None, None) => bail!("name the run with --run RUN_ID or the device with --target PATH"),
     };
     let log = fetch(&a.witness, &sel)?;
