@@ -1,1 +1,512 @@
-//! TODO(helper): see ack/mod.rs
+//! Typed messages carried in frames, with fixed little-endian layouts.
+//!
+//! Why fixed binary layouts for acks and JSON for descriptors: acks are the hot path (a
+//! writer on tmpfs produces >100k/s) and must cost a memcpy, while descriptors are
+//! sent once per connection and must stay readable and extensible. Layouts are in
+//! docs/protocol.md; a decoder rejects any payload whose length does not match exactly.
+
+use super::frame::{self, FrameType};
+use super::{Ack, RunDescriptor, RunSelector, WitnessEvent};
+use crate::record::{RecordId, RunId};
+use anyhow::{Context, anyhow, bail};
+
+/// Wire protocol version sent in Hello and Welcome. Bump on any incompatible change.
+pub const PROTOCOL_VERSION: u16 = 1;
+/// Bytes of one ack entry in an Acks payload.
+pub const ACK_ENTRY_BYTES: usize = 40;
+/// Bytes before the entries in an Acks payload: first ack number u64, count u32.
+pub const ACKS_HEADER_BYTES: usize = 12;
+/// Most acks one Acks frame may carry; keeps frames far below the frame size limit.
+pub const MAX_ACKS_PER_FRAME: usize = 65_536;
+/// Hello flag: the writer has connected before in this run and resends unconfirmed acks.
+pub const HELLO_FLAG_RESUME: u16 = 1;
+/// Magic of the log file header frame.
+pub const LOG_MAGIC: [u8; 8] = *b"PPACKLOG";
+/// Log file format version.
+pub const LOG_VERSION: u16 = 1;
+
+const SELECT_RUN: u8 = 1;
+const SELECT_DEVICE: u8 = 2;
+
+/// Every message of the protocol and the log. See docs/protocol.md for direction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Msg {
+    FileHeader {
+        version: u16,
+    },
+    Descriptor(RunDescriptor),
+    Event(WitnessEvent),
+    Hello {
+        version: u16,
+        resume: bool,
+        descriptor: RunDescriptor,
+    },
+    Welcome {
+        version: u16,
+        durable_acks: u64,
+    },
+    Acks {
+        first: u64,
+        acks: Vec<Ack>,
+    },
+    Durable {
+        durable_acks: u64,
+    },
+    Heartbeat,
+    Bye {
+        reason: String,
+    },
+    Error {
+        message: String,
+    },
+    Fetch(RunSelector),
+    FetchRun(RunDescriptor),
+    FetchEnd {
+        acks: u64,
+    },
+}
+
+/// Appends the 40-byte entry of `a` to `out`.
+#[inline]
+pub fn put_ack(out: &mut Vec<u8>, a: &Ack) {
+    let r = &a.record;
+    let mut e = [0u8; ACK_ENTRY_BYTES];
+    e[0..2].copy_from_slice(&r.stream.to_le_bytes());
+    // e[2..4]: reserved, zero.
+    e[4..8].copy_from_slice(&r.sectors.to_le_bytes());
+    e[8..16].copy_from_slice(&r.seq.to_le_bytes());
+    e[16..24].copy_from_slice(&r.offset.to_le_bytes());
+    e[24..32].copy_from_slice(&r.write_time_ns.to_le_bytes());
+    e[32..40].copy_from_slice(&a.flushed_ns.to_le_bytes());
+    out.extend_from_slice(&e);
+}
+
+#[inline]
+fn get_ack(e: &[u8]) -> Ack {
+    let u64_at = |at: usize| u64::from_le_bytes(e[at..at + 8].try_into().unwrap());
+    Ack {
+        record: RecordId {
+            stream: u16::from_le_bytes([e[0], e[1]]),
+            sectors: u32::from_le_bytes(e[4..8].try_into().unwrap()),
+            seq: u64_at(8),
+            offset: u64_at(16),
+            write_time_ns: u64_at(24),
+        },
+        flushed_ns: u64_at(32),
+    }
+}
+
+/// Appends one Acks frame numbering `acks` from `first`. Allocation-free when `out` has
+/// capacity: this is what the sender calls for every batch.
+pub fn encode_acks_into<'a>(
+    out: &mut Vec<u8>,
+    first: u64,
+    acks: impl ExactSizeIterator<Item = &'a Ack>,
+) {
+    let n = acks.len();
+    assert!(n <= MAX_ACKS_PER_FRAME, "ack batch of {n} is too large");
+    let start = frame::begin_frame(out, FrameType::Acks);
+    out.reserve(ACKS_HEADER_BYTES + n * ACK_ENTRY_BYTES + frame::CRC_BYTES);
+    out.extend_from_slice(&first.to_le_bytes());
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+    for a in acks {
+        put_ack(out, a);
+    }
+    frame::end_frame(out, start);
+}
+
+/// Decodes an Acks payload, appending the acks to `into`; returns the first ack number.
+pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
+    if p.len() < ACKS_HEADER_BYTES {
+        bail!(
+            "Acks payload of {} bytes is shorter than its 12-byte header",
+            p.len()
+        );
+    }
+    let first = u64::from_le_bytes(p[0..8].try_into().unwrap());
+    let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
+    let want = ACKS_HEADER_BYTES + count * ACK_ENTRY_BYTES;
+    if p.len() != want {
+        bail!(
+            "Acks payload says {count} acks ({want} bytes) but is {} bytes",
+            p.len()
+        );
+    }
+    if first.checked_add(count as u64).is_none() {
+        bail!("Acks numbering overflows (first {first}, count {count})");
+    }
+    into.reserve(count);
+    into.extend(
+        p[ACKS_HEADER_BYTES..]
+            .chunks_exact(ACK_ENTRY_BYTES)
+            .map(get_ack),
+    );
+    Ok(first)
+}
+
+fn u16_le(p: &[u8], what: &str) -> anyhow::Result<u16> {
+    Ok(u16::from_le_bytes(
+        p.get(0..2)
+            .ok_or_else(|| anyhow!("{what} payload too short"))?
+            .try_into()
+            .unwrap(),
+    ))
+}
+
+fn u64_exact(p: &[u8], what: &str) -> anyhow::Result<u64> {
+    if p.len() != 8 {
+        bail!("{what} payload must be 8 bytes, got {}", p.len());
+    }
+    Ok(u64::from_le_bytes(p.try_into().unwrap()))
+}
+
+fn utf8(p: &[u8], what: &str) -> anyhow::Result<String> {
+    String::from_utf8(p.to_vec()).map_err(|_| anyhow!("{what} text is not UTF-8"))
+}
+
+fn descriptor(p: &[u8], what: &str) -> anyhow::Result<RunDescriptor> {
+    serde_json::from_slice(p).with_context(|| format!("{what}: invalid run descriptor JSON"))
+}
+
+impl Msg {
+    pub fn frame_type(&self) -> FrameType {
+        match self {
+            Msg::FileHeader { .. } => FrameType::FileHeader,
+            Msg::Descriptor(_) => FrameType::Descriptor,
+            Msg::Event(_) => FrameType::Event,
+            Msg::Hello { .. } => FrameType::Hello,
+            Msg::Welcome { .. } => FrameType::Welcome,
+            Msg::Acks { .. } => FrameType::Acks,
+            Msg::Durable { .. } => FrameType::Durable,
+            Msg::Heartbeat => FrameType::Heartbeat,
+            Msg::Bye { .. } => FrameType::Bye,
+            Msg::Error { .. } => FrameType::Error,
+            Msg::Fetch(_) => FrameType::Fetch,
+            Msg::FetchRun(_) => FrameType::FetchRun,
+            Msg::FetchEnd { .. } => FrameType::FetchEnd,
+        }
+    }
+
+    /// Appends this message as one frame to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        if let Msg::Acks { first, acks } = self {
+            encode_acks_into(out, *first, acks.iter());
+            return;
+        }
+        let start = frame::begin_frame(out, self.frame_type());
+        match self {
+            Msg::FileHeader { version } => {
+                out.extend_from_slice(&LOG_MAGIC);
+                out.extend_from_slice(&version.to_le_bytes());
+            }
+            Msg::Descriptor(d) | Msg::FetchRun(d) => {
+                serde_json::to_writer(&mut *out, d).expect("descriptor serialises")
+            }
+            Msg::Event(e) => serde_json::to_writer(&mut *out, e).expect("event serialises"),
+            Msg::Hello {
+                version,
+                resume,
+                descriptor,
+            } => {
+                out.extend_from_slice(&version.to_le_bytes());
+                let flags = if *resume { HELLO_FLAG_RESUME } else { 0 };
+                out.extend_from_slice(&flags.to_le_bytes());
+                serde_json::to_writer(&mut *out, descriptor).expect("descriptor serialises");
+            }
+            Msg::Welcome {
+                version,
+                durable_acks,
+            } => {
+                out.extend_from_slice(&version.to_le_bytes());
+                out.extend_from_slice(&durable_acks.to_le_bytes());
+            }
+            Msg::Durable { durable_acks } => out.extend_from_slice(&durable_acks.to_le_bytes()),
+            Msg::FetchEnd { acks } => out.extend_from_slice(&acks.to_le_bytes()),
+            Msg::Heartbeat => {}
+            Msg::Bye { reason } => out.extend_from_slice(reason.as_bytes()),
+            Msg::Error { message } => out.extend_from_slice(message.as_bytes()),
+            Msg::Fetch(RunSelector::Run(id)) => {
+                out.push(SELECT_RUN);
+                out.extend_from_slice(&id.0);
+            }
+            Msg::Fetch(RunSelector::LatestForDevice(key)) => {
+                out.push(SELECT_DEVICE);
+                out.extend_from_slice(key.as_bytes());
+            }
+            Msg::Acks { .. } => unreachable!("handled above"),
+        }
+        frame::end_frame(out, start);
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.encode_into(&mut v);
+        v
+    }
+
+    /// Decodes the payload of a checked frame.
+    pub fn decode(f: &frame::Frame<'_>) -> anyhow::Result<Msg> {
+        let p = f.payload;
+        Ok(match f.ty {
+            FrameType::FileHeader => {
+                if p.len() != 10 || p[0..8] != LOG_MAGIC {
+                    bail!("not a plugpull ack log header (magic missing)");
+                }
+                Msg::FileHeader {
+                    version: u16::from_le_bytes([p[8], p[9]]),
+                }
+            }
+            FrameType::Descriptor => Msg::Descriptor(descriptor(p, "Descriptor")?),
+            FrameType::FetchRun => Msg::FetchRun(descriptor(p, "FetchRun")?),
+            FrameType::Event => {
+                Msg::Event(serde_json::from_slice(p).context("Event: invalid witness event JSON")?)
+            }
+            FrameType::Hello => {
+                if p.len() < 4 {
+                    bail!("Hello payload of {} bytes is too short", p.len());
+                }
+                let version = u16_le(p, "Hello")?;
+                let flags = u16::from_le_bytes([p[2], p[3]]);
+                Msg::Hello {
+                    version,
+                    resume: flags & HELLO_FLAG_RESUME != 0,
+                    // Leave the descriptor to the caller when the version differs: a
+                    // newer writer's descriptor may not parse, and the version error is
+                    // the one the user needs to see.
+                    descriptor: if version == PROTOCOL_VERSION {
+                        descriptor(&p[4..], "Hello")?
+                    } else {
+                        bail!(VersionMismatch(version))
+                    },
+                }
+            }
+            FrameType::Welcome => {
+                if p.len() != 10 {
+                    bail!("Welcome payload must be 10 bytes, got {}", p.len());
+                }
+                Msg::Welcome {
+                    version: u16::from_le_bytes([p[0], p[1]]),
+                    durable_acks: u64::from_le_bytes(p[2..10].try_into().unwrap()),
+                }
+            }
+            FrameType::Acks => {
+                let mut acks = Vec::new();
+                let first = decode_acks_into(p, &mut acks)?;
+                Msg::Acks { first, acks }
+            }
+            FrameType::Durable => Msg::Durable {
+                durable_acks: u64_exact(p, "Durable")?,
+            },
+            FrameType::FetchEnd => Msg::FetchEnd {
+                acks: u64_exact(p, "FetchEnd")?,
+            },
+            FrameType::Heartbeat => {
+                if !p.is_empty() {
+                    bail!("Heartbeat payload must be empty, got {} bytes", p.len());
+                }
+                Msg::Heartbeat
+            }
+            FrameType::Bye => Msg::Bye {
+                reason: utf8(p, "Bye")?,
+            },
+            FrameType::Error => Msg::Error {
+                message: utf8(p, "Error")?,
+            },
+            FrameType::Fetch => match p.first() {
+                Some(&SELECT_RUN) if p.len() == 17 => {
+                    Msg::Fetch(RunSelector::Run(RunId(p[1..17].try_into().unwrap())))
+                }
+                Some(&SELECT_DEVICE) => {
+                    Msg::Fetch(RunSelector::LatestForDevice(utf8(&p[1..], "Fetch")?))
+                }
+                _ => bail!("Fetch payload has an unknown selector or wrong length"),
+            },
+        })
+    }
+}
+
+/// A Hello from a different protocol version; carried as an error so the server can
+/// answer with the version it speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionMismatch(pub u16);
+
+impl std::fmt::Display for VersionMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "protocol version {} is not supported; this witness speaks version {}: \
+             run the same plugpull version on the writer and the witness",
+            self.0, PROTOCOL_VERSION
+        )
+    }
+}
+impl std::error::Error for VersionMismatch {}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::ack::WriterSettings;
+    use crate::device::FlushMethod;
+    use crate::device::identity::DeviceIdentity;
+
+    pub(crate) fn sample_descriptor(run: u8) -> RunDescriptor {
+        RunDescriptor {
+            run_id: RunId([run; 16]),
+            format_version: 1,
+            plugpull_version: "test".into(),
+            host: "h".into(),
+            started_at: "2024-01-01T00:00:00Z".into(),
+            device: DeviceIdentity {
+                target: "/dev/x".into(),
+                kind: "file".into(),
+                ..Default::default()
+            },
+            settings: WriterSettings {
+                region_offset: 0,
+                region_bytes: 1 << 20,
+                record_bytes_min: 4096,
+                record_bytes_max: 4096,
+                placement: "sequential".into(),
+                streams: 1,
+                flush: FlushMethod::Fdatasync,
+                direct: true,
+                seed: 5,
+            },
+            command: vec!["plugpull".into()],
+        }
+    }
+
+    pub(crate) fn ack(i: u64) -> Ack {
+        Ack {
+            record: RecordId {
+                stream: (i % 3) as u16,
+                seq: i,
+                offset: i * 4096,
+                sectors: 8,
+                write_time_ns: 1_000 + i,
+            },
+            flushed_ns: 2_000 + i,
+        }
+    }
+
+    fn round_trip(m: Msg) {
+        let bytes = m.encode();
+        match frame::decode(&bytes) {
+            frame::Decoded::Frame(f) => {
+                assert_eq!(f.len_bytes, bytes.len());
+                assert_eq!(Msg::decode(&f).unwrap(), m);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        let d = sample_descriptor(7);
+        for m in [
+            Msg::FileHeader {
+                version: LOG_VERSION,
+            },
+            Msg::Descriptor(d.clone()),
+            Msg::Event(WitnessEvent {
+                at_ns: 5,
+                kind: "connect".into(),
+                peer: "1.2.3.4:5".into(),
+                durable_acks: 3,
+                last_ack_at_ns: Some(4),
+                detail: "x".into(),
+            }),
+            Msg::Hello {
+                version: PROTOCOL_VERSION,
+                resume: true,
+                descriptor: d.clone(),
+            },
+            Msg::Welcome {
+                version: PROTOCOL_VERSION,
+                durable_acks: u64::MAX,
+            },
+            Msg::Acks {
+                first: 10,
+                acks: (10..20).map(ack).collect(),
+            },
+            Msg::Acks {
+                first: 0,
+                acks: vec![],
+            },
+            Msg::Durable { durable_acks: 9 },
+            Msg::Heartbeat,
+            Msg::Bye {
+                reason: "done".into(),
+            },
+            Msg::Error {
+                message: "bad".into(),
+            },
+            Msg::Fetch(RunSelector::Run(RunId([3; 16]))),
+            Msg::Fetch(RunSelector::LatestForDevice("serial:X".into())),
+            Msg::FetchRun(d),
+            Msg::FetchEnd { acks: 77 },
+        ] {
+            round_trip(m);
+        }
+    }
+
+    #[test]
+    fn ack_entry_layout_is_fixed() {
+        let mut out = Vec::new();
+        put_ack(&mut out, &ack(1));
+        assert_eq!(out.len(), ACK_ENTRY_BYTES);
+        assert_eq!(&out[0..2], &1u16.to_le_bytes());
+        assert_eq!(&out[2..4], &[0, 0]);
+        assert_eq!(&out[4..8], &8u32.to_le_bytes());
+        assert_eq!(&out[8..16], &1u64.to_le_bytes());
+        assert_eq!(&out[16..24], &4096u64.to_le_bytes());
+        assert_eq!(&out[24..32], &1001u64.to_le_bytes());
+        assert_eq!(&out[32..40], &2001u64.to_le_bytes());
+    }
+
+    fn decode_payload(ty: FrameType, payload: &[u8]) -> anyhow::Result<Msg> {
+        let bytes = frame::encode(ty, payload);
+        match frame::decode(&bytes) {
+            frame::Decoded::Frame(f) => Msg::decode(&f),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_bad_payloads() {
+        // Count says 2 acks, one present.
+        let mut p = 0u64.to_le_bytes().to_vec();
+        p.extend_from_slice(&2u32.to_le_bytes());
+        p.extend_from_slice(&[0; ACK_ENTRY_BYTES]);
+        assert!(decode_payload(FrameType::Acks, &p).is_err());
+        assert!(decode_payload(FrameType::Acks, &[1, 2, 3]).is_err());
+        // Overflowing numbering.
+        let mut p = u64::MAX.to_le_bytes().to_vec();
+        p.extend_from_slice(&1u32.to_le_bytes());
+        p.extend_from_slice(&[0; ACK_ENTRY_BYTES]);
+        assert!(decode_payload(FrameType::Acks, &p).is_err());
+        assert!(decode_payload(FrameType::Durable, &[1, 2, 3]).is_err());
+        assert!(decode_payload(FrameType::Welcome, &[1]).is_err());
+        assert!(decode_payload(FrameType::Heartbeat, &[1]).is_err());
+        assert!(decode_payload(FrameType::Bye, &[0xff, 0xfe]).is_err());
+        assert!(decode_payload(FrameType::Fetch, &[9]).is_err());
+        assert!(decode_payload(FrameType::Fetch, &[1, 2]).is_err());
+        assert!(decode_payload(FrameType::FileHeader, b"NOTMAGIC\x01\x00").is_err());
+        let mut hello = PROTOCOL_VERSION.to_le_bytes().to_vec();
+        hello.extend_from_slice(&[0, 0]);
+        hello.extend_from_slice(b"{not json");
+        assert!(decode_payload(FrameType::Hello, &hello).is_err());
+    }
+
+    #[test]
+    fn hello_of_other_version_reports_the_version() {
+        let mut hello = 99u16.to_le_bytes().to_vec();
+        hello.extend_from_slice(&[0, 0]);
+        hello.extend_from_slice(b"whatever a future writer sends");
+        let e = decode_payload(FrameType::Hello, &hello).unwrap_err();
+        assert_eq!(
+            e.downcast_ref::<VersionMismatch>(),
+            Some(&VersionMismatch(99))
+        );
+    }
+}

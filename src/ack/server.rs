@@ -1,5 +1,781 @@
-//! The witness server. (Being written: see the witness helper's brief.)
+//! The witness server: accepts writers, appends their acks to one log per run, reports
+//! them durable after fdatasync, and serves whole runs to `verify` / `fetch`.
+//!
+//! Why a thread per connection: writers are few (one per drive under test) and each
+//! connection's work is dominated by its own fdatasync; blocking I/O keeps the code
+//! small and each run's durability rule obvious. Why the run slot lock: a writer that
+//! reconnects while its old connection is still half-open must not interleave appends
+//! with it; the newest connection owns the run and the old one stops at its next step.
+
+use super::frame::{self, Decoded, FrameType};
+use super::log::{self, AckLog, LogChecker, LogItem};
+use super::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
+use super::{Ack, RunDescriptor, RunSelector, WitnessEvent, now_ns};
 use crate::cli::ListenArgs;
-pub fn run(_a: ListenArgs) -> anyhow::Result<()> {
-    anyhow::bail!("listen is not implemented yet")
+use crate::record::RunId;
+use anyhow::Context;
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Read at most this much from one socket before committing, so one fast writer's
+/// batch stays bounded and Durable replies keep flowing.
+const READ_BATCH_BYTES: usize = 4 << 20;
+/// Bytes requested from the socket per read call.
+const READ_CHUNK_BYTES: usize = 256 << 10;
+/// A peer that does not read our replies for this long is dropped.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Fetch replies are written in pieces of about this size.
+const FETCH_FLUSH_BYTES: usize = 1 << 20;
+
+/// Tunables of the witness.
+#[derive(Clone, Debug)]
+pub struct WitnessOptions {
+    /// Connections beyond this are answered with an Error and closed.
+    pub max_connections: usize,
+    /// A connection silent this long is closed (writers send heartbeats).
+    pub idle_timeout: Duration,
+    /// No log lines on stderr (library use in tests).
+    pub quiet: bool,
+}
+
+impl Default for WitnessOptions {
+    fn default() -> Self {
+        WitnessOptions {
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(60),
+            quiet: false,
+        }
+    }
+}
+
+/// A running witness. Dropping it without [`Witness::shutdown`] leaves its threads
+/// serving until the process exits.
+pub struct Witness {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+/// The part of a run that connections share.
+#[derive(Default)]
+struct RunSlot {
+    /// Open while a connection owns the run; closed (None) between connections so an
+    /// idle witness holds no file handles for finished runs.
+    log: Option<AckLog>,
+    owner: Option<u64>,
+    owner_stream: Option<TcpStream>,
+}
+
+struct Shared {
+    dir: PathBuf,
+    opts: WitnessOptions,
+    stop: AtomicBool,
+    next_conn: AtomicU64,
+    runs: Mutex<HashMap<RunId, Arc<Mutex<RunSlot>>>>,
+    /// Device key -> (start time ns, run): the newest run per device.
+    latest: Mutex<HashMap<String, (i64, RunId)>>,
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicked connection thread must not take the whole witness down with it; the
+    // data behind each lock stays consistent at every await point of the code below.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn started_ns(d: &RunDescriptor) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(&d.started_at)
+        .ok()
+        .and_then(|t| t.timestamp_nanos_opt())
+        .unwrap_or(0)
+}
+
+fn fmt_ns(ns: u64) -> String {
+    let t = chrono::DateTime::from_timestamp_nanos(ns as i64).with_timezone(&chrono::Local);
+    t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
+}
+
+impl Shared {
+    fn log(&self, msg: impl std::fmt::Display) {
+        if !self.opts.quiet {
+            eprintln!("{} witness: {msg}", fmt_ns(now_ns()));
+        }
+    }
+
+    fn slot(&self, run: RunId) -> Arc<Mutex<RunSlot>> {
+        lock(&self.runs).entry(run).or_default().clone()
+    }
+
+    fn note_run(&self, d: &RunDescriptor) {
+        let key = d.device.key();
+        let t = started_ns(d);
+        let mut latest = lock(&self.latest);
+        let e = latest.entry(key).or_insert((t, d.run_id));
+        if t >= e.0 {
+            *e = (t, d.run_id);
+        }
+    }
+}
+
+impl Witness {
+    /// Recovers every log in `dir` (truncating torn tails), indexes runs by device, binds
+    /// `bind` and starts serving. Returns once the socket is listening.
+    pub fn start(bind: &str, dir: &Path, opts: WitnessOptions) -> anyhow::Result<Witness> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the witness directory {}", dir.display()))?;
+        let shared = Arc::new(Shared {
+            dir: dir.to_path_buf(),
+            opts,
+            stop: AtomicBool::new(false),
+            next_conn: AtomicU64::new(1),
+            runs: Mutex::new(HashMap::new()),
+            latest: Mutex::new(HashMap::new()),
+            conns: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+        });
+        recover_dir(&shared)?;
+        let listener = TcpListener::bind(bind).with_context(|| {
+            format!("cannot listen on {bind}: is another witness already running there?")
+        })?;
+        let addr = listener.local_addr()?;
+        let sh = shared.clone();
+        let acceptor = std::thread::Builder::new()
+            .name("witness-accept".into())
+            .spawn(move || accept_loop(sh, listener))?;
+        Ok(Witness {
+            addr,
+            shared,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// Stops accepting, closes every connection and waits for their threads. Every ack
+    /// already reported durable stays in the logs.
+    pub fn shutdown(mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept with a connection of our own.
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        for s in lock(&self.shared.conns).values() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let threads = std::mem::take(&mut *lock(&self.shared.threads));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+
+    /// Blocks until the acceptor ends (it does not, except on a listener error).
+    fn wait(mut self) {
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+    }
+}
+
+/// Opens every log once at startup: truncates torn tails and builds the device index.
+fn recover_dir(sh: &Shared) -> anyhow::Result<()> {
+    let rd = std::fs::read_dir(&sh.dir)
+        .with_context(|| format!("reading the witness directory {}", sh.dir.display()))?;
+    let mut n = 0;
+    for e in rd {
+        let path = e?.path();
+        if path.extension().and_then(|x| x.to_str()) != Some(log::LOG_EXTENSION) {
+            continue;
+        }
+        match AckLog::open(&path) {
+            Ok((l, rec)) => {
+                if rec.truncated_bytes > 0 {
+                    sh.log(format_args!(
+                        "recovered {}: cut a torn tail of {} bytes ({}); kept {} acks",
+                        path.display(),
+                        rec.truncated_bytes,
+                        rec.reason.as_deref().unwrap_or("?"),
+                        l.durable_acks()
+                    ));
+                }
+                sh.note_run(l.descriptor());
+                n += 1;
+            }
+            Err(e) => sh.log(format_args!("skipping {}: {e:#}", path.display())),
+        }
+    }
+    sh.log(format_args!("{n} run logs in {}", sh.dir.display()));
+    Ok(())
+}
+
+fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
+    loop {
+        let (stream, peer) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) => {
+                if sh.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                sh.log(format_args!("accept failed: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if sh.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let id = sh.next_conn.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut conns = lock(&sh.conns);
+            if conns.len() >= sh.opts.max_connections {
+                drop(conns);
+                let msg = format!(
+                    "the witness is at its limit of {} connections; try again later or \
+                     raise --max-connections",
+                    sh.opts.max_connections
+                );
+                sh.log(format_args!("refused {peer}: {msg}"));
+                let mut s = stream;
+                let _ = s.write_all(&Msg::Error { message: msg }.encode());
+                continue;
+            }
+            if let Ok(c) = stream.try_clone() {
+                conns.insert(id, c);
+            }
+        }
+        let sh2 = sh.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("witness-conn-{id}"))
+            .spawn(move || {
+                let mut c = Conn::new(sh2.clone(), stream, id, peer);
+                c.serve();
+                lock(&sh2.conns).remove(&id);
+            });
+        match t {
+            Ok(h) => {
+                let mut threads = lock(&sh.threads);
+                threads.retain(|t| !t.is_finished());
+                threads.push(h);
+            }
+            Err(e) => {
+                sh.log(format_args!("cannot start a thread for {peer}: {e}"));
+                lock(&sh.conns).remove(&id);
+            }
+        }
+    }
+}
+
+/// Why a connection ended.
+enum End {
+    Eof,
+    Idle,
+    Bye(String),
+    TakenOver,
+    /// Our own I/O error on the socket.
+    Io(io::Error),
+    /// The peer broke the protocol; told with an Error frame.
+    Protocol(String),
+    /// The witness cannot write its log; told with an Error frame.
+    Storage(String),
+    /// A fetch was served.
+    Fetched,
+}
+
+struct Conn {
+    sh: Arc<Shared>,
+    stream: TcpStream,
+    id: u64,
+    peer: SocketAddr,
+    run: Option<(RunId, Arc<Mutex<RunSlot>>)>,
+    rbuf: Vec<u8>,
+    out: Vec<u8>,
+    scratch: Vec<Ack>,
+    /// New acks appended since the last commit.
+    dirty: bool,
+    acks_received: u64,
+    last_ack_at_ns: Option<u64>,
+    last_frame_at_ns: u64,
+}
+
+impl Conn {
+    fn new(sh: Arc<Shared>, stream: TcpStream, id: u64, peer: SocketAddr) -> Conn {
+        Conn {
+            sh,
+            stream,
+            id,
+            peer,
+            run: None,
+            rbuf: Vec::new(),
+            out: Vec::new(),
+            scratch: Vec::new(),
+            dirty: false,
+            acks_received: 0,
+            last_ack_at_ns: None,
+            last_frame_at_ns: now_ns(),
+        }
+    }
+
+    fn serve(&mut self) {
+        let _ = self.stream.set_nodelay(true);
+        let _ = self
+            .stream
+            .set_read_timeout(Some(self.sh.opts.idle_timeout));
+        let _ = self.stream.set_write_timeout(Some(WRITE_TIMEOUT));
+        let end = self.serve_loop();
+        let (kind, detail) = match &end {
+            End::Eof => ("disconnect", "connection closed by the writer".to_string()),
+            End::Idle => (
+                "disconnect",
+                format!("silent for {:?} (idle timeout)", self.sh.opts.idle_timeout),
+            ),
+            End::Bye(r) => ("bye", format!("bye: {r}")),
+            End::TakenOver => ("disconnect", "taken over by a newer connection".into()),
+            End::Io(e) => ("disconnect", format!("connection error: {e}")),
+            End::Protocol(m) | End::Storage(m) => ("error", m.clone()),
+            End::Fetched => ("fetch", String::new()),
+        };
+        if let End::Protocol(m) | End::Storage(m) = &end {
+            // Tell the peer why; it may already be gone, and that is fine.
+            let _ = self
+                .stream
+                .write_all(&Msg::Error { message: m.clone() }.encode());
+        }
+        let durable = self.release_run(kind, &detail);
+        let run = self
+            .run
+            .as_ref()
+            .map(|(r, _)| r.hex())
+            .unwrap_or("-".into());
+        if !matches!(end, End::Fetched) {
+            let silent = self
+                .last_ack_at_ns
+                .map(|t| format!(", last ack at {}", fmt_ns(t)))
+                .unwrap_or_default();
+            self.sh.log(format_args!(
+                "{kind} {} run {run}: {detail} ({} acks received, {} durable{silent})",
+                self.peer,
+                self.acks_received,
+                durable.map(|d| d.to_string()).unwrap_or("-".into()),
+            ));
+        }
+        let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
+    /// Records how the connection ended in the run's log and gives the run up.
+    fn release_run(&mut self, kind: &str, detail: &str) -> Option<u64> {
+        let (_, slot) = self.run.as_ref()?;
+        let mut s = lock(slot);
+        if s.owner != Some(self.id) {
+            return None;
+        }
+        let last_frame = self.last_frame_at_ns;
+        let log = s.log.as_mut()?;
+        let ev = WitnessEvent {
+            at_ns: now_ns(),
+            kind: kind.into(),
+            peer: self.peer.to_string(),
+            durable_acks: log.appended_acks(),
+            last_ack_at_ns: self.last_ack_at_ns,
+            detail: format!("{detail}; writer last heard at {}", fmt_ns(last_frame)),
+        };
+        log.append_event(&ev);
+        let durable = match log.commit() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.sh.log(format_args!("{e:#}"));
+                None
+            }
+        };
+        s.log = None;
+        s.owner = None;
+        s.owner_stream = None;
+        durable
+    }
+
+    fn serve_loop(&mut self) -> End {
+        loop {
+            // One blocking read, then whatever else is already there: the batch that
+            // shares one fdatasync.
+            match self.read_some() {
+                Ok(0) => {
+                    if self.rbuf.is_empty() {
+                        return End::Eof;
+                    }
+                    return End::Protocol(self.truncated_msg());
+                }
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return End::Idle;
+                }
+                Err(e) => return End::Io(e),
+            }
+            let mut eof = false;
+            if self.stream.set_nonblocking(true).is_ok() {
+                while self.rbuf.len() < READ_BATCH_BYTES {
+                    match self.read_some() {
+                        Ok(0) => {
+                            eof = true;
+                            break;
+                        }
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+                let _ = self.stream.set_nonblocking(false);
+            }
+            self.last_frame_at_ns = now_ns();
+            let r = self.process_frames();
+            // Commit what arrived before any error: those acks are valid.
+            if let Some(end) = self.commit_and_reply() {
+                return end;
+            }
+            if let Err(end) = r {
+                return end;
+            }
+            if eof {
+                return if self.rbuf.is_empty() {
+                    End::Eof
+                } else {
+                    End::Protocol(self.truncated_msg())
+                };
+            }
+        }
+    }
+
+    fn truncated_msg(&self) -> String {
+        let need = match frame::decode(&self.rbuf) {
+            Decoded::NeedMore { need } if need > 0 => format!(" of {need}"),
+            _ => String::new(),
+        };
+        format!(
+            "connection closed in the middle of a frame ({} bytes{need} received)",
+            self.rbuf.len()
+        )
+    }
+
+    fn read_some(&mut self) -> io::Result<usize> {
+        let len = self.rbuf.len();
+        self.rbuf.resize(len + READ_CHUNK_BYTES, 0);
+        let r = loop {
+            match self.stream.read(&mut self.rbuf[len..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r,
+            }
+        };
+        self.rbuf.truncate(len + *r.as_ref().unwrap_or(&0));
+        r
+    }
+
+    /// Handles every complete frame in the read buffer.
+    fn process_frames(&mut self) -> Result<(), End> {
+        // Taken out so frames can borrow it while handlers borrow `self`.
+        let mut rbuf = std::mem::take(&mut self.rbuf);
+        let mut off = 0;
+        let result = loop {
+            let r = match frame::decode(&rbuf[off..]) {
+                Decoded::NeedMore { .. } => break Ok(()),
+                Decoded::Error(e) => break Err(End::Protocol(format!("bad frame: {e}"))),
+                Decoded::Frame(f) => {
+                    off += f.len_bytes;
+                    if f.ty == FrameType::Acks {
+                        // Hot path: decode acks straight from the read buffer.
+                        let mut scratch = std::mem::take(&mut self.scratch);
+                        scratch.clear();
+                        let r = super::msg::decode_acks_into(f.payload, &mut scratch)
+                            .map_err(|e| End::Protocol(format!("bad Acks frame: {e:#}")))
+                            .and_then(|first| self.on_acks(first, &scratch));
+                        self.scratch = scratch;
+                        r
+                    } else {
+                        self.on_frame(&f)
+                    }
+                }
+            };
+            if let Err(e) = r {
+                break Err(e);
+            }
+        };
+        rbuf.drain(..off);
+        if rbuf.capacity() > 2 * READ_BATCH_BYTES + frame::MAX_FRAME_BYTES {
+            rbuf.shrink_to(READ_BATCH_BYTES);
+        }
+        self.rbuf = rbuf;
+        result
+    }
+
+    fn on_frame(&mut self, f: &frame::Frame<'_>) -> Result<(), End> {
+        let msg = match Msg::decode(f) {
+            Ok(m) => m,
+            Err(e) => {
+                if let Some(v) = e.downcast_ref::<VersionMismatch>() {
+                    return Err(End::Protocol(v.to_string()));
+                }
+                return Err(End::Protocol(format!("bad {:?} frame: {e:#}", f.ty)));
+            }
+        };
+        match msg {
+            Msg::Hello {
+                version: _,
+                resume,
+                descriptor,
+            } => self.on_hello(resume, descriptor),
+            Msg::Heartbeat => {
+                self.out.clear();
+                Msg::Heartbeat.encode_into(&mut self.out);
+                self.stream.write_all(&self.out).map_err(End::Io)
+            }
+            Msg::Bye { reason } => {
+                if self.run.is_none() {
+                    return Err(End::Protocol("Bye before Hello".into()));
+                }
+                Err(End::Bye(reason))
+            }
+            Msg::Fetch(sel) => {
+                if self.run.is_some() {
+                    return Err(End::Protocol(
+                        "Fetch on a writer connection; open a separate connection".into(),
+                    ));
+                }
+                self.on_fetch(&sel)
+            }
+            other => Err(End::Protocol(format!(
+                "unexpected {:?} frame from a writer or fetcher",
+                other.frame_type()
+            ))),
+        }
+    }
+
+    fn on_hello(&mut self, resume: bool, d: RunDescriptor) -> Result<(), End> {
+        if self.run.is_some() {
+            return Err(End::Protocol("second Hello on one connection".into()));
+        }
+        let slot = self.sh.slot(d.run_id);
+        let mut s = lock(&slot);
+        let opened_here = s.log.is_none();
+        if opened_here {
+            match AckLog::open_or_create(&self.sh.dir, &d) {
+                Ok((l, rec)) => {
+                    if let Some(r) = rec.filter(|r| r.reason.is_some()) {
+                        self.sh.log(format_args!(
+                            "run {}: recovered log ({} bytes cut: {})",
+                            d.run_id,
+                            r.truncated_bytes,
+                            r.reason.unwrap_or_default()
+                        ));
+                    }
+                    s.log = Some(l)
+                }
+                Err(e) => return Err(End::Protocol(format!("{e:#}"))),
+            }
+        }
+        // Validate before taking over: a bad Hello must not disturb a live writer.
+        let log = s.log.as_ref().expect("opened above");
+        let reject = if log.descriptor() != &d {
+            Some(format!(
+                "run {} is already logged with a different run descriptor; a writer must \
+                 not reuse another run's id",
+                d.run_id
+            ))
+        } else if !resume && log.durable_acks() > 0 {
+            Some(format!(
+                "run {} already has {} acks at this witness but the writer says it is \
+                 new; a new run needs a new run id",
+                d.run_id,
+                log.durable_acks()
+            ))
+        } else {
+            None
+        };
+        if let Some(m) = reject {
+            if opened_here {
+                s.log = None;
+            }
+            return Err(End::Protocol(m));
+        }
+        let mut took_over = String::new();
+        if let Some(old) = s.owner_stream.take() {
+            // The writer reconnected before we noticed its old connection die.
+            let _ = old.shutdown(Shutdown::Both);
+            took_over = format!(
+                "; took over from {}",
+                old.peer_addr().map(|a| a.to_string()).unwrap_or("?".into())
+            );
+        }
+        s.owner = None;
+        let log = s.log.as_mut().expect("opened above");
+        log.append_event(&WitnessEvent {
+            at_ns: now_ns(),
+            kind: "connect".into(),
+            peer: self.peer.to_string(),
+            durable_acks: log.durable_acks(),
+            last_ack_at_ns: None,
+            detail: format!("resume={resume}{took_over}"),
+        });
+        let durable = match log.commit() {
+            Ok(n) => n,
+            Err(e) => {
+                s.log = None;
+                return Err(End::Storage(format!("{e:#}")));
+            }
+        };
+        s.owner = Some(self.id);
+        s.owner_stream = self.stream.try_clone().ok();
+        drop(s);
+        self.sh.note_run(&d);
+        self.sh.log(format_args!(
+            "connect {} run {} device {} ({}), {durable} acks durable{took_over}",
+            self.peer,
+            d.run_id,
+            d.device.key(),
+            if resume { "resume" } else { "new" },
+        ));
+        self.run = Some((d.run_id, slot));
+        self.out.clear();
+        Msg::Welcome {
+            version: PROTOCOL_VERSION,
+            durable_acks: durable,
+        }
+        .encode_into(&mut self.out);
+        self.stream.write_all(&self.out).map_err(End::Io)
+    }
+
+    fn on_acks(&mut self, first: u64, acks: &[Ack]) -> Result<(), End> {
+        let Some((_, slot)) = &self.run else {
+            return Err(End::Protocol(
+                "Acks before Hello: a writer must introduce its run first".into(),
+            ));
+        };
+        let mut s = lock(slot);
+        if s.owner != Some(self.id) {
+            return Err(End::TakenOver);
+        }
+        let log = s.log.as_mut().expect("owner holds an open log");
+        log.append_acks(first, acks)
+            .map_err(|e| End::Protocol(format!("{e:#}")))?;
+        drop(s);
+        self.acks_received += acks.len() as u64;
+        self.last_ack_at_ns = Some(now_ns());
+        // Even a pure resend of durable acks deserves a Durable reply.
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// One fdatasync for everything appended since the last one, then Durable.
+    fn commit_and_reply(&mut self) -> Option<End> {
+        if !self.dirty {
+            return None;
+        }
+        self.dirty = false;
+        let (_, slot) = self.run.as_ref()?;
+        let mut s = lock(slot);
+        if s.owner != Some(self.id) {
+            return Some(End::TakenOver);
+        }
+        let durable = match s.log.as_mut()?.commit() {
+            Ok(n) => n,
+            Err(e) => return Some(End::Storage(format!("{e:#}"))),
+        };
+        drop(s);
+        self.out.clear();
+        Msg::Durable {
+            durable_acks: durable,
+        }
+        .encode_into(&mut self.out);
+        self.stream.write_all(&self.out).err().map(End::Io)
+    }
+
+    fn on_fetch(&mut self, sel: &RunSelector) -> Result<(), End> {
+        let run = match sel {
+            RunSelector::Run(r) => *r,
+            RunSelector::LatestForDevice(key) => match lock(&self.sh.latest).get(key) {
+                Some(&(_, r)) => r,
+                None => {
+                    return Err(End::Protocol(format!(
+                        "no run for device {key} at this witness; pass --run RUN_ID"
+                    )));
+                }
+            },
+        };
+        let path = log::log_path(&self.sh.dir, run);
+        // Serve only the fdatasync'd prefix of a log that a writer is appending to.
+        let limit = match lock(&self.sh.runs).get(&run).cloned() {
+            Some(slot) => lock(&slot).log.as_ref().map(|l| l.durable_len_bytes()),
+            None => None,
+        };
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(End::Protocol(format!("no run {run} at this witness")));
+            }
+            Err(e) => return Err(End::Storage(format!("opening {}: {e}", path.display()))),
+        };
+        let limit = limit.unwrap_or(u64::MAX);
+        let mut checker = LogChecker::default();
+        let mut scratch = Vec::new();
+        let mut out = Vec::with_capacity(FETCH_FLUSH_BYTES * 2);
+        let stream = &mut self.stream;
+        let r = log::scan_frames(io::BufReader::new(file.take(limit)), |f| {
+            match checker.check(f, &mut scratch)? {
+                LogItem::Header => {}
+                LogItem::Descriptor(d) => Msg::FetchRun(d.clone()).encode_into(&mut out),
+                LogItem::Acks { .. } | LogItem::Event(_) => {
+                    frame::encode_into(&mut out, f.ty, f.payload)
+                }
+            }
+            if out.len() >= FETCH_FLUSH_BYTES {
+                stream.write_all(&out)?;
+                out.clear();
+            }
+            Ok(())
+        });
+        if let Err(e) = r {
+            return Err(End::Storage(format!("reading {}: {e:#}", path.display())));
+        }
+        if checker.descriptor.is_none() {
+            return Err(End::Protocol(format!(
+                "run {run}'s log has no complete descriptor yet"
+            )));
+        }
+        Msg::FetchEnd { acks: checker.acks }.encode_into(&mut out);
+        self.stream.write_all(&out).map_err(End::Io)?;
+        self.sh.log(format_args!(
+            "fetch {} run {run}: {} acks served",
+            self.peer, checker.acks
+        ));
+        Err(End::Fetched)
+    }
+}
+
+/// `plugpull listen`: runs the witness in the foreground, one log line per event.
+pub fn run(a: ListenArgs) -> anyhow::Result<()> {
+    let w = Witness::start(
+        &a.bind,
+        &a.dir,
+        WitnessOptions {
+            max_connections: a.max_connections,
+            idle_timeout: a.idle_timeout,
+            quiet: false,
+        },
+    )?;
+    w.shared.log(format_args!(
+        "listening on {} (protocol {PROTOCOL_VERSION}), logs in {}",
+        w.addr,
+        a.dir.display()
+    ));
+    w.wait();
+    Ok(())
 }

@@ -1,0 +1,443 @@
+//! Integration tests of the witness: the built `plugpull listen` binary against the
+//! library client. Each test checks a guarantee from the design brief (2 and 8) and can
+//! fail: they compare exact ack sequences and exact file bytes.
+
+use plugpull::ack::client::{AckSender, ClientOptions, fetch};
+use plugpull::ack::frame::{self, FrameType};
+use plugpull::ack::log::{log_path, read_log_file};
+use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
+use plugpull::ack::{Ack, RunDescriptor, RunSelector, WriterSettings};
+use plugpull::device::FlushMethod;
+use plugpull::device::identity::DeviceIdentity;
+use plugpull::record::{RecordId, RunId};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `plugpull listen` child process; killed on drop.
+struct WitnessProc {
+    child: Child,
+    addr: String,
+    stderr_path: PathBuf,
+}
+
+impl WitnessProc {
+    fn start(dir: &Path, port: u16, stderr_name: &str) -> WitnessProc {
+        let addr = format!("127.0.0.1:{port}");
+        let stderr_path = dir.parent().unwrap().join(stderr_name);
+        let err = std::fs::File::create(&stderr_path).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_plugpull"))
+            .args(["listen", "--bind", &addr, "--dir"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .unwrap();
+        let w = WitnessProc {
+            child,
+            addr,
+            stderr_path,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(&w.addr).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "witness did not start: {}",
+                w.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        w
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+    fn kill(&mut self) {
+        // SIGKILL: no chance to flush or clean up, like a crash.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for WitnessProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn descriptor(run: u8, host: &str) -> RunDescriptor {
+    let mut id = [run; 16];
+    id[0] = 0xa0;
+    RunDescriptor {
+        run_id: RunId(id),
+        format_version: 1,
+        plugpull_version: env!("CARGO_PKG_VERSION").into(),
+        host: host.into(),
+        started_at: format!("2025-01-01T00:00:{:02}Z", run % 60),
+        device: DeviceIdentity {
+            target: "/tmp/test.img".into(),
+            kind: "file".into(),
+            serial: Some("TESTSERIAL".into()),
+            ..Default::default()
+        },
+        settings: WriterSettings {
+            region_offset: 0,
+            region_bytes: 1 << 30,
+            record_bytes_min: 4096,
+            record_bytes_max: 4096,
+            placement: "sequential".into(),
+            streams: 2,
+            flush: FlushMethod::Fdatasync,
+            direct: true,
+            seed: 42,
+        },
+        command: vec!["plugpull".into(), "write".into()],
+    }
+}
+
+fn ack(i: u64) -> Ack {
+    Ack {
+        record: RecordId {
+            stream: (i % 2) as u16,
+            seq: i / 2,
+            offset: (i % 100_000) * 4096,
+            sectors: 8,
+            write_time_ns: 1_700_000_000_000_000_000 + i * 1000,
+        },
+        flushed_ns: 1_700_000_000_000_000_000 + i * 1000 + 500,
+    }
+}
+
+fn opts() -> ClientOptions {
+    ClientOptions {
+        heartbeat: Duration::from_millis(200),
+        reconnect_backoff_max: Duration::from_millis(200),
+        ..Default::default()
+    }
+}
+
+fn send_run(addr: &str, d: &RunDescriptor, n: u64) {
+    let s = AckSender::connect(addr, d, opts()).unwrap();
+    for i in 0..n {
+        s.push(ack(i));
+    }
+    let st = s.finish(Duration::from_secs(30)).unwrap();
+    assert_eq!((st.pushed, st.durable), (n, n));
+}
+
+#[test]
+fn round_trip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    let w = WitnessProc::start(&dir, free_port(), "rt.log");
+    let d = descriptor(1, "host-a");
+    let n = 50_000;
+    send_run(&w.addr, &d, n);
+    let expect: Vec<Ack> = (0..n).map(ack).collect();
+
+    let got = fetch(&w.addr, &RunSelector::Run(d.run_id)).unwrap();
+    assert_eq!(got.descriptor, d);
+    assert!(got.acks == expect, "fetched acks differ");
+    let kinds: Vec<_> = got.events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["connect", "bye"]);
+
+    let by_device = fetch(&w.addr, &RunSelector::LatestForDevice(d.device.key())).unwrap();
+    assert_eq!(by_device.descriptor.run_id, d.run_id);
+
+    let on_disk = read_log_file(&log_path(&dir, d.run_id)).unwrap();
+    assert!(on_disk.acks == expect, "log file acks differ");
+
+    // `plugpull fetch -o` writes the same format.
+    let out = tmp.path().join("fetched.acklog");
+    let st = Command::new(env!("CARGO_BIN_EXE_plugpull"))
+        .args([
+            "fetch",
+            "--witness",
+            &w.addr,
+            "--run",
+            &d.run_id.hex(),
+            "-o",
+        ])
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(read_log_file(&out).unwrap().acks == expect);
+}
+
+#[test]
+fn sigkill_under_load_loses_nothing_confirmed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    let port = free_port();
+    let mut w = WitnessProc::start(&dir, port, "kill1.log");
+    let d = descriptor(2, "host-k");
+    let sender = std::sync::Arc::new(AckSender::connect(&w.addr, &d, opts()).unwrap());
+    let n: u64 = 400_000;
+    let pusher = {
+        let s = sender.clone();
+        std::thread::spawn(move || {
+            for i in 0..n {
+                s.push(ack(i));
+                if i % 20_000 == 0 {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    // Kill while acks are flowing and some are confirmed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sender.stats().durable < 30_000 {
+        assert!(
+            Instant::now() < deadline,
+            "no progress: {:?}",
+            sender.stats()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let confirmed = sender.stats().durable;
+    w.kill();
+    let after_kill = read_log_file(&log_path(&dir, d.run_id)).unwrap();
+    assert!(
+        after_kill.acks.len() as u64 >= confirmed,
+        "witness lost acks it confirmed: {} in the log, {confirmed} confirmed",
+        after_kill.acks.len()
+    );
+    let expect: Vec<Ack> = (0..n).map(ack).collect();
+    assert!(after_kill.acks[..] == expect[..after_kill.acks.len()]);
+
+    let w2 = WitnessProc::start(&dir, port, "kill2.log");
+    let recovered = fetch(&w2.addr, &RunSelector::Run(d.run_id)).unwrap();
+    assert!(recovered.acks.len() as u64 >= confirmed);
+    assert!(recovered.acks[..] == expect[..recovered.acks.len()]);
+
+    pusher.join().unwrap();
+    let sender = std::sync::Arc::into_inner(sender).unwrap();
+    let st = sender.finish(Duration::from_secs(60)).unwrap();
+    assert_eq!((st.pushed, st.durable), (n, n));
+    assert!(st.reconnects >= 1, "{st:?}");
+    let all = fetch(&w2.addr, &RunSelector::Run(d.run_id)).unwrap();
+    assert_eq!(all.acks.len() as u64, n, "exactly once");
+    assert!(all.acks == expect, "in order");
+    assert!(
+        all.events
+            .iter()
+            .any(|e| e.kind == "connect" && e.detail.contains("resume=true")),
+        "{:?}",
+        all.events
+    );
+}
+
+#[test]
+fn torn_tail_is_truncated_on_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    let port = free_port();
+    let mut w = WitnessProc::start(&dir, port, "torn1.log");
+    let d = descriptor(3, "host-t");
+    send_run(&w.addr, &d, 1000);
+    w.kill();
+    let path = log_path(&dir, d.run_id);
+    let good = std::fs::read(&path).unwrap();
+
+    // A partial Acks frame, as a crash mid-append leaves it.
+    let mut torn = good.clone();
+    let frame = Msg::Acks {
+        first: 1000,
+        acks: vec![ack(1000), ack(1001)],
+    }
+    .encode();
+    torn.extend_from_slice(&frame[..frame.len() - 7]);
+    std::fs::write(&path, &torn).unwrap();
+    let w = WitnessProc::start(&dir, port, "torn2.log");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        good,
+        "torn frame not cut exactly"
+    );
+    assert!(w.log().contains("torn"), "{}", w.log());
+    drop(w);
+
+    // Garbage whose length prefix is absurd.
+    let mut garbage = good.clone();
+    garbage.extend_from_slice(&[0xff; 100]);
+    std::fs::write(&path, &garbage).unwrap();
+    let w = WitnessProc::start(&dir, port, "torn3.log");
+    assert_eq!(std::fs::read(&path).unwrap(), good);
+    let got = fetch(&w.addr, &RunSelector::Run(d.run_id)).unwrap();
+    assert_eq!(got.acks, (0..1000).map(ack).collect::<Vec<_>>());
+}
+
+/// Sends `bytes` on a fresh connection, optionally closes the write side, and returns
+/// the Error message the witness answered with.
+fn error_reply(addr: &str, bytes: &[u8], close_write: bool) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(bytes).unwrap();
+    if close_write {
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    }
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let mut off = 0;
+    while off < got.len() {
+        match frame::decode(&got[off..]) {
+            frame::Decoded::Frame(f) => {
+                off += f.len_bytes;
+                if let Ok(Msg::Error { message }) = Msg::decode(&f) {
+                    return message;
+                }
+            }
+            other => panic!("bad reply {other:?}"),
+        }
+    }
+    panic!("no Error frame in reply ({} bytes)", got.len())
+}
+
+#[test]
+fn bad_input_gets_an_error_and_changes_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    let w = WitnessProc::start(&dir, free_port(), "bad.log");
+    let a = descriptor(4, "host-a");
+    send_run(&w.addr, &a, 500);
+    let a_path = log_path(&dir, a.run_id);
+    let a_bytes = std::fs::read(&a_path).unwrap();
+
+    // A live writer of another run, to show bad connections do not disturb it.
+    let b = descriptor(5, "host-b");
+    let live = AckSender::connect(&w.addr, &b, opts()).unwrap();
+    for i in 0..100 {
+        live.push(ack(i));
+    }
+
+    let mut bad_crc = Msg::Heartbeat.encode();
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 1;
+
+    let mut hello99 = Vec::new();
+    let start = frame::begin_frame(&mut hello99, FrameType::Hello);
+    hello99.extend_from_slice(&99u16.to_le_bytes());
+    hello99.extend_from_slice(&[0, 0]);
+    hello99.extend_from_slice(b"{}");
+    frame::end_frame(&mut hello99, start);
+
+    let acks_no_hello = Msg::Acks {
+        first: 0,
+        acks: vec![ack(0)],
+    }
+    .encode();
+    let truncated = &acks_no_hello[..acks_no_hello.len() / 2];
+    let oversized = u32::MAX.to_le_bytes();
+    let mut forged = a.clone();
+    forged.host = "mallory".into();
+    let forged_hello = Msg::Hello {
+        version: PROTOCOL_VERSION,
+        resume: true,
+        descriptor: forged,
+    }
+    .encode();
+    let mut replay_new = Msg::Hello {
+        version: PROTOCOL_VERSION,
+        resume: false,
+        descriptor: a.clone(),
+    }
+    .encode();
+    replay_new.extend_from_slice(&acks_no_hello);
+    let mut gap = Msg::Hello {
+        version: PROTOCOL_VERSION,
+        resume: true,
+        descriptor: descriptor(6, "host-c"),
+    }
+    .encode();
+    gap.extend_from_slice(
+        &Msg::Acks {
+            first: 5,
+            acks: vec![ack(5)],
+        }
+        .encode(),
+    );
+
+    let cases: [(&str, &[u8], bool, &str); 8] = [
+        ("bad checksum", &bad_crc, false, "checksum"),
+        ("wrong version", &hello99, false, "protocol version 99"),
+        (
+            "acks before hello",
+            &acks_no_hello,
+            false,
+            "Acks before Hello",
+        ),
+        ("truncated frame", truncated, true, "middle of a frame"),
+        ("oversized", &oversized, false, "exceeds the maximum"),
+        (
+            "forged descriptor",
+            &forged_hello,
+            false,
+            "different run descriptor",
+        ),
+        (
+            "replayed new run",
+            &replay_new,
+            false,
+            "new run needs a new run id",
+        ),
+        ("gap", &gap, false, "gap"),
+    ];
+    for (name, bytes, close, want) in cases {
+        let msg = error_reply(&w.addr, bytes, close);
+        assert!(msg.contains(want), "{name}: got {msg:?}");
+        assert_eq!(
+            std::fs::read(&a_path).unwrap(),
+            a_bytes,
+            "{name} changed run A"
+        );
+        assert!(w.log().contains(want), "{name}: no log line:\n{}", w.log());
+    }
+    // The witness still serves: run A intact, the live writer finishes.
+    let got = fetch(&w.addr, &RunSelector::Run(a.run_id)).unwrap();
+    assert_eq!(got.acks, (0..500).map(ack).collect::<Vec<_>>());
+    for i in 100..200 {
+        live.push(ack(i));
+    }
+    let st = live.finish(Duration::from_secs(30)).unwrap();
+    assert_eq!((st.durable, st.reconnects), (200, 0), "{st:?}");
+    let got = fetch(&w.addr, &RunSelector::Run(b.run_id)).unwrap();
+    assert_eq!(got.acks, (0..200).map(ack).collect::<Vec<_>>());
+    // The gap run's log holds its connect and error but no ack.
+    let c = read_log_file(&log_path(&dir, descriptor(6, "host-c").run_id)).unwrap();
+    assert!(c.acks.is_empty());
+    assert_eq!(std::fs::read(&a_path).unwrap(), a_bytes);
+}
+
+#[test]
+fn unreachable_witness_gives_a_clear_error() {
+    let port = free_port();
+    let e = AckSender::connect(&format!("127.0.0.1:{port}"), &descriptor(7, "h"), opts())
+        .err()
+        .unwrap();
+    let m = format!("{e:#}");
+    assert!(m.contains("is `plugpull listen` running there?"), "{m}");
+}
+
+#[test]
+fn witness_process_is_alive_after_all_that() {
+    // Cheap smoke check that `listen` stays in the foreground.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut w = WitnessProc::start(&tmp.path().join("w"), free_port(), "alive.log");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(w.alive());
+    assert!(w.log().contains("listening on"), "{}", w.log());
+}
