@@ -96,8 +96,9 @@ fn fill_from_sysfs(id: &mut DeviceIdentity, sys: &Path) {
 /// Identity of a target path: the block device itself, or for a file the device under
 /// its file system (when the file system sits on one).
 pub fn identify(target: &Path) -> DeviceIdentity {
+    let canonical = fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
     let mut id = DeviceIdentity {
-        target: target.display().to_string(),
+        target: canonical.display().to_string(),
         ..Default::default()
     };
     let Ok(meta) = fs::metadata(target) else {
