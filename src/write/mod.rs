@@ -9,7 +9,7 @@ pub mod plan;
 mod status;
 
 use crate::ack::client::{AckSender, ClientOptions};
-use crate::ack::{Ack, RunDescriptor, WriterSettings, now_ns};
+use crate::ack::{Ack, RunDescriptor, WriterSettings};
 use crate::cli::{Placement, WriteArgs};
 use crate::device::{Device, FileDevice, OpenOptions, identity, is_block_device, prepare_file, safety};
 use crate::exit;
@@ -120,29 +120,7 @@ pub fn run(a: WriteArgs) -> Result<i32> {
         return Err(exit::ExitCode(exit::ERROR, e).into());
     }
     let device = identity::identify(target);
-    let descriptor = RunDescriptor {
-        run_id: run,
-        format_version: FORMAT_VERSION,
-        plugpull_version: env!("CARGO_PKG_VERSION").into(),
-        host: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
-        started_at: chrono::Utc::now().to_rfc3339(),
-        device: device.clone(),
-        settings: WriterSettings {
-            region_offset: a.offset,
-            region_bytes,
-            record_bytes_min: a.record_size.min,
-            record_bytes_max: a.record_size.max,
-            placement: match a.placement {
-                Placement::Sequential => "sequential".into(),
-                Placement::Random => "random".into(),
-            },
-            streams: a.streams,
-            flush: a.flush,
-            direct: !a.no_direct,
-            seed,
-        },
-        command: std::env::args().collect(),
-    };
+    let descriptor = run_descriptor(&plan, device.clone(), a.flush, !a.no_direct);
     let sender = AckSender::connect(&a.witness, &descriptor, ClientOptions::default())?;
     if !a.quiet {
         eprintln!(
@@ -251,6 +229,33 @@ pub fn run(a: WriteArgs) -> Result<i32> {
     Ok(exit::PASS)
 }
 
+/// The run descriptor the witness keeps for `plan` on `device`.
+pub fn run_descriptor(plan: &Plan, device: identity::DeviceIdentity, flush: crate::device::FlushMethod, direct: bool) -> RunDescriptor {
+    RunDescriptor {
+        run_id: plan.run,
+        format_version: FORMAT_VERSION,
+        plugpull_version: env!("CARGO_PKG_VERSION").into(),
+        host: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
+        started_at: chrono::Utc::now().to_rfc3339(),
+        device,
+        settings: WriterSettings {
+            region_offset: plan.region_offset,
+            region_bytes: plan.region_bytes,
+            record_bytes_min: plan.record_min,
+            record_bytes_max: plan.record_max,
+            placement: match plan.placement {
+                Placement::Sequential => "sequential".into(),
+                Placement::Random => "random".into(),
+            },
+            streams: plan.streams,
+            flush,
+            direct,
+            seed: plan.seed,
+        },
+        command: std::env::args().collect(),
+    }
+}
+
 fn describe(d: &identity::DeviceIdentity) -> String {
     let mut p = vec![d.kind.clone()];
     if let Some(disk) = &d.disk {
@@ -265,7 +270,3 @@ fn describe(d: &identity::DeviceIdentity) -> String {
     p.join(", ")
 }
 
-/// Monotonic ns for tests that need "now" on the writer clock.
-pub fn writer_clock_ns() -> u64 {
-    now_ns()
-}
