@@ -441,3 +441,28 @@ fn witness_process_is_alive_after_all_that() {
     assert!(w.alive());
     assert!(w.log().contains("listening on"), "{}", w.log());
 }
+
+/// Throughput check (run with `cargo test --release -- --ignored perf`): one writer
+/// pushing as fast as it can must not be slowed by the sender.
+#[test]
+#[ignore]
+fn perf_push_rate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(&tmp.path().join("w"), free_port(), "perf.log");
+    let d = descriptor(8, "host-p");
+    let s = AckSender::connect(&w.addr, &d, opts()).unwrap();
+    let n = 2_000_000u64;
+    let t = Instant::now();
+    for i in 0..n {
+        s.push(ack(i));
+    }
+    let push_s = t.elapsed().as_secs_f64();
+    let st = s.finish(Duration::from_secs(120)).unwrap();
+    let all_s = t.elapsed().as_secs_f64();
+    eprintln!(
+        "pushed {n} acks in {push_s:.2}s ({:.0}/s); all durable after {all_s:.2}s ({:.0}/s)",
+        n as f64 / push_s,
+        n as f64 / all_s
+    );
+    assert_eq!(st.durable, n);
+}
