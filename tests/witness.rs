@@ -315,6 +315,12 @@ fn bad_input_gets_an_error_and_changes_nothing_else() {
     let a = descriptor(4, "host-a");
     send_run(&w.addr, &a, 500);
     let a_path = log_path(&dir, a.run_id);
+    // The witness logs the Bye after the writer has gone; wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !read_log_file(&a_path).unwrap().events.iter().any(|e| e.kind == "bye") {
+        assert!(Instant::now() < deadline, "no bye event");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let a_bytes = std::fs::read(&a_path).unwrap();
 
     // A live writer of another run, to show bad connections do not disturb it.
@@ -465,4 +471,106 @@ fn perf_push_rate() {
         n as f64 / all_s
     );
     assert_eq!(st.durable, n);
+}
+
+/// Reads frames from a raw connection until one arrives (or EOF).
+fn next_msg(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Msg> {
+    loop {
+        if let frame::Decoded::Frame(f) = frame::decode(buf) {
+            let n = f.len_bytes;
+            let m = Msg::decode(&f).unwrap();
+            buf.drain(..n);
+            return Some(m);
+        }
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+        }
+    }
+}
+
+#[test]
+fn in_process_takeover_and_silent_writer_events() {
+    use plugpull::ack::server::{Witness, WitnessOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let w = Witness::start(
+        "127.0.0.1:0",
+        tmp.path(),
+        WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let addr = w.addr.to_string();
+    let d = descriptor(9, "host-x");
+    let hello = |resume| {
+        Msg::Hello {
+            version: PROTOCOL_VERSION,
+            resume,
+            descriptor: d.clone(),
+        }
+        .encode()
+    };
+    let acks = |first: u64, n: u64| {
+        Msg::Acks {
+            first,
+            acks: (first..first + n).map(ack).collect(),
+        }
+        .encode()
+    };
+
+    let mut c1 = TcpStream::connect(&addr).unwrap();
+    c1.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut b1 = Vec::new();
+    c1.write_all(&hello(false)).unwrap();
+    assert!(matches!(
+        next_msg(&mut c1, &mut b1),
+        Some(Msg::Welcome {
+            durable_acks: 0,
+            ..
+        })
+    ));
+    c1.write_all(&acks(0, 10)).unwrap();
+    assert_eq!(
+        next_msg(&mut c1, &mut b1),
+        Some(Msg::Durable { durable_acks: 10 })
+    );
+
+    // The writer "reconnects" while c1 is still open: c2 takes over, c1 is closed.
+    let mut c2 = TcpStream::connect(&addr).unwrap();
+    c2.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut b2 = Vec::new();
+    c2.write_all(&hello(true)).unwrap();
+    assert!(matches!(
+        next_msg(&mut c2, &mut b2),
+        Some(Msg::Welcome {
+            durable_acks: 10,
+            ..
+        })
+    ));
+    assert_eq!(next_msg(&mut c1, &mut b1), None, "old connection closed");
+    // Resend overlapping what is durable, plus new acks: deduplicated.
+    c2.write_all(&acks(5, 15)).unwrap();
+    assert_eq!(
+        next_msg(&mut c2, &mut b2),
+        Some(Msg::Durable { durable_acks: 20 })
+    );
+    // The writer falls silent without Bye (its host lost power).
+    drop(c2);
+    std::thread::sleep(Duration::from_millis(200));
+
+    let got = fetch(&addr, &RunSelector::Run(d.run_id)).unwrap();
+    assert_eq!(got.acks, (0..20).map(ack).collect::<Vec<_>>());
+    let last = got.events.last().unwrap();
+    assert_eq!(last.kind, "disconnect", "{:?}", got.events);
+    assert_eq!(last.durable_acks, 20);
+    assert!(last.last_ack_at_ns.is_some());
+    assert!(
+        got.events.iter().any(|e| e.detail.contains("took over")),
+        "{:?}",
+        got.events
+    );
+    w.shutdown();
 }
