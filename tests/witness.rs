@@ -192,8 +192,9 @@ fn sigkill_under_load_loses_nothing_confirmed() {
         std::thread::spawn(move || {
             for i in 0..n {
                 s.push(ack(i));
-                if i % 20_000 == 0 {
-                    std::thread::sleep(Duration::from_millis(5));
+                // Paced so that the kill lands while acks are still flowing.
+                if i % 1_000 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
                 }
             }
         })
@@ -208,8 +209,13 @@ fn sigkill_under_load_loses_nothing_confirmed() {
         );
         std::thread::sleep(Duration::from_millis(1));
     }
-    let confirmed = sender.stats().durable;
+    let at_kill = sender.stats();
+    let confirmed = at_kill.durable;
     w.kill();
+    assert!(
+        at_kill.pushed < n,
+        "the kill must land under load: {at_kill:?}"
+    );
     let after_kill = read_log_file(&log_path(&dir, d.run_id)).unwrap();
     assert!(
         after_kill.acks.len() as u64 >= confirmed,
@@ -317,7 +323,12 @@ fn bad_input_gets_an_error_and_changes_nothing_else() {
     let a_path = log_path(&dir, a.run_id);
     // The witness logs the Bye after the writer has gone; wait for it.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !read_log_file(&a_path).unwrap().events.iter().any(|e| e.kind == "bye") {
+    while !read_log_file(&a_path)
+        .unwrap()
+        .events
+        .iter()
+        .any(|e| e.kind == "bye")
+    {
         assert!(Instant::now() < deadline, "no bye event");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -572,5 +583,37 @@ fn in_process_takeover_and_silent_writer_events() {
         "{:?}",
         got.events
     );
+    w.shutdown();
+}
+
+#[test]
+fn many_writers_at_once() {
+    use plugpull::ack::server::{Witness, WitnessOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let w = Witness::start(
+        "127.0.0.1:0",
+        tmp.path(),
+        WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let addr = w.addr.to_string();
+    let runs: Vec<RunDescriptor> = (20..28).map(|r| descriptor(r, "host-m")).collect();
+    std::thread::scope(|sc| {
+        for (k, d) in runs.iter().enumerate() {
+            let addr = &addr;
+            sc.spawn(move || send_run(addr, d, 20_000 + k as u64));
+        }
+    });
+    for (k, d) in runs.iter().enumerate() {
+        let got = fetch(&addr, &RunSelector::Run(d.run_id)).unwrap();
+        assert_eq!(got.descriptor, *d);
+        assert!(got.acks == (0..20_000 + k as u64).map(ack).collect::<Vec<_>>());
+    }
+    // Latest for the device: the newest started_at among the eight.
+    let latest = fetch(&addr, &RunSelector::LatestForDevice(runs[0].device.key())).unwrap();
+    assert_eq!(latest.descriptor.run_id, runs[7].run_id);
     w.shutdown();
 }
