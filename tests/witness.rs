@@ -192,8 +192,9 @@ fn sigkill_under_load_loses_nothing_confirmed() {
         std::thread::spawn(move || {
             for i in 0..n {
                 s.push(ack(i));
-                if i % 20_000 == 0 {
-                    std::thread::sleep(Duration::from_millis(5));
+                // Paced so that the kill lands while acks are still flowing.
+                if i % 1_000 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
                 }
             }
         })
@@ -208,8 +209,13 @@ fn sigkill_under_load_loses_nothing_confirmed() {
         );
         std::thread::sleep(Duration::from_millis(1));
     }
-    let confirmed = sender.stats().durable;
+    let at_kill = sender.stats();
+    let confirmed = at_kill.durable;
     w.kill();
+    assert!(
+        at_kill.pushed < n,
+        "the kill must land under load: {at_kill:?}"
+    );
     let after_kill = read_log_file(&log_path(&dir, d.run_id)).unwrap();
     assert!(
         after_kill.acks.len() as u64 >= confirmed,
@@ -315,6 +321,17 @@ fn bad_input_gets_an_error_and_changes_nothing_else() {
     let a = descriptor(4, "host-a");
     send_run(&w.addr, &a, 500);
     let a_path = log_path(&dir, a.run_id);
+    // The witness logs the Bye after the writer has gone; wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !read_log_file(&a_path)
+        .unwrap()
+        .events
+        .iter()
+        .any(|e| e.kind == "bye")
+    {
+        assert!(Instant::now() < deadline, "no bye event");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let a_bytes = std::fs::read(&a_path).unwrap();
 
     // A live writer of another run, to show bad connections do not disturb it.
@@ -440,4 +457,163 @@ fn witness_process_is_alive_after_all_that() {
     std::thread::sleep(Duration::from_millis(200));
     assert!(w.alive());
     assert!(w.log().contains("listening on"), "{}", w.log());
+}
+
+/// Throughput check (run with `cargo test --release -- --ignored perf`): one writer
+/// pushing as fast as it can must not be slowed by the sender.
+#[test]
+#[ignore]
+fn perf_push_rate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(&tmp.path().join("w"), free_port(), "perf.log");
+    let d = descriptor(8, "host-p");
+    let s = AckSender::connect(&w.addr, &d, opts()).unwrap();
+    let n = 2_000_000u64;
+    let t = Instant::now();
+    for i in 0..n {
+        s.push(ack(i));
+    }
+    let push_s = t.elapsed().as_secs_f64();
+    let st = s.finish(Duration::from_secs(120)).unwrap();
+    let all_s = t.elapsed().as_secs_f64();
+    eprintln!(
+        "pushed {n} acks in {push_s:.2}s ({:.0}/s); all durable after {all_s:.2}s ({:.0}/s)",
+        n as f64 / push_s,
+        n as f64 / all_s
+    );
+    assert_eq!(st.durable, n);
+}
+
+/// Reads frames from a raw connection until one arrives (or EOF).
+fn next_msg(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Msg> {
+    loop {
+        if let frame::Decoded::Frame(f) = frame::decode(buf) {
+            let n = f.len_bytes;
+            let m = Msg::decode(&f).unwrap();
+            buf.drain(..n);
+            return Some(m);
+        }
+        let mut chunk = [0u8; 4096];
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(k) => buf.extend_from_slice(&chunk[..k]),
+        }
+    }
+}
+
+#[test]
+fn in_process_takeover_and_silent_writer_events() {
+    use plugpull::ack::server::{Witness, WitnessOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let w = Witness::start(
+        "127.0.0.1:0",
+        tmp.path(),
+        WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let addr = w.addr.to_string();
+    let d = descriptor(9, "host-x");
+    let hello = |resume| {
+        Msg::Hello {
+            version: PROTOCOL_VERSION,
+            resume,
+            descriptor: d.clone(),
+        }
+        .encode()
+    };
+    let acks = |first: u64, n: u64| {
+        Msg::Acks {
+            first,
+            acks: (first..first + n).map(ack).collect(),
+        }
+        .encode()
+    };
+
+    let mut c1 = TcpStream::connect(&addr).unwrap();
+    c1.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut b1 = Vec::new();
+    c1.write_all(&hello(false)).unwrap();
+    assert!(matches!(
+        next_msg(&mut c1, &mut b1),
+        Some(Msg::Welcome {
+            durable_acks: 0,
+            ..
+        })
+    ));
+    c1.write_all(&acks(0, 10)).unwrap();
+    assert_eq!(
+        next_msg(&mut c1, &mut b1),
+        Some(Msg::Durable { durable_acks: 10 })
+    );
+
+    // The writer "reconnects" while c1 is still open: c2 takes over, c1 is closed.
+    let mut c2 = TcpStream::connect(&addr).unwrap();
+    c2.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut b2 = Vec::new();
+    c2.write_all(&hello(true)).unwrap();
+    assert!(matches!(
+        next_msg(&mut c2, &mut b2),
+        Some(Msg::Welcome {
+            durable_acks: 10,
+            ..
+        })
+    ));
+    assert_eq!(next_msg(&mut c1, &mut b1), None, "old connection closed");
+    // Resend overlapping what is durable, plus new acks: deduplicated.
+    c2.write_all(&acks(5, 15)).unwrap();
+    assert_eq!(
+        next_msg(&mut c2, &mut b2),
+        Some(Msg::Durable { durable_acks: 20 })
+    );
+    // The writer falls silent without Bye (its host lost power).
+    drop(c2);
+    std::thread::sleep(Duration::from_millis(200));
+
+    let got = fetch(&addr, &RunSelector::Run(d.run_id)).unwrap();
+    assert_eq!(got.acks, (0..20).map(ack).collect::<Vec<_>>());
+    let last = got.events.last().unwrap();
+    assert_eq!(last.kind, "disconnect", "{:?}", got.events);
+    assert_eq!(last.durable_acks, 20);
+    assert!(last.last_ack_at_ns.is_some());
+    assert!(
+        got.events.iter().any(|e| e.detail.contains("took over")),
+        "{:?}",
+        got.events
+    );
+    w.shutdown();
+}
+
+#[test]
+fn many_writers_at_once() {
+    use plugpull::ack::server::{Witness, WitnessOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let w = Witness::start(
+        "127.0.0.1:0",
+        tmp.path(),
+        WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let addr = w.addr.to_string();
+    let runs: Vec<RunDescriptor> = (20..28).map(|r| descriptor(r, "host-m")).collect();
+    std::thread::scope(|sc| {
+        for (k, d) in runs.iter().enumerate() {
+            let addr = &addr;
+            sc.spawn(move || send_run(addr, d, 20_000 + k as u64));
+        }
+    });
+    for (k, d) in runs.iter().enumerate() {
+        let got = fetch(&addr, &RunSelector::Run(d.run_id)).unwrap();
+        assert_eq!(got.descriptor, *d);
+        assert!(got.acks == (0..20_000 + k as u64).map(ack).collect::<Vec<_>>());
+    }
+    // Latest for the device: the newest started_at among the eight.
+    let latest = fetch(&addr, &RunSelector::LatestForDevice(runs[0].device.key())).unwrap();
+    assert_eq!(latest.descriptor.run_id, runs[7].run_id);
+    w.shutdown();
 }

@@ -116,6 +116,13 @@ impl AckSender {
         opts: ClientOptions,
     ) -> anyhow::Result<AckSender> {
         let (stream, durable) = handshake(addr, desc, false)?;
+        if durable > 0 {
+            // The witness refuses a new run that already has acks; this cannot happen.
+            bail!(
+                "the witness already holds {durable} acks for the new run {}",
+                desc.run_id
+            );
+        }
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 pending: VecDeque::with_capacity(opts.max_unconfirmed.min(1 << 16)),
@@ -139,13 +146,6 @@ impl AckSender {
             addr: addr.to_string(),
             descriptor: desc.clone(),
         });
-        if durable > 0 {
-            // A fresh run is refused by the witness if it has acks; this cannot happen.
-            bail!(
-                "the witness already holds {durable} acks for the new run {}",
-                desc.run_id
-            );
-        }
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name("ack-sender".into())
@@ -549,6 +549,8 @@ fn spawn_reader(sh: Arc<Shared>, stream: &TcpStream, generation: u64) -> Option<
                     Err(e) => break format!("connection to the witness: {e:#}"),
                 }
             };
+            // Unblocks a sender stuck in write() to a witness that vanished.
+            let _ = s.shutdown(Shutdown::Both);
             let mut g = lock(&sh);
             if g.generation == generation && !g.stop {
                 g.broken = true;

@@ -355,7 +355,9 @@ impl Conn {
             .as_ref()
             .map(|(r, _)| r.hex())
             .unwrap_or("-".into());
-        if !matches!(end, End::Fetched) {
+        // A connect-and-close probe (a port check) is not worth a log line.
+        let probe = self.run.is_none() && matches!(end, End::Eof);
+        if !matches!(end, End::Fetched) && !probe {
             let silent = self
                 .last_ack_at_ns
                 .map(|t| format!(", last ack at {}", fmt_ns(t)))
