@@ -24,8 +24,8 @@ impl RunKey {
         }
     }
 
-    /// The content byte stream of record (stream, seq): sector i takes bytes
-    /// [i*448, (i+1)*448).
+    /// The content byte stream of record (stream, seq): sector i's content is bytes
+    /// [i*512 + 64, (i+1)*512) of it (see `record::fill_record`).
     pub fn content_stream(&self, stream: u16, seq: u64) -> blake3::OutputReader {
         let mut h = blake3::Hasher::new_keyed(&self.key);
         h.update(&stream.to_le_bytes());

@@ -10,13 +10,25 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn write(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
-    let mut args = vec!["write".to_string(), target.display().to_string(), "--witness".into(), w.addr.clone(), "--json".into()];
+    let mut args = vec![
+        "write".to_string(),
+        target.display().to_string(),
+        "--witness".into(),
+        w.addr.clone(),
+        "--json".into(),
+    ];
     args.extend(extra.iter().map(|s| s.to_string()));
     run(args)
 }
 
 fn verify(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
-    let mut args = vec!["verify".to_string(), target.display().to_string(), "--witness".into(), w.addr.clone(), "--json".into()];
+    let mut args = vec![
+        "verify".to_string(),
+        target.display().to_string(),
+        "--witness".into(),
+        w.addr.clone(),
+        "--json".into(),
+    ];
     args.extend(extra.iter().map(|s| s.to_string()));
     run(args)
 }
@@ -65,7 +77,11 @@ fn small_run(w: &WitnessProc, dir: &Path, name: &str) -> std::path::PathBuf {
 }
 
 fn edit(t: &Path, offset: u64, f: impl FnOnce(&mut [u8]), len: usize) {
-    let file = fs::OpenOptions::new().read(true).write(true).open(t).unwrap();
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(t)
+        .unwrap();
     let mut b = vec![0u8; len];
     file.read_exact_at(&mut b, offset).unwrap();
     f(&mut b);
@@ -83,7 +99,13 @@ fn damage_is_classified_and_exits_1() {
     edit(&t, 10 * 4096 + 777, |b| b[0] ^= 0x20, 1);
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 1, "{v:?}");
-    assert_eq!((counts(&v)["corrupt"].as_u64(), counts(&v)["intact"].as_u64()), (Some(1), Some(63)));
+    assert_eq!(
+        (
+            counts(&v)["corrupt"].as_u64(),
+            counts(&v)["intact"].as_u64()
+        ),
+        (Some(1), Some(63))
+    );
     assert_eq!(v.json()["corrupt_bits"], 1);
 
     // Second half of record 20 zeroed: shorn.
@@ -91,23 +113,38 @@ fn damage_is_classified_and_exits_1() {
     edit(&t, 20 * 4096 + 2048, |b| b.fill(0), 2048);
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 1, "{v:?}");
-    assert_eq!((counts(&v)["shorn"].as_u64(), counts(&v)["intact"].as_u64()), (Some(1), Some(63)));
+    assert_eq!(
+        (counts(&v)["shorn"].as_u64(), counts(&v)["intact"].as_u64()),
+        (Some(1), Some(63))
+    );
 
     // Record 5 copied over record 30's place: misdirected.
     let t = small_run(&w, d.path(), "mis.img");
     let mut five = vec![0u8; 4096];
-    fs::File::open(&t).unwrap().read_exact_at(&mut five, 5 * 4096).unwrap();
+    fs::File::open(&t)
+        .unwrap()
+        .read_exact_at(&mut five, 5 * 4096)
+        .unwrap();
     edit(&t, 30 * 4096, |b| b.copy_from_slice(&five), 4096);
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 1, "{v:?}");
-    assert_eq!((counts(&v)["misdirected"].as_u64(), counts(&v)["intact"].as_u64()), (Some(1), Some(63)));
+    assert_eq!(
+        (
+            counts(&v)["misdirected"].as_u64(),
+            counts(&v)["intact"].as_u64()
+        ),
+        (Some(1), Some(63))
+    );
 
     // Records 40..48 set back to their state before the run (zeros): lost, and holes.
     let t = small_run(&w, d.path(), "lost.img");
     edit(&t, 40 * 4096, |b| b.fill(0), 8 * 4096);
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 1, "{v:?}");
-    assert_eq!((counts(&v)["lost"].as_u64(), counts(&v)["intact"].as_u64()), (Some(8), Some(56)));
+    assert_eq!(
+        (counts(&v)["lost"].as_u64(), counts(&v)["intact"].as_u64()),
+        (Some(8), Some(56))
+    );
     assert_eq!(v.json()["ordering_holes"]["count"], 8);
     assert_eq!(v.json()["loss_window"]["bytes"], 8 * 4096);
 }
@@ -117,13 +154,23 @@ fn another_runs_records_are_stale() {
     let d = tempfile::tempdir().unwrap();
     let w = WitnessProc::start(&d.path().join("w"));
     let t = small_run(&w, d.path(), "stale.img");
-    let first = verify(&w, &t, &[]).json()["run"]["run_id"].as_str().unwrap().to_string();
+    let first = verify(&w, &t, &[]).json()["run"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // A second run over the first 16 records' places.
     let wr = write(&w, &t, &["--size", "256k", "--count", "16"]);
     assert_eq!(wr.code, 0, "{wr:?}");
     let v = verify(&w, &t, &["--run", &first]);
     assert_eq!(v.code, 1, "{v:?}");
-    assert_eq!((counts(&v)["stale"].as_u64(), counts(&v)["intact"].as_u64(), counts(&v)["corrupt"].as_u64()), (Some(16), Some(48), Some(0)));
+    assert_eq!(
+        (
+            counts(&v)["stale"].as_u64(),
+            counts(&v)["intact"].as_u64(),
+            counts(&v)["corrupt"].as_u64()
+        ),
+        (Some(16), Some(48), Some(0))
+    );
     // The latest run for this target is the second one, and it passes.
     let v2 = verify(&w, &t, &[]);
     assert_eq!(v2.code, 0, "{v2:?}");
@@ -136,7 +183,15 @@ fn writer_killed_mid_run_is_no_false_alarm() {
     let w = WitnessProc::start(&d.path().join("w"));
     let t = d.path().join("killed.img");
     let mut child = Command::new(bin())
-        .args(["write", t.to_str().unwrap(), "--witness", &w.addr, "--size", "4M", "--quiet"])
+        .args([
+            "write",
+            t.to_str().unwrap(),
+            "--witness",
+            &w.addr,
+            "--size",
+            "4M",
+            "--quiet",
+        ])
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -145,7 +200,10 @@ fn writer_killed_mid_run_is_no_false_alarm() {
     child.wait().unwrap();
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 0, "{v:?}");
-    assert!(v.json()["acked_records"].as_u64().unwrap() > 10, "the writer should have acked records before the kill: {v:?}");
+    assert!(
+        v.json()["acked_records"].as_u64().unwrap() > 10,
+        "the writer should have acked records before the kill: {v:?}"
+    );
 }
 
 #[test]
@@ -153,7 +211,11 @@ fn flush_none_with_lost_cache_fails() {
     let d = tempfile::tempdir().unwrap();
     let w = WitnessProc::start(&d.path().join("w"));
     let t = d.path().join("none.img");
-    let wr = write(&w, &t, &["--size", "1M", "--count", "200", "--flush", "none"]);
+    let wr = write(
+        &w,
+        &t,
+        &["--size", "1M", "--count", "200", "--flush", "none"],
+    );
     assert_eq!(wr.code, 0, "{wr:?}");
     // The last flushed image of this run is the preallocated one: all zeros.
     edit(&t, 0, |b| b.fill(0), 1 << 20);
@@ -182,9 +244,23 @@ fn verify_with_exported_acks_file() {
     let w = WitnessProc::start(&d.path().join("w"));
     let t = small_run(&w, d.path(), "export.img");
     let acks = d.path().join("run.acklog");
-    let f = run(["fetch", "--witness", &w.addr, "--target", t.to_str().unwrap(), "-o", acks.to_str().unwrap()]);
+    let f = run([
+        "fetch",
+        "--witness",
+        &w.addr,
+        "--target",
+        t.to_str().unwrap(),
+        "-o",
+        acks.to_str().unwrap(),
+    ]);
     assert_eq!(f.code, 0, "{f:?}");
-    let v = run(["verify", t.to_str().unwrap(), "--acks", acks.to_str().unwrap(), "--json"]);
+    let v = run([
+        "verify",
+        t.to_str().unwrap(),
+        "--acks",
+        acks.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(v.code, 0, "{v:?}");
     assert_eq!(counts(&v)["intact"], 64);
 }
@@ -194,16 +270,45 @@ fn usage_errors_exit_2_with_a_hint() {
     let d = tempfile::tempdir().unwrap();
     let precious = d.path().join("precious.txt");
     fs::write(&precious, b"do not touch").unwrap();
-    let r = run(["write", precious.to_str().unwrap(), "--witness", "127.0.0.1:1", "--count", "1"]);
+    let r = run([
+        "write",
+        precious.to_str().unwrap(),
+        "--witness",
+        "127.0.0.1:1",
+        "--count",
+        "1",
+    ]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("--destroy-data-on"), "{r:?}");
     assert_eq!(fs::read(&precious).unwrap(), b"do not touch");
-    let r = run(["write", d.path().join("x").to_str().unwrap(), "--witness", "127.0.0.1:1", "--record-size", "1000"]);
+    let r = run([
+        "write",
+        d.path().join("x").to_str().unwrap(),
+        "--witness",
+        "127.0.0.1:1",
+        "--record-size",
+        "1000",
+    ]);
     assert_eq!(r.code, 2, "{r:?}");
-    let r = run(["write", d.path().join("y").to_str().unwrap(), "--witness", "127.0.0.1:1", "--count", "1"]);
+    let r = run([
+        "write",
+        d.path().join("y").to_str().unwrap(),
+        "--witness",
+        "127.0.0.1:1",
+        "--count",
+        "1",
+    ]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("witness"), "an unreachable witness is named: {r:?}");
-    let r = run(["verify", "/nonexistent/target", "--acks", "/nonexistent/log"]);
+    assert!(
+        r.stderr.contains("witness"),
+        "an unreachable witness is named: {r:?}"
+    );
+    let r = run([
+        "verify",
+        "/nonexistent/target",
+        "--acks",
+        "/nonexistent/log",
+    ]);
     assert_eq!(r.code, 2, "{r:?}");
 }
 
@@ -235,7 +340,10 @@ fn loop_device_round_trip() {
     let v = verify(&w, dev, &[]);
     assert_eq!(v.code, 0, "{v:?}");
     let j = v.json();
-    assert_eq!(j["counts"]["intact"].as_u64().unwrap() + j["counts"]["superseded"].as_u64().unwrap(), 300);
+    assert_eq!(
+        j["counts"]["intact"].as_u64().unwrap() + j["counts"]["superseded"].as_u64().unwrap(),
+        300
+    );
     assert_eq!(j["device"]["kind"], "block");
     assert_eq!(j["device"]["logical_sector_bytes"], 512);
     // Unaligned records are refused on a real block device with O_DIRECT.
@@ -253,27 +361,53 @@ fn refuses_ext4_signature_and_mounted_loop_devices() {
     let backing = d.path().join("fs.img");
     fs::write(&backing, vec![0u8; 32 << 20]).unwrap();
     let lo = Loop::attach(&backing, false);
-    let mk = Command::new("mkfs.ext4").args(["-q", "-F", &lo.dev]).output().expect("mkfs.ext4");
-    assert!(mk.status.success(), "{}", String::from_utf8_lossy(&mk.stderr));
+    let mk = Command::new("mkfs.ext4")
+        .args(["-q", "-F", &lo.dev])
+        .output()
+        .expect("mkfs.ext4");
+    assert!(
+        mk.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mk.stderr)
+    );
     let before = fs::read(&backing).unwrap();
 
     let r = write(&w, Path::new(&lo.dev), &["--count", "10"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("ext2/3/4") && r.stderr.contains("--destroy-data-on"), "{r:?}");
-    assert_eq!(fs::read(&backing).unwrap(), before, "a refused target must be untouched");
+    assert!(
+        r.stderr.contains("ext2/3/4") && r.stderr.contains("--destroy-data-on"),
+        "{r:?}"
+    );
+    assert_eq!(
+        fs::read(&backing).unwrap(),
+        before,
+        "a refused target must be untouched"
+    );
 
     // Mounted: refused even when named for destruction.
     let mnt = d.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
-    let m = Command::new("mount").arg(&lo.dev).arg(&mnt).status().unwrap();
+    let m = Command::new("mount")
+        .arg(&lo.dev)
+        .arg(&mnt)
+        .status()
+        .unwrap();
     assert!(m.success());
-    let r = write(&w, Path::new(&lo.dev), &["--count", "10", "--destroy-data-on", &lo.dev]);
+    let r = write(
+        &w,
+        Path::new(&lo.dev),
+        &["--count", "10", "--destroy-data-on", &lo.dev],
+    );
     let _ = Command::new("umount").arg(&mnt).status();
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("mounted"), "{r:?}");
 
     // Named explicitly and not mounted: allowed, and verify passes.
-    let r = write(&w, Path::new(&lo.dev), &["--count", "10", "--destroy-data-on", &lo.dev]);
+    let r = write(
+        &w,
+        Path::new(&lo.dev),
+        &["--count", "10", "--destroy-data-on", &lo.dev],
+    );
     assert_eq!(r.code, 0, "{r:?}");
     let v = verify(&w, Path::new(&lo.dev), &[]);
     assert_eq!(v.code, 0, "{v:?}");

@@ -4,11 +4,12 @@
 //! returned success, and once any write or flush has failed, no stream pushes another
 //! ack. The failure flag and every push share one lock, so "after" is well defined.
 
+use super::pipe::Pipe;
 use super::plan::{Placer, Plan};
 use crate::ack::{Ack, now_ns};
 use crate::device::{AlignedBuf, Device};
 use crate::latency::Histogram;
-use crate::record::{RecordId, fill_record};
+use crate::record::{RecordId, prepare_record, set_write_time};
 use crate::rng::RunKey;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -32,6 +33,8 @@ pub struct Progress {
     pub bytes_acked: AtomicU64,
     pub flush_latency: Histogram,
     gate: Mutex<Gate>,
+    /// Mirrors `gate.failure.is_some()` for the hot path; the gate stays authoritative.
+    failed: AtomicBool,
 }
 
 #[derive(Default)]
@@ -77,6 +80,7 @@ impl Progress {
         if g.failure.is_none() {
             g.failure = Some(f);
         }
+        self.failed.store(true, Relaxed);
     }
 }
 
@@ -98,6 +102,18 @@ pub fn run_streams(
     });
 }
 
+/// A record whose content is ready; only its write time remains to be stamped.
+struct Prepared {
+    buf: AlignedBuf,
+    rec: RecordId,
+}
+
+/// Record buffers per stream: the generator refills half of them at a time.
+const BUFFERS_PER_STREAM: usize = 32;
+
+/// One stream: a generator thread prepares records (content hashing is most of the CPU
+/// cost) while this thread writes, flushes and acknowledges, so the device, not the
+/// hashing, sets the pace.
 #[allow(clippy::too_many_arguments)]
 fn stream_loop(
     dev: &dyn Device,
@@ -109,12 +125,64 @@ fn stream_loop(
     started: &AtomicU64,
     t0: Instant,
 ) {
-    let key = RunKey::new(plan.run);
-    let mut placer = Placer::new(plan, stream);
-    let mut buf = AlignedBuf::new(plan.record_max as usize);
-    let mut seq = 0u64;
+    let blank = RecordId {
+        stream,
+        seq: 0,
+        offset: 0,
+        sectors: 0,
+        write_time_ns: 0,
+    };
+    let pipe = Pipe::new(
+        (0..BUFFERS_PER_STREAM)
+            .map(|_| Prepared {
+                buf: AlignedBuf::new(plan.record_max as usize),
+                rec: blank,
+            })
+            .collect(),
+    );
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let key = RunKey::new(plan.run);
+            let mut placer = Placer::new(plan, stream);
+            let mut seq = 0u64;
+            loop {
+                let bufs = pipe.take_free();
+                if bufs.is_empty() {
+                    return;
+                }
+                for Prepared { mut buf, .. } in bufs {
+                    seq += 1;
+                    let (offset, len) = placer.next();
+                    let rec = RecordId {
+                        stream,
+                        seq,
+                        offset,
+                        sectors: (len / 512) as u32,
+                        write_time_ns: 0,
+                    };
+                    prepare_record(&mut buf[..len as usize], &key, plan.run, &rec);
+                    pipe.put_ready(Prepared { buf, rec });
+                }
+            }
+        });
+        io_loop(dev, plan, sink, stop, progress, started, t0, &pipe);
+        pipe.close();
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+fn io_loop(
+    dev: &dyn Device,
+    plan: &Plan,
+    sink: &dyn AckSink,
+    stop: &AtomicBool,
+    progress: &Progress,
+    started: &AtomicU64,
+    t0: Instant,
+    pipe: &Pipe<Prepared>,
+) {
     loop {
-        if stop.load(Relaxed) || progress.gate.lock().unwrap().failure.is_some() {
+        if stop.load(Relaxed) || progress.failed.load(Relaxed) {
             return;
         }
         if plan.duration.is_some_and(|d| t0.elapsed() >= d) {
@@ -125,19 +193,14 @@ fn stream_loop(
                 return;
             }
         }
-        seq += 1;
-        let (offset, len) = placer.next();
-        let rec = RecordId {
-            stream,
-            seq,
-            offset,
-            sectors: (len / 512) as u32,
-            write_time_ns: now_ns(),
+        let Some(Prepared { mut buf, mut rec }) = pipe.take_ready() else {
+            return;
         };
-        let bytes = &mut buf[..len as usize];
-        fill_record(bytes, &key, plan.run, &rec);
+        rec.write_time_ns = now_ns();
+        let bytes = &mut buf[..rec.len_bytes() as usize];
+        set_write_time(bytes, rec.write_time_ns);
         let write_started = Instant::now();
-        if let Err(e) = dev.write_at(bytes, offset) {
+        if let Err(e) = dev.write_at(bytes, rec.offset) {
             progress.fail(Failure {
                 during: "write",
                 record: rec,
@@ -168,5 +231,6 @@ fn stream_loop(
         ) {
             return;
         }
+        pipe.put_free(Prepared { buf, rec });
     }
 }

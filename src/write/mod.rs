@@ -5,13 +5,16 @@
 //! write, so a run never writes without someone keeping its promises.
 
 pub mod engine;
+mod pipe;
 pub mod plan;
 mod status;
 
 use crate::ack::client::{AckSender, ClientOptions};
 use crate::ack::{Ack, RunDescriptor, WriterSettings};
 use crate::cli::{Placement, WriteArgs};
-use crate::device::{Device, FileDevice, OpenOptions, identity, is_block_device, prepare_file, safety};
+use crate::device::{
+    Device, FileDevice, OpenOptions, identity, is_block_device, prepare_file, safety,
+};
 use crate::exit;
 use crate::record::{FORMAT_VERSION, RunId};
 use anyhow::{Context, Result, bail};
@@ -81,16 +84,28 @@ pub fn run(a: WriteArgs) -> Result<i32> {
         let size = FileDevice::open_read(target)?.size_bytes();
         match a.size {
             Some(s) => s,
-            None => size.checked_sub(a.offset).context("--offset is past the end of the device")?,
+            None => size
+                .checked_sub(a.offset)
+                .context("--offset is past the end of the device")?,
         }
     } else {
         let existing = std::fs::metadata(target).map(|m| m.len()).unwrap_or(0);
-        a.size.unwrap_or(if existing > a.offset { existing - a.offset } else { DEFAULT_FILE_REGION })
+        a.size.unwrap_or(if existing > a.offset {
+            existing - a.offset
+        } else {
+            DEFAULT_FILE_REGION
+        })
     };
     if !is_block {
         prepare_file(target, a.offset + region_bytes)?;
     }
-    let dev = FileDevice::open_write(target, OpenOptions { direct: !a.no_direct, flush: a.flush })?;
+    let dev = FileDevice::open_write(
+        target,
+        OpenOptions {
+            direct: !a.no_direct,
+            flush: a.flush,
+        },
+    )?;
     if a.offset + region_bytes > dev.size_bytes() {
         bail!(
             "the region ({} bytes at offset {}) does not fit on {} ({} bytes): use a smaller --size",
@@ -102,7 +117,11 @@ pub fn run(a: WriteArgs) -> Result<i32> {
     }
     let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
     let run = RunId::random();
-    let align = if a.no_direct { 512 } else { (dev.logical_block_bytes() as u64).max(512) };
+    let align = if a.no_direct {
+        512
+    } else {
+        (dev.logical_block_bytes() as u64).max(512)
+    };
     let plan = Plan {
         run,
         region_offset: a.offset,
@@ -134,7 +153,9 @@ pub fn run(a: WriteArgs) -> Result<i32> {
             if a.no_direct { "buffered" } else { "O_DIRECT" },
         );
         if a.flush == crate::device::FlushMethod::None {
-            eprintln!("plugpull write: --flush none is a control run: records are acknowledged without a flush and a cut is expected to lose some");
+            eprintln!(
+                "plugpull write: --flush none is a control run: records are acknowledged without a flush and a cut is expected to lose some"
+            );
         }
     }
     install_stop_handler();
@@ -183,7 +204,10 @@ pub fn run(a: WriteArgs) -> Result<i32> {
             flushed_ns: k.flushed_ns,
         }),
         failure: failure.as_ref().map(|f| {
-            format!("{} of stream {} seq {} at offset {} failed: {}", f.during, f.record.stream, f.record.seq, f.record.offset, f.error)
+            format!(
+                "{} of stream {} seq {} at offset {} failed: {}",
+                f.during, f.record.stream, f.record.seq, f.record.offset, f.error
+            )
         }),
         seed,
     };
@@ -213,7 +237,12 @@ pub fn run(a: WriteArgs) -> Result<i32> {
         let last = summary
             .last_acked
             .as_ref()
-            .map(|l| format!("stream {} seq {} at offset {} ({} ns)", l.stream, l.seq, l.offset, l.flushed_ns))
+            .map(|l| {
+                format!(
+                    "stream {} seq {} at offset {} ({} ns)",
+                    l.stream, l.seq, l.offset, l.flushed_ns
+                )
+            })
             .unwrap_or_else(|| "none".into());
         eprintln!(
             "plugpull write: the target failed: {} of stream {} seq {} returned \"{}\". If you cut the power, this is expected. Nothing more was acknowledged. Last acknowledged record: {last}. Next: restore power and run `plugpull verify {} --witness {}`",
@@ -230,12 +259,19 @@ pub fn run(a: WriteArgs) -> Result<i32> {
 }
 
 /// The run descriptor the witness keeps for `plan` on `device`.
-pub fn run_descriptor(plan: &Plan, device: identity::DeviceIdentity, flush: crate::device::FlushMethod, direct: bool) -> RunDescriptor {
+pub fn run_descriptor(
+    plan: &Plan,
+    device: identity::DeviceIdentity,
+    flush: crate::device::FlushMethod,
+    direct: bool,
+) -> RunDescriptor {
     RunDescriptor {
         run_id: plan.run,
         format_version: FORMAT_VERSION,
         plugpull_version: env!("CARGO_PKG_VERSION").into(),
-        host: nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default(),
+        host: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         started_at: chrono::Utc::now().to_rfc3339(),
         device,
         settings: WriterSettings {
@@ -269,4 +305,3 @@ fn describe(d: &identity::DeviceIdentity) -> String {
     }
     p.join(", ")
 }
-

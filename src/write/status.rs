@@ -16,7 +16,10 @@ impl StatusLine {
     pub fn start() -> StatusLine {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         bar.set_style(ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").unwrap());
-        StatusLine { bar, done: AtomicBool::new(false) }
+        StatusLine {
+            bar,
+            done: AtomicBool::new(false),
+        }
     }
 
     pub fn run(&self, p: &Progress, sender: &AckSender, t0: Instant) {

@@ -12,7 +12,11 @@ pub fn bin() -> &'static str {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A `plugpull listen` child process, killed on drop.
@@ -37,10 +41,17 @@ impl WitnessProc {
             .expect("start witness");
         let t0 = Instant::now();
         while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(10), "witness did not start listening on {addr}");
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "witness did not start listening on {addr}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
-        WitnessProc { child, addr, dir: dir.to_owned() }
+        WitnessProc {
+            child,
+            addr,
+            dir: dir.to_owned(),
+        }
     }
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -62,13 +73,22 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
     }
 }
 
 impl std::fmt::Debug for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
@@ -77,7 +97,10 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    let out: Output = Command::new(bin()).args(args).output().expect("run plugpull");
+    let out: Output = Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run plugpull");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -107,12 +130,22 @@ pub struct Loop {
 impl Loop {
     pub fn attach(file: &Path, direct: bool) -> Loop {
         let out = Command::new("losetup")
-            .args(["-f", "--show", &format!("--direct-io={}", if direct { "on" } else { "off" })])
+            .args([
+                "-f",
+                "--show",
+                &format!("--direct-io={}", if direct { "on" } else { "off" }),
+            ])
             .arg(file)
             .output()
             .expect("losetup");
-        assert!(out.status.success(), "losetup failed: {}", String::from_utf8_lossy(&out.stderr));
-        Loop { dev: String::from_utf8_lossy(&out.stdout).trim().to_string() }
+        assert!(
+            out.status.success(),
+            "losetup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Loop {
+            dev: String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        }
     }
 }
 
