@@ -124,7 +124,10 @@ impl Sidecar {
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self).map_err(io::Error::other)?)?;
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(self).map_err(io::Error::other)?,
+        )?;
         std::fs::rename(&tmp, path)
     }
 

@@ -30,3 +30,6 @@ use crate::cli::SimdriveArgs;
 pub fn run(a: SimdriveArgs) -> anyhow::Result<i32> {
     fuse::run(a)
 }
+
+#[cfg(test)]
+mod tests;

@@ -104,6 +104,16 @@ pub struct Model {
     power: Power,
 }
 
+/// The span from the first to the last sector of `p` still in cache only.
+fn cached_span(p: &Pending) -> (u64, &[u8]) {
+    let first = p.remaining.iter().position(|&r| r).unwrap_or(0);
+    let last = p.remaining.iter().rposition(|&r| r).unwrap_or(0);
+    (
+        p.offset + (first * SECTOR) as u64,
+        &p.data[first * SECTOR..(last + 1) * SECTOR],
+    )
+}
+
 /// EIO, the errno a vanished or failing drive gives; `what` goes to stderr-bound logs
 /// through the caller's context, the errno through FUSE replies.
 fn eio(_what: &str) -> io::Error {
@@ -117,13 +127,20 @@ impl Model {
         if cfg.size_bytes == 0 || cfg.size_bytes % SECTOR_U64 != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("drive size {} is not a positive multiple of 512", cfg.size_bytes),
+                format!(
+                    "drive size {} is not a positive multiple of 512",
+                    cfg.size_bytes
+                ),
             ));
         }
         let (image, sidecar, sidecar_file) = match &cfg.backing {
             Some(p) => {
                 let sc = sidecar_path(p);
-                (Image::file(p, cfg.size_bytes)?, Sidecar::load(&sc)?, Some(sc))
+                (
+                    Image::file(p, cfg.size_bytes)?,
+                    Sidecar::load(&sc)?,
+                    Some(sc),
+                )
             }
             None => (Image::memory(cfg.size_bytes)?, Sidecar::default(), None),
         };
@@ -437,7 +454,10 @@ impl Model {
             let s = s0 + i;
             let o = (i as usize) * SECTOR;
             if !self.cover.contains_key(&s)
-                && self.overlay.get(&s).is_some_and(|b| b[..] == data[o..o + SECTOR])
+                && self
+                    .overlay
+                    .get(&s)
+                    .is_some_and(|b| b[..] == data[o..o + SECTOR])
             {
                 self.overlay.remove(&s);
             }
@@ -505,10 +525,14 @@ impl Model {
         Ok(())
     }
 
+    /// Keeps flushed write `id` in cache only; logs the conditional fault on the sectors
+    /// still cached (shorn if an early destage already put the others on media).
     fn hold(&mut self, id: u64, class: Class) -> io::Result<u64> {
         let p = &self.pending[&id];
-        let (offset, len) = (p.offset, p.data.len() as u64);
-        let records = records_in(&p.data, offset);
+        let (offset, bytes) = cached_span(p);
+        let len = bytes.len() as u64;
+        let records = records_in(bytes, offset);
+        let class = if p.touched { Class::Shorn } else { class };
         let fid = self.fault_id();
         self.emit(Event::Fault {
             id: fid,
@@ -538,6 +562,38 @@ impl Model {
                 id
             })
             .collect();
+        // Verify judges the latest acknowledged record at each sector: faults of earlier
+        // records under a newly flushed write stop counting.
+        for &id in &newly {
+            let p = &self.pending[&id];
+            let ev = Event::Superseded {
+                write: id,
+                offset: p.offset,
+                len: p.data.len() as u64,
+            };
+            if self.resolver.apply(&ev) {
+                self.log.append(ev)?;
+            }
+            // A stray copy of another write sits where this one belongs: until this
+            // write reaches media, verify finds a foreign record here.
+            let (offset, bytes) = cached_span(p);
+            let len = bytes.len() as u64;
+            if self.resolver.stray_copy_in(offset, len) {
+                let records = records_in(bytes, offset);
+                let fid = self.fault_id();
+                self.emit(Event::Fault {
+                    id: fid,
+                    class: Class::Misdirected,
+                    write: id,
+                    offset,
+                    len,
+                    records,
+                    flips: vec![],
+                    to_offset: None,
+                    conditional: true,
+                })?;
+            }
+        }
         let kind = self.profile.kind;
         match kind {
             Kind::Lying | Kind::LoseRecent => {
@@ -563,7 +619,10 @@ impl Model {
                     let p = &self.pending[&id];
                     let eligible = !p.touched && !p.stuck && p.remaining.iter().all(|&r| r);
                     let n = p.remaining.len();
-                    if eligible && (kind != Kind::Shorn || n > 1) && self.rng_fault.chance(self.profile.fault_p) {
+                    if eligible
+                        && (kind != Kind::Shorn || n > 1)
+                        && self.rng_fault.chance(self.profile.fault_p)
+                    {
                         match kind {
                             Kind::Shorn => self.shear(id)?,
                             Kind::Corrupt => self.corrupt(id)?,
@@ -633,7 +692,11 @@ impl Model {
         let n = self.pending[&id].remaining.len();
         let k = if n % 8 == 0 {
             // The fractions observed on real drives (FAST 2013): 7/8 and 3/8.
-            if self.rng_fault.chance(0.5) { n / 8 * 7 } else { n / 8 * 3 }
+            if self.rng_fault.chance(0.5) {
+                n / 8 * 7
+            } else {
+                n / 8 * 3
+            }
         } else {
             self.rng_fault.range(1, n as u64 - 1) as usize
         };
@@ -662,7 +725,9 @@ impl Model {
     fn corrupt(&mut self, id: u64) -> io::Result<()> {
         let p = self.pending.remove(&id).expect("present");
         let total_bits = p.data.len() as u64 * 8;
-        let nbits = self.rng_fault.range(1, self.profile.corrupt_bits_max.max(1) as u64);
+        let nbits = self
+            .rng_fault
+            .range(1, self.profile.corrupt_bits_max.max(1) as u64);
         let mut flips: Vec<u64> = Vec::new();
         while (flips.len() as u64) < nbits.min(total_bits) {
             let b = self.rng_fault.below(total_bits);
@@ -678,6 +743,15 @@ impl Model {
         let s0 = p.offset / SECTOR_U64;
         for i in 0..p.remaining.len() as u64 {
             self.cover.remove(&(s0 + i));
+        }
+        // The damaged bytes replace older data on media like any destage would.
+        let ev = Event::Destaged {
+            write: id,
+            offset: p.offset,
+            len: p.data.len() as u64,
+        };
+        if self.resolver.apply(&ev) {
+            self.log.append(ev)?;
         }
         let fid = self.fault_id();
         self.emit(Event::Fault {
@@ -707,7 +781,11 @@ impl Model {
                 break;
             }
             let d = self.rng_fault.below(slots) * len;
-            let clean = self.overlay.range(d / SECTOR_U64..(d + len) / SECTOR_U64).next().is_none();
+            let clean = self
+                .overlay
+                .range(d / SECTOR_U64..(d + len) / SECTOR_U64)
+                .next()
+                .is_none();
             if (d + len <= offset || offset + len <= d) && clean {
                 target = Some(d);
                 break;
@@ -743,7 +821,11 @@ impl Model {
             write: id,
             offset: d,
             len,
-            records: records_in(&victim, d),
+            // Victims are the records that belong at `d`, not stray copies sitting there.
+            records: records_in(&victim, d)
+                .into_iter()
+                .filter(|r| r.record_offset + r.first_index as u64 * SECTOR_U64 == r.at)
+                .collect(),
             flips: vec![],
             to_offset: None,
             conditional: false,

@@ -88,8 +88,13 @@ pub enum Event {
         #[serde(default)]
         conditional: bool,
     },
-    /// Write `write`'s own bytes reached media at [offset, offset+len).
+    /// Write `write`'s bytes (damaged, if a fault event says so) reached media at
+    /// [offset, offset+len). Logged only when it undoes a fault.
     Destaged { write: u64, offset: u64, len: u64 },
+    /// Write `write` was flushed over [offset, offset+len): from now on verify judges
+    /// that later record there, so earlier records' faults in the range stop counting
+    /// even if this write never reaches media. Logged only when it undoes a fault.
+    Superseded { write: u64, offset: u64, len: u64 },
     /// Held fault `fault` became a real ordering hole: a write submitted after its flush
     /// completed reached media.
     HoleWitness { fault: u64 },
@@ -164,7 +169,9 @@ impl OracleLog {
                     .create(true)
                     .append(true)
                     .open(p)
-                    .map_err(|e| io::Error::new(e.kind(), format!("oracle {}: {e}", p.display())))?,
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("oracle {}: {e}", p.display()))
+                    })?,
             ),
             None => None,
         };
@@ -192,17 +199,20 @@ impl OracleLog {
 }
 
 struct Tracked {
-    id: u64,
     session: u64,
     class: Class,
     write: u64,
     offset: u64,
     len: u64,
-    records: Vec<RecordRef>,
+    /// Records with a flag: false once a later write reached any of their sectors
+    /// (verify then calls the record superseded, whatever else happened to it).
+    records: Vec<(RecordRef, bool)>,
     flips: Vec<u64>,
     to_offset: Option<u64>,
     conditional: bool,
     witnessed: bool,
+    /// Some sectors of a held write reached media, others did not.
+    own_undone: bool,
     /// Still-affected sectors (absolute sector numbers).
     remaining: std::collections::BTreeSet<u64>,
 }
@@ -265,62 +275,133 @@ impl Resolver {
                 }
                 self.by_id.insert((self.session, *id), idx);
                 self.faults.push(Tracked {
-                    id: *id,
                     session: self.session,
                     class: *class,
                     write: *write,
                     offset: *offset,
                     len: *len,
-                    records: records.clone(),
+                    records: records.iter().map(|r| (r.clone(), true)).collect(),
                     flips: flips.clone(),
                     to_offset: *to_offset,
                     conditional: *conditional,
                     witnessed: false,
+                    own_undone: false,
                     remaining: (first..first + n).collect(),
                 });
                 true
             }
-            Event::Destaged { write, offset, len } => {
-                let first = offset / SECTOR_U64;
-                let end = (offset + len).div_ceil(SECTOR_U64);
-                let mut changed = false;
-                let key = (self.session, *write);
-                let sectors: Vec<u64> = self.by_sector.range(first..end).map(|(s, _)| *s).collect();
-                for s in sectors {
-                    let list = self.by_sector.get_mut(&s).expect("key just listed");
-                    list.retain(|&i| {
-                        let f = &mut self.faults[i];
-                        let fkey = (f.session, f.write);
-                        let undone = key > fkey || (key == fkey && f.conditional);
-                        if undone {
-                            f.remaining.remove(&s);
-                            changed = true;
-                        }
-                        !undone
-                    });
-                    if list.is_empty() {
-                        self.by_sector.remove(&s);
-                    }
-                }
-                changed
-            }
+            Event::Destaged { write, offset, len } => self.undo(*write, *offset, *len, true),
+            Event::Superseded { write, offset, len } => self.undo(*write, *offset, *len, false),
         }
     }
 
-    /// Ids of the current session's held faults whose write is `write`.
+    /// A write reached (`media`) or was flushed over a range: faults of earlier writes
+    /// there are undone; a held write reaching media undoes its own fault.
+    fn undo(&mut self, write: u64, offset: u64, len: u64, media: bool) -> bool {
+        let first = offset / SECTOR_U64;
+        let end = (offset + len).div_ceil(SECTOR_U64);
+        let mut changed = false;
+        let key = (self.session, write);
+        let sectors: Vec<u64> = self.by_sector.range(first..end).map(|(s, _)| *s).collect();
+        for s in sectors {
+            let list = self.by_sector.get_mut(&s).expect("key just listed");
+            list.retain(|&i| {
+                let f = &mut self.faults[i];
+                let fkey = (f.session, f.write);
+                let later = key > fkey;
+                // A flush over the range only supersedes the records there; the bytes
+                // on media (a stray copy, say) are unchanged.
+                let undone = (media && later) || (media && key == fkey && f.conditional);
+                if undone {
+                    f.remaining.remove(&s);
+                    changed = true;
+                }
+                if later {
+                    let at = s * SECTOR_U64;
+                    for (r, alive) in &mut f.records {
+                        let end = r.at + (r.last_index - r.first_index + 1) as u64 * SECTOR_U64;
+                        if r.at <= at && at < end && *alive {
+                            *alive = false;
+                            changed = true;
+                        }
+                    }
+                } else if undone {
+                    f.own_undone = true;
+                }
+                !undone
+            });
+            if list.is_empty() {
+                self.by_sector.remove(&s);
+            }
+        }
+        changed
+    }
+
+    /// True if a stray copy of a misdirected write sits in the range on media.
+    pub fn stray_copy_in(&self, offset: u64, len: u64) -> bool {
+        let first = offset / SECTOR_U64;
+        let end = (offset + len).div_ceil(SECTOR_U64);
+        self.by_sector.range(first..end).any(|(_, list)| {
+            list.iter().any(|&i| {
+                let f = &self.faults[i];
+                f.class == Class::Misdirected && f.to_offset.is_none()
+            })
+        })
+    }
+
+    /// The faults that are real if the cut happens now. A record named both lost and
+    /// misdirected (a foreign record sits where it should be) is reported misdirected.
     pub fn faults(&self) -> Vec<Fault> {
+        let mut out = self.faults_raw();
+        let misdirected: std::collections::HashSet<(String, u16, u64)> = out
+            .iter()
+            .filter(|f| f.class == Class::Misdirected)
+            .flat_map(|f| f.records.iter().map(|r| (r.run.clone(), r.stream, r.seq)))
+            .collect();
+        out.retain_mut(|f| {
+            if !matches!(f.class, Class::Lost | Class::Hole) || f.records.is_empty() {
+                return true;
+            }
+            f.records
+                .retain(|r| !misdirected.contains(&(r.run.clone(), r.stream, r.seq)));
+            !f.records.is_empty()
+        });
+        out
+    }
+
+    fn faults_raw(&self) -> Vec<Fault> {
         let mut out = Vec::new();
         for f in &self.faults {
             if f.remaining.is_empty() {
                 continue;
             }
+            let had_records = !f.records.is_empty();
+            if had_records && !f.records.iter().any(|(_, alive)| *alive) {
+                continue;
+            }
+            // A misdirected record whose stray copy was overwritten is simply lost.
+            let copy_gone = f.class == Class::Misdirected
+                && f.to_offset.is_some_and(|d| {
+                    !self.faults.iter().any(|g| {
+                        g.session == f.session
+                            && g.write == f.write
+                            && g.class == Class::Misdirected
+                            && g.offset == d
+                            && g.to_offset.is_none()
+                            && !g.remaining.is_empty()
+                    })
+                });
             let class = match f.class {
+                Class::Misdirected if copy_gone => Class::Lost,
+                // Part of a held write reached media and part did not: new sectors next to
+                // old ones is what verify calls shorn.
+                Class::Lost | Class::Hole if f.own_undone => Class::Shorn,
                 Class::Hole if !f.witnessed => Class::Lost,
                 c => c,
             };
             let keep = |at: u64| f.remaining.contains(&(at / SECTOR_U64));
             let mut records = Vec::new();
-            for r in &f.records {
+            for (r, _) in f.records.iter().filter(|(_, alive)| *alive) {
                 // Keep the maximal runs of this record's sectors that are still affected.
                 let mut cur: Option<RecordRef> = None;
                 for k in 0..=(r.last_index - r.first_index) {
@@ -361,22 +442,6 @@ impl Resolver {
             });
         }
         out
-    }
-
-    /// True if a cancellable fault of an earlier write, or a held fault of `write`
-    /// itself, covers any sector of the range.
-    pub fn is_held(&self, write: u64) -> bool {
-        self.faults
-            .iter()
-            .any(|f| f.session == self.session && f.write == write && f.conditional && !f.remaining.is_empty())
-    }
-
-    /// The fault ids of this session that are conditional (held) and still pending.
-    pub fn held_fault_ids(&self) -> impl Iterator<Item = u64> + '_ {
-        self.faults
-            .iter()
-            .filter(|f| f.session == self.session && f.conditional && !f.remaining.is_empty())
-            .map(|f| f.id)
     }
 }
 
