@@ -1,5 +1,35 @@
-//! The simulated drive. (Being written.)
+//! The simulated drive: a model of an SSD with a volatile write cache and seeded fault
+//! profiles, so verify can be proven right on every failure class without cutting real
+//! power.
+//!
+//! - [`model`]: durable image + volatile cache + fault layer (single-threaded core);
+//! - [`profile`]: which behaviour, with which knobs;
+//! - [`oracle`]: the log of injected faults and its resolution after the cut;
+//! - [`media`]: the image and the sidecar of post-cut faults;
+//! - [`drive`]: [`SimDrive`], the model behind the `Device` trait for in-process use;
+//! - [`fuse`]: `plugpull simdrive`, the model served as one file over FUSE, so the real
+//!   writer reaches it through real syscalls and a SIGKILL is a power cut.
+//!
+//! docs/fault-model.md describes every profile and the oracle format.
+
+pub mod drive;
+pub mod fuse;
+pub mod media;
+pub mod model;
+pub mod oracle;
+pub mod profile;
+
+pub use drive::SimDrive;
+pub use model::SimConfig;
+pub use oracle::{Class, Fault, RecordRef, resolve};
+pub use profile::{Kind, Profile};
+
 use crate::cli::SimdriveArgs;
-pub fn run(_a: SimdriveArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("simdrive is not implemented yet")
+
+/// `plugpull simdrive`: serve the drive over FUSE until cut.
+pub fn run(a: SimdriveArgs) -> anyhow::Result<i32> {
+    fuse::run(a)
 }
+
+#[cfg(test)]
+mod tests;

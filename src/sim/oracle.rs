@@ -1,0 +1,570 @@
+//! The oracle: the simulated drive's own account of every fault it injected, so tests can
+//! assert that verify found exactly those faults and nothing else.
+//!
+//! Why a log of events rather than a final list: the drive may be SIGKILLed at any
+//! instant (that is the power cut), so it cannot write a summary at the end. Instead every
+//! decision is appended as one JSON line with one write(2) the moment it is made (the host
+//! keeps power, so a written line survives the daemon). Some faults only become real if
+//! the cut comes before the drive changes its mind: a held write that is destaged later is
+//! not lost, and a damaged record that a later write overwrote is superseded, not
+//! damaged. [`resolve`] replays the log and returns the faults that are real after the
+//! cut. The format is documented in docs/fault-model.md.
+
+use crate::record::{SECTOR, decode_stamp};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{self, BufRead, Write};
+use std::path::Path;
+
+const SECTOR_U64: u64 = SECTOR as u64;
+
+/// What verify should report for an acknowledged record hit by a fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// The record's bytes never reached media: its place holds older content.
+    Lost,
+    /// Only a sector prefix of the record reached media.
+    Shorn,
+    /// The record reached media with flipped bits (see [`Fault::bits`]).
+    Corrupt,
+    /// The record landed elsewhere (at `to_offset`), or a foreign record landed here.
+    Misdirected,
+    /// Lost while a write that was submitted after this one's flush completed survived:
+    /// an ordering hole (verify: lost plus a run-level hole finding).
+    Hole,
+    /// Reads of this range fail (EIO) or hang after the cut.
+    Unreadable,
+    /// The drive cannot be opened after the cut.
+    Dead,
+}
+
+/// The sectors of one plugpull record that a fault touches.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RecordRef {
+    /// Run id, hex.
+    pub run: String,
+    pub stream: u16,
+    pub seq: u64,
+    /// The record's own offset and length in sectors, from its stamp.
+    pub record_offset: u64,
+    pub record_sectors: u32,
+    /// The touched sector indexes within the record, inclusive.
+    pub first_index: u32,
+    pub last_index: u32,
+    /// Drive offset where sector `first_index` of this fault's bytes sits.
+    pub at: u64,
+}
+
+/// One line of the oracle log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A drive session began (first start or power on). Faults of earlier sessions can no
+    /// longer be undone by their own writes: the cache they lived in is gone.
+    Start {
+        seed: u64,
+        profile: String,
+        size_bytes: u64,
+    },
+    /// A fault. `conditional` faults (held writes) are undone if their own write is
+    /// destaged later; every fault's sectors are undone by a later write reaching them.
+    Fault {
+        id: u64,
+        class: Class,
+        /// The drive's sequence number of the write the fault hit (0: not a write).
+        write: u64,
+        offset: u64,
+        len: u64,
+        #[serde(default)]
+        records: Vec<RecordRef>,
+        /// Corrupt: flipped bit positions, counted from `offset`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        flips: Vec<u64>,
+        /// Misdirected: where the write's bytes landed instead.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to_offset: Option<u64>,
+        #[serde(default)]
+        conditional: bool,
+    },
+    /// Write `write`'s bytes (damaged, if a fault event says so) reached media at
+    /// [offset, offset+len). Logged only when it undoes a fault.
+    Destaged { write: u64, offset: u64, len: u64 },
+    /// Write `write` was flushed over [offset, offset+len): from now on verify judges
+    /// that later record there, so earlier records' faults in the range stop counting
+    /// even if this write never reaches media. Logged only when it undoes a fault.
+    Superseded { write: u64, offset: u64, len: u64 },
+    /// Held fault `fault` became a real ordering hole: a write submitted after its flush
+    /// completed reached media.
+    HoleWitness { fault: u64 },
+    /// A deterministic cut (SIGKILL leaves no such line; resolve does not need it).
+    Cut,
+}
+
+/// A fault that is real after the cut.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fault {
+    pub class: Class,
+    /// Drive session (1 = first start) and write sequence number that suffered it.
+    pub session: u64,
+    pub write: u64,
+    /// The range the fault was injected on; `sectors` of it are still affected.
+    pub offset: u64,
+    pub len: u64,
+    pub sectors: u64,
+    /// The plugpull records in the still-affected sectors (empty for non-plugpull data).
+    pub records: Vec<RecordRef>,
+    /// Corrupt: flipped bits still on media.
+    pub bits: u64,
+    pub to_offset: Option<u64>,
+}
+
+/// Names the plugpull records whose sectors make up `data`, found at drive offset `at`.
+pub fn records_in(data: &[u8], at: u64) -> Vec<RecordRef> {
+    let mut out: Vec<RecordRef> = Vec::new();
+    for (i, sector) in data.chunks_exact(SECTOR).enumerate() {
+        let Ok(st) = decode_stamp(sector) else {
+            continue;
+        };
+        let here = at + i as u64 * SECTOR_U64;
+        if let Some(last) = out.last_mut() {
+            let next_at = last.at + (last.last_index - last.first_index + 1) as u64 * SECTOR_U64;
+            if last.run == st.run.hex()
+                && last.stream == st.record.stream
+                && last.seq == st.record.seq
+                && last.record_offset == st.record.offset
+                && st.index == last.last_index + 1
+                && next_at == here
+            {
+                last.last_index = st.index;
+                continue;
+            }
+        }
+        out.push(RecordRef {
+            run: st.run.hex(),
+            stream: st.record.stream,
+            seq: st.record.seq,
+            record_offset: st.record.offset,
+            record_sectors: st.record.sectors,
+            first_index: st.index,
+            last_index: st.index,
+            at: here,
+        });
+    }
+    out
+}
+
+/// Append-only oracle log: one write(2) per line, optionally mirrored in memory.
+pub struct OracleLog {
+    file: Option<File>,
+    events: Vec<Event>,
+}
+
+impl OracleLog {
+    pub fn new(path: Option<&Path>) -> io::Result<OracleLog> {
+        let file = match path {
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("oracle {}: {e}", p.display()))
+                    })?,
+            ),
+            None => None,
+        };
+        Ok(OracleLog {
+            file,
+            events: Vec::new(),
+        })
+    }
+
+    /// Appends one event. The line reaches the host's page cache before this returns,
+    /// so killing the process afterwards loses nothing.
+    pub fn append(&mut self, ev: Event) -> io::Result<()> {
+        if let Some(f) = &mut self.file {
+            let mut line = serde_json::to_vec(&ev).map_err(io::Error::other)?;
+            line.push(b'\n');
+            f.write_all(&line)?;
+        }
+        self.events.push(ev);
+        Ok(())
+    }
+
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+}
+
+struct Tracked {
+    session: u64,
+    class: Class,
+    write: u64,
+    offset: u64,
+    len: u64,
+    /// Records with a flag: false once a later write reached any of their sectors
+    /// (verify then calls the record superseded, whatever else happened to it).
+    records: Vec<(RecordRef, bool)>,
+    flips: Vec<u64>,
+    to_offset: Option<u64>,
+    conditional: bool,
+    witnessed: bool,
+    /// Some sectors of a held write reached media, others did not.
+    own_undone: bool,
+    /// Still-affected sectors (absolute sector numbers).
+    remaining: std::collections::BTreeSet<u64>,
+}
+
+/// Replays oracle events and keeps the set of faults that are real so far. The drive
+/// uses it live (to know which destage events matter) and [`resolve`] uses it on a log.
+#[derive(Default)]
+pub struct Resolver {
+    session: u64,
+    faults: Vec<Tracked>,
+    /// (session, fault id) -> index in `faults`.
+    by_id: HashMap<(u64, u64), usize>,
+    /// sector -> indexes of faults with that sector remaining (cancellable faults only).
+    by_sector: BTreeMap<u64, Vec<usize>>,
+}
+
+impl Resolver {
+    pub fn new() -> Resolver {
+        Resolver::default()
+    }
+
+    /// Applies one event; returns whether it changed anything (a destage that undid no
+    /// fault does not need to be logged).
+    pub fn apply(&mut self, ev: &Event) -> bool {
+        match ev {
+            Event::Start { .. } => {
+                self.session += 1;
+                // The cache of earlier sessions is gone: held writes can no longer land.
+                for f in &mut self.faults {
+                    f.conditional = false;
+                }
+                true
+            }
+            Event::Cut => true,
+            Event::HoleWitness { fault } => {
+                if let Some(&i) = self.by_id.get(&(self.session, *fault)) {
+                    self.faults[i].witnessed = true;
+                }
+                true
+            }
+            Event::Fault {
+                id,
+                class,
+                write,
+                offset,
+                len,
+                records,
+                flips,
+                to_offset,
+                conditional,
+            } => {
+                let first = offset / SECTOR_U64;
+                let n = len.div_ceil(SECTOR_U64);
+                let idx = self.faults.len();
+                let cancellable = !matches!(class, Class::Unreadable | Class::Dead);
+                if cancellable {
+                    for s in first..first + n {
+                        self.by_sector.entry(s).or_default().push(idx);
+                    }
+                }
+                self.by_id.insert((self.session, *id), idx);
+                self.faults.push(Tracked {
+                    session: self.session,
+                    class: *class,
+                    write: *write,
+                    offset: *offset,
+                    len: *len,
+                    records: records.iter().map(|r| (r.clone(), true)).collect(),
+                    flips: flips.clone(),
+                    to_offset: *to_offset,
+                    conditional: *conditional,
+                    witnessed: false,
+                    own_undone: false,
+                    remaining: (first..first + n).collect(),
+                });
+                true
+            }
+            Event::Destaged { write, offset, len } => self.undo(*write, *offset, *len, true),
+            Event::Superseded { write, offset, len } => self.undo(*write, *offset, *len, false),
+        }
+    }
+
+    /// A write reached (`media`) or was flushed over a range: faults of earlier writes
+    /// there are undone; a held write reaching media undoes its own fault.
+    fn undo(&mut self, write: u64, offset: u64, len: u64, media: bool) -> bool {
+        let first = offset / SECTOR_U64;
+        let end = (offset + len).div_ceil(SECTOR_U64);
+        let mut changed = false;
+        let key = (self.session, write);
+        let sectors: Vec<u64> = self.by_sector.range(first..end).map(|(s, _)| *s).collect();
+        for s in sectors {
+            let list = self.by_sector.get_mut(&s).expect("key just listed");
+            list.retain(|&i| {
+                let f = &mut self.faults[i];
+                let fkey = (f.session, f.write);
+                let later = key > fkey;
+                // A flush over the range only supersedes the records there; the bytes
+                // on media (a stray copy, say) are unchanged.
+                let undone = (media && later) || (media && key == fkey && f.conditional);
+                if undone {
+                    f.remaining.remove(&s);
+                    changed = true;
+                }
+                if later {
+                    let at = s * SECTOR_U64;
+                    for (r, alive) in &mut f.records {
+                        let end = r.at + (r.last_index - r.first_index + 1) as u64 * SECTOR_U64;
+                        if r.at <= at && at < end && *alive {
+                            *alive = false;
+                            changed = true;
+                        }
+                    }
+                } else if undone {
+                    f.own_undone = true;
+                }
+                !undone
+            });
+            if list.is_empty() {
+                self.by_sector.remove(&s);
+            }
+        }
+        changed
+    }
+
+    /// True if a stray copy of a misdirected write sits in the range on media.
+    pub fn stray_copy_in(&self, offset: u64, len: u64) -> bool {
+        let first = offset / SECTOR_U64;
+        let end = (offset + len).div_ceil(SECTOR_U64);
+        self.by_sector.range(first..end).any(|(_, list)| {
+            list.iter().any(|&i| {
+                let f = &self.faults[i];
+                f.class == Class::Misdirected && f.to_offset.is_none()
+            })
+        })
+    }
+
+    /// The faults that are real if the cut happens now. A record named both lost and
+    /// misdirected (a foreign record sits where it should be) is reported misdirected.
+    pub fn faults(&self) -> Vec<Fault> {
+        let mut out = self.faults_raw();
+        let misdirected: std::collections::HashSet<(String, u16, u64)> = out
+            .iter()
+            .filter(|f| f.class == Class::Misdirected)
+            .flat_map(|f| f.records.iter().map(|r| (r.run.clone(), r.stream, r.seq)))
+            .collect();
+        out.retain_mut(|f| {
+            if !matches!(f.class, Class::Lost | Class::Hole) || f.records.is_empty() {
+                return true;
+            }
+            f.records
+                .retain(|r| !misdirected.contains(&(r.run.clone(), r.stream, r.seq)));
+            !f.records.is_empty()
+        });
+        out
+    }
+
+    fn faults_raw(&self) -> Vec<Fault> {
+        let mut out = Vec::new();
+        for f in &self.faults {
+            if f.remaining.is_empty() {
+                continue;
+            }
+            let had_records = !f.records.is_empty();
+            if had_records && !f.records.iter().any(|(_, alive)| *alive) {
+                continue;
+            }
+            // A misdirected record whose stray copy was overwritten is simply lost.
+            let copy_gone = f.class == Class::Misdirected
+                && f.to_offset.is_some_and(|d| {
+                    !self.faults.iter().any(|g| {
+                        g.session == f.session
+                            && g.write == f.write
+                            && g.class == Class::Misdirected
+                            && g.offset == d
+                            && g.to_offset.is_none()
+                            && !g.remaining.is_empty()
+                    })
+                });
+            let class = match f.class {
+                Class::Misdirected if copy_gone => Class::Lost,
+                // Part of a held write reached media and part did not: new sectors next to
+                // old ones is what verify calls shorn.
+                Class::Lost | Class::Hole if f.own_undone => Class::Shorn,
+                Class::Hole if !f.witnessed => Class::Lost,
+                c => c,
+            };
+            let keep = |at: u64| f.remaining.contains(&(at / SECTOR_U64));
+            let mut records = Vec::new();
+            for (r, _) in f.records.iter().filter(|(_, alive)| *alive) {
+                // Keep the maximal runs of this record's sectors that are still affected.
+                let mut cur: Option<RecordRef> = None;
+                for k in 0..=(r.last_index - r.first_index) {
+                    let at = r.at + k as u64 * SECTOR_U64;
+                    if keep(at) {
+                        match &mut cur {
+                            Some(c) => c.last_index = r.first_index + k,
+                            None => {
+                                cur = Some(RecordRef {
+                                    first_index: r.first_index + k,
+                                    last_index: r.first_index + k,
+                                    at,
+                                    ..r.clone()
+                                })
+                            }
+                        }
+                    } else if let Some(c) = cur.take() {
+                        records.push(c);
+                    }
+                }
+                records.extend(cur);
+            }
+            let bits = f
+                .flips
+                .iter()
+                .filter(|&&b| keep(f.offset + b / 8 / SECTOR_U64 * SECTOR_U64))
+                .count() as u64;
+            out.push(Fault {
+                class,
+                session: f.session,
+                write: f.write,
+                offset: f.offset,
+                len: f.len,
+                sectors: f.remaining.len() as u64,
+                records,
+                bits,
+                to_offset: f.to_offset,
+            });
+        }
+        out
+    }
+}
+
+/// The faults that are real after the cut, from events in log order.
+pub fn resolve_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Fault> {
+    let mut r = Resolver::new();
+    for ev in events {
+        r.apply(ev);
+    }
+    r.faults()
+}
+
+/// Reads an oracle log and resolves it. A torn last line (the writer of the log died
+/// mid-line, which only a host crash could cause) is ignored; any other bad line is an
+/// error naming its line number.
+pub fn resolve(path: &Path) -> io::Result<Vec<Fault>> {
+    Ok(resolve_events(&read_events(path)?))
+}
+
+/// Parses an oracle log into events.
+pub fn read_events(path: &Path) -> io::Result<Vec<Event>> {
+    let f = File::open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("oracle {}: {e}", path.display())))?;
+    let lines: Vec<String> = io::BufReader::new(f).lines().collect::<io::Result<_>>()?;
+    let mut events = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Event>(line) {
+            Ok(ev) => events.push(ev),
+            Err(_) if i + 1 == lines.len() => break,
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("oracle {} line {}: {e}", path.display(), i + 1),
+                ));
+            }
+        }
+    }
+    Ok(events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(id: u64, class: Class, write: u64, offset: u64, len: u64, cond: bool) -> Event {
+        Event::Fault {
+            id,
+            class,
+            write,
+            offset,
+            len,
+            records: vec![],
+            flips: vec![],
+            to_offset: None,
+            conditional: cond,
+        }
+    }
+
+    fn start() -> Event {
+        Event::Start {
+            seed: 1,
+            profile: "x".into(),
+            size_bytes: 1 << 20,
+        }
+    }
+
+    #[test]
+    fn held_write_destaged_later_is_not_lost() {
+        let ev = vec![
+            start(),
+            fault(1, Class::Lost, 5, 4096, 4096, true),
+            Event::Destaged {
+                write: 5,
+                offset: 4096,
+                len: 4096,
+            },
+        ];
+        assert!(resolve_events(&ev).is_empty());
+    }
+
+    #[test]
+    fn later_write_undoes_only_its_sectors() {
+        let ev = vec![
+            start(),
+            fault(1, Class::Shorn, 5, 0, 4096, false),
+            Event::Destaged {
+                write: 4,
+                offset: 0,
+                len: 4096,
+            },
+            Event::Destaged {
+                write: 6,
+                offset: 0,
+                len: 1024,
+            },
+        ];
+        let f = resolve_events(&ev);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].sectors, 6);
+    }
+
+    #[test]
+    fn held_becomes_final_at_new_session_and_hole_needs_witness() {
+        let ev = vec![
+            start(),
+            fault(1, Class::Lost, 5, 0, 512, true),
+            fault(2, Class::Hole, 6, 512, 512, true),
+            fault(3, Class::Hole, 7, 1024, 512, true),
+            Event::HoleWitness { fault: 3 },
+            start(),
+            Event::Destaged {
+                write: 5,
+                offset: 0,
+                len: 512,
+            },
+        ];
+        let f = resolve_events(&ev);
+        // Session 2's write 5 is later than session 1's write 5: it overwrote the range.
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].class, Class::Lost);
+        assert_eq!(f[1].class, Class::Hole);
+    }
+}

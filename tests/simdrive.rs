@@ -1,0 +1,205 @@
+//! The simulated drive through the real binary and a real FUSE mount: write with O_DIRECT
+//! and fdatasync, SIGKILL the daemon (the power cut), unmount, start a new daemon on the
+//! same backing file (power on), read back on the fresh mount.
+//!
+//! Needs root and /dev/fuse; without them each test prints why it was skipped.
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+fn can_mount() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIPPED: needs root and /dev/fuse to mount the simulated drive over FUSE");
+        return false;
+    }
+    true
+}
+
+/// A mounted daemon; unmounts and kills on drop, even when the test fails.
+struct Mount {
+    child: Option<Child>,
+    mnt: PathBuf,
+}
+
+impl Mount {
+    fn start(dir: &Path, profile: &str, seed: u64) -> Mount {
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_plugpull"))
+            .arg("simdrive")
+            .arg(&mnt)
+            .arg("--backing")
+            .arg(dir.join("backing.img"))
+            .args([
+                "--size",
+                "8M",
+                "--profile",
+                profile,
+                "--seed",
+                &seed.to_string(),
+            ])
+            .arg("--oracle")
+            .arg(dir.join("oracle.jsonl"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting plugpull simdrive");
+        let out = child.stdout.take().unwrap();
+        let mut m = Mount {
+            child: Some(child),
+            mnt,
+        };
+        for line in BufReader::new(out).lines() {
+            let line = line.unwrap();
+            if line.starts_with("ready") {
+                return m;
+            }
+        }
+        m.kill();
+        panic!("simdrive exited before it was ready (seed {seed})");
+    }
+
+    fn file(&self) -> PathBuf {
+        self.mnt.join("disk.img")
+    }
+
+    /// The power cut: SIGKILL, then unmount the dead mount.
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let ok = Command::new("umount")
+            .arg(&self.mnt)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn block(i: u64) -> Vec<u8> {
+    (0..4096u64).map(|j| (i * 31 + j * 7 + 1) as u8).collect()
+}
+
+/// Aligned buffer for O_DIRECT.
+fn aligned(data: &[u8]) -> (Vec<u8>, usize) {
+    let mut v = vec![0u8; data.len() + 4096];
+    let off = v.as_ptr().align_offset(4096);
+    v[off..off + data.len()].copy_from_slice(data);
+    (v, off)
+}
+
+/// Writes blocks 0..8 with fdatasync after each, blocks 8..16 without; cuts; powers on.
+/// Returns (flushed blocks intact, unflushed blocks intact).
+fn cycle(profile: &str, seed: u64) -> (usize, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Mount::start(dir.path(), profile, seed);
+    {
+        let f = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(m.file())
+            .unwrap();
+        for i in 0..16u64 {
+            let (buf, off) = aligned(&block(i));
+            f.write_all_at(&buf[off..off + 4096], i * 4096).unwrap();
+            if i < 8 {
+                f.sync_data().unwrap();
+            }
+        }
+    }
+    m.kill();
+    let m2 = Mount::start(dir.path(), "honest", seed + 1);
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(m2.file())
+        .unwrap();
+    let mut counts = (0, 0);
+    for i in 0..16u64 {
+        let (mut buf, off) = aligned(&[0u8; 4096]);
+        f.read_exact_at(&mut buf[off..off + 4096], i * 4096)
+            .unwrap();
+        if buf[off..off + 4096] == block(i)[..] {
+            if i < 8 { counts.0 += 1 } else { counts.1 += 1 }
+        }
+    }
+    let faults = plugpull::sim::resolve(&dir.path().join("oracle.jsonl")).unwrap();
+    if profile == "honest" {
+        assert!(faults.is_empty(), "seed {seed}: honest oracle {faults:?}");
+    } else {
+        // Every flushed block that did not survive is named by the oracle.
+        assert_eq!(
+            faults.iter().map(|f| f.records.len()).sum::<usize>(),
+            0,
+            "seed {seed}: blocks are not plugpull records, so no records are named"
+        );
+        assert_eq!(faults.len(), 8 - counts.0, "seed {seed}: {faults:?}");
+    }
+    (counts.0, counts.1)
+}
+
+#[test]
+fn honest_keeps_flushed_writes_across_sigkill() {
+    if !can_mount() {
+        return;
+    }
+    for seed in 1..4 {
+        let (flushed, _unflushed) = cycle("honest", seed);
+        assert_eq!(flushed, 8, "seed {seed}: honest drive lost flushed writes");
+    }
+}
+
+#[test]
+fn lying_loses_flushed_writes_across_sigkill() {
+    if !can_mount() {
+        return;
+    }
+    let (flushed, unflushed) = cycle("lying,early_p=0", 9);
+    assert_eq!(flushed, 0, "seed 9: lying drive kept flushed writes");
+    assert_eq!(unflushed, 0);
+}
+
+#[test]
+fn deterministic_cut_with_sigusr1() {
+    if !can_mount() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut m = Mount::start(dir.path(), "honest", 5);
+    {
+        let f = OpenOptions::new().write(true).open(m.file()).unwrap();
+        f.write_all_at(&block(1), 0).unwrap();
+        f.sync_data().unwrap();
+    }
+    let pid = m.child.as_ref().unwrap().id() as i32;
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(pid, libc::SIGUSR1) };
+    let status = m.child.take().unwrap().wait().unwrap();
+    assert!(status.success());
+    m.kill();
+    let text = std::fs::read_to_string(dir.path().join("oracle.jsonl")).unwrap();
+    assert!(text.contains("\"event\":\"cut\""), "{text}");
+    let m2 = Mount::start(dir.path(), "honest", 6);
+    let mut got = vec![0u8; 4096];
+    let f = OpenOptions::new().read(true).open(m2.file()).unwrap();
+    f.read_exact_at(&mut got, 0).unwrap();
+    assert_eq!(got, block(1));
+}
