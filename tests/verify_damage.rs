@@ -310,3 +310,58 @@ fn device_smaller_than_region_marks_the_rest_unreadable() {
     assert_eq!(count(&r, "intact"), 32);
     assert_eq!(r.verdict, Verdict::Fail);
 }
+
+/// A device whose reads fail with EIO in [bad_from, bad_to), or hang forever if `hang`.
+struct Faulty {
+    inner: Arc<MemDevice>,
+    bad_from: u64,
+    bad_to: u64,
+    hang: bool,
+}
+
+impl Device for Faulty {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn logical_block_bytes(&self) -> u32 {
+        512
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+        panic!("verify must never write")
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        panic!("verify must never flush")
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let end = offset + buf.len() as u64;
+        if offset < self.bad_to && end > self.bad_from {
+            if self.hang {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        self.inner.read_at(buf, offset)
+    }
+}
+
+#[test]
+fn eio_range_is_unreadable_and_the_rest_judged() {
+    let (dev, log) = fresh();
+    let f = Arc::new(Faulty { inner: dev, bad_from: 8 * 4096, bad_to: 12 * 4096, hang: false });
+    let r = verify_device(f, &log, Duration::from_secs(10));
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert_eq!(count(&r, "unreadable"), 4, "{}", r.to_text());
+    assert_eq!(count(&r, "intact"), 60);
+    assert_eq!(r.unreadable_ranges.iter().map(|u| u.1).sum::<u64>(), 4 * 4096);
+}
+
+#[test]
+fn hung_reads_time_out_as_unreadable() {
+    let (dev, log) = fresh();
+    let f = Arc::new(Faulty { inner: dev, bad_from: 0, bad_to: 1 << 40, hang: true });
+    let t0 = std::time::Instant::now();
+    let r = verify_device(f, &log, Duration::from_millis(300));
+    assert!(t0.elapsed() < Duration::from_secs(5), "verify must give up on a hung read");
+    assert_eq!(count(&r, "unreadable"), 64);
+    assert_eq!(r.verdict, Verdict::Fail);
+}
