@@ -190,7 +190,7 @@ impl Report {
         if !self.findings.is_empty() {
             o += "failing records (most recent acks first):\n";
             let mut f: Vec<&Finding> = self.findings.iter().collect();
-            f.sort_by(|a, b| b.flushed_ns.cmp(&a.flushed_ns));
+            f.sort_by_key(|x| std::cmp::Reverse(x.flushed_ns));
             for x in f.iter().take(10) {
                 o += &format!(
                     "  {:<11} stream {} seq {:<8} offset {:<12} {:>9}  acked {:.1} ms before the last ack{}{}\n",

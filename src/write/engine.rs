@@ -152,7 +152,7 @@ fn stream_loop(
                 }
                 for Prepared { mut buf, .. } in bufs {
                     seq += 1;
-                    let (offset, len) = placer.next();
+                    let (offset, len) = placer.next_record();
                     let rec = RecordId {
                         stream,
                         seq,

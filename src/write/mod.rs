@@ -161,7 +161,7 @@ pub fn run(a: WriteArgs) -> Result<i32> {
     install_stop_handler();
     let progress = Progress::default();
     let t0 = Instant::now();
-    let status = (!a.quiet).then(|| status::StatusLine::start());
+    let status = (!a.quiet).then(status::StatusLine::start);
     std::thread::scope(|s| {
         if let Some(st) = &status {
             s.spawn(|| st.run(&progress, &sender, t0));

@@ -91,7 +91,7 @@ impl Placer {
     }
 
     /// (offset, length) of the next record.
-    pub fn next(&mut self) -> (u64, u64) {
+    pub fn next_record(&mut self) -> (u64, u64) {
         let size = if self.min == self.max {
             self.min
         } else {
@@ -145,7 +145,7 @@ mod tests {
                 let mut pl = Placer::new(&p, s);
                 let lo = p.region_offset + s as u64 * share;
                 for _ in 0..2000 {
-                    let (o, l) = pl.next();
+                    let (o, l) = pl.next_record();
                     assert!(
                         o >= lo && o + l <= lo + share,
                         "{placement:?} stream {s}: {o}+{l}"
@@ -161,23 +161,23 @@ mod tests {
     fn sequential_starts_at_region_start_and_wraps() {
         let p = plan(Placement::Sequential, 1, 4096, 4096);
         let mut pl = Placer::new(&p, 0);
-        assert_eq!(pl.next(), (4096, 4096));
-        assert_eq!(pl.next(), (8192, 4096));
+        assert_eq!(pl.next_record(), (4096, 4096));
+        assert_eq!(pl.next_record(), (8192, 4096));
         let per_lap = p.share_bytes() / 4096;
         for _ in 2..per_lap {
-            pl.next();
+            pl.next_record();
         }
-        assert_eq!(pl.next(), (4096, 4096), "wraps to the start");
+        assert_eq!(pl.next_record(), (4096, 4096), "wraps to the start");
     }
 
     #[test]
     fn same_seed_same_placement() {
         let p = plan(Placement::Random, 2, 512, 8192);
         let a: Vec<_> = (0..50)
-            .scan(Placer::new(&p, 1), |pl, _| Some(pl.next()))
+            .scan(Placer::new(&p, 1), |pl, _| Some(pl.next_record()))
             .collect();
         let b: Vec<_> = (0..50)
-            .scan(Placer::new(&p, 1), |pl, _| Some(pl.next()))
+            .scan(Placer::new(&p, 1), |pl, _| Some(pl.next_record()))
             .collect();
         assert_eq!(a, b);
     }
