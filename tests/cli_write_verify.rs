@@ -412,3 +412,23 @@ fn refuses_ext4_signature_and_mounted_loop_devices() {
     let v = verify(&w, Path::new(&lo.dev), &[]);
     assert_eq!(v.code, 0, "{v:?}");
 }
+
+#[test]
+fn vanished_target_with_named_run_is_a_dead_device() {
+    let d = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let t = small_run(&w, d.path(), "gone.img");
+    let id = verify(&w, &t, &[]).json()["run"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    fs::rename(&t, d.path().join("elsewhere")).unwrap();
+    let v = verify(&w, &t, &["--run", &id]);
+    assert_eq!(v.code, 1, "{v:?}");
+    assert!(v.json()["dead_device"].is_string());
+    assert_eq!(counts(&v)["unreadable"], 64);
+    // Without a named run, a missing path is a usage error that says what to do.
+    let u = verify(&w, &t, &[]);
+    assert_eq!(u.code, 2, "{u:?}");
+    assert!(u.stderr.contains("--run"), "{u:?}");
+}

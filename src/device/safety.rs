@@ -65,10 +65,12 @@ pub fn check_write_target(target: &Path, destroy: Option<&Path>, region_offset: 
         )
     });
     if hard {
-        bail!(
-            "refusing to write to {}: {list}. Unmount it (or pick another device) first.",
-            target.display()
-        );
+        let hint = if hazards.contains(&Hazard::NotWritableKind) {
+            "Give a block device or a file path."
+        } else {
+            "Unmount it or stop using it first, or pick another device; --destroy-data-on does not override this."
+        };
+        bail!("refusing to write to {}: {list}. {hint}", target.display());
     }
     if named {
         eprintln!(

@@ -216,14 +216,34 @@ pub fn load_run(a: &VerifyArgs) -> Result<RunLog> {
 }
 
 pub fn run(a: VerifyArgs) -> Result<i32> {
+    if !a.target.exists() && a.run.is_none() && a.acks.is_none() {
+        bail!(
+            "{} does not exist. Give the path of the device or file the run wrote to; if the drive did not come back after the cut, pass --run RUN_ID (or --acks FILE) to get a dead-device verdict",
+            a.target.display()
+        );
+    }
     let log = load_run(&a)?;
     if !a.target.exists() {
-        bail!(
-            "{} does not exist: give the path of the device or file the run wrote to (run {} wrote to {})",
-            a.target.display(),
-            log.descriptor.run_id,
-            log.descriptor.device.target
+        // The run is named explicitly: a target that was there for the run and is gone
+        // now is the "dead device" finding, not a usage error.
+        let absolute = std::path::absolute(&a.target).unwrap_or_else(|_| a.target.clone());
+        if absolute.display().to_string() != log.descriptor.device.target {
+            bail!(
+                "{} does not exist, and run {} wrote to {}: give that path",
+                a.target.display(),
+                log.descriptor.run_id,
+                log.descriptor.device.target
+            );
+        }
+        let mut report = dead_device_report(
+            &log,
+            format!(
+                "{} does not exist any more (the device did not come back after the cut)",
+                a.target.display()
+            ),
         );
+        report.target = a.target.display().to_string();
+        return print_report(&a, &report);
     }
     let device = identity::identify(&a.target);
     let mut report = match FileDevice::open_read(&a.target) {
@@ -232,8 +252,12 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     };
     report.target = a.target.display().to_string();
     report.device = Some(device);
+    print_report(&a, &report)
+}
+
+fn print_report(a: &VerifyArgs, report: &Report) -> Result<i32> {
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else if a.quiet {
         println!("VERDICT: {} - {}", report.verdict.name(), report.summary);
     } else {
