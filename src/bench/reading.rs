@@ -21,6 +21,8 @@ pub const ROTATING_MAX_FLUSHES_PER_S: f64 = 15_000.0 / 60.0;
 pub enum Class {
     /// A flush failed or is unsupported: no flush latency to read.
     FlushFailed,
+    /// A write failed (with O_DSYNC that includes its flush).
+    WriteFailed,
     /// The sweep ran without flushes (`--flush none`) and no flush row is usable.
     NoFlushMeasured,
     /// The kernel believes the cache is write-through and sends no flush commands.
@@ -134,7 +136,7 @@ pub fn read(
                 .filter(|m| m.method != FlushMethod::None)
                 .map(|m| (m.status, m.error.as_deref())),
         )
-        .find(|(s, _)| matches!(s, Status::FlushFailed | Status::OpenFailed));
+        .find(|(s, _)| !s.is_ok());
     let fmt_floor = |u: f64| {
         if u >= 1000.0 {
             format!("{:.2} ms", u / 1000.0)
@@ -145,9 +147,13 @@ pub fn read(
 
     let (class, summary) = if let Some((status, err)) = failed {
         (
-            Class::FlushFailed,
+            if status == Status::WriteFailed {
+                Class::WriteFailed
+            } else {
+                Class::FlushFailed
+            },
             format!(
-                "A flush could not be done ({}: {}). Rows marked {} measured no flush; a power-cut test with that method would prove nothing until it works.",
+                "A write or flush could not be done ({}: {}). Rows marked {} measured no flush; a power-cut test with that method would prove nothing until it works.",
                 status.mark(),
                 err.unwrap_or("no detail"),
                 status.mark()
