@@ -180,6 +180,19 @@ pub struct FetchArgs {
     pub output: PathBuf,
 }
 
+/// The tables of `plugpull bench`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BenchTable {
+    /// Sync-write sweep (diskinfo -wS).
+    Sweep,
+    /// Flush-method table (pg_test_fsync).
+    Methods,
+    /// Durability cost (iozone -e).
+    Durability,
+    /// IOPS table (SQLIO).
+    Iops,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
     /// A block device, a file, or a directory (bench then uses its own file in it,
@@ -207,6 +220,10 @@ pub struct BenchArgs {
     /// Also run the IOPS table (SQLIO-like).
     #[arg(long)]
     pub iops: bool,
+    /// Run only these tables (comma-separated); default: sweep,methods,durability and,
+    /// with --iops, iops.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<BenchTable>,
     /// Block sizes of the IOPS table, comma-separated.
     #[arg(long, value_parser = size, value_delimiter = ',', default_value = "4k,8k,16k,32k,64k")]
     pub block_sizes: Vec<u64>,

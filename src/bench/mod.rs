@@ -17,7 +17,7 @@ pub mod stats;
 pub mod sweep;
 pub mod target;
 
-use crate::cli::BenchArgs;
+use crate::cli::{BenchArgs, BenchTable};
 use crate::device::identity::{DeviceIdentity, identify};
 use crate::device::{Device, FlushMethod};
 use crate::exit;
@@ -59,6 +59,10 @@ pub struct Config {
     pub durability_total_bytes: u64,
     /// The flush-every-record row stops after this long.
     pub durability_max_time: Duration,
+    /// Which tables run (the IOPS table runs when `iops` is set).
+    pub run_sweep: bool,
+    pub run_methods: bool,
+    pub run_durability: bool,
     pub iops: Option<iops::IopsConfig>,
     pub seed: u64,
     pub quick: bool,
@@ -77,7 +81,17 @@ impl Config {
             .sweep_sizes
             .map(|r| (r.min, r.max))
             .unwrap_or((sector_bytes as u64, 8 << 20));
+        let wants = |t: BenchTable| {
+            if a.only.is_empty() {
+                t != BenchTable::Iops || a.iops
+            } else {
+                a.only.contains(&t)
+            }
+        };
         Config {
+            run_sweep: wants(BenchTable::Sweep),
+            run_methods: wants(BenchTable::Methods),
+            run_durability: wants(BenchTable::Durability),
             region_offset_bytes: target::REGION_OFFSET_BYTES,
             region_bytes,
             sweep_flush: a.flush,
@@ -95,7 +109,7 @@ impl Config {
             durability_record_bytes: 1 << 20,
             durability_total_bytes: if a.quick { 32 << 20 } else { 256 << 20 },
             durability_max_time: (t * 2).max(Duration::from_millis(300)),
-            iops: a.iops.then(|| iops::IopsConfig {
+            iops: wants(BenchTable::Iops).then(|| iops::IopsConfig {
                 block_sizes: a.block_sizes.clone(),
                 threads: a.threads.max(1),
                 time_per_cell: if a.quick && a.time_per_size.is_none() {
@@ -116,9 +130,10 @@ impl Config {
             .as_ref()
             .map(|i| iops::cells(i).len())
             .unwrap_or(0);
-        (sweep::sizes(self, sector_bytes).len()
-            + methods::METHODS.len()
-            + durability::MODES.len()
+        let on = |b: bool, n: usize| if b { n } else { 0 };
+        (on(self.run_sweep, sweep::sizes(self, sector_bytes).len())
+            + on(self.run_methods, methods::METHODS.len())
+            + on(self.run_durability, durability::MODES.len())
             + cells) as u64
     }
 }
@@ -152,7 +167,8 @@ pub struct Report {
     pub settings: Settings,
     pub sweep: Vec<sweep::SweepRow>,
     pub methods: Vec<methods::MethodRow>,
-    pub durability: durability::Durability,
+    /// Null when the table was not run (`--only`).
+    pub durability: Option<durability::Durability>,
     pub iops: Option<Vec<iops::IopsRow>>,
     pub reading: reading::Reading,
 }
@@ -162,7 +178,11 @@ impl Report {
     pub fn all_ok(&self) -> bool {
         self.sweep.iter().all(|r| r.status.is_ok())
             && self.methods.iter().all(|r| r.status.is_ok())
-            && self.durability.rows.iter().all(|r| r.status.is_ok())
+            && self
+                .durability
+                .iter()
+                .flat_map(|d| &d.rows)
+                .all(|r| r.status.is_ok())
             && self.iops.iter().flatten().all(|r| r.status.is_ok())
     }
 }
@@ -184,23 +204,29 @@ pub fn run_with(
     pb: &ProgressBar,
 ) -> Result<Report> {
     let started_at = chrono::Local::now().to_rfc3339();
-    let sweep_dev = opener
-        .open(cfg.sweep_flush)
-        .with_context(|| format!("opening the target for {}", cfg.sweep_flush.name()))?;
-    let sweep = sweep::run(sweep_dev.as_ref(), cfg, pb);
-    let methods = methods::run(opener, cfg, pb);
-
-    let durable_method = match cfg.sweep_flush {
-        FlushMethod::Fsync => FlushMethod::Fsync,
-        _ => FlushMethod::Fdatasync,
-    };
-    let durability = if durable_method == cfg.sweep_flush {
-        durability::run(sweep_dev.as_ref(), durable_method, cfg, pb)
+    let sweep = if cfg.run_sweep {
+        let dev = opener
+            .open(cfg.sweep_flush)
+            .with_context(|| format!("opening the target for {}", cfg.sweep_flush.name()))?;
+        sweep::run(dev.as_ref(), cfg, pb)
     } else {
-        let dev = opener.open(durable_method)?;
-        durability::run(dev.as_ref(), durable_method, cfg, pb)
+        vec![]
     };
-    drop(sweep_dev);
+    let methods = if cfg.run_methods {
+        methods::run(opener, cfg, pb)
+    } else {
+        vec![]
+    };
+    let durability = if cfg.run_durability {
+        let method = match cfg.sweep_flush {
+            FlushMethod::Fsync => FlushMethod::Fsync,
+            _ => FlushMethod::Fdatasync,
+        };
+        let dev = opener.open(method)?;
+        Some(durability::run(dev.as_ref(), method, cfg, pb))
+    } else {
+        None
+    };
 
     let iops = match &cfg.iops {
         Some(ic) => {

@@ -131,6 +131,24 @@ pub fn text(r: &Report) -> String {
         s.seed
     );
 
+    if !r.sweep.is_empty() {
+        sweep_table(&mut o, r);
+    }
+    if !r.methods.is_empty() {
+        methods_table(&mut o, r);
+    }
+    if let Some(du) = &r.durability {
+        durability_table(&mut o, du);
+    }
+    if let Some(iops) = &r.iops {
+        iops_table(&mut o, iops);
+    }
+    reading(&mut o, &r.reading);
+    o
+}
+
+fn sweep_table(o: &mut String, r: &Report) {
+    let s = &r.settings;
     let flush_word = match s.flush_method {
         FlushMethod::None => "no flush".to_string(),
         FlushMethod::Dsync => "O_DSYNC".to_string(),
@@ -158,17 +176,19 @@ pub fn text(r: &Report) -> String {
             ]
         })
         .collect();
-    o += &table(
+    *o += &table(
         &[
             "size", "ios", "mean", "p50", "p99", "p99.9", "max", "IO/s", "MB/s", "note",
         ],
         &rows,
     );
     errors(
-        &mut o,
+        o,
         r.sweep.iter().map(|x| (fmt_bytes(x.size_bytes), &x.error)),
     );
+}
 
+fn methods_table(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
         "\nFlush methods: one 8 KiB write in place (like pg_test_fsync)"
@@ -193,15 +213,16 @@ pub fn text(r: &Report) -> String {
             ]
         })
         .collect();
-    o += &table(&["method", "ops/s", "µs/op", "p50", "p99", "note"], &rows);
+    *o += &table(&["method", "ops/s", "µs/op", "p50", "p99", "note"], &rows);
     errors(
-        &mut o,
+        o,
         r.methods
             .iter()
             .map(|m| (m.method.name().to_string(), &m.error)),
     );
+}
 
-    let du = &r.durability;
+fn durability_table(o: &mut String, du: &super::durability::Durability) {
     let _ = writeln!(
         o,
         "\nDurability cost: sequential {} records, {} (like iozone -e)",
@@ -227,13 +248,15 @@ pub fn text(r: &Report) -> String {
             ]
         })
         .collect();
-    o += &table(&["mode", "written", "s", "MB/s", "ratio", "note"], &rows);
+    *o += &table(&["mode", "written", "s", "MB/s", "ratio", "note"], &rows);
     errors(
-        &mut o,
+        o,
         du.rows.iter().map(|x| (format!("{:?}", x.mode), &x.error)),
     );
+}
 
-    if let Some(iops) = &r.iops {
+fn iops_table(o: &mut String, iops: &[super::iops::IopsRow]) {
+    {
         let threads = iops.first().map(|x| x.threads).unwrap_or(1);
         let _ = writeln!(
             o,
@@ -255,14 +278,14 @@ pub fn text(r: &Report) -> String {
                 ]
             })
             .collect();
-        o += &table(
+        *o += &table(
             &[
                 "op", "pattern", "block", "IOs/s", "MB/s", "min µs", "avg µs", "max µs", "note",
             ],
             &rows,
         );
         errors(
-            &mut o,
+            o,
             iops.iter().map(|x| {
                 (
                     format!("{:?} {:?} {}", x.op, x.pattern, fmt_bytes(x.block_bytes)),
@@ -271,8 +294,9 @@ pub fn text(r: &Report) -> String {
             }),
         );
     }
+}
 
-    let rd = &r.reading;
+fn reading(o: &mut String, rd: &super::reading::Reading) {
     let _ = writeln!(
         o,
         "\nReading ({}):",
@@ -281,15 +305,14 @@ pub fn text(r: &Report) -> String {
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default()
     );
-    o += &wrap(&rd.summary, "  ", 92);
+    *o += &wrap(&rd.summary, "  ", 92);
     for n in &rd.notes {
-        o += &wrap(n, "  ", 92);
+        *o += &wrap(n, "  ", 92);
     }
     let _ = writeln!(o, "  The power-cut test:");
     for c in &rd.power_cut_test {
         let _ = writeln!(o, "    {c}");
     }
-    o
 }
 
 #[cfg(test)]
