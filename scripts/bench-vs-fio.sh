@@ -6,19 +6,19 @@
 #      followed by fdatasync) with fio --rw=randwrite --bs=4k --direct=1 --fdatasync=1;
 #   2. bench's IOPS table, 4 KiB sequential read and sequential write (O_DIRECT, 1 thread,
 #      no flush) with fio --rw=read / --rw=write --bs=4k --direct=1.
-# The machine is shared and noisy, so the two tools alternate: fio, bench, fio, bench, ...
-# fio (ROUNDS bench runs between ROUNDS+1 fio runs), and each figure is the mean over its
-# runs; every run is printed so the noise can be judged.
+# The machine is shared and noisy, so the two tools run back to back per pattern, in
+# alternating order, for ROUNDS rounds; figures are medians, every run is printed so the
+# noise can be judged.
 #
 # Usage: scripts/bench-vs-fio.sh [DIR] [SECONDS] [ROUNDS]
-#        (default: a new dir under /var/tmp on the root disk, 2 s per figure, 3 rounds)
+#        (default: a new dir under /var/tmp on the root disk, 2 s per figure, 4 rounds)
 # Env:   PLUGPULL=path/to/plugpull (default target/release/plugpull, built if missing)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 given_dir=${1:-}
 secs=${2:-2}
-rounds=${3:-3}
+rounds=${3:-4}
 size=256M
 if [[ -n $given_dir ]]; then dir=$given_dir; else dir=$(mktemp -d /var/tmp/bench-vs-fio.XXXXXX); fi
 mkdir -p "$dir"
@@ -45,34 +45,49 @@ fio_iops() { # rw extra-args... -> prints IOPS
     python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(j["write"]["iops"] + j["read"]["iops"])'
 }
 
-run_fio() {
-  echo "fio sync $(fio_iops randwrite --fdatasync=1)"
-  echo "fio read $(fio_iops read)"
-  echo "fio write $(fio_iops write)"
+fio_run() { # pattern -> "fio PATTERN IOPS"
+  case $1 in
+  sync) echo "fio sync $(fio_iops randwrite --fdatasync=1)" ;;
+  read) echo "fio read $(fio_iops read)" ;;
+  write) echo "fio write $(fio_iops write)" ;;
+  esac
 }
 
-run_bench() {
-  "$bin" bench "$bench_file" --quiet --json --size $size --only sweep,iops \
-    --sweep-sizes 4k-4k --block-sizes 4k --threads 1 --time-per-size "${secs}s" |
+bench_run() { # pattern -> "bench PATTERN IOPS"
+  local only
+  case $1 in
+  sync) only=(--only sweep --sweep-sizes 4k-4k) ;;
+  *) only=(--only iops --block-sizes 4k --threads 1 --iops-patterns sequential --iops-ops "$1") ;;
+  esac
+  "$bin" bench "$bench_file" --quiet --json --size $size --time-per-size "${secs}s" "${only[@]}" |
     python3 -c '
 import json, sys
 b = json.load(sys.stdin)
-seq = {r["op"]: r["ios_per_s"] for r in b["iops"] if r["pattern"] == "sequential"}
-print("bench sync", b["sweep"][0]["ios_per_s"])
-print("bench read", seq["read"])
-print("bench write", seq["write"])
-print("device", b["device"].get("disk"), repr(b["device"].get("write_cache")), b["reading"]["class"])'
+rows = b["sweep"] or b["iops"]
+print("bench", sys.argv[1], rows[0]["ios_per_s"])
+d = b["device"]
+print("device", d.get("disk"), repr(d.get("write_cache")), "rotational=%s" % d.get("rotational"))' "$1"
 }
 
 echo "target dir: $dir ($(df --output=source "$dir" | tail -1)), $secs s per figure, $rounds rounds" >&2
-# Lay fio's file out first so no figure includes allocation (bench preallocates its own).
+# Lay both files out first so no figure includes allocation.
 fio --name=layout --filename="$fio_file" --size=$size --rw=write --bs=1M --direct=1 \
   --output-format=terse >/dev/null
+"$bin" bench "$bench_file" --quiet --json --size $size --only sweep --sweep-sizes 4k-4k \
+  --time-per-size 10ms >/dev/null
 : >"$results"
-run_fio >>"$results"
-for _ in $(seq "$rounds"); do
-  run_bench >>"$results"
-  run_fio >>"$results"
+# Each round measures every pattern with both tools back to back, in ABBA order (the tool
+# that goes first alternates by round), so slow drift of the machine cancels out.
+for r in $(seq "$rounds"); do
+  for p in sync read write; do
+    if ((r % 2)); then
+      fio_run $p >>"$results"
+      bench_run $p >>"$results"
+    else
+      bench_run $p >>"$results"
+      fio_run $p >>"$results"
+    fi
+  done
 done
 
 python3 - "$results" <<'PY'
@@ -87,13 +102,15 @@ for line in open(sys.argv[1]):
     runs.setdefault((w[0], w[1]), []).append(float(w[2]))
 names = {"sync": "4 KiB randwrite + fdatasync", "read": "4 KiB sequential read",
          "write": "4 KiB sequential write"}
-print(f"{'pattern':28} {'bench IOPS':>11} {'fio IOPS':>10} {'bench/fio':>10}   runs (bench | fio)")
+print("medians over the rounds; 'paired' is the median of each round's bench/fio ratio")
+print(f"{'pattern':28} {'bench IOPS':>11} {'fio IOPS':>10} {'bench/fio':>10} {'paired':>10}   runs (bench | fio)")
 worst = 0.0
 for k, name in names.items():
     b, f = runs[("bench", k)], runs[("fio", k)]
-    ratio = st.mean(b) / st.mean(f)
+    ratio = st.median(b) / st.median(f)
+    paired = st.median(x / y for x, y in zip(b, f))
     worst = max(worst, abs(ratio - 1))
-    print(f"{name:28} {st.mean(b):11.0f} {st.mean(f):10.0f} {ratio:10.3f}   "
+    print(f"{name:28} {st.median(b):11.0f} {st.median(f):10.0f} {ratio:10.3f} {paired:10.3f}   "
           f"{' '.join(f'{x:.0f}' for x in b)} | {' '.join(f'{x:.0f}' for x in f)}")
 print(f"device, write_cache, reading: {device}")
 print(f"largest deviation of bench from fio: {worst*100:.1f}%")

@@ -227,6 +227,17 @@ pub struct BenchArgs {
     /// Block sizes of the IOPS table, comma-separated.
     #[arg(long, value_parser = size, value_delimiter = ',', default_value = "4k,8k,16k,32k,64k")]
     pub block_sizes: Vec<u64>,
+    /// Operations of the IOPS table, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "read,write")]
+    pub iops_ops: Vec<crate::bench::iops::Op>,
+    /// Access patterns of the IOPS table, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "sequential,random"
+    )]
+    pub iops_patterns: Vec<crate::bench::iops::Pattern>,
     /// Threads (queue depth) for the IOPS table.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,

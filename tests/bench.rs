@@ -501,6 +501,11 @@ fn json_is_versioned_and_has_the_documented_keys() {
     let mut cfg = small_cfg(FlushMethod::Fdatasync, "4k-8k", "10ms");
     cfg.iops = Some(bench::iops::IopsConfig {
         block_sizes: vec![4096, 65536],
+        ops: vec![bench::iops::Op::Read, bench::iops::Op::Write],
+        patterns: vec![
+            bench::iops::Pattern::Sequential,
+            bench::iops::Pattern::Random,
+        ],
         threads: 2,
         time_per_cell: Duration::from_millis(10),
     });

@@ -12,14 +12,14 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Pattern {
     Sequential,
     Random,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     Read,
@@ -30,6 +30,9 @@ pub enum Op {
 #[derive(Debug, Clone)]
 pub struct IopsConfig {
     pub block_sizes: Vec<u64>,
+    /// Which operations and patterns to run (all four combinations by default).
+    pub ops: Vec<Op>,
+    pub patterns: Vec<Pattern>,
     /// Threads, each with one synchronous I/O in flight.
     pub threads: usize,
     pub time_per_cell: Duration,
@@ -55,8 +58,14 @@ pub struct IopsRow {
 /// The cells in table order.
 pub fn cells(ic: &IopsConfig) -> Vec<(Op, Pattern, u64)> {
     let mut out = vec![];
-    for op in [Op::Read, Op::Write] {
-        for pattern in [Pattern::Sequential, Pattern::Random] {
+    for op in [Op::Read, Op::Write]
+        .into_iter()
+        .filter(|o| ic.ops.contains(o))
+    {
+        for pattern in [Pattern::Sequential, Pattern::Random]
+            .into_iter()
+            .filter(|p| ic.patterns.contains(p))
+        {
             for &bs in &ic.block_sizes {
                 out.push((op, pattern, bs));
             }

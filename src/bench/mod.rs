@@ -111,6 +111,8 @@ impl Config {
             durability_max_time: (t * 2).max(Duration::from_millis(300)),
             iops: wants(BenchTable::Iops).then(|| iops::IopsConfig {
                 block_sizes: a.block_sizes.clone(),
+                ops: a.iops_ops.clone(),
+                patterns: a.iops_patterns.clone(),
                 threads: a.threads.max(1),
                 time_per_cell: if a.quick && a.time_per_size.is_none() {
                     Duration::from_millis(100)
