@@ -4,6 +4,7 @@
 # Compares, for the same pattern:
 #   1. bench's 4 KiB fdatasync sweep rate (random 4 KiB-aligned writes, O_DIRECT, each
 #      followed by fdatasync) with fio --rw=randwrite --bs=4k --direct=1 --fdatasync=1;
+#      (both on bench's own file and byte range, so the file is not a variable);
 #   2. bench's IOPS table, 4 KiB sequential read and sequential write (O_DIRECT, 1 thread,
 #      no flush) with fio --rw=read / --rw=write --bs=4k --direct=1.
 # The machine is shared and noisy, so the two tools run back to back per pattern, in
@@ -22,11 +23,10 @@ rounds=${3:-4}
 size=256M
 if [[ -n $given_dir ]]; then dir=$given_dir; else dir=$(mktemp -d /var/tmp/bench-vs-fio.XXXXXX); fi
 mkdir -p "$dir"
-fio_file=$dir/fio.dat
 bench_file=$dir/bench.img
 results=$dir/results.txt
 cleanup() {
-  rm -f "$fio_file" "$bench_file" "$results"
+  rm -f "$bench_file" "$results"
   if [[ -z $given_dir ]]; then rmdir "$dir" 2>/dev/null || true; fi
 }
 trap cleanup EXIT
@@ -39,7 +39,8 @@ if [[ ! -x $bin ]]; then cargo build --release --quiet; fi
 fio_iops() { # rw extra-args... -> prints IOPS
   local rw=$1
   shift
-  fio --name=cmp --filename="$fio_file" --size=$size --rw="$rw" --bs=4k --direct=1 \
+  # The same file and byte range as bench: its region starts 8 MiB in (after the stamp).
+  fio --name=cmp --filename="$bench_file" --offset=8M --size=$size --rw="$rw" --bs=4k --direct=1 \
     --ioengine=psync --iodepth=1 --numjobs=1 --time_based --runtime="$secs" \
     --output-format=json "$@" |
     python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(j["write"]["iops"] + j["read"]["iops"])'
@@ -70,9 +71,8 @@ print("device", d.get("disk"), repr(d.get("write_cache")), "rotational=%s" % d.g
 }
 
 echo "target dir: $dir ($(df --output=source "$dir" | tail -1)), $secs s per figure, $rounds rounds" >&2
-# Lay both files out first so no figure includes allocation.
-fio --name=layout --filename="$fio_file" --size=$size --rw=write --bs=1M --direct=1 \
-  --output-format=terse >/dev/null
+# Let bench create and preallocate its file (zero-filled, synced), which both tools then
+# use: same file, same 256 MiB range, so only the tools differ.
 "$bin" bench "$bench_file" --quiet --json --size $size --only sweep --sweep-sizes 4k-4k \
   --time-per-size 10ms >/dev/null
 : >"$results"
