@@ -103,14 +103,16 @@ for line in open(sys.argv[1]):
 names = {"sync": "4 KiB randwrite + fdatasync", "read": "4 KiB sequential read",
          "write": "4 KiB sequential write"}
 print("medians over the rounds; 'paired' is the median of each round's bench/fio ratio")
-print(f"{'pattern':28} {'bench IOPS':>11} {'fio IOPS':>10} {'bench/fio':>10} {'paired':>10}   runs (bench | fio)")
+print("cv: coefficient of variation of each tool's own runs (the noise floor of the ratio)")
+print(f"{'pattern':28} {'bench IOPS':>11} {'fio IOPS':>10} {'bench/fio':>10} {'paired':>8} {'cv bench':>9} {'cv fio':>7}   runs (bench | fio)")
 worst = 0.0
 for k, name in names.items():
     b, f = runs[("bench", k)], runs[("fio", k)]
     ratio = st.median(b) / st.median(f)
     paired = st.median(x / y for x, y in zip(b, f))
     worst = max(worst, abs(ratio - 1))
-    print(f"{name:28} {st.median(b):11.0f} {st.median(f):10.0f} {ratio:10.3f} {paired:10.3f}   "
+    cv = lambda v: st.stdev(v) / st.mean(v) if len(v) > 1 else 0.0
+    print(f"{name:28} {st.median(b):11.0f} {st.median(f):10.0f} {ratio:10.3f} {paired:8.3f} {cv(b):9.2f} {cv(f):7.2f}   "
           f"{' '.join(f'{x:.0f}' for x in b)} | {' '.join(f'{x:.0f}' for x in f)}")
 print(f"device, write_cache, reading: {device}")
 print(f"largest deviation of bench from fio: {worst*100:.1f}%")

@@ -62,7 +62,8 @@ pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<Bench
     } else {
         target.to_path_buf()
     };
-    check_write_target(&path, destroy, 0)?;
+    check_write_target(&path, destroy, 0)
+        .with_context(|| format!("checking {} before bench writes to it", path.display()))?;
     let is_block = is_block_device(&path);
     let region_bytes = if is_block {
         let dev = FileDevice::open_write(&path, OpenOptions::default())?;
