@@ -549,6 +549,7 @@ fn plugpull() -> Proc {
 #[test]
 fn binary_quick_json_on_a_temp_dir() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let started = std::time::Instant::now();
     let out = plugpull()
         .args(["bench", "--quick", "--json"])
         .arg(dir.path())
@@ -556,6 +557,12 @@ fn binary_quick_json_on_a_temp_dir() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    // --quick promises about 10 s; allow for a loaded shared machine.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "quick run took {:?}",
+        started.elapsed()
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     check_json_keys(&v, false);
     assert_eq!(v["settings"]["quick"], true);
@@ -609,4 +616,36 @@ fn binary_refuses_a_foreign_file_and_reuses_its_own() {
         assert!(text.contains("plugpull write"), "{text}");
     }
     assert!(own.exists(), "a file target is kept");
+}
+
+#[test]
+fn only_runs_the_tables_asked_for() {
+    let a = args(&[
+        "--only",
+        "iops",
+        "--block-sizes",
+        "4k",
+        "--time-per-size",
+        "10ms",
+    ]);
+    let cfg = Config::new(&a, 64 << 20, 512, 1);
+    assert!(!cfg.run_sweep && !cfg.run_methods && !cfg.run_durability);
+    let r = run(
+        &TestOpener::new(Duration::ZERO),
+        &identity(false, "write back"),
+        &cfg,
+    );
+    assert!(r.sweep.is_empty() && r.methods.is_empty());
+    assert!(r.durability.is_none());
+    assert_eq!(r.iops.as_ref().unwrap().len(), 4);
+    assert_eq!(r.reading.class, Class::NoFlushMeasured);
+    let v = serde_json::to_value(&r).unwrap();
+    assert!(v["durability"].is_null());
+    assert_eq!(v["sweep"], serde_json::json!([]));
+
+    // Without --only: the three flush tables, and the IOPS table only with --iops.
+    let cfg = Config::new(&args(&[]), 64 << 20, 512, 1);
+    assert!(cfg.run_sweep && cfg.run_methods && cfg.run_durability && cfg.iops.is_none());
+    let cfg = Config::new(&args(&["--iops"]), 64 << 20, 512, 1);
+    assert!(cfg.iops.is_some());
 }

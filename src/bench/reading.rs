@@ -110,6 +110,11 @@ pub fn read(
             notes.push(format!(
                 "{d} is a virtual disk: its flushes end in the host's storage stack, so this is the host's fingerprint, and a power-cut test must cut the host."
             ));
+            if id.rotational == Some(true) {
+                notes.push(format!(
+                    "The kernel calls {d} rotational; virtual disks often say so whatever the host's media, so the rpm/60 rule may not apply."
+                ));
+            }
         }
         if d.starts_with("loop") {
             notes.push(format!(
@@ -204,7 +209,7 @@ pub fn read(
     } else {
         (
             Class::NoFlushMeasured,
-            "No flush was measured (the sweep ran with --flush none and the fdatasync row has no data), so there is nothing to read; the times are writes alone.".to_string(),
+            "No flush was measured (no sweep with a flush and no fdatasync row: --flush none or --only), so there is no flush latency to read.".to_string(),
         )
     };
     Reading {
