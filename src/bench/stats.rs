@@ -52,7 +52,8 @@ impl Samples {
 
 /// Nearest-rank percentile of sorted, non-empty data.
 fn percentile(sorted: &[u64], p: f64) -> u64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    // The epsilon keeps 99.9% of 1000 at rank 999 despite binary floating point.
+    let rank = (p * sorted.len() as f64 / 100.0 - 1e-9).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
