@@ -649,3 +649,35 @@ fn only_runs_the_tables_asked_for() {
     let cfg = Config::new(&args(&["--iops"]), 64 << 20, 512, 1);
     assert!(cfg.iops.is_some());
 }
+
+#[test]
+fn binary_ctrl_c_prints_partial_tables_and_removes_its_file() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let child = plugpull()
+        .args(["bench", "--quiet", "--size", "16M", "--time-per-size", "1s"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The sweep alone takes 15 s; interrupt it early.
+    std::thread::sleep(Duration::from_millis(2500));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Sync-write sweep"), "{stdout}");
+    assert!(
+        !stdout.contains("8.0 MiB "),
+        "no rows after the interruption: {stdout}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "bench's own file is removed"
+    );
+}

@@ -66,6 +66,9 @@ pub fn run(
     fill_random(&mut buf, &mut rng);
     let mut rows: Vec<DurabilityRow> = vec![];
     for mode in MODES {
+        if super::measure::stopped() {
+            break; // interrupted: no empty rows
+        }
         pb.set_message(format!("durability {mode:?}"));
         let limits = Limits {
             time: if mode == FlushMode::FlushEveryRecord {

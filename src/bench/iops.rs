@@ -79,6 +79,9 @@ pub fn run(dev: &dyn Device, cfg: &Config, ic: &IopsConfig, pb: &ProgressBar) ->
     let threads = ic.threads.max(1);
     let mut rows = vec![];
     for (n, (op, pattern, bs)) in cells(ic).into_iter().enumerate() {
+        if super::measure::stopped() {
+            break; // interrupted: no empty rows
+        }
         pb.set_message(format!(
             "iops {op:?} {pattern:?} {}",
             crate::units::fmt_bytes(bs)

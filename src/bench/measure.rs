@@ -6,7 +6,17 @@
 use super::stats::Samples;
 use serde::Serialize;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// Set by SIGINT/SIGTERM (see `bench::run`): every timed loop stops at once, so the
+/// command can still remove its own file and print what it measured.
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+/// True once the user asked bench to stop.
+pub fn stopped() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
 
 /// How a row ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -110,7 +120,10 @@ pub fn timed(limits: Limits, mut op: impl FnMut(u64) -> Result<(), Failure>) -> 
     let mut ios = 0u64;
     let mut status = Status::Ok;
     let mut error = None;
-    while ios < limits.max_ios && (ios < limits.min_ios || start.elapsed() < limits.time) {
+    while ios < limits.max_ios
+        && !stopped()
+        && (ios < limits.min_ios || start.elapsed() < limits.time)
+    {
         let t0 = Instant::now();
         match op(ios) {
             Ok(()) => {

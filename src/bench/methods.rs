@@ -45,6 +45,9 @@ pub fn run(opener: &dyn Opener, cfg: &Config, pb: &ProgressBar) -> Vec<MethodRow
     fill_random(&mut buf, &mut rng);
     let mut rows = vec![];
     for method in METHODS {
+        if super::measure::stopped() {
+            break; // interrupted: no empty rows
+        }
         pb.set_message(format!("method {}", method.name()));
         let row = match opener.open(method) {
             Ok(dev) => {

@@ -274,7 +274,11 @@ pub fn run_with(
 /// The `plugpull bench` command.
 pub fn run(a: BenchArgs) -> Result<i32> {
     let size = a.size.unwrap_or(if a.quick { 128 << 20 } else { 1 << 30 });
+    install_stop_handler();
     let t = target::prepare(&a.target, size, a.destroy_data_on.as_deref())?;
+    if measure::stopped() {
+        anyhow::bail!("interrupted while preparing {}", t.path.display());
+    }
     let id = identify(&t.path);
     let sector = id.logical_sector_bytes.unwrap_or(512).max(512);
     let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
@@ -305,11 +309,38 @@ pub fn run(a: BenchArgs) -> Result<i32> {
     } else {
         print!("{}", output::text(&report));
     }
+    if measure::stopped() {
+        anyhow::bail!("interrupted: the tables above are partial");
+    }
     Ok(if report.all_ok() {
         exit::PASS
     } else {
         exit::TARGET_FAILED
     })
+}
+
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    measure::STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Makes Ctrl-C (and SIGTERM) end the timed loops instead of the process, so a directory
+/// target's file is still removed. A second Ctrl-C during cleanup is not special-cased.
+fn install_stop_handler() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let action = SigAction::new(
+        SigHandler::Handler(on_stop_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for sig in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe, and
+        // replaces no handler another part of this process relies on (bench is the
+        // whole process).
+        if let Err(e) = unsafe { sigaction(sig, &action) } {
+            eprintln!("plugpull: warning: cannot catch {sig}: {e}");
+        }
+    }
 }
 
 /// A progress bar on stderr, hidden when stderr is not a terminal or with --quiet.

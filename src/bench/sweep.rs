@@ -47,6 +47,9 @@ pub fn run(dev: &dyn Device, cfg: &Config, pb: &ProgressBar) -> Vec<SweepRow> {
     let flush = cfg.sweep_flush != FlushMethod::None;
     let mut rows = vec![];
     for size in sizes(cfg, dev.logical_block_bytes()) {
+        if super::measure::stopped() {
+            break; // interrupted: no empty rows
+        }
         pb.set_message(format!("sweep {}", crate::units::fmt_bytes(size)));
         let mut buf = AlignedBuf::new(size as usize);
         fill_random(&mut buf, &mut rng);

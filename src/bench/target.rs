@@ -77,6 +77,9 @@ pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<Bench
         }
         size.min(avail)
     } else {
+        // Stamp before the (long) zero-fill, so a run interrupted while preparing leaves
+        // a file the next run recognises as its own instead of refusing it as foreign.
+        stamp(&path)?;
         prepare_file(&path, REGION_OFFSET_BYTES + size)?;
         size
     };
@@ -110,6 +113,8 @@ fn stamp(path: &Path) -> Result<()> {
     sector[8..8 + STAMP_TEXT.len()].copy_from_slice(STAMP_TEXT);
     let f = fs::OpenOptions::new()
         .write(true)
+        .create(!is_block_device(path))
+        .truncate(false)
         .open(path)
         .with_context(|| format!("opening {} to stamp it", path.display()))?;
     f.write_all_at(&sector, 0)
