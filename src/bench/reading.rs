@@ -12,6 +12,8 @@ use serde::Serialize;
 /// Below this, a write+flush is faster than any drive commits to flash or platters
 /// without a power-loss-protected (or ignored) cache.
 pub const FAST_FLUSH_US: f64 = 100.0;
+/// Sweep rows up to this size count towards the flush floor.
+pub const FLOOR_MAX_BYTES: u64 = 64 << 10;
 /// The most flushes per second a 15,000 rpm disk can commit (one per revolution).
 pub const ROTATING_MAX_FLUSHES_PER_S: f64 = 15_000.0 / 60.0;
 
@@ -40,7 +42,8 @@ pub enum Class {
 #[derive(Debug, Clone, Serialize)]
 pub struct Reading {
     pub class: Class,
-    /// Median write+flush latency at the smallest size (the flush floor), if measured.
+    /// The flush floor: the median of the sweep's p50 write+flush latencies up to 64 KiB
+    /// (or the fdatasync row's p50 when the sweep did not flush), if measured.
     pub flush_latency_us_p50: Option<f64>,
     /// 1e6 / that median.
     pub flushes_per_s: Option<f64>,
@@ -76,16 +79,20 @@ pub fn read(
     ];
     let mut notes = vec![];
 
-    // The floor: the smallest sweep row, when the sweep flushed; else fdatasync's row.
-    let sweep_floor = sweep
-        .first()
-        .filter(|r| sweep_flush != FlushMethod::None && r.ios > 0);
+    // The floor: the median of the sweep's p50s up to 64 KiB (where the flush dominates,
+    // so one noisy row does not decide), when the sweep flushed; else fdatasync's row.
+    let mut small: Vec<f64> = sweep
+        .iter()
+        .filter(|r| sweep_flush != FlushMethod::None && r.ios > 0)
+        .filter(|r| r.size_bytes <= FLOOR_MAX_BYTES || r.size_bytes == sweep[0].size_bytes)
+        .map(|r| r.latency.latency_us_p50)
+        .collect();
+    small.sort_by(f64::total_cmp);
+    let sweep_floor = (!small.is_empty()).then(|| small[(small.len() - 1) / 2]);
     let method_floor = methods
         .iter()
         .find(|m| m.method == FlushMethod::Fdatasync && m.ops > 0);
-    let floor_us = sweep_floor
-        .map(|r| r.latency.latency_us_p50)
-        .or(method_floor.map(|m| m.latency_us_p50));
+    let floor_us = sweep_floor.or(method_floor.map(|m| m.latency_us_p50));
     let flushes_per_s = floor_us.filter(|&u| u > 0.0).map(|u| 1e6 / u);
 
     if let (Some(f), Some(r)) = (
@@ -219,5 +226,67 @@ pub fn read(
         summary,
         notes,
         power_cut_test,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::stats::LatencySummary;
+
+    fn row(size_bytes: u64, p50: f64) -> SweepRow {
+        SweepRow {
+            size_bytes,
+            ios: 10,
+            elapsed_s: 1.0,
+            latency: LatencySummary {
+                latency_us_p50: p50,
+                ..Default::default()
+            },
+            ios_per_s: 1e6 / p50,
+            throughput_mb_per_s: 0.0,
+            status: Status::Ok,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn one_noisy_row_does_not_decide_the_floor() {
+        let id = DeviceIdentity {
+            rotational: Some(false),
+            ..Default::default()
+        };
+        // A 30 µs blip at 512 B among ~2 ms rows; 8 MiB rows are bandwidth, not floor.
+        let sweep = vec![
+            row(512, 30.0),
+            row(1024, 2000.0),
+            row(2048, 2100.0),
+            row(4096, 1900.0),
+            row(8 << 20, 90_000.0),
+        ];
+        let r = read(&id, FlushMethod::Fdatasync, &sweep, &[], "/dev/x", false);
+        assert_eq!(r.class, Class::FlushFloor);
+        assert_eq!(r.flush_latency_us_p50, Some(1900.0));
+        // The same rows without a flush in the sweep: nothing to read.
+        let r = read(&id, FlushMethod::None, &sweep, &[], "/dev/x", false);
+        assert_eq!(r.class, Class::NoFlushMeasured);
+    }
+
+    #[test]
+    fn directory_targets_get_a_file_in_the_commands() {
+        let r = read(
+            &DeviceIdentity::default(),
+            FlushMethod::Fdatasync,
+            &[row(512, 20.0)],
+            &[],
+            "/mnt/x/",
+            true,
+        );
+        assert_eq!(r.class, Class::FastFlush);
+        assert!(
+            r.power_cut_test
+                .iter()
+                .any(|c| c == "plugpull write /mnt/x/plugpull.img --witness HOST:7420")
+        );
     }
 }
