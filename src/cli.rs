@@ -183,33 +183,77 @@ pub struct FetchArgs {
     pub output: PathBuf,
 }
 
+/// The tables of `plugpull bench`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BenchTable {
+    /// Sync-write sweep (diskinfo -wS).
+    Sweep,
+    /// Flush-method table (pg_test_fsync).
+    Methods,
+    /// Durability cost (iozone -e).
+    Durability,
+    /// IOPS table (SQLIO).
+    Iops,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// A block device, a file, or a directory (bench then uses its own file in it).
+    /// A block device, a file, or a directory (bench then uses its own file in it,
+    /// `plugpull-bench.tmp`, and removes it afterwards).
     pub target: PathBuf,
-    /// Bytes of the target to use for random offsets.
-    #[arg(long, value_parser = size, default_value = "1G")]
-    pub size: u64,
+    /// Bytes of the target to use for random offsets [default: 1G, 128M with --quick].
+    #[arg(long, value_parser = size)]
+    pub size: Option<u64>,
+    /// The flush after each write of the sweep.
     #[arg(long, value_enum, default_value = "fdatasync")]
     pub flush: FlushMethod,
+    /// Go through the page cache instead of O_DIRECT.
     #[arg(long)]
     pub no_direct: bool,
-    /// Time per size in the sweep.
-    #[arg(long, value_parser = duration, default_value = "1s")]
-    pub time_per_size: Duration,
+    /// Time per size in the sweep (and per row of the other tables)
+    /// [default: 1s, 0.15s with --quick].
+    #[arg(long, value_parser = duration)]
+    pub time_per_size: Option<Duration>,
+    /// Sizes of the sweep, smallest-largest, doubling [default: sector size-8M].
+    #[arg(long, value_parser = size_range)]
+    pub sweep_sizes: Option<SizeRange>,
     /// Whole run in about 10 seconds.
     #[arg(long)]
     pub quick: bool,
     /// Also run the IOPS table (SQLIO-like).
     #[arg(long)]
     pub iops: bool,
+    /// Run only these tables (comma-separated); default: sweep,methods,durability and,
+    /// with --iops, iops.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<BenchTable>,
+    /// Block sizes of the IOPS table, comma-separated.
+    #[arg(long, value_parser = size, value_delimiter = ',', default_value = "4k,8k,16k,32k,64k")]
+    pub block_sizes: Vec<u64>,
+    /// Operations of the IOPS table, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "read,write")]
+    pub iops_ops: Vec<crate::bench::iops::Op>,
+    /// Access patterns of the IOPS table, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "sequential,random"
+    )]
+    pub iops_patterns: Vec<crate::bench::iops::Pattern>,
     /// Threads (queue depth) for the IOPS table.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Seed for offsets and data (random if not given; printed either way).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Allow overwriting PATH even though it holds data (it must be TARGET itself).
     #[arg(long, value_name = "PATH")]
     pub destroy_data_on: Option<PathBuf>,
+    /// Print the report as JSON on stdout (format in docs/bench.md).
     #[arg(long)]
     pub json: bool,
+    /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
 }

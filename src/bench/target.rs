@@ -1,0 +1,142 @@
+//! Where bench writes, and the refusals before it does. Bench overwrites what it measures,
+//! so a block device goes through the same checks as `plugpull write`
+//! (`safety::check_write_target`, `--destroy-data-on`); a directory gets bench's own file,
+//! removed afterwards; a file path is created, or reused only if it is a plugpull target.
+//!
+//! Every target gets a plugpull stamp in its first sector and bench data only from
+//! [`REGION_OFFSET_BYTES`] on, so a later `bench` or `write` recognises it as plugpull's
+//! and does not ask for `--destroy-data-on` again.
+
+use super::Opener;
+use crate::device::safety::check_write_target;
+use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, is_block_device, prepare_file};
+use crate::record::MAGIC;
+use anyhow::{Context, Result, bail};
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The file bench creates in a directory target (and removes when done).
+pub const BENCH_FILE_NAME: &str = "plugpull-bench.tmp";
+/// Where bench data starts: past the stamp, and a multiple of the largest sweep size so
+/// every size-aligned offset is aligned on the device too.
+pub const REGION_OFFSET_BYTES: u64 = 8 << 20;
+/// The header sector: MAGIC, then this text.
+const STAMP_TEXT: &[u8] = b" plugpull-bench/1 scratch area: contents are random\n";
+
+/// A prepared target.
+#[derive(Debug)]
+pub struct BenchTarget {
+    /// The file or block device bench opens.
+    pub path: PathBuf,
+    /// The user gave a directory; `path` is bench's own file in it.
+    pub is_dir: bool,
+    pub is_block: bool,
+    /// Bytes available for bench data from [`REGION_OFFSET_BYTES`].
+    pub region_bytes: u64,
+    remove_on_drop: bool,
+}
+
+impl Drop for BenchTarget {
+    fn drop(&mut self) {
+        if self.remove_on_drop {
+            if let Err(e) = fs::remove_file(&self.path) {
+                eprintln!(
+                    "plugpull: warning: could not remove {}: {e}",
+                    self.path.display()
+                );
+            }
+        }
+    }
+}
+
+/// Checks and prepares `target` for a bench over `size` bytes.
+pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<BenchTarget> {
+    if size == 0 {
+        bail!("--size must be more than 0");
+    }
+    let is_dir = target.is_dir();
+    let path = if is_dir {
+        target.join(BENCH_FILE_NAME)
+    } else {
+        target.to_path_buf()
+    };
+    check_write_target(&path, destroy, 0)
+        .with_context(|| format!("checking {} before bench writes to it", path.display()))?;
+    let is_block = is_block_device(&path);
+    let region_bytes = if is_block {
+        let dev = FileDevice::open_write(&path, OpenOptions::default())?;
+        let avail = dev.size_bytes().saturating_sub(REGION_OFFSET_BYTES);
+        if avail == 0 {
+            bail!(
+                "{} is too small for bench (needs more than {} bytes)",
+                path.display(),
+                REGION_OFFSET_BYTES
+            );
+        }
+        size.min(avail)
+    } else {
+        // Stamp before the (long) zero-fill, so a run interrupted while preparing leaves
+        // a file the next run recognises as its own instead of refusing it as foreign.
+        stamp(&path)?;
+        prepare_file(&path, REGION_OFFSET_BYTES + size)?;
+        size
+    };
+    let t = BenchTarget {
+        path,
+        is_dir,
+        is_block,
+        region_bytes,
+        remove_on_drop: is_dir,
+    };
+    stamp(&t.path)?;
+    drop_cached_pages(&t.path);
+    Ok(t)
+}
+
+/// Drops the page-cache copy of the target (left by preallocation and stamping): an
+/// O_DIRECT write over cached pages makes the kernel invalidate them on every write, a
+/// cost fio's figures for the same pattern do not include.
+fn drop_cached_pages(path: &Path) {
+    if let Ok(f) = fs::File::open(path) {
+        // SAFETY: the fd is valid for the call; POSIX_FADV_DONTNEED only drops clean
+        // cached pages (everything was synced above) and never changes the file.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    }
+}
+
+/// Writes the plugpull stamp into the first sector and makes it durable.
+fn stamp(path: &Path) -> Result<()> {
+    let mut sector = [0u8; 512];
+    sector[..8].copy_from_slice(&MAGIC);
+    sector[8..8 + STAMP_TEXT.len()].copy_from_slice(STAMP_TEXT);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .create(!is_block_device(path))
+        .truncate(false)
+        .open(path)
+        .with_context(|| format!("opening {} to stamp it", path.display()))?;
+    f.write_all_at(&sector, 0)
+        .and_then(|()| f.sync_data())
+        .with_context(|| format!("stamping {}", path.display()))
+}
+
+/// Opens a prepared file or block device once per flush method.
+pub struct FileOpener {
+    pub path: PathBuf,
+    pub direct: bool,
+}
+
+impl Opener for FileOpener {
+    fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>> {
+        let dev = FileDevice::open_write(
+            &self.path,
+            OpenOptions {
+                direct: self.direct,
+                flush,
+            },
+        )?;
+        Ok(Box::new(dev))
+    }
+}

@@ -1,0 +1,683 @@
+//! `plugpull bench`: the sweep's shape on a real file, the JSON format, the reading
+//! against in-process devices that flush slowly or fast, one flush per write for every
+//! method, failed flushes marked, and the built binary end to end.
+
+use clap::Parser;
+use indicatif::ProgressBar;
+use plugpull::bench::{self, Config, Opener, Report, TargetInfo, measure::Status, reading::Class};
+use plugpull::cli::{BenchArgs, Cli, Command};
+use plugpull::device::identity::DeviceIdentity;
+use plugpull::device::{Device, FileDevice, FlushMethod, OpenOptions, prepare_file};
+use std::io;
+use std::process::Command as Proc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+fn args(extra: &[&str]) -> BenchArgs {
+    let mut v = vec!["plugpull", "bench", "unused"];
+    v.extend_from_slice(extra);
+    match Cli::parse_from(v).command {
+        Command::Bench(a) => a,
+        _ => unreachable!(),
+    }
+}
+
+/// A small, fast configuration for in-process runs.
+fn small_cfg(flush: FlushMethod, sizes: &str, time: &str) -> Config {
+    let a = args(&[
+        "--flush",
+        flush.name(),
+        "--sweep-sizes",
+        sizes,
+        "--time-per-size",
+        time,
+        "--seed",
+        "7",
+    ]);
+    let mut cfg = Config::new(&a, 64 << 20, 512, 7);
+    cfg.durability_total_bytes = 4 << 20;
+    cfg.durability_max_time = Duration::from_millis(50);
+    cfg
+}
+
+fn identity(rotational: bool, write_cache: &str) -> DeviceIdentity {
+    DeviceIdentity {
+        target: "test-device".into(),
+        kind: "block".into(),
+        disk: Some("testdisk".into()),
+        model: Some("Test Device".into()),
+        rotational: Some(rotational),
+        write_cache: Some(write_cache.into()),
+        fua: Some(false),
+        ..Default::default()
+    }
+}
+
+fn info() -> TargetInfo {
+    TargetInfo {
+        target: "/dev/testdisk".into(),
+        bench_path: "/dev/testdisk".into(),
+        is_dir: false,
+    }
+}
+
+/// Counters shared by every device a [`TestOpener`] hands out.
+#[derive(Default)]
+struct Counts {
+    writes: AtomicU64,
+    flushes: AtomicU64,
+    /// Writes that were not followed by a flush before the next write (flushing methods).
+    unflushed_then_written: AtomicU64,
+}
+
+/// An in-process device: no storage, a configurable sleep per flush, and counters. Opened
+/// with O_DSYNC semantics it does the flush inside each write, as the kernel does.
+struct TestDevice {
+    method: FlushMethod,
+    flush_sleep: Duration,
+    fail_flush: bool,
+    counts: Arc<Counts>,
+    pending: AtomicBool,
+}
+
+impl Device for TestDevice {
+    fn size_bytes(&self) -> u64 {
+        1 << 30
+    }
+    fn logical_block_bytes(&self) -> u32 {
+        512
+    }
+    fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
+        self.counts.writes.fetch_add(1, SeqCst);
+        match self.method {
+            FlushMethod::Dsync => self.do_flush(),
+            FlushMethod::None => Ok(()),
+            _ => {
+                if self.pending.swap(true, SeqCst) {
+                    self.counts.unflushed_then_written.fetch_add(1, SeqCst);
+                }
+                Ok(())
+            }
+        }
+    }
+    fn flush(&self) -> io::Result<()> {
+        match self.method {
+            // Like FileDevice: with O_DSYNC the flush was in the write; "none" never flushes.
+            FlushMethod::Dsync | FlushMethod::None => Ok(()),
+            _ => {
+                self.pending.store(false, SeqCst);
+                self.do_flush()
+            }
+        }
+    }
+    fn read_at(&self, _buf: &mut [u8], _offset: u64) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl TestDevice {
+    fn do_flush(&self) -> io::Result<()> {
+        if self.fail_flush {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        self.counts.flushes.fetch_add(1, SeqCst);
+        if !self.flush_sleep.is_zero() {
+            std::thread::sleep(self.flush_sleep);
+        }
+        Ok(())
+    }
+}
+
+struct TestOpener {
+    flush_sleep: Duration,
+    fail_flush: bool,
+    /// Counters per opened device, with the method it was opened for.
+    opened: Mutex<Vec<(FlushMethod, Arc<Counts>)>>,
+}
+
+impl TestOpener {
+    fn new(flush_sleep: Duration) -> TestOpener {
+        TestOpener {
+            flush_sleep,
+            fail_flush: false,
+            opened: Mutex::new(vec![]),
+        }
+    }
+}
+
+impl Opener for TestOpener {
+    fn open(&self, method: FlushMethod) -> anyhow::Result<Box<dyn Device>> {
+        let counts = Arc::new(Counts::default());
+        self.opened.lock().unwrap().push((method, counts.clone()));
+        Ok(Box::new(TestDevice {
+            method,
+            flush_sleep: self.flush_sleep,
+            fail_flush: self.fail_flush,
+            counts,
+            pending: AtomicBool::new(false),
+        }))
+    }
+}
+
+fn run(opener: &TestOpener, id: &DeviceIdentity, cfg: &Config) -> Report {
+    bench::run_with(opener, id, cfg, &info(), &ProgressBar::hidden()).unwrap()
+}
+
+#[test]
+fn sweep_on_a_file_has_one_row_per_size_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let cfg = {
+        let mut c = small_cfg(FlushMethod::Fdatasync, "512-8M", "10ms");
+        c.region_bytes = 16 << 20;
+        c
+    };
+    prepare_file(&path, cfg.region_offset_bytes + cfg.region_bytes).unwrap();
+    // O_DIRECT where the file system allows it (tmpfs before Linux 6.6 does not).
+    let dev = FileDevice::open_write(&path, OpenOptions::default())
+        .or_else(|_| {
+            FileDevice::open_write(
+                &path,
+                OpenOptions {
+                    direct: false,
+                    flush: FlushMethod::Fdatasync,
+                },
+            )
+        })
+        .unwrap();
+    let rows = bench::sweep::run(&dev, &cfg, &ProgressBar::hidden());
+    let sizes: Vec<u64> = rows.iter().map(|r| r.size_bytes).collect();
+    let want: Vec<u64> = (0..15).map(|i| 512u64 << i).collect();
+    assert_eq!(sizes, want, "512 B doubling to 8 MiB, in order");
+    assert_eq!(*sizes.last().unwrap(), 8 << 20);
+    for r in &rows {
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert!(r.ios >= cfg.min_ios, "{r:?}");
+        let l = &r.latency;
+        assert!(l.latency_us_min <= l.latency_us_p50 && l.latency_us_p50 <= l.latency_us_p99);
+        assert!(l.latency_us_p99 <= l.latency_us_p999 && l.latency_us_p999 <= l.latency_us_max);
+        assert!(r.throughput_mb_per_s > 0.0);
+    }
+}
+
+#[test]
+fn slow_flush_shows_the_ms_floor_and_fast_flush_does_not() {
+    let cfg = small_cfg(FlushMethod::Fdatasync, "4k-16k", "40ms");
+    let id = identity(false, "write back");
+
+    let slow = run(&TestOpener::new(Duration::from_millis(5)), &id, &cfg);
+    assert_eq!(slow.sweep.len(), 3);
+    for r in &slow.sweep {
+        assert!(r.latency.latency_us_p50 >= 5000.0, "{r:?}");
+        assert!(r.ios_per_s <= 200.0, "{r:?}");
+    }
+    let fdatasync = slow
+        .methods
+        .iter()
+        .find(|m| m.method == FlushMethod::Fdatasync)
+        .unwrap();
+    assert!(fdatasync.latency_us_p50 >= 5000.0);
+    let none = slow
+        .methods
+        .iter()
+        .find(|m| m.method == FlushMethod::None)
+        .unwrap();
+    assert!(none.latency_us_p50 < 1000.0, "the reference does not flush");
+    assert_eq!(slow.reading.class, Class::FlushFloor);
+    assert!(slow.reading.flush_latency_us_p50.unwrap() >= 5000.0);
+    assert!(
+        slow.reading.summary.contains("ms"),
+        "{}",
+        slow.reading.summary
+    );
+
+    let fast = run(&TestOpener::new(Duration::ZERO), &id, &cfg);
+    for r in &fast.sweep {
+        assert!(r.latency.latency_us_p50 < 100.0, "{r:?}");
+    }
+    assert_eq!(fast.reading.class, Class::FastFlush);
+    assert!(fast.reading.summary.contains("power-loss protection"));
+    let cmds = fast.reading.power_cut_test.join("\n");
+    assert!(cmds.contains("plugpull write /dev/testdisk --witness HOST:7420"));
+    assert!(cmds.contains("plugpull verify /dev/testdisk --witness HOST:7420"));
+    assert_ne!(slow.reading.summary, fast.reading.summary);
+}
+
+#[test]
+fn reading_follows_rotation_and_write_through() {
+    let cfg = small_cfg(FlushMethod::Fdatasync, "4k-4k", "40ms");
+    // 10 ms per flush = 100/s: a 7,200 rpm disk could do that honestly.
+    let spinning = identity(true, "write back");
+    let r = run(&TestOpener::new(Duration::from_millis(10)), &spinning, &cfg);
+    assert_eq!(r.reading.class, Class::RotatingPlausible);
+    // Thousands per second from a spinning disk: a cache is answering.
+    let r = run(&TestOpener::new(Duration::ZERO), &spinning, &cfg);
+    assert_eq!(r.reading.class, Class::RotatingTooFast);
+    assert!(r.reading.summary.contains("rpm/60"));
+    // Write-through: the kernel sends no flushes, and the reading says so.
+    let wt = identity(false, "write through");
+    let r = run(&TestOpener::new(Duration::ZERO), &wt, &cfg);
+    assert_eq!(r.reading.class, Class::WriteThrough);
+    assert!(r.reading.summary.contains("send no flush"));
+}
+
+#[test]
+fn every_method_flushes_exactly_once_per_write() {
+    let cfg = small_cfg(FlushMethod::Fdatasync, "4k-4k", "20ms");
+    let id = identity(false, "write back");
+
+    // The flush-method table: one device per method.
+    let opener = TestOpener::new(Duration::ZERO);
+    let pb = ProgressBar::hidden();
+    let rows = bench::methods::run(&opener, &cfg, &pb);
+    let opened = opener.opened.lock().unwrap();
+    assert_eq!(opened.len(), 4);
+    for (row, (method, counts)) in rows.iter().zip(opened.iter()) {
+        assert_eq!(row.method, *method);
+        let w = counts.writes.load(SeqCst);
+        let f = counts.flushes.load(SeqCst);
+        assert_eq!(w, row.ops, "{method:?}: every write counted in ops");
+        assert!(w >= cfg.min_ios);
+        if *method == FlushMethod::None {
+            assert_eq!(f, 0, "the reference never flushes");
+        } else {
+            assert_eq!(f, w, "{method:?}: one flush per write");
+            assert_eq!(counts.unflushed_then_written.load(SeqCst), 0, "{method:?}");
+        }
+    }
+    drop(opened);
+
+    // The sweep with each flushing method.
+    for method in [
+        FlushMethod::Fdatasync,
+        FlushMethod::Fsync,
+        FlushMethod::Dsync,
+    ] {
+        let mut c = cfg.clone();
+        c.sweep_flush = method;
+        c.sweep_min_bytes = 512;
+        c.sweep_max_bytes = 4096;
+        let opener = TestOpener::new(Duration::ZERO);
+        let dev = opener.open(method).unwrap();
+        let rows = bench::sweep::run(dev.as_ref(), &c, &pb);
+        assert_eq!(rows.len(), 4);
+        let ios: u64 = rows.iter().map(|r| r.ios).sum();
+        let opened = opener.opened.lock().unwrap();
+        let counts = &opened[0].1;
+        assert_eq!(counts.writes.load(SeqCst), ios, "{method:?}");
+        assert_eq!(counts.flushes.load(SeqCst), ios, "{method:?}");
+        assert_eq!(counts.unflushed_then_written.load(SeqCst), 0, "{method:?}");
+    }
+
+    // And a whole run: the durability rows flush per record only where they say so.
+    let opener = TestOpener::new(Duration::ZERO);
+    let report = run(&opener, &id, &cfg);
+    assert!(report.all_ok());
+}
+
+#[test]
+fn a_failing_flush_marks_rows_and_never_drops_them() {
+    let cfg = small_cfg(FlushMethod::Fdatasync, "512-4k", "20ms");
+    let mut opener = TestOpener::new(Duration::ZERO);
+    opener.fail_flush = true;
+    let r = run(&opener, &identity(false, "write back"), &cfg);
+    assert_eq!(r.sweep.len(), 4, "every size keeps its row");
+    for row in &r.sweep {
+        assert_eq!(row.status, Status::FlushFailed);
+        assert!(row.error.as_deref().unwrap().contains("flush"), "{row:?}");
+    }
+    for m in &r.methods {
+        let want = match m.method {
+            FlushMethod::None => Status::Ok,
+            // With O_DSYNC the flush is part of the write, so the write fails.
+            FlushMethod::Dsync => Status::WriteFailed,
+            _ => Status::FlushFailed,
+        };
+        assert_eq!(m.status, want, "{m:?}");
+    }
+    assert_eq!(r.reading.class, Class::FlushFailed);
+    assert!(!r.all_ok());
+    let text = bench::output::text(&r);
+    assert!(text.contains("FLUSH FAILED"), "{text}");
+}
+
+/// The documented JSON keys (docs/bench.md). Changing any of them is a format change.
+fn check_json_keys(v: &serde_json::Value, with_iops: bool) {
+    let keys = |v: &serde_json::Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let sorted = |a: &[&str]| {
+        let mut v: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(v["format"], "plugpull-bench/1");
+    assert_eq!(
+        keys(v),
+        sorted(&[
+            "format",
+            "tool_version",
+            "started_at",
+            "target",
+            "bench_path",
+            "device",
+            "settings",
+            "sweep",
+            "methods",
+            "durability",
+            "iops",
+            "reading"
+        ])
+    );
+    for k in [
+        "kind",
+        "model",
+        "serial",
+        "write_cache",
+        "fua",
+        "rotational",
+    ] {
+        assert!(v["device"].get(k).is_some(), "device.{k}");
+    }
+    assert_eq!(
+        keys(&v["settings"]),
+        sorted(&[
+            "flush_method",
+            "direct",
+            "quick",
+            "region_offset_bytes",
+            "region_bytes",
+            "time_per_size_s",
+            "method_time_s",
+            "iops_threads",
+            "seed"
+        ])
+    );
+    let sweep = v["sweep"].as_array().unwrap();
+    assert!(!sweep.is_empty());
+    assert_eq!(
+        keys(&sweep[0]),
+        sorted(&[
+            "size_bytes",
+            "ios",
+            "elapsed_s",
+            "latency_us_min",
+            "latency_us_mean",
+            "latency_us_p50",
+            "latency_us_p99",
+            "latency_us_p999",
+            "latency_us_max",
+            "ios_per_s",
+            "throughput_mb_per_s",
+            "status",
+            "error"
+        ])
+    );
+    let methods = v["methods"].as_array().unwrap();
+    let names: Vec<&str> = methods
+        .iter()
+        .map(|m| m["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dsync", "fdatasync", "fsync", "none"]);
+    assert_eq!(
+        keys(&methods[0]),
+        sorted(&[
+            "method",
+            "write_bytes",
+            "ops",
+            "elapsed_s",
+            "ops_per_s",
+            "latency_us_per_op",
+            "latency_us_p50",
+            "latency_us_p99",
+            "status",
+            "error"
+        ])
+    );
+    assert_eq!(
+        keys(&v["durability"]),
+        sorted(&["flush_method", "record_bytes", "rows"])
+    );
+    let modes: Vec<&str> = v["durability"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["mode"].as_str().unwrap())
+        .collect();
+    assert_eq!(modes, ["no_flush", "flush_at_end", "flush_every_record"]);
+    assert_eq!(
+        keys(&v["durability"]["rows"][0]),
+        sorted(&[
+            "mode",
+            "bytes",
+            "elapsed_s",
+            "throughput_mb_per_s",
+            "ratio_to_no_flush",
+            "status",
+            "error"
+        ])
+    );
+    if with_iops {
+        let rows = v["iops"].as_array().unwrap();
+        assert_eq!(
+            keys(&rows[0]),
+            sorted(&[
+                "op",
+                "pattern",
+                "block_bytes",
+                "threads",
+                "ios",
+                "elapsed_s",
+                "ios_per_s",
+                "throughput_mb_per_s",
+                "latency_us_min",
+                "latency_us_avg",
+                "latency_us_max",
+                "status",
+                "error"
+            ])
+        );
+    } else {
+        assert!(v["iops"].is_null());
+    }
+    assert_eq!(
+        keys(&v["reading"]),
+        sorted(&[
+            "class",
+            "flush_latency_us_p50",
+            "flushes_per_s",
+            "summary",
+            "notes",
+            "power_cut_test"
+        ])
+    );
+}
+
+#[test]
+fn json_is_versioned_and_has_the_documented_keys() {
+    let mut cfg = small_cfg(FlushMethod::Fdatasync, "4k-8k", "10ms");
+    cfg.iops = Some(bench::iops::IopsConfig {
+        block_sizes: vec![4096, 65536],
+        ops: vec![bench::iops::Op::Read, bench::iops::Op::Write],
+        patterns: vec![
+            bench::iops::Pattern::Sequential,
+            bench::iops::Pattern::Random,
+        ],
+        threads: 2,
+        time_per_cell: Duration::from_millis(10),
+    });
+    let r = run(
+        &TestOpener::new(Duration::ZERO),
+        &identity(false, "write back"),
+        &cfg,
+    );
+    let v = serde_json::to_value(&r).unwrap();
+    check_json_keys(&v, true);
+    let iops = v["iops"].as_array().unwrap();
+    assert_eq!(
+        iops.len(),
+        2 * 2 * 2,
+        "read/write x sequential/random x sizes"
+    );
+    assert_eq!(iops[0]["threads"], 2);
+    // The keys the docs name are in docs/bench.md.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/bench.md"))
+        .expect("docs/bench.md");
+    for k in [
+        "plugpull-bench/1",
+        "latency_us_p999",
+        "ratio_to_no_flush",
+        "latency_us_per_op",
+        "flush_latency_us_p50",
+        "power_cut_test",
+        "flush_failed",
+        "fast_flush",
+        "flush_floor",
+        "write_through",
+    ] {
+        assert!(doc.contains(k), "docs/bench.md does not mention {k}");
+    }
+}
+
+fn plugpull() -> Proc {
+    Proc::new(env!("CARGO_BIN_EXE_plugpull"))
+}
+
+#[test]
+fn binary_quick_json_on_a_temp_dir() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let started = std::time::Instant::now();
+    let out = plugpull()
+        .args(["bench", "--quick", "--json"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    // --quick promises about 10 s; allow for a loaded shared machine.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "quick run took {:?}",
+        started.elapsed()
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    check_json_keys(&v, false);
+    assert_eq!(v["settings"]["quick"], true);
+    assert!(v["sweep"].as_array().unwrap().len() >= 5);
+    assert!(
+        !dir.path().join("plugpull-bench.tmp").exists(),
+        "bench removes its own file from a directory"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn binary_refuses_a_foreign_file_and_reuses_its_own() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let foreign = dir.path().join("precious.db");
+    std::fs::write(&foreign, b"someone's data").unwrap();
+    let out = plugpull()
+        .args(["bench", "--quiet"])
+        .arg(&foreign)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing"));
+    assert_eq!(std::fs::read(&foreign).unwrap(), b"someone's data");
+
+    // A new file path is created, and a second run accepts it as plugpull's.
+    let own = dir.path().join("bench.img");
+    for _ in 0..2 {
+        let out = plugpull()
+            .args([
+                "bench",
+                "--quiet",
+                "--size",
+                "16M",
+                "--sweep-sizes",
+                "4k-8k",
+                "--time-per-size",
+                "20ms",
+            ])
+            .arg(&own)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("Sync-write sweep"), "{text}");
+        assert!(text.contains("plugpull write"), "{text}");
+    }
+    assert!(own.exists(), "a file target is kept");
+}
+
+#[test]
+fn only_runs_the_tables_asked_for() {
+    let a = args(&[
+        "--only",
+        "iops",
+        "--block-sizes",
+        "4k",
+        "--time-per-size",
+        "10ms",
+    ]);
+    let cfg = Config::new(&a, 64 << 20, 512, 1);
+    assert!(!cfg.run_sweep && !cfg.run_methods && !cfg.run_durability);
+    let r = run(
+        &TestOpener::new(Duration::ZERO),
+        &identity(false, "write back"),
+        &cfg,
+    );
+    assert!(r.sweep.is_empty() && r.methods.is_empty());
+    assert!(r.durability.is_none());
+    assert_eq!(r.iops.as_ref().unwrap().len(), 4);
+    assert_eq!(r.reading.class, Class::NoFlushMeasured);
+    let v = serde_json::to_value(&r).unwrap();
+    assert!(v["durability"].is_null());
+    assert_eq!(v["sweep"], serde_json::json!([]));
+
+    // Without --only: the three flush tables, and the IOPS table only with --iops.
+    let cfg = Config::new(&args(&[]), 64 << 20, 512, 1);
+    assert!(cfg.run_sweep && cfg.run_methods && cfg.run_durability && cfg.iops.is_none());
+    let cfg = Config::new(&args(&["--iops"]), 64 << 20, 512, 1);
+    assert!(cfg.iops.is_some());
+}
+
+#[test]
+fn binary_ctrl_c_prints_partial_tables_and_removes_its_file() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let child = plugpull()
+        .args(["bench", "--quiet", "--size", "16M", "--time-per-size", "1s"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The sweep alone takes 15 s; interrupt it early.
+    std::thread::sleep(Duration::from_millis(2500));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Sync-write sweep"), "{stdout}");
+    assert!(
+        !stdout.contains("8.0 MiB "),
+        "no rows after the interruption: {stdout}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "bench's own file is removed"
+    );
+}
