@@ -40,8 +40,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const DRIVE: &str = "64M";
-const DRIVE_BYTES: u64 = 64 << 20;
+/// Drive size: large enough that the writer's ring never wraps in a sub-second run.
+const DRIVE_MIB: u64 = 64;
 
 fn can_mount(what: &str) -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -112,7 +112,7 @@ struct Drive {
 }
 
 impl Drive {
-    fn start(dir: &Path, profile: &str, seed: u64) -> Drive {
+    fn start(dir: &Path, profile: &str, seed: u64, mib: u64) -> Drive {
         let mnt = dir.join("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
         let mut child = Command::new(common::bin())
@@ -120,7 +120,7 @@ impl Drive {
             .arg(&mnt)
             .arg("--backing")
             .arg(dir.join("backing.img"))
-            .args(["--size", DRIVE, "--profile", profile, "--seed"])
+            .args(["--size", &format!("{mib}M"), "--profile", profile, "--seed"])
             .arg(seed.to_string())
             .arg("--oracle")
             .arg(dir.join("oracle.jsonl"))
@@ -363,17 +363,17 @@ enum Via {
 
 /// One power-cut cycle; returns verify's exit code and its findings, after asserting
 /// that they equal the oracle's.
-fn cycle(profile: &str, seed: u64, via: Via) -> (i32, Findings) {
+fn cycle(profile: &str, mib: u64, seed: u64, via: Via) -> (i32, Findings) {
     let ctx = format!(
         "seed {seed} profile {profile} via {via:?} (reproduce: PLUGPULL_SEED={seed} PLUGPULL_PROFILE='{profile}')"
     );
     eprintln!("scenario: {ctx}");
     let dir = scratch();
     let witness = WitnessProc::start(&dir.path().join("witness"));
-    let mut drive = Drive::start(dir.path(), profile, seed);
+    let mut drive = Drive::start(dir.path(), profile, seed, mib);
     let mut lp = (via == Via::Loop).then(|| LoopDev::attach(&drive.file()));
     let target = lp.as_ref().map_or_else(|| drive.file(), |l| l.path());
-    let writer = start_writer(&target, &witness.addr, DRIVE, seed);
+    let writer = start_writer(&target, &witness.addr, &format!("{mib}M"), seed);
     std::thread::sleep(cut_delay(seed));
     drive.cut();
     let run = writer_result(writer, &ctx);
@@ -383,7 +383,7 @@ fn cycle(profile: &str, seed: u64, via: Via) -> (i32, Findings) {
     drive.unmount();
 
     // Power on: a new daemon on the same backing file; the fresh mount shares no cache.
-    let drive2 = Drive::start(dir.path(), "honest", seed.wrapping_add(1));
+    let drive2 = Drive::start(dir.path(), "honest", seed.wrapping_add(1), mib);
     let dead = profile.starts_with("dead");
     let lp2 = (via == Via::Loop && !dead).then(|| LoopDev::attach(&drive2.file()));
     let target2 = lp2.as_ref().map_or_else(|| drive2.file(), |l| l.path());
@@ -393,7 +393,7 @@ fn cycle(profile: &str, seed: u64, via: Via) -> (i32, Findings) {
     let max_end = log.acks.iter().map(|a| a.record.end()).max().unwrap_or(0);
     let max_seq = log.acks.iter().map(|a| a.record.seq).max().unwrap_or(0);
     assert!(
-        max_seq * 4096 < DRIVE_BYTES && max_end <= DRIVE_BYTES,
+        max_seq * 4096 < mib << 20 && max_end <= mib << 20,
         "{ctx}: the ring wrapped (seq {max_seq}); use a larger drive so the comparison rule holds"
     );
     let oracle = plugpull::sim::resolve(&dir.path().join("oracle.jsonl")).expect("oracle");
@@ -428,27 +428,31 @@ fn cycle(profile: &str, seed: u64, via: Via) -> (i32, Findings) {
     (code, found)
 }
 
-/// The profiles of the suite, with knobs that make the fault land in a sub-second run.
-const PROFILES: [&str; 10] = [
-    "honest",
-    "honest-plp",
-    "lying",
-    "lose-recent:8",
-    "shorn,p=0.05",
-    "corrupt,p=0.05",
-    "misdirected,p=0.02",
-    "reorder,p=0.02,hold_flushes=200",
-    "metadata-loss,fraction=0.5",
-    "dead",
+/// The profiles of the suite and drive sizes (MiB), with knobs that make the fault land
+/// in a sub-second run. Misdirected and metadata-loss get a small drive with slow flushes
+/// so the written span covers most of it: a misdirected copy then lands where verify reads
+/// (outside it, verify can only call the record lost) and the unreadable range overlaps
+/// acknowledged records.
+const PROFILES: [(&str, u64); 10] = [
+    ("honest", DRIVE_MIB),
+    ("honest-plp", DRIVE_MIB),
+    ("lying", DRIVE_MIB),
+    ("lose-recent:8", DRIVE_MIB),
+    ("shorn,p=0.05", DRIVE_MIB),
+    ("corrupt,p=0.05", DRIVE_MIB),
+    ("misdirected,p=0.05,flush_latency_us=1000", 4),
+    ("reorder,p=0.02,hold_flushes=200", DRIVE_MIB),
+    ("metadata-loss,fraction=0.75,flush_latency_us=1000", 4),
+    ("dead", DRIVE_MIB),
 ];
 
-fn profiles() -> Vec<(usize, &'static str)> {
+fn profiles() -> Vec<(usize, &'static str, u64)> {
     let only = std::env::var("PLUGPULL_PROFILE").ok();
     PROFILES
         .iter()
-        .copied()
         .enumerate()
-        .filter(|(_, p)| only.as_deref().is_none_or(|o| o == *p))
+        .filter(|(_, p)| only.as_deref().is_none_or(|o| o == p.0))
+        .map(|(i, p)| (i, p.0, p.1))
         .collect()
 }
 
@@ -459,9 +463,9 @@ fn every_profile_over_fuse_verify_equals_oracle() {
     }
     let base = base_seed();
     let mut classes = std::collections::BTreeSet::new();
-    for (i, p) in profiles() {
+    for (i, p, mib) in profiles() {
         let seed = base.wrapping_add(i as u64);
-        let (code, found) = cycle(p, seed, Via::File);
+        let (code, found) = cycle(p, mib, seed, Via::File);
         if p.starts_with("honest") {
             assert_eq!(code, 0, "seed {seed} {p}: an honest drive must PASS");
         }
@@ -471,6 +475,15 @@ fn every_profile_over_fuse_verify_equals_oracle() {
         classes.extend(found.values().map(|v| v.0.clone()));
     }
     eprintln!("classes seen over FUSE: {classes:?}");
+    if std::env::var("PLUGPULL_PROFILE").is_err() {
+        // With these knobs each class is all but certain in every run (tens of faults).
+        for c in ["lost", "shorn", "corrupt", "misdirected", "unreadable"] {
+            assert!(
+                classes.contains(c),
+                "base seed {base}: no {c} finding in the whole suite: {classes:?}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -480,9 +493,9 @@ fn loop_device_honest_passes_lying_fails() {
         return;
     }
     let base = base_seed();
-    let (code, _) = cycle("honest", base, Via::Loop);
+    let (code, _) = cycle("honest", DRIVE_MIB, base, Via::Loop);
     assert_eq!(code, 0, "seed {base}: honest drive behind a loop device must PASS");
-    let (code, found) = cycle("lying", base.wrapping_add(1), Via::Loop);
+    let (code, found) = cycle("lying", DRIVE_MIB, base.wrapping_add(1), Via::Loop);
     assert_eq!(code, 1, "seed {}: lying drive behind a loop device must FAIL", base + 1);
     assert!(found.values().any(|v| v.0 == "lost"));
 }
@@ -498,7 +511,7 @@ fn ext4_cycle(profile: &str, seed: u64) -> i32 {
     let target = fsdir.join("plugpull.target");
     let witness = WitnessProc::start(&dir.path().join("witness"));
     {
-        let mut d = Drive::start(dir.path(), "honest", seed);
+        let mut d = Drive::start(dir.path(), "honest", seed, DRIVE_MIB);
         let mut lp = LoopDev::attach(&d.file());
         let out = Command::new("mkfs.ext4")
             .args(["-q", "-F"])
@@ -523,7 +536,7 @@ fn ext4_cycle(profile: &str, seed: u64) -> i32 {
         d.unmount();
     }
     let run = {
-        let mut d = Drive::start(dir.path(), profile, seed.wrapping_add(1));
+        let mut d = Drive::start(dir.path(), profile, seed.wrapping_add(1), DRIVE_MIB);
         let mut lp = LoopDev::attach(&d.file());
         let mut fs = Ext4::mount(&lp.path(), &fsdir);
         let w = start_writer(&target, &witness.addr, "16M", seed);
@@ -536,7 +549,7 @@ fn ext4_cycle(profile: &str, seed: u64) -> i32 {
         d.unmount();
         run
     };
-    let d = Drive::start(dir.path(), "honest", seed.wrapping_add(2));
+    let d = Drive::start(dir.path(), "honest", seed.wrapping_add(2), DRIVE_MIB);
     let lp = LoopDev::attach(&d.file());
     let _fs = Ext4::mount(&lp.path(), &fsdir); // journal recovery
     let (code, report) = verify(&target, &witness.addr, run, &ctx);
