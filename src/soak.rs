@@ -143,7 +143,11 @@ impl CycleOutcome {
             "seed {} ({} cycle): {}; profile {}, {:?} {}-byte records on a {}-byte drive, cut before op {}; {} acked, verdict {}",
             s.seed,
             if self.faulty { "faulty" } else { "honest" },
-            if what.is_empty() { "ok".to_string() } else { what.join(", ") },
+            if what.is_empty() {
+                "ok".to_string()
+            } else {
+                what.join(", ")
+            },
             s.profile,
             s.placement,
             s.record_bytes,

@@ -409,7 +409,8 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via) -> (i32, Findings) {
     );
     let want = if expected.is_empty() { 0 } else { 1 };
     assert_eq!(
-        code, want,
+        code,
+        want,
         "{ctx}: verify exit {code}, expected {want} ({} oracle findings on acked records)",
         expected.len()
     );
@@ -470,7 +471,10 @@ fn every_profile_over_fuse_verify_equals_oracle() {
             assert_eq!(code, 0, "seed {seed} {p}: an honest drive must PASS");
         }
         if p == "lying" || p.starts_with("lose-recent") || p == "dead" {
-            assert_eq!(code, 1, "seed {seed} {p}: this profile always loses acked records");
+            assert_eq!(
+                code, 1,
+                "seed {seed} {p}: this profile always loses acked records"
+            );
         }
         classes.extend(found.values().map(|v| v.0.clone()));
     }
@@ -494,9 +498,17 @@ fn loop_device_honest_passes_lying_fails() {
     }
     let base = base_seed();
     let (code, _) = cycle("honest", DRIVE_MIB, base, Via::Loop);
-    assert_eq!(code, 0, "seed {base}: honest drive behind a loop device must PASS");
+    assert_eq!(
+        code, 0,
+        "seed {base}: honest drive behind a loop device must PASS"
+    );
     let (code, found) = cycle("lying", DRIVE_MIB, base.wrapping_add(1), Via::Loop);
-    assert_eq!(code, 1, "seed {}: lying drive behind a loop device must FAIL", base + 1);
+    assert_eq!(
+        code,
+        1,
+        "seed {}: lying drive behind a loop device must FAIL",
+        base + 1
+    );
     assert!(found.values().any(|v| v.0 == "lost"));
 }
 
@@ -525,7 +537,13 @@ fn ext4_cycle(profile: &str, seed: u64) -> i32 {
         );
         let mut fs = Ext4::mount(&lp.path(), &fsdir);
         let st = Command::new("dd")
-            .args(["if=/dev/zero", "bs=1M", "count=16", "conv=fsync", "status=none"])
+            .args([
+                "if=/dev/zero",
+                "bs=1M",
+                "count=16",
+                "conv=fsync",
+                "status=none",
+            ])
             .arg(format!("of={}", target.display()))
             .status()
             .unwrap();

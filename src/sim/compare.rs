@@ -153,13 +153,17 @@ pub fn diff(expected: &Findings, found: &Findings) -> String {
     for (k, v) in expected {
         match found.get(k) {
             None => lines.push(format!("  missed   {k:?}: oracle says {v:?}")),
-            Some(w) if w != v => lines.push(format!("  differs  {k:?}: oracle {v:?}, verify {w:?}")),
+            Some(w) if w != v => {
+                lines.push(format!("  differs  {k:?}: oracle {v:?}, verify {w:?}"))
+            }
             _ => {}
         }
     }
     for (k, w) in found {
         if !expected.contains_key(k) {
-            lines.push(format!("  extra    {k:?}: verify says {w:?}, oracle nothing"));
+            lines.push(format!(
+                "  extra    {k:?}: verify says {w:?}, oracle nothing"
+            ));
         }
     }
     lines.truncate(40);

@@ -171,7 +171,10 @@ pub fn dead_device_report(log: &RunLog, why: String) -> Report {
         .iter()
         .zip(&visible)
         .map(|(a, v)| {
-            let seen: u64 = v.iter().map(|(s, e)| (e - s) / crate::record::SECTOR as u64).sum();
+            let seen: u64 = v
+                .iter()
+                .map(|(s, e)| (e - s) / crate::record::SECTOR as u64)
+                .sum();
             classify::SectorTally {
                 unreadable: seen as u32,
                 superseded: a.record.sectors - seen as u32,
@@ -179,10 +182,7 @@ pub fn dead_device_report(log: &RunLog, why: String) -> Report {
             }
         })
         .collect();
-    let classes: Vec<RecordClass> = tallies
-        .iter()
-        .map(|t| classify_record(t, false))
-        .collect();
+    let classes: Vec<RecordClass> = tallies.iter().map(|t| classify_record(t, false)).collect();
     let mut r = judge(&log.acks, &classes, &tallies, &Default::default());
     r.verdict = if log.acks.is_empty() {
         Verdict::Inconclusive
