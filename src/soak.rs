@@ -205,6 +205,11 @@ impl Device for CutAt<'_> {
 
 /// Runs one cycle: write until the cut, power on, verify, compare with the oracle.
 pub fn run_cycle(seed: u64, faulty: bool) -> Result<CycleOutcome> {
+    run_cycle_on(seed, faulty).map(|(o, _)| o)
+}
+
+/// [`run_cycle`], also returning the drive (its oracle events, for debugging a seed).
+pub fn run_cycle_on(seed: u64, faulty: bool) -> Result<(CycleOutcome, Arc<SimDrive>)> {
     let spec = CycleSpec::new(seed, faulty);
     let drive = Arc::new(SimDrive::create(
         spec.drive_bytes,
@@ -266,14 +271,17 @@ pub fn run_cycle(seed: u64, faulty: bool) -> Result<CycleOutcome> {
     };
     let oracle = drive.oracle();
     let exp = expected(&plan.run.hex(), &log.acks, &oracle);
-    Ok(CycleOutcome {
-        acked: log.acks.len(),
-        verdict: report.verdict,
-        found: found(&report),
-        expected: exp,
-        faulty,
-        spec,
-    })
+    Ok((
+        CycleOutcome {
+            acked: log.acks.len(),
+            verdict: report.verdict,
+            found: found(&report),
+            expected: exp,
+            faulty,
+            spec,
+        },
+        drive,
+    ))
 }
 
 /// Totals of a soak.
@@ -378,6 +386,23 @@ pub fn run(a: SoakArgs) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Debugging aid: `SEED=S REC=SEQ cargo test --lib soak::tests::replay_one_faulty_cycle
+    /// -- --ignored --nocapture` prints the cycle and the oracle events naming record SEQ.
+    #[test]
+    #[ignore]
+    fn replay_one_faulty_cycle() {
+        let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
+        let rec: u64 = std::env::var("REC").unwrap().parse().unwrap();
+        let (o, d) = run_cycle_on(seed, true).unwrap();
+        eprintln!("{}", o.describe());
+        for e in d.oracle_events() {
+            let t = format!("{e:?}");
+            if t.contains(&format!("seq: {rec},")) || !t.contains("Fault") {
+                eprintln!("{t}");
+            }
+        }
+    }
 
     #[test]
     fn a_seed_replays_exactly() {

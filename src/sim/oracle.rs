@@ -611,7 +611,10 @@ mod tests {
         let f = resolve_events(&ev);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].class, Class::Lost);
-        assert_eq!((f[0].records[0].first_index, f[0].records[0].last_index), (2, 7));
+        assert_eq!(
+            (f[0].records[0].first_index, f[0].records[0].last_index),
+            (2, 7)
+        );
         assert_eq!(f[0].records[0].at, 1024);
         // A later write flushed over the rest takes those sectors over: nothing is left.
         ev.push(Event::Superseded {
