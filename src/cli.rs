@@ -38,6 +38,8 @@ pub enum Command {
     Simdrive(SimdriveArgs),
     /// A whole cycle on a simulated drive, no hardware needed: write, cut, verify.
     Demo(DemoArgs),
+    /// Many seeded in-process power-cut cycles: no false alarm, no miss, findings = oracle.
+    Soak(SoakArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -289,4 +291,20 @@ pub struct DemoArgs {
     pub seed: Option<u64>,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SoakArgs {
+    /// Cycles of each kind (honest and faulty).
+    #[arg(long, default_value_t = 200)]
+    pub cycles: u64,
+    /// First seed; cycle i uses seed + i (random if not given; printed either way).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Run only honest or only faulty cycles.
+    #[arg(long, value_name = "honest|faulty")]
+    pub only: Option<String>,
+    /// Print the expected and found findings of every failing cycle in full.
+    #[arg(long, short)]
+    pub verbose: bool,
 }

@@ -11,6 +11,7 @@ pub mod latency;
 pub mod record;
 pub mod rng;
 pub mod sim;
+pub mod soak;
 pub mod units;
 pub mod verify;
 pub mod write;

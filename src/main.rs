@@ -14,6 +14,7 @@ fn main() {
         Command::Bench(a) => plugpull::bench::run(a),
         Command::Simdrive(a) => plugpull::sim::run(a),
         Command::Demo(a) => plugpull::demo::run(a),
+        Command::Soak(a) => plugpull::soak::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

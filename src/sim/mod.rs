@@ -6,12 +6,14 @@
 //! - [`profile`]: which behaviour, with which knobs;
 //! - [`oracle`]: the log of injected faults and its resolution after the cut;
 //! - [`media`]: the image and the sidecar of post-cut faults;
+//! - [`compare`]: what verify must report, from the oracle and the witness's acks;
 //! - [`drive`]: [`SimDrive`], the model behind the `Device` trait for in-process use;
 //! - [`fuse`]: `plugpull simdrive`, the model served as one file over FUSE, so the real
 //!   writer reaches it through real syscalls and a SIGKILL is a power cut.
 //!
 //! docs/fault-model.md describes every profile and the oracle format.
 
+pub mod compare;
 pub mod drive;
 pub mod fuse;
 pub mod media;

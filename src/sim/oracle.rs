@@ -204,9 +204,12 @@ struct Tracked {
     write: u64,
     offset: u64,
     len: u64,
-    /// Records with a flag: false once a later write reached any of their sectors
-    /// (verify then calls the record superseded, whatever else happened to it).
-    records: Vec<(RecordRef, bool)>,
+    /// The plugpull records in the fault's range when it was injected.
+    records: Vec<RecordRef>,
+    /// Sectors a later write was flushed over: verify judges that later record there, so
+    /// these sectors no longer count against this fault's records. Per sector, because a
+    /// record is judged only where it is the latest acknowledged one.
+    superseded: std::collections::BTreeSet<u64>,
     flips: Vec<u64>,
     to_offset: Option<u64>,
     conditional: bool,
@@ -280,7 +283,8 @@ impl Resolver {
                     write: *write,
                     offset: *offset,
                     len: *len,
-                    records: records.iter().map(|r| (r.clone(), true)).collect(),
+                    records: records.clone(),
+                    superseded: Default::default(),
                     flips: flips.clone(),
                     to_offset: *to_offset,
                     conditional: *conditional,
@@ -316,16 +320,14 @@ impl Resolver {
                     f.remaining.remove(&s);
                     changed = true;
                 }
-                if later {
-                    let at = s * SECTOR_U64;
-                    for (r, alive) in &mut f.records {
-                        let end = r.at + (r.last_index - r.first_index + 1) as u64 * SECTOR_U64;
-                        if r.at <= at && at < end && *alive {
-                            *alive = false;
-                            changed = true;
-                        }
-                    }
-                } else if undone {
+                // A later write flushed over the sector takes it over even if it never
+                // reaches media. (One that reached media undid the sector above; if it
+                // reached only some sectors, the rest still count: a record is judged
+                // sector by sector, not dropped whole.)
+                if later && !media && f.superseded.insert(s) {
+                    changed = true;
+                }
+                if !later && undone {
                     f.own_undone = true;
                 }
                 !undone
@@ -376,9 +378,6 @@ impl Resolver {
                 continue;
             }
             let had_records = !f.records.is_empty();
-            if had_records && !f.records.iter().any(|(_, alive)| *alive) {
-                continue;
-            }
             // A misdirected record whose stray copy was overwritten is simply lost.
             let copy_gone = f.class == Class::Misdirected
                 && f.to_offset.is_some_and(|d| {
@@ -399,9 +398,12 @@ impl Resolver {
                 Class::Hole if !f.witnessed => Class::Lost,
                 c => c,
             };
-            let keep = |at: u64| f.remaining.contains(&(at / SECTOR_U64));
+            let keep = |at: u64| {
+                let s = at / SECTOR_U64;
+                f.remaining.contains(&s) && !f.superseded.contains(&s)
+            };
             let mut records = Vec::new();
-            for (r, _) in f.records.iter().filter(|(_, alive)| *alive) {
+            for r in &f.records {
                 // Keep the maximal runs of this record's sectors that are still affected.
                 let mut cur: Option<RecordRef> = None;
                 for k in 0..=(r.last_index - r.first_index) {
@@ -423,6 +425,9 @@ impl Resolver {
                     }
                 }
                 records.extend(cur);
+            }
+            if had_records && records.is_empty() {
+                continue;
             }
             let bits = f
                 .flips
@@ -566,5 +571,57 @@ mod tests {
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].class, Class::Lost);
         assert_eq!(f[1].class, Class::Hole);
+    }
+
+    /// Found by `plugpull soak` (seed 7000050, lying, random placement): a later,
+    /// unacknowledged write that reached media over part of a held record used to drop the
+    /// whole record from the oracle, while its other sectors still held old data and
+    /// verify rightly reported it lost.
+    #[test]
+    fn a_later_write_torn_over_a_lost_record_leaves_the_rest_lost() {
+        let rec = RecordRef {
+            run: "r".into(),
+            stream: 0,
+            seq: 1,
+            record_offset: 0,
+            record_sectors: 8,
+            first_index: 0,
+            last_index: 7,
+            at: 0,
+        };
+        let mut ev = vec![
+            start(),
+            Event::Fault {
+                id: 1,
+                class: Class::Lost,
+                write: 5,
+                offset: 0,
+                len: 4096,
+                records: vec![rec],
+                flips: vec![],
+                to_offset: None,
+                conditional: true,
+            },
+            Event::Destaged {
+                write: 6,
+                offset: 0,
+                len: 1024,
+            },
+        ];
+        let f = resolve_events(&ev);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].class, Class::Lost);
+        assert_eq!(
+            (f[0].records[0].first_index, f[0].records[0].last_index),
+            (2, 7)
+        );
+        assert_eq!(f[0].records[0].at, 1024);
+        // A later write flushed over the rest takes those sectors over: nothing is left.
+        ev.push(Event::Superseded {
+            write: 7,
+            offset: 1024,
+            len: 3072,
+        });
+        assert!(resolve_events(&ev).is_empty());
     }
 }

@@ -108,24 +108,25 @@ fn check(dev: &SimDrive, w: &Workload) -> BTreeSet<(u64, Class, u64)> {
         let bytes = &image[at..at + SLOT as usize];
         let (_, expect) = w.record(a, slot);
         let sectors: Vec<&[u8]> = bytes.chunks(SECTOR).collect();
-        let superseded = sectors.iter().enumerate().any(|(i, s)| {
+        // Sectors a later write of this run reached are judged for that write; the rest
+        // are still this record's (sector by sector, as verify judges).
+        let later = |i: usize, s: &[u8]| {
             decode_stamp(s)
                 .is_ok_and(|st| st.record.seq > a && st.home() == slot * SLOT + (i * SECTOR) as u64)
-        });
-        if superseded {
-            continue;
-        }
+        };
         let diffs: Vec<u64> = sectors
             .iter()
             .zip(expect.chunks(SECTOR))
-            .map(|(g, e)| bit_difference(g, e))
+            .enumerate()
+            .filter(|(i, (g, _))| !later(*i, g))
+            .map(|(_, (g, e))| bit_difference(g, e))
             .collect();
         if diffs.iter().all(|&d| d == 0) {
             continue;
         }
         if diffs.iter().all(|&d| d <= 8) {
             out.insert((a, Class::Corrupt, diffs.iter().sum()));
-        } else if diffs[0] == 0 {
+        } else if diffs.contains(&0) {
             out.insert((a, Class::Shorn, 0));
         } else if found.get(&a).is_some_and(|v| v.iter().any(|&s| s != slot))
             || sectors.iter().enumerate().any(|(i, s)| {

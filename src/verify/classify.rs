@@ -154,7 +154,10 @@ impl SectorTally {
 /// The decision table. `found_elsewhere`: this record's own stamp turned up at another
 /// address. Rows are checked top to bottom; the first that matches wins.
 pub fn classify_record(t: &SectorTally, found_elsewhere: bool) -> RecordClass {
-    let new = t.intact + t.superseded;
+    // Only the record's own sectors show that its write landed: a newer record over some
+    // sectors says nothing about whether this one ever reached media, so superseded
+    // sectors next to old ones are a lost record, not a shorn one.
+    let new = t.intact;
     let old = t.old + t.blank + t.foreign;
     if t.unreadable > 0 {
         RecordClass::Unreadable
@@ -246,6 +249,16 @@ mod tests {
             RecordClass::Shorn
         );
         assert_eq!(classify_record(&t(&[Old, Blank]), false), RecordClass::Lost);
+        // A newer record over part of a record whose other sectors are old: its own
+        // write never landed.
+        assert_eq!(
+            classify_record(&t(&[Superseded, Old]), false),
+            RecordClass::Lost
+        );
+        assert_eq!(
+            classify_record(&t(&[Superseded, Intact, Old]), false),
+            RecordClass::Shorn
+        );
         assert_eq!(
             classify_record(&t(&[Old, Old]), true),
             RecordClass::Misdirected

@@ -163,15 +163,26 @@ fn judge(
 
 /// A report for a target that cannot be opened or read at all.
 pub fn dead_device_report(log: &RunLog, why: String) -> Report {
-    let classes = vec![RecordClass::Unreadable; log.acks.len()];
+    // Sectors a later acknowledged record covers are that record's to lose: a record
+    // wholly covered is superseded even on a dead drive.
+    let visible = scan::visible_ranges(&log.acks);
     let tallies: Vec<_> = log
         .acks
         .iter()
-        .map(|a| classify::SectorTally {
-            unreadable: a.record.sectors,
-            ..Default::default()
+        .zip(&visible)
+        .map(|(a, v)| {
+            let seen: u64 = v
+                .iter()
+                .map(|(s, e)| (e - s) / crate::record::SECTOR as u64)
+                .sum();
+            classify::SectorTally {
+                unreadable: seen as u32,
+                superseded: a.record.sectors - seen as u32,
+                ..Default::default()
+            }
         })
         .collect();
+    let classes: Vec<RecordClass> = tallies.iter().map(|t| classify_record(t, false)).collect();
     let mut r = judge(&log.acks, &classes, &tallies, &Default::default());
     r.verdict = if log.acks.is_empty() {
         Verdict::Inconclusive
@@ -264,4 +275,79 @@ fn print_report(a: &VerifyArgs, report: &Report) -> Result<i32> {
         print!("{}", report.to_text());
     }
     Ok(report.verdict.exit_code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ack::{RunDescriptor, WriterSettings};
+    use crate::device::mem::MemDevice;
+    use crate::record::{RecordId, RunId, fill_record};
+    use crate::rng::RunKey;
+
+    fn log(run: RunId, acks: Vec<Ack>) -> RunLog {
+        RunLog {
+            descriptor: RunDescriptor {
+                run_id: run,
+                format_version: crate::record::FORMAT_VERSION,
+                plugpull_version: String::new(),
+                host: String::new(),
+                started_at: String::new(),
+                device: Default::default(),
+                settings: WriterSettings {
+                    region_offset: 0,
+                    region_bytes: 1 << 16,
+                    record_bytes_min: 4096,
+                    record_bytes_max: 4096,
+                    placement: "sequential".into(),
+                    streams: 1,
+                    flush: crate::device::FlushMethod::Fdatasync,
+                    direct: true,
+                    seed: 0,
+                },
+                command: vec![],
+            },
+            acks,
+            events: vec![],
+        }
+    }
+
+    fn ack(seq: u64, offset: u64) -> Ack {
+        Ack {
+            record: RecordId {
+                stream: 0,
+                seq,
+                offset,
+                sectors: 8,
+                write_time_ns: seq,
+            },
+            flushed_ns: seq,
+        }
+    }
+
+    /// A record acknowledged over an earlier one takes over its promise: when both are
+    /// lost, only the later one is (the earlier was judged lost too before the fix; the
+    /// simulated drive's oracle and the design both say "latest acknowledged record").
+    #[test]
+    fn only_the_latest_acked_record_at_a_sector_is_judged() {
+        let run = RunId([9; 16]);
+        let key = RunKey::new(run);
+        let dev = Arc::new(MemDevice::new(1 << 16));
+        // seq 1 and seq 3 at 0 (both lost: the device holds zeros there), seq 2 intact
+        // at 4096.
+        let a2 = ack(2, 4096);
+        let mut buf = vec![0u8; 4096];
+        fill_record(&mut buf, &key, run, &a2.record);
+        dev.write_at(&buf, 4096).unwrap();
+        let l = log(run, vec![ack(1, 0), a2, ack(3, 0)]);
+        let r = verify_device(dev.clone(), &l, Duration::from_secs(5));
+        assert_eq!(r.counts["lost"], 1, "{:?}", r.findings);
+        assert_eq!(r.counts["superseded"], 1);
+        assert_eq!(r.counts["intact"], 1);
+        assert_eq!(r.findings[0].seq, 3);
+        // A dead device: the covered record is superseded, the others unreadable.
+        let d = dead_device_report(&l, "gone".into());
+        assert_eq!(d.counts["unreadable"], 2);
+        assert_eq!(d.counts["superseded"], 1);
+    }
 }

@@ -3,13 +3,17 @@
 //! A reader thread reads the span of the run in large aligned chunks, one chunk ahead of
 //! the checker, so verify runs at the device's read bandwidth. Every sector's stamp is
 //! decoded once; each acknowledged record covering it is judged against it.
+//!
+//! A sector is judged only for the latest acknowledged record covering it (see
+//! [`visible_ranges`]): once a later record was acknowledged over a sector, the earlier
+//! record's promise for that sector is void, whatever the drive holds there.
 
 use super::classify::{SectorFinding, SectorTally, classify_sector};
 use crate::ack::Ack;
 use crate::device::{AlignedBuf, Device};
 use crate::record::{RunId, SECTOR, decode_stamp, expected_sector};
 use crate::rng::RunKey;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -64,6 +68,7 @@ pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Durati
             "beyond the end of the device".to_string(),
         ));
     }
+    let visible = visible_ranges(acks);
     let mut order: Vec<usize> = (0..acks.len()).collect();
     order.sort_by_key(|&i| acks[i].record.offset);
     let mut next = 0usize;
@@ -165,6 +170,7 @@ pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Durati
                 while p < hi {
                     let index = ((p - rec.offset) / SECTOR as u64) as u32;
                     let finding = match &chunk {
+                        _ if !covers(&visible[i], p) => SectorFinding::Superseded,
                         Some(c) if !in_bad(&c.bad, p) => {
                             let k = ((p - c_off) / SECTOR as u64) as usize;
                             let found = &c.buf[k * SECTOR..(k + 1) * SECTOR];
@@ -204,6 +210,52 @@ pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Durati
     }
 }
 
+/// For each ack (same order), the byte ranges of its record that no later acknowledged
+/// record covers, sorted. "Later" is (stream, seq) order: a stream's records are
+/// acknowledged in seq order, and streams own disjoint shares of the region.
+pub fn visible_ranges(acks: &[Ack]) -> Vec<Vec<(u64, u64)>> {
+    let mut order: Vec<usize> = (0..acks.len()).collect();
+    order.sort_by_key(|&i| (acks[i].record.stream, acks[i].record.seq));
+    // Non-overlapping painted intervals: start -> (end, ack index). Later paint wins.
+    let mut paint: BTreeMap<u64, (u64, usize)> = BTreeMap::new();
+    for i in order {
+        let (s, e) = (acks[i].record.offset, acks[i].record.end());
+        if s >= e {
+            continue;
+        }
+        // An interval starting before `s` that reaches into [s, e): keep its head (and
+        // its tail past `e`).
+        if let Some((&ps, &(pe, pi))) = paint.range(..s).next_back()
+            && pe > s
+        {
+            paint.insert(ps, (s, pi));
+            if pe > e {
+                paint.insert(e, (pe, pi));
+            }
+        }
+        let inside: Vec<u64> = paint.range(s..e).map(|(&k, _)| k).collect();
+        for k in inside {
+            let (pe, pi) = paint.remove(&k).expect("key just listed");
+            if pe > e {
+                paint.insert(e, (pe, pi));
+            }
+        }
+        paint.insert(s, (e, i));
+    }
+    let mut out = vec![Vec::new(); acks.len()];
+    for (s, (e, i)) in paint {
+        match out[i].last_mut() {
+            Some((_, pe)) if *pe == s => *pe = e,
+            _ => out[i].push((s, e)),
+        }
+    }
+    out
+}
+
+fn covers(ranges: &[(u64, u64)], p: u64) -> bool {
+    ranges.iter().any(|&(s, e)| s <= p && p < e)
+}
+
 fn in_bad(bad: &[(u64, u64, String)], p: u64) -> bool {
     bad.iter().any(|(o, l, _)| p >= *o && p < o + l)
 }
@@ -237,4 +289,53 @@ fn read_chunk(
         }
     }
     bad
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RecordId;
+
+    fn ack(stream: u16, seq: u64, offset: u64, sectors: u32) -> Ack {
+        Ack {
+            record: RecordId {
+                stream,
+                seq,
+                offset,
+                sectors,
+                write_time_ns: seq,
+            },
+            flushed_ns: seq,
+        }
+    }
+
+    #[test]
+    fn later_acks_hide_earlier_sectors() {
+        let acks = [
+            ack(0, 1, 0, 8),    // [0, 4096)
+            ack(0, 3, 1024, 2), // [1024, 2048) later: hides part of seq 1
+            ack(0, 2, 4096, 8), // untouched
+            ack(0, 4, 0, 8),    // hides all of seq 1 and seq 3
+            ack(0, 5, 6144, 8), // hides the tail of seq 2
+        ];
+        let v = visible_ranges(&acks);
+        assert_eq!(v[0], vec![]);
+        assert_eq!(v[1], vec![]);
+        assert_eq!(v[2], vec![(4096, 6144)]);
+        assert_eq!(v[3], vec![(0, 4096)]);
+        assert_eq!(v[4], vec![(6144, 10240)]);
+        // Acks arrive in any order; the result does not depend on it.
+        let mut rev = acks;
+        rev.reverse();
+        let mut w = visible_ranges(&rev);
+        w.reverse();
+        assert_eq!(v, w);
+    }
+
+    #[test]
+    fn a_later_record_inside_splits_an_earlier_one() {
+        let v = visible_ranges(&[ack(0, 1, 0, 8), ack(0, 2, 1024, 2)]);
+        assert_eq!(v[0], vec![(0, 1024), (2048, 4096)]);
+        assert_eq!(v[1], vec![(1024, 2048)]);
+    }
 }

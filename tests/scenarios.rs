@@ -1,0 +1,599 @@
+//! Power-cut scenarios through the real binary: a FUSE-mounted simulated drive
+//! (`plugpull simdrive`), a real TCP witness (`plugpull listen`), the real writer
+//! (`plugpull write`), a SIGKILL of the drive daemon while the writer runs (the power
+//! cut), unmount, a fresh daemon on the same backing file (power on), and
+//! `plugpull verify --json` as a fresh process on the fresh mount.
+//!
+//! What is asserted, per cycle (rule in src/sim/compare.rs, docs/fault-model.md):
+//! verify's findings equal what the drive's oracle says about the acknowledged records,
+//! record by record and class by class (and the flipped-bit count of corrupt ones):
+//! - oracle faults on records the witness never acknowledged are ignored (the flush in
+//!   flight at the SIGKILL completed in the drive but its ack never left the writer);
+//! - a hole is expected as "lost"; a misdirected write whose copy landed outside the
+//!   span verify reads is expected as "lost";
+//! - unreadable and dead faults name ranges: every acknowledged record whose latest
+//!   sectors lie in them is expected "unreadable";
+//! - the drive is large enough that the writer's ring does not wrap within a cycle (so
+//!   the one flushed-but-unacked write cannot supersede an acknowledged one; asserted).
+//!
+//! Verdicts: honest profiles PASS (exit 0); a faulty one FAILs (exit 1) exactly when the
+//! oracle names damage to an acknowledged record, else PASSes.
+//!
+//! Seeds: every cycle prints its seed. `PLUGPULL_SEED=S` fixes the base seed (profile i
+//! uses S + i) and `PLUGPULL_PROFILE=P` runs one profile; the drive's decisions replay
+//! exactly, the cut instant is a seeded delay and so replays only approximately.
+//!
+//! Needs root and /dev/fuse (and losetup, mkfs.ext4 for the block-device tests);
+//! without them every test prints why it was skipped. Mounts, loop devices and child
+//! processes are cleaned up by Drop guards even when an assertion fails.
+
+mod common;
+
+use common::WitnessProc;
+use plugpull::ack::RunSelector;
+use plugpull::ack::client::fetch;
+use plugpull::record::RunId;
+use plugpull::rng::Rng;
+use plugpull::sim::compare::{self, Findings};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Drive size: large enough that the writer's ring never wraps in a sub-second run.
+const DRIVE_MIB: u64 = 64;
+
+fn can_mount(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || !Path::new("/dev/fuse").exists() {
+        eprintln!(
+            "SKIPPED {what}: needs root and /dev/fuse to mount the simulated drive over FUSE (CI runs as root)"
+        );
+        return false;
+    }
+    true
+}
+
+fn have_tool(tool: &str, what: &str) -> bool {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    if !ok {
+        eprintln!("SKIPPED {what}: {tool} is not installed");
+    }
+    ok
+}
+
+fn base_seed() -> u64 {
+    match std::env::var("PLUGPULL_SEED") {
+        Ok(s) => s.parse().expect("PLUGPULL_SEED must be a number"),
+        Err(_) => plugpull::rng::random_seed() % 1_000_000,
+    }
+}
+
+/// A scratch directory on tmpfs when there is one: the backing image is written often.
+fn scratch() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        tempfile::Builder::new()
+            .prefix("plugpull-scen")
+            .tempdir_in(shm)
+            .unwrap()
+    } else {
+        tempfile::tempdir().unwrap()
+    }
+}
+
+fn umount(path: &Path) {
+    let ok = Command::new("umount")
+        .arg(path)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(path)
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// A `plugpull simdrive` daemon and its mount. `cut` is the power cut (SIGKILL only);
+/// drop kills and unmounts, even when the test fails.
+struct Drive {
+    child: Option<Child>,
+    mnt: PathBuf,
+    mounted: bool,
+}
+
+impl Drive {
+    fn start(dir: &Path, profile: &str, seed: u64, mib: u64) -> Drive {
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let mut child = Command::new(common::bin())
+            .arg("simdrive")
+            .arg(&mnt)
+            .arg("--backing")
+            .arg(dir.join("backing.img"))
+            .args(["--size", &format!("{mib}M"), "--profile", profile, "--seed"])
+            .arg(seed.to_string())
+            .arg("--oracle")
+            .arg(dir.join("oracle.jsonl"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting plugpull simdrive");
+        let out = child.stdout.take().unwrap();
+        let mut d = Drive {
+            child: Some(child),
+            mnt,
+            mounted: true,
+        };
+        for line in BufReader::new(out).lines() {
+            if line.unwrap().starts_with("ready") {
+                return d;
+            }
+        }
+        d.cut();
+        d.unmount();
+        panic!("seed {seed}: simdrive ({profile}) exited before it was ready");
+    }
+
+    fn file(&self) -> PathBuf {
+        self.mnt.join("disk.img")
+    }
+
+    fn cut(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn unmount(&mut self) {
+        if self.mounted {
+            umount(&self.mnt);
+            self.mounted = false;
+        }
+    }
+}
+
+impl Drop for Drive {
+    fn drop(&mut self) {
+        self.cut();
+        self.unmount();
+    }
+}
+
+/// A loop device with direct I/O over a file; detached on drop.
+struct LoopDev {
+    dev: Option<String>,
+}
+
+impl LoopDev {
+    fn attach(file: &Path) -> LoopDev {
+        let out = Command::new("losetup")
+            .args(["--direct-io=on", "-f", "--show"])
+            .arg(file)
+            .output()
+            .expect("running losetup");
+        assert!(
+            out.status.success(),
+            "losetup --direct-io=on failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        LoopDev {
+            dev: Some(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        }
+    }
+    fn path(&self) -> PathBuf {
+        PathBuf::from(self.dev.as_ref().unwrap())
+    }
+    fn detach(&mut self) {
+        if let Some(d) = self.dev.take() {
+            for _ in 0..50 {
+                let ok = Command::new("losetup")
+                    .args(["-d", &d])
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+                if ok {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            eprintln!("warning: could not detach {d}");
+        }
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        self.detach();
+    }
+}
+
+/// A mounted ext4; unmounted on drop.
+struct Ext4 {
+    dir: PathBuf,
+    mounted: bool,
+}
+
+impl Ext4 {
+    fn mount(dev: &Path, dir: &Path) -> Ext4 {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "ext4"])
+            .arg(dev)
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount ext4 failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ext4 {
+            dir: dir.to_owned(),
+            mounted: true,
+        }
+    }
+    fn unmount(&mut self) {
+        if self.mounted {
+            umount(&self.dir);
+            self.mounted = false;
+        }
+    }
+}
+
+impl Drop for Ext4 {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+/// A child process killed on drop.
+struct Proc(Option<Child>);
+
+impl Proc {
+    /// Waits up to `limit`; returns exit code, stdout, stderr.
+    fn wait(mut self, limit: Duration) -> (i32, String, String) {
+        let mut c = self.0.take().unwrap();
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                let mut out = String::new();
+                let mut err = String::new();
+                c.stdout.take().unwrap().read_to_string(&mut out).ok();
+                c.stderr.take().unwrap().read_to_string(&mut err).ok();
+                return (st.code().unwrap_or(-1), out, err);
+            }
+            if t0.elapsed() > limit {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("process still running after {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn start_writer(target: &Path, witness: &str, size: &str, seed: u64) -> Proc {
+    let child = Command::new(common::bin())
+        .arg("write")
+        .arg(target)
+        .args(["--witness", witness, "--size", size, "--json", "--quiet"])
+        .args(["--seed", &seed.to_string()])
+        // A fresh image is all zeros but not yet a plugpull target: name it.
+        .arg("--destroy-data-on")
+        .arg(target)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting plugpull write");
+    Proc(Some(child))
+}
+
+/// Waits for the writer after the cut: it must have seen the target fail (exit 4).
+fn writer_result(w: Proc, ctx: &str) -> RunId {
+    let (code, out, err) = w.wait(Duration::from_secs(60));
+    assert_eq!(
+        code, 4,
+        "{ctx}: the writer should have seen the cut (exit 4)\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{ctx}: write --json output: {e}\n{out}\n{err}"));
+    assert!(
+        v["records_acked"].as_u64().unwrap_or(0) > 0,
+        "{ctx}: nothing was acknowledged before the cut: {v}"
+    );
+    RunId::parse(v["run_id"].as_str().unwrap()).unwrap()
+}
+
+fn verify(target: &Path, witness: &str, run: RunId, ctx: &str) -> (i32, serde_json::Value) {
+    let mut args: Vec<std::ffi::OsString> = vec!["verify".into(), target.into()];
+    let run_hex = run.hex();
+    for a in [
+        "--witness",
+        witness,
+        "--run",
+        &run_hex,
+        "--json",
+        "--read-timeout",
+        "10s",
+    ] {
+        args.push(a.into());
+    }
+    let r = common::run(args);
+    assert!(
+        r.code == 0 || r.code == 1,
+        "{ctx}: verify exited {} (0 or 1 expected)\n{r:?}",
+        r.code
+    );
+    (r.code, r.json())
+}
+
+/// A seeded delay before the cut, long enough for the writer to be under way.
+fn cut_delay(seed: u64) -> Duration {
+    Duration::from_millis(Rng::new(seed ^ 0xC07).range(250, 700))
+}
+
+/// Where the writer writes on the drive.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Via {
+    /// The FUSE file itself.
+    File,
+    /// A loop device (`losetup --direct-io=on`) over the FUSE file.
+    Loop,
+}
+
+/// One power-cut cycle; returns verify's exit code and its findings, after asserting
+/// that they equal the oracle's.
+fn cycle(profile: &str, mib: u64, seed: u64, via: Via) -> (i32, Findings) {
+    let ctx = format!(
+        "seed {seed} profile {profile} via {via:?} (reproduce: PLUGPULL_SEED={seed} PLUGPULL_PROFILE='{profile}')"
+    );
+    eprintln!("scenario: {ctx}");
+    let dir = scratch();
+    let witness = WitnessProc::start(&dir.path().join("witness"));
+    let mut drive = Drive::start(dir.path(), profile, seed, mib);
+    let mut lp = (via == Via::Loop).then(|| LoopDev::attach(&drive.file()));
+    let target = lp.as_ref().map_or_else(|| drive.file(), |l| l.path());
+    let writer = start_writer(&target, &witness.addr, &format!("{mib}M"), seed);
+    std::thread::sleep(cut_delay(seed));
+    drive.cut();
+    let run = writer_result(writer, &ctx);
+    if let Some(l) = &mut lp {
+        l.detach();
+    }
+    drive.unmount();
+
+    // Power on: a new daemon on the same backing file; the fresh mount shares no cache.
+    let drive2 = Drive::start(dir.path(), "honest", seed.wrapping_add(1), mib);
+    let dead = profile.starts_with("dead");
+    let lp2 = (via == Via::Loop && !dead).then(|| LoopDev::attach(&drive2.file()));
+    let target2 = lp2.as_ref().map_or_else(|| drive2.file(), |l| l.path());
+    let (code, report) = verify(&target2, &witness.addr, run, &ctx);
+
+    let log = fetch(&witness.addr, &RunSelector::Run(run)).expect("fetching the acks");
+    let max_end = log.acks.iter().map(|a| a.record.end()).max().unwrap_or(0);
+    let max_seq = log.acks.iter().map(|a| a.record.seq).max().unwrap_or(0);
+    assert!(
+        max_seq * 4096 < mib << 20 && max_end <= mib << 20,
+        "{ctx}: the ring wrapped (seq {max_seq}); use a larger drive so the comparison rule holds"
+    );
+    let oracle = plugpull::sim::resolve(&dir.path().join("oracle.jsonl")).expect("oracle");
+    let expected = compare::expected(&run.hex(), &log.acks, &oracle);
+    let found = compare::found_json(&report)
+        .unwrap_or_else(|| panic!("{ctx}: verify's report is truncated or malformed"));
+    assert!(
+        found == expected,
+        "{ctx}: verify's findings differ from the oracle ({} acked, verdict {}):\n{}",
+        log.acks.len(),
+        report["verdict"],
+        compare::diff(&expected, &found)
+    );
+    let want = if expected.is_empty() { 0 } else { 1 };
+    assert_eq!(
+        code,
+        want,
+        "{ctx}: verify exit {code}, expected {want} ({} oracle findings on acked records)",
+        expected.len()
+    );
+    if dead {
+        assert!(
+            report["dead_device"].is_string(),
+            "{ctx}: a dead drive must be reported as such: {report}"
+        );
+    }
+    eprintln!(
+        "  {} acked, verdict {}, {} finding(s) = oracle",
+        log.acks.len(),
+        report["verdict"],
+        found.len()
+    );
+    (code, found)
+}
+
+/// The profiles of the suite and drive sizes (MiB), with knobs that make the fault land
+/// in a sub-second run. Misdirected and metadata-loss get a small drive with slow flushes
+/// so the written span covers most of it: a misdirected copy then lands where verify reads
+/// (outside it, verify can only call the record lost) and the unreadable range overlaps
+/// acknowledged records.
+const PROFILES: [(&str, u64); 10] = [
+    ("honest", DRIVE_MIB),
+    ("honest-plp", DRIVE_MIB),
+    ("lying", DRIVE_MIB),
+    ("lose-recent:8", DRIVE_MIB),
+    ("shorn,p=0.05", DRIVE_MIB),
+    ("corrupt,p=0.05", DRIVE_MIB),
+    ("misdirected,p=0.05,flush_latency_us=1000", 4),
+    ("reorder,p=0.02,hold_flushes=200", DRIVE_MIB),
+    ("metadata-loss,fraction=0.75,flush_latency_us=1000", 4),
+    ("dead", DRIVE_MIB),
+];
+
+fn profiles() -> Vec<(usize, &'static str, u64)> {
+    let only = std::env::var("PLUGPULL_PROFILE").ok();
+    PROFILES
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| only.as_deref().is_none_or(|o| o == p.0))
+        .map(|(i, p)| (i, p.0, p.1))
+        .collect()
+}
+
+#[test]
+fn every_profile_over_fuse_verify_equals_oracle() {
+    if !can_mount("every_profile_over_fuse_verify_equals_oracle") {
+        return;
+    }
+    let base = base_seed();
+    let mut classes = std::collections::BTreeSet::new();
+    for (i, p, mib) in profiles() {
+        let seed = base.wrapping_add(i as u64);
+        let (code, found) = cycle(p, mib, seed, Via::File);
+        if p.starts_with("honest") {
+            assert_eq!(code, 0, "seed {seed} {p}: an honest drive must PASS");
+        }
+        if p == "lying" || p.starts_with("lose-recent") || p == "dead" {
+            assert_eq!(
+                code, 1,
+                "seed {seed} {p}: this profile always loses acked records"
+            );
+        }
+        classes.extend(found.values().map(|v| v.0.clone()));
+    }
+    eprintln!("classes seen over FUSE: {classes:?}");
+    if std::env::var("PLUGPULL_PROFILE").is_err() {
+        // With these knobs each class is all but certain in every run (tens of faults).
+        for c in ["lost", "shorn", "corrupt", "misdirected", "unreadable"] {
+            assert!(
+                classes.contains(c),
+                "base seed {base}: no {c} finding in the whole suite: {classes:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn loop_device_honest_passes_lying_fails() {
+    let what = "loop_device_honest_passes_lying_fails";
+    if !can_mount(what) || !have_tool("losetup", what) {
+        return;
+    }
+    let base = base_seed();
+    let (code, _) = cycle("honest", DRIVE_MIB, base, Via::Loop);
+    assert_eq!(
+        code, 0,
+        "seed {base}: honest drive behind a loop device must PASS"
+    );
+    let (code, found) = cycle("lying", DRIVE_MIB, base.wrapping_add(1), Via::Loop);
+    assert_eq!(
+        code,
+        1,
+        "seed {}: lying drive behind a loop device must FAIL",
+        base + 1
+    );
+    assert!(found.values().any(|v| v.0 == "lost"));
+}
+
+/// ext4 on the loop device: the writer targets a file in ext4 with O_DIRECT and
+/// fdatasync. The file system is made and the target file written on an honest drive
+/// first, so the cut hits only the writer's records.
+fn ext4_cycle(profile: &str, seed: u64) -> i32 {
+    let ctx = format!("ext4 seed {seed} profile {profile} (reproduce: PLUGPULL_SEED={seed})");
+    eprintln!("scenario: {ctx}");
+    let dir = scratch();
+    let fsdir = dir.path().join("fs");
+    let target = fsdir.join("plugpull.target");
+    let witness = WitnessProc::start(&dir.path().join("witness"));
+    {
+        let mut d = Drive::start(dir.path(), "honest", seed, DRIVE_MIB);
+        let mut lp = LoopDev::attach(&d.file());
+        let out = Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .arg(lp.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{ctx}: mkfs.ext4: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut fs = Ext4::mount(&lp.path(), &fsdir);
+        let st = Command::new("dd")
+            .args([
+                "if=/dev/zero",
+                "bs=1M",
+                "count=16",
+                "conv=fsync",
+                "status=none",
+            ])
+            .arg(format!("of={}", target.display()))
+            .status()
+            .unwrap();
+        assert!(st.success(), "{ctx}: dd");
+        fs.unmount();
+        lp.detach();
+        d.cut();
+        d.unmount();
+    }
+    let run = {
+        let mut d = Drive::start(dir.path(), profile, seed.wrapping_add(1), DRIVE_MIB);
+        let mut lp = LoopDev::attach(&d.file());
+        let mut fs = Ext4::mount(&lp.path(), &fsdir);
+        let w = start_writer(&target, &witness.addr, "16M", seed);
+        std::thread::sleep(cut_delay(seed));
+        d.cut();
+        let run = writer_result(w, &ctx);
+        // I/O errors are expected: the drive is gone.
+        fs.unmount();
+        lp.detach();
+        d.unmount();
+        run
+    };
+    let d = Drive::start(dir.path(), "honest", seed.wrapping_add(2), DRIVE_MIB);
+    let lp = LoopDev::attach(&d.file());
+    let _fs = Ext4::mount(&lp.path(), &fsdir); // journal recovery
+    let (code, report) = verify(&target, &witness.addr, run, &ctx);
+    eprintln!(
+        "  verdict {}, counts {}",
+        report["verdict"], report["counts"]
+    );
+    code
+}
+
+#[test]
+fn ext4_on_loop_honest_passes_lying_fails() {
+    let what = "ext4_on_loop_honest_passes_lying_fails";
+    if !can_mount(what) || !have_tool("losetup", what) || !have_tool("mkfs.ext4", what) {
+        return;
+    }
+    let base = base_seed();
+    assert_eq!(
+        ext4_cycle("honest", base),
+        0,
+        "seed {base}: ext4 on an honest drive must PASS"
+    );
+    assert_eq!(
+        ext4_cycle("lying", base.wrapping_add(1)),
+        1,
+        "seed {}: ext4 on a lying drive must FAIL",
+        base + 1
+    );
+}
