@@ -14,3 +14,4 @@ pub mod sim;
 pub mod units;
 pub mod verify;
 pub mod write;
+pub mod power;
