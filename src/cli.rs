@@ -38,6 +38,8 @@ pub enum Command {
     Simdrive(SimdriveArgs),
     /// A whole cycle on a simulated drive, no hardware needed: write, cut, verify.
     Demo(DemoArgs),
+    /// Many unattended power cuts through a power switch, each verified and recorded.
+    Campaign(CampaignArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -245,4 +247,27 @@ pub struct DemoArgs {
     pub seed: Option<u64>,
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CampaignArgs {
+    /// The campaign file (TOML; see docs/campaign.md and hardware/examples/).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Results file (JSON lines), overriding campaign.results. Re-running with the same
+    /// file resumes the campaign.
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+    /// Run this many cycles in all, overriding campaign.cycles.
+    #[arg(long)]
+    pub cycles: Option<u64>,
+    /// Only print the summary of the results file; cut nothing.
+    #[arg(long)]
+    pub summary: bool,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No per-cycle lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
 }

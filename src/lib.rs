@@ -3,6 +3,7 @@
 
 pub mod ack;
 pub mod bench;
+pub mod campaign;
 pub mod cli;
 pub mod demo;
 pub mod device;

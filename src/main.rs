@@ -14,6 +14,7 @@ fn main() {
         Command::Bench(a) => plugpull::bench::run(a),
         Command::Simdrive(a) => plugpull::sim::run(a),
         Command::Demo(a) => plugpull::demo::run(a),
+        Command::Campaign(a) => plugpull::campaign::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),
