@@ -52,9 +52,17 @@ fn run(cfg: &Path) -> (i32, Value, String) {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let summary: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("summary is not JSON ({e}): {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
-    (out.status.code().unwrap(), summary, String::from_utf8_lossy(&out.stderr).into())
+    let summary: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "summary is not JSON ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (
+        out.status.code().unwrap(),
+        summary,
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
@@ -62,7 +70,11 @@ fn honest_50_cycles_pass_with_upper_bound() {
     let d = tempfile::tempdir().unwrap();
     let t0 = Instant::now();
     let (code, s, err) = run(&config(d.path(), "honest", 50));
-    assert!(t0.elapsed() < Duration::from_secs(60), "took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        t0.elapsed()
+    );
     assert_eq!(code, 0, "{err}");
     assert_eq!(s["cycles"], 50);
     assert_eq!(s["failed"], 0, "{s}");
@@ -94,13 +106,21 @@ fn lying_50_cycles_fail_nearly_every_cycle() {
     let d = tempfile::tempdir().unwrap();
     let t0 = Instant::now();
     let (code, s, err) = run(&config(d.path(), "lying", 50));
-    assert!(t0.elapsed() < Duration::from_secs(60), "took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        t0.elapsed()
+    );
     assert_eq!(code, 1, "{err}");
     assert!(s["failed"].as_u64().unwrap() >= 45, "{s}");
     assert!(s["loss_window_ms"]["p50"].as_f64().unwrap() > 0.0, "{s}");
     let l = lines(&d.path().join("lying.jsonl"));
     let failing: Vec<_> = l[1..].iter().filter(|c| c["verdict"] == "FAIL").collect();
-    assert!(failing.iter().all(|c| c["loss_window"]["records"].as_u64().unwrap() > 0));
+    assert!(
+        failing
+            .iter()
+            .all(|c| c["loss_window"]["records"].as_u64().unwrap() > 0)
+    );
 }
 
 #[test]
@@ -123,14 +143,24 @@ fn killed_controller_resumes_without_losing_a_cycle() {
         if n >= 11 {
             break;
         }
-        assert!(t0.elapsed() < Duration::from_secs(30), "campaign made no progress");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "campaign made no progress"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     child.kill().unwrap(); // SIGKILL, mid-cycle
     child.wait().unwrap();
     let before = std::fs::read_to_string(&results).unwrap();
-    let complete: Vec<&str> = before.lines().filter(|l| serde_json::from_str::<Value>(l).is_ok()).collect();
-    assert!(complete.len() >= 11 && complete.len() < 51, "killed too late: {}", complete.len());
+    let complete: Vec<&str> = before
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+        .collect();
+    assert!(
+        complete.len() >= 11 && complete.len() < 51,
+        "killed too late: {}",
+        complete.len()
+    );
 
     let (code, s, err) = run(&cfg);
     assert_eq!(code, 0, "{err}");
@@ -142,10 +172,15 @@ fn killed_controller_resumes_without_losing_a_cycle() {
         assert_eq!(a, &b);
     }
     let l = lines(&results);
-    let nums: Vec<u64> = l[1..].iter().map(|c| c["cycle"].as_u64().unwrap()).collect();
+    let nums: Vec<u64> = l[1..]
+        .iter()
+        .map(|c| c["cycle"].as_u64().unwrap())
+        .collect();
     assert_eq!(nums, (1..=50).collect::<Vec<_>>());
     // A different config must not silently continue this file.
-    let other = std::fs::read_to_string(&cfg).unwrap().replace("off = \"5ms\"", "off = \"6ms\"");
+    let other = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("off = \"5ms\"", "off = \"6ms\"");
     std::fs::write(&cfg, other).unwrap();
     let out = Command::new(common::bin())
         .args(["campaign", "--config"])

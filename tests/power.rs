@@ -105,22 +105,53 @@ fn fake_plug(user_pass_b64: Option<&'static str>) -> FakePlug {
             let mut body = vec![0u8; len];
             r.read_exact(&mut body).unwrap();
             let mut parts = line.split_whitespace();
-            let (method, path) = (parts.next().unwrap().to_string(), parts.next().unwrap().to_string());
-            req2.lock().unwrap().push(format!("{method} {path} {}", String::from_utf8_lossy(&body)));
+            let (method, path) = (
+                parts.next().unwrap().to_string(),
+                parts.next().unwrap().to_string(),
+            );
+            req2.lock().unwrap().push(format!(
+                "{method} {path} {}",
+                String::from_utf8_lossy(&body)
+            ));
             let (status, reply) = if !auth_ok {
                 (401, String::from("{}"))
             } else {
                 let mut st = on2.lock().unwrap();
                 match path.as_str() {
-                    "/relay/0?turn=off" => { *st = false; (200, format!("{{\"ison\":{}}}", *st)) }
-                    "/relay/0?turn=on" => { *st = true; (200, format!("{{\"ison\":{}}}", *st)) }
+                    "/relay/0?turn=off" => {
+                        *st = false;
+                        (200, format!("{{\"ison\":{}}}", *st))
+                    }
+                    "/relay/0?turn=on" => {
+                        *st = true;
+                        (200, format!("{{\"ison\":{}}}", *st))
+                    }
                     "/relay/0" => (200, format!("{{\"ison\":{}}}", *st)),
-                    "/rpc/Switch.Set?id=0&on=false" => { let was = *st; *st = false; (200, format!("{{\"was_on\":{was}}}")) }
-                    "/rpc/Switch.Set?id=0&on=true" => { let was = *st; *st = true; (200, format!("{{\"was_on\":{was}}}")) }
-                    "/rpc/Switch.GetStatus?id=0" => (200, format!("{{\"id\":0,\"output\":{}}}", *st)),
-                    "/cm?cmnd=Power%20Off" => { *st = false; (200, "{\"POWER\":\"OFF\"}".into()) }
-                    "/cm?cmnd=Power%20On" => { *st = true; (200, "{\"POWER\":\"ON\"}".into()) }
-                    "/cm?cmnd=Power" => (200, format!("{{\"POWER\":\"{}\"}}", if *st { "ON" } else { "OFF" })),
+                    "/rpc/Switch.Set?id=0&on=false" => {
+                        let was = *st;
+                        *st = false;
+                        (200, format!("{{\"was_on\":{was}}}"))
+                    }
+                    "/rpc/Switch.Set?id=0&on=true" => {
+                        let was = *st;
+                        *st = true;
+                        (200, format!("{{\"was_on\":{was}}}"))
+                    }
+                    "/rpc/Switch.GetStatus?id=0" => {
+                        (200, format!("{{\"id\":0,\"output\":{}}}", *st))
+                    }
+                    "/cm?cmnd=Power%20Off" => {
+                        *st = false;
+                        (200, "{\"POWER\":\"OFF\"}".into())
+                    }
+                    "/cm?cmnd=Power%20On" => {
+                        *st = true;
+                        (200, "{\"POWER\":\"ON\"}".into())
+                    }
+                    "/cm?cmnd=Power" => (
+                        200,
+                        format!("{{\"POWER\":\"{}\"}}", if *st { "ON" } else { "OFF" }),
+                    ),
                     "/stuck?turn=off" => (200, "{\"ison\":true}".into()),
                     "/generic" if method == "POST" => {
                         *st = String::from_utf8_lossy(&body).contains("\"on\":true");
@@ -192,7 +223,12 @@ fn http_driver_generic_post_auth_and_errors() {
 
     // A request the switch does not know: the status and body are in the error.
     let mut stuck = http(
-        Flavor::Generic { off: "GET /nothing".into(), on: "GET /nothing".into(), body_off: None, body_on: None },
+        Flavor::Generic {
+            off: "GET /nothing".into(),
+            on: "GET /nothing".into(),
+            body_off: None,
+            body_on: None,
+        },
         &plug.addr,
     );
     let e = format!("{:#}", stuck.off().unwrap_err());
@@ -208,7 +244,11 @@ fn http_driver_generic_post_auth_and_errors() {
     assert!(!*locked.on.lock().unwrap());
 
     // Nobody listening: a clear error, quickly.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut gone = http(Flavor::Tasmota, &format!("127.0.0.1:{port}"));
     let e = format!("{:#}", gone.off().unwrap_err());
     assert!(e.contains("is it on the network"), "{e}");
@@ -218,10 +258,20 @@ fn http_driver_generic_post_auth_and_errors() {
 fn pty() -> (std::fs::File, String) {
     let (mut m, mut s) = (0, 0);
     // SAFETY: openpty fills two fds; name, termios and winsize pointers may be null.
-    let rc = unsafe { libc::openpty(&mut m, &mut s, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    let rc = unsafe {
+        libc::openpty(
+            &mut m,
+            &mut s,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
     // SAFETY: ttyname on the fd we just got; the string is copied at once.
-    let name = unsafe { std::ffi::CStr::from_ptr(libc::ttyname(s)) }.to_string_lossy().into_owned();
+    let name = unsafe { std::ffi::CStr::from_ptr(libc::ttyname(s)) }
+        .to_string_lossy()
+        .into_owned();
     // Keep the slave open in the test so the master does not see a hang-up between opens.
     std::mem::forget(unsafe { OwnedFd::from_raw_fd(s) });
     // SAFETY: m is a fresh fd we own.
@@ -241,12 +291,22 @@ fn fake_firmware(master: std::fs::File) -> Arc<Mutex<Vec<bool>>> {
         let mut line = String::new();
         while rd.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
             let words: Vec<&str> = line.split_whitespace().collect();
-            let ch = |i: usize| words.get(i).and_then(|c| c.parse::<usize>().ok()).filter(|c| (1..=2).contains(c));
+            let ch = |i: usize| {
+                words
+                    .get(i)
+                    .and_then(|c| c.parse::<usize>().ok())
+                    .filter(|c| (1..=2).contains(c))
+            };
             let reply = match words.as_slice() {
                 ["PING"] => format!("OK {} PONG plugpull_switch/1 channels=2", us()),
                 ["STATE?"] => {
                     let r = r2.lock().unwrap();
-                    format!("OK {} STATE 1={} 2={}", us(), if r[0] { "ON" } else { "OFF" }, if r[1] { "ON" } else { "OFF" })
+                    format!(
+                        "OK {} STATE 1={} 2={}",
+                        us(),
+                        if r[0] { "ON" } else { "OFF" },
+                        if r[1] { "ON" } else { "OFF" }
+                    )
                 }
                 ["OFF", _] | ["ON", _] if ch(1).is_some() => {
                     r2.lock().unwrap()[ch(1).unwrap() - 1] = words[0] == "ON";
@@ -274,8 +334,19 @@ fn fake_firmware(master: std::fs::File) -> Arc<Mutex<Vec<bool>>> {
 fn serial_driver_speaks_the_firmware_protocol_over_a_pty() {
     let (master, slave) = pty();
     let rails = fake_firmware(master);
-    let mut sw = SerialSwitch::open(&slave, 115200, Protocol::Plugpull, 1, Duration::from_secs(3)).unwrap();
-    assert!(sw.describe().contains("PONG plugpull_switch/1"), "{}", sw.describe());
+    let mut sw = SerialSwitch::open(
+        &slave,
+        115200,
+        Protocol::Plugpull,
+        1,
+        Duration::from_secs(3),
+    )
+    .unwrap();
+    assert!(
+        sw.describe().contains("PONG plugpull_switch/1"),
+        "{}",
+        sw.describe()
+    );
     assert_eq!(sw.state().unwrap(), Some(true));
     let off = sw.off().unwrap();
     assert!(off.switch_us.is_some());
@@ -287,7 +358,10 @@ fn serial_driver_speaks_the_firmware_protocol_over_a_pty() {
     // A pulse timed by the board: OK at the cut, EVT when the rail is back.
     let (a, b) = sw.pulse(Duration::from_millis(150)).unwrap();
     let board_off_us = b.switch_us.unwrap() - a.switch_us.unwrap();
-    assert!(board_off_us >= 150_000, "board reported {board_off_us} µs off");
+    assert!(
+        board_off_us >= 150_000,
+        "board reported {board_off_us} µs off"
+    );
     assert_eq!(*rails.lock().unwrap(), vec![true, true]);
     assert!(sw.capabilities().native_pulse && sw.capabilities().precise_timing);
 }
@@ -295,7 +369,8 @@ fn serial_driver_speaks_the_firmware_protocol_over_a_pty() {
 #[test]
 fn serial_driver_sends_ch340_frames() {
     let (mut master, slave) = pty();
-    let mut sw = SerialSwitch::open(&slave, 9600, Protocol::Ch340, 1, Duration::from_secs(2)).unwrap();
+    let mut sw =
+        SerialSwitch::open(&slave, 9600, Protocol::Ch340, 1, Duration::from_secs(2)).unwrap();
     sw.off().unwrap();
     sw.on().unwrap();
     let mut got = [0u8; 8];
@@ -306,17 +381,34 @@ fn serial_driver_sends_ch340_frames() {
 
 #[test]
 fn power_tables_parse_for_every_driver_and_examples_are_valid() {
-    for ex in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/examples")).unwrap() {
+    for ex in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/examples")).unwrap()
+    {
         let p = ex.unwrap().path();
         if p.extension().is_some_and(|e| e == "toml") {
             plugpull::campaign::config::Settings::load(&p)
                 .unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
         }
     }
-    let t: toml::Table = toml::from_str("[power]\ndriver = \"http\"\nflavor = \"tasmota\"\nhost = \"10.0.0.9\"\ntypo = 1\n").unwrap();
-    let e = t["power"].clone().try_into::<PowerConfig>().unwrap_err().to_string();
+    let t: toml::Table = toml::from_str(
+        "[power]\ndriver = \"http\"\nflavor = \"tasmota\"\nhost = \"10.0.0.9\"\ntypo = 1\n",
+    )
+    .unwrap();
+    let e = t["power"]
+        .clone()
+        .try_into::<PowerConfig>()
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("typo"), "{e}");
     let t: toml::Table = toml::from_str("[power]\ndriver = \"simdrive\"\n").unwrap();
-    let e = format!("{:#}", t["power"].clone().try_into::<PowerConfig>().unwrap().build(None).err().unwrap());
+    let e = format!(
+        "{:#}",
+        t["power"]
+            .clone()
+            .try_into::<PowerConfig>()
+            .unwrap()
+            .build(None)
+            .err()
+            .unwrap()
+    );
     assert!(e.contains("kind = \"simdrive\""), "{e}");
 }

@@ -6,14 +6,19 @@ use std::path::Path;
 use std::process::Command;
 
 fn have(cc: &str) -> bool {
-    Command::new(cc).arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new(cc)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 #[test]
 fn firmware_protocol_parser_passes_its_host_unit_test() {
     let fw = Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware/firmware");
     let Some(cc) = ["cc", "gcc", "clang"].into_iter().find(|c| have(c)) else {
-        eprintln!("SKIPPED: no C compiler (cc, gcc, clang) on this machine; the firmware parser test needs one");
+        eprintln!(
+            "SKIPPED: no C compiler (cc, gcc, clang) on this machine; the firmware parser test needs one"
+        );
         return;
     };
     let out = tempfile::tempdir().unwrap();

@@ -182,7 +182,10 @@ impl Settings {
         let raw: toml::Value = toml::from_str(text)?;
         let mut fingerprint = serde_json::to_value(&raw)?;
         // The cycle count may grow on resume; everything else must match.
-        if let Some(c) = fingerprint.get_mut("campaign").and_then(|c| c.as_object_mut()) {
+        if let Some(c) = fingerprint
+            .get_mut("campaign")
+            .and_then(|c| c.as_object_mut())
+        {
             c.remove("cycles");
         }
         let c = &file.campaign;

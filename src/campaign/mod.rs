@@ -82,11 +82,12 @@ pub fn run(a: CampaignArgs) -> Result<i32> {
     let (mut target, sim) = match t.kind.as_str() {
         "simdrive" => {
             let profile_s = t.profile.clone().unwrap_or_else(|| "honest".into());
-            let profile = Profile::parse(&profile_s)
-                .map_err(|e| anyhow::anyhow!("target.profile: {e}"))?;
+            let profile =
+                Profile::parse(&profile_s).map_err(|e| anyhow::anyhow!("target.profile: {e}"))?;
             let size = match &t.size {
-                Some(s) => crate::units::parse_size(s)
-                    .map_err(|e| anyhow::anyhow!("target.size: {e}"))?,
+                Some(s) => {
+                    crate::units::parse_size(s).map_err(|e| anyhow::anyhow!("target.size: {e}"))?
+                }
                 None => SIM_DEFAULT_BYTES,
             };
             // A resumed campaign gets a fresh drive whose decisions still follow the seed.
@@ -143,7 +144,14 @@ pub fn run(a: CampaignArgs) -> Result<i32> {
     };
 
     for cycle in done + 1..=cycles_wanted {
-        let r = run_cycle(cycle, seed, &settings, &mut target, power.as_mut(), &witness_addr);
+        let r = run_cycle(
+            cycle,
+            seed,
+            &settings,
+            &mut target,
+            power.as_mut(),
+            &witness_addr,
+        );
         let line = match &r.error {
             Some(e) => format!("cycle {cycle}/{cycles_wanted}: ERROR: {e}"),
             None => format!(
@@ -256,7 +264,8 @@ fn cycle_inner(
         count: None,
         duration: None,
     };
-    plan.validate().map_err(|e| anyhow::anyhow!("writer settings: {e}"))?;
+    plan.validate()
+        .map_err(|e| anyhow::anyhow!("writer settings: {e}"))?;
     r.run_id = plan.run.hex();
     let descriptor = run_descriptor(&plan, identity, crate::device::FlushMethod::Fdatasync, true);
     let sender = AckSender::connect(witness, &descriptor, ClientOptions::default())?;
@@ -274,7 +283,11 @@ fn cycle_inner(
             let w0 = Instant::now();
             while progress.records_acked.load(Ordering::Relaxed) < s.file.campaign.min_acks {
                 if let Some(f) = progress.failure() {
-                    anyhow::bail!("the writer failed before any ack: {} failed: {}", f.during, f.error);
+                    anyhow::bail!(
+                        "the writer failed before any ack: {} failed: {}",
+                        f.during,
+                        f.error
+                    );
                 }
                 if w0.elapsed() > s.wait_timeout {
                     anyhow::bail!(

@@ -155,7 +155,11 @@ impl ResultsFile {
 
 fn sync_dir(path: &Path) {
     if let Some(d) = path.parent() {
-        let d = if d.as_os_str().is_empty() { Path::new(".") } else { d };
+        let d = if d.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            d
+        };
         if let Ok(f) = File::open(d) {
             let _ = f.sync_all();
         }
@@ -187,8 +191,7 @@ pub fn read(path: &Path) -> Result<(Header, Vec<CycleResult>, u64)> {
         pos += nl + 1;
         good = pos as u64;
     }
-    let header =
-        header.with_context(|| format!("{} has no header line", path.display()))?;
+    let header = header.with_context(|| format!("{} has no header line", path.display()))?;
     Ok((header, cycles, good))
 }
 
@@ -238,24 +241,16 @@ pub fn summarize(cycles: &[CycleResult]) -> Summary {
         failure_rate_upper_95: clopper_pearson_upper(failed, judged, 0.05),
         method: "exact one-sided Clopper-Pearson, 95%",
         loss_window_ms: (!windows.is_empty()).then(|| {
-            [
-                ("min", 0.0),
-                ("p50", 0.5),
-                ("p90", 0.9),
-                ("max", 1.0),
-            ]
-            .into_iter()
-            .map(|(k, q)| (k, quantile(&windows, q).unwrap_or(0.0)))
-            .collect()
+            [("min", 0.0), ("p50", 0.5), ("p90", 0.9), ("max", 1.0)]
+                .into_iter()
+                .map(|(k, q)| (k, quantile(&windows, q).unwrap_or(0.0)))
+                .collect()
         }),
         lost_records_total: cycles
             .iter()
             .filter_map(|c| c.loss_window.as_ref().map(|w| w.records))
             .sum(),
-        first_failure_cycle: cycles
-            .iter()
-            .find(|c| c.verdict == "FAIL")
-            .map(|c| c.cycle),
+        first_failure_cycle: cycles.iter().find(|c| c.verdict == "FAIL").map(|c| c.cycle),
         dead_device_cycles: cycles.iter().filter(|c| c.dead_device.is_some()).count() as u64,
     }
 }

@@ -70,7 +70,8 @@ pub fn find_by_serial(serial: &str) -> Option<(String, PathBuf)> {
 }
 
 fn write_sysfs(path: &str, value: &str) -> Result<()> {
-    std::fs::write(path, value).with_context(|| format!("writing {value:?} to {path} (run as root)"))
+    std::fs::write(path, value)
+        .with_context(|| format!("writing {value:?} to {path} (run as root)"))
 }
 
 /// The unsafe-shutdown counter: NVMe smart-log `unsafe_shutdowns`, or SATA SMART
@@ -88,7 +89,10 @@ pub fn unsafe_shutdowns(dev: &std::path::Path) -> Option<u64> {
     let v: serde_json::Value = serde_json::from_str(&out).ok()?;
     let table = v.get("ata_smart_attributes")?.get("table")?.as_array()?;
     for id in [174, 192] {
-        if let Some(a) = table.iter().find(|a| a.get("id").and_then(|i| i.as_u64()) == Some(id)) {
+        if let Some(a) = table
+            .iter()
+            .find(|a| a.get("id").and_then(|i| i.as_u64()) == Some(id))
+        {
             return a.get("raw")?.get("value")?.as_u64();
         }
     }
@@ -97,7 +101,9 @@ pub fn unsafe_shutdowns(dev: &std::path::Path) -> Option<u64> {
 
 impl Target {
     /// Before a cycle: the device to write to, its identity, and the counter reading.
-    pub fn open_for_write(&mut self) -> Result<(Arc<dyn Device>, identity::DeviceIdentity, Option<u64>)> {
+    pub fn open_for_write(
+        &mut self,
+    ) -> Result<(Arc<dyn Device>, identity::DeviceIdentity, Option<u64>)> {
         match self {
             Target::Sim { drive, profile } => {
                 let id = identity::DeviceIdentity {
@@ -132,7 +138,11 @@ impl Target {
                     },
                 )?;
                 *last_disk = Some(name);
-                let count = if *counter { unsafe_shutdowns(&path) } else { None };
+                let count = if *counter {
+                    unsafe_shutdowns(&path)
+                } else {
+                    None
+                };
                 Ok((Arc::new(dev), identity::identify(&path), count))
             }
         }
@@ -173,7 +183,9 @@ impl Target {
                 let r = if drive.is_powered() {
                     Ok(drive.clone() as Arc<dyn Device>)
                 } else {
-                    Err(anyhow::anyhow!("the simulated drive did not come back after power on"))
+                    Err(anyhow::anyhow!(
+                        "the simulated drive did not come back after power on"
+                    ))
                 };
                 (r, None)
             }
@@ -204,7 +216,11 @@ impl Target {
                     if let Some((_, path)) = find_by_serial(serial) {
                         match FileDevice::open_read(&path) {
                             Ok(d) => {
-                                let c = if *counter { unsafe_shutdowns(&path) } else { None };
+                                let c = if *counter {
+                                    unsafe_shutdowns(&path)
+                                } else {
+                                    None
+                                };
                                 return (Ok(Arc::new(d) as Arc<dyn Device>), c);
                             }
                             Err(e) if t0.elapsed() > timeout => return (Err(e), None),
@@ -228,7 +244,10 @@ impl Target {
 
 fn rescan_sata() -> Result<()> {
     let mut any = false;
-    for e in std::fs::read_dir("/sys/class/scsi_host").context("no /sys/class/scsi_host")?.flatten() {
+    for e in std::fs::read_dir("/sys/class/scsi_host")
+        .context("no /sys/class/scsi_host")?
+        .flatten()
+    {
         let scan = e.path().join("scan");
         if std::fs::write(&scan, "- - -").is_ok() {
             any = true;

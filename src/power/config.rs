@@ -157,7 +157,9 @@ impl PowerConfig {
                     flavor,
                     host: host.clone(),
                     channel: *channel,
-                    auth: user.as_ref().map(|u| (u.clone(), password.clone().unwrap_or_default())),
+                    auth: user
+                        .as_ref()
+                        .map(|u| (u.clone(), password.clone().unwrap_or_default())),
                     timeout: dur(timeout, "power.timeout")?,
                     scope: *scope,
                 })

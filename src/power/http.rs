@@ -62,8 +62,9 @@ pub fn request(
         .with_context(|| format!("resolving {hostport}"))?
         .next()
         .with_context(|| format!("{hostport} resolves to no address"))?;
-    let mut s = TcpStream::connect_timeout(&addr, timeout)
-        .with_context(|| format!("connecting to the switch at {hostport}: is it on the network?"))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout).with_context(|| {
+        format!("connecting to the switch at {hostport}: is it on the network?")
+    })?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     let mut req = format!(
@@ -71,7 +72,10 @@ pub fn request(
         env!("CARGO_PKG_VERSION")
     );
     if let Some((u, p)) = auth {
-        req += &format!("Authorization: Basic {}\r\n", base64(format!("{u}:{p}").as_bytes()));
+        req += &format!(
+            "Authorization: Basic {}\r\n",
+            base64(format!("{u}:{p}").as_bytes())
+        );
     }
     let body = body.unwrap_or("");
     if method != "GET" || !body.is_empty() {
@@ -105,7 +109,11 @@ fn parse_response(raw: &[u8]) -> Result<Response> {
     let chunked = head
         .lines()
         .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
-    let body = if chunked { dechunk(body) } else { body.to_string() };
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     Ok(Response { status, body })
 }
 
@@ -126,7 +134,9 @@ fn base64(b: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut o = String::new();
     for c in b.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         for i in 0..4 {
             if i <= c.len() {
                 o.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -190,7 +200,11 @@ impl HttpSwitch {
                 (
                     m.trim().to_string(),
                     p.trim().to_string(),
-                    if on { body_on.clone() } else { body_off.clone() },
+                    if on {
+                        body_on.clone()
+                    } else {
+                        body_off.clone()
+                    },
                 )
             }
         }
@@ -312,6 +326,9 @@ mod tests {
     }
     #[test]
     fn dechunks() {
-        assert_eq!(super::dechunk("5\r\nhello\r\n1\r\n!\r\n0\r\n\r\n"), "hello!");
+        assert_eq!(
+            super::dechunk("5\r\nhello\r\n1\r\n!\r\n0\r\n\r\n"),
+            "hello!"
+        );
     }
 }

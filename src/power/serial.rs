@@ -74,7 +74,9 @@ fn baud_const(baud: u32) -> Result<libc::speed_t> {
         57600 => libc::B57600,
         115200 => libc::B115200,
         230400 => libc::B230400,
-        b => bail!("power.baud {b} is not supported: use 9600, 19200, 38400, 57600, 115200 or 230400"),
+        b => bail!(
+            "power.baud {b} is not supported: use 9600, 19200, 38400, 57600, 115200 or 230400"
+        ),
     })
 }
 
@@ -290,7 +292,9 @@ impl PowerSwitch for SerialSwitch {
             .text
             .split_whitespace()
             .find_map(|w| w.strip_prefix(&key))
-            .with_context(|| format!("STATE? reply {:?} has no channel {}", r.text, self.channel))?;
+            .with_context(|| {
+                format!("STATE? reply {:?} has no channel {}", r.text, self.channel)
+            })?;
         Ok(Some(v.eq_ignore_ascii_case("ON")))
     }
     fn pulse(&mut self, off_for: Duration) -> Result<(Stamp, Stamp)> {
@@ -331,7 +335,10 @@ mod tests {
     #[test]
     fn replies_parse() {
         let r = parse_reply("OK 123456 OFF 1\r").unwrap();
-        assert_eq!((r.kind.as_str(), r.micros, r.text.as_str()), ("OK", 123456, "OFF 1"));
+        assert_eq!(
+            (r.kind.as_str(), r.micros, r.text.as_str()),
+            ("OK", 123456, "OFF 1")
+        );
         assert!(parse_reply("plugpull_switch ready").is_none());
         assert!(parse_reply("OK x").is_none());
     }
