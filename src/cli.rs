@@ -40,6 +40,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Many seeded in-process power-cut cycles: no false alarm, no miss, findings = oracle.
     Soak(SoakArgs),
+    /// Many unattended power cuts through a power switch, each verified and recorded.
+    Campaign(CampaignArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -307,4 +309,27 @@ pub struct SoakArgs {
     /// Print the expected and found findings of every failing cycle in full.
     #[arg(long, short)]
     pub verbose: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CampaignArgs {
+    /// The campaign file (TOML; see docs/campaign.md and hardware/examples/).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Results file (JSON lines), overriding campaign.results. Re-running with the same
+    /// file resumes the campaign.
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+    /// Run this many cycles in all, overriding campaign.cycles.
+    #[arg(long)]
+    pub cycles: Option<u64>,
+    /// Only print the summary of the results file; cut nothing.
+    #[arg(long)]
+    pub summary: bool,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// No per-cycle lines on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
 }

@@ -3,11 +3,13 @@
 
 pub mod ack;
 pub mod bench;
+pub mod campaign;
 pub mod cli;
 pub mod demo;
 pub mod device;
 pub mod exit;
 pub mod latency;
+pub mod power;
 pub mod record;
 pub mod rng;
 pub mod sim;

@@ -15,6 +15,7 @@ fn main() {
         Command::Simdrive(a) => plugpull::sim::run(a),
         Command::Demo(a) => plugpull::demo::run(a),
         Command::Soak(a) => plugpull::soak::run(a),
+        Command::Campaign(a) => plugpull::campaign::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -1,0 +1,13 @@
+/* Compiles pp_protocol.h for an ATmega328P (Arduino Uno/Nano) with avr-gcc and avr-libc,
+ * without the Arduino core: proves the parser fits the target toolchain. */
+#include "pp_protocol.h"
+volatile uint8_t sink;
+int main(void) {
+    pp_cmd c;
+    char out[64];
+    uint8_t rails[PP_CHANNELS] = {1, 1};
+    pp_parse("PULSE 1 250", &c);
+    pp_reply(out, sizeof out, &c, 1234, rails);
+    sink = (uint8_t)out[0];
+    return 0;
+}

@@ -1,0 +1,255 @@
+//! The campaign file (TOML): what to cut, with which switch, how often, how long.
+//!
+//! Strings for sizes and durations ("16M", "2s", "50ms-300ms") so a rig's file reads the
+//! way its owner talks; unknown keys are errors, so a typo never silently changes a
+//! campaign. Example files: hardware/examples/.
+
+use crate::cli::Placement;
+use crate::power::PowerConfig;
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignFile {
+    pub campaign: CampaignSection,
+    pub target: TargetSection,
+    #[serde(default)]
+    pub writer: WriterSection,
+    #[serde(default)]
+    pub witness: WitnessSection,
+    pub power: PowerConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CampaignSection {
+    pub cycles: u64,
+    /// The results file (JSON lines); also the campaign's state for resuming. Relative
+    /// paths are relative to the config file.
+    pub results: PathBuf,
+    /// Random delay between the first acks and the cut: "200ms-2s" or "1s".
+    #[serde(default = "d_delay")]
+    pub delay: String,
+    /// How long power stays off.
+    #[serde(default = "d_off")]
+    pub off: String,
+    /// Acks to wait for before the delay starts.
+    #[serde(default = "d_min_acks")]
+    pub min_acks: u64,
+    /// Campaign seed (random if absent; stored in the results file either way).
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// How long to wait for acks to flow, for the drive to come back, for verify.
+    #[serde(default = "d_wait")]
+    pub wait_timeout: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetSection {
+    /// "simdrive" (in-process simulated drive) or "device" (a real drive, found by serial).
+    pub kind: String,
+    // simdrive
+    #[serde(default)]
+    pub profile: Option<String>,
+    #[serde(default)]
+    pub size: Option<String>,
+    // device
+    /// The drive's serial number (as in /sys/block/*/device/serial or smartctl -i).
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// "sata", "nvme", "none", or any other string: a command run after power returns
+    /// (env PLUGPULL_SERIAL, PLUGPULL_DISK).
+    #[serde(default)]
+    pub reattach: Option<String>,
+    /// Must be true to write to a drive that holds a partition table or file system.
+    #[serde(default)]
+    pub destroy_data: bool,
+    /// Read the unsafe-shutdown counter (nvme-cli or smartctl) before and after each cut.
+    #[serde(default = "d_true")]
+    pub unsafe_shutdown_counter: bool,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriterSection {
+    #[serde(default = "d_record")]
+    pub record_size: String,
+    #[serde(default = "d_placement")]
+    pub placement: String,
+    #[serde(default = "d_streams")]
+    pub streams: u16,
+    /// Bytes of the target to use (default: all of it).
+    #[serde(default)]
+    pub region: Option<String>,
+}
+
+impl Default for WriterSection {
+    fn default() -> Self {
+        WriterSection {
+            record_size: d_record(),
+            placement: d_placement(),
+            streams: d_streams(),
+            region: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WitnessSection {
+    /// HOST:PORT of a running `plugpull listen`. Absent: the controller runs its own
+    /// witness on loopback with its logs beside the results file (right for drive-only
+    /// rigs, where the controller's host keeps power).
+    #[serde(default)]
+    pub addr: Option<String>,
+}
+
+fn d_delay() -> String {
+    "200ms-2s".into()
+}
+fn d_off() -> String {
+    "2s".into()
+}
+fn d_min_acks() -> u64 {
+    1
+}
+fn d_wait() -> String {
+    "60s".into()
+}
+fn d_true() -> bool {
+    true
+}
+fn d_record() -> String {
+    "4k".into()
+}
+fn d_placement() -> String {
+    "sequential".into()
+}
+fn d_streams() -> u16 {
+    1
+}
+
+/// The campaign file with every value parsed and checked.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub file: CampaignFile,
+    /// The config as JSON, stored in the results header to detect a changed config on resume.
+    pub fingerprint: serde_json::Value,
+    pub results: PathBuf,
+    pub delay_min: Duration,
+    pub delay_max: Duration,
+    pub off: Duration,
+    pub wait_timeout: Duration,
+    pub record_min: u64,
+    pub record_max: u64,
+    pub placement: Placement,
+    pub region: Option<u64>,
+}
+
+fn dur(s: &str, what: &str) -> Result<Duration> {
+    crate::units::parse_duration(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+}
+
+pub fn parse_range(s: &str, what: &str) -> Result<(Duration, Duration)> {
+    // "200ms-2s": the '-' separates; durations never contain one.
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (dur(a, what)?, dur(b, what)?),
+        None => {
+            let d = dur(s, what)?;
+            (d, d)
+        }
+    };
+    if a > b {
+        bail!("{what} '{s}': the lower end is above the upper end");
+    }
+    Ok((a, b))
+}
+
+impl Settings {
+    pub fn load(path: &Path) -> Result<Settings> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the campaign file {}", path.display()))?;
+        Settings::parse(&text, path.parent().unwrap_or(Path::new(".")))
+            .with_context(|| format!("in {}", path.display()))
+    }
+
+    pub fn parse(text: &str, base: &Path) -> Result<Settings> {
+        let file: CampaignFile = toml::from_str(text).context("not a valid campaign file")?;
+        let raw: toml::Value = toml::from_str(text)?;
+        let mut fingerprint = serde_json::to_value(&raw)?;
+        // The cycle count may grow on resume; everything else must match.
+        if let Some(c) = fingerprint
+            .get_mut("campaign")
+            .and_then(|c| c.as_object_mut())
+        {
+            c.remove("cycles");
+        }
+        let c = &file.campaign;
+        let (delay_min, delay_max) = parse_range(&c.delay, "campaign.delay")?;
+        let rs = crate::cli::size_range(&file.writer.record_size)
+            .map_err(|e| anyhow::anyhow!("writer.record_size: {e}"))?;
+        let placement = match file.writer.placement.as_str() {
+            "sequential" => Placement::Sequential,
+            "random" => Placement::Random,
+            p => bail!("writer.placement '{p}': use sequential or random"),
+        };
+        let region = match &file.writer.region {
+            Some(s) => Some(
+                crate::units::parse_size(s).map_err(|e| anyhow::anyhow!("writer.region: {e}"))?,
+            ),
+            None => None,
+        };
+        match file.target.kind.as_str() {
+            "simdrive" => {
+                if !matches!(file.power, PowerConfig::Simdrive {}) {
+                    bail!(
+                        "[target] kind = \"simdrive\" needs [power] driver = \"simdrive\" (a real switch cannot cut a simulated drive)"
+                    );
+                }
+            }
+            "device" => {
+                if file.target.serial.is_none() {
+                    bail!(
+                        "[target] kind = \"device\" needs serial = \"...\": the drive is found by its serial number, never by an sdX name that can change after a cut (see `lsblk -o NAME,SERIAL`)"
+                    );
+                }
+                if let PowerConfig::Command { scope, .. }
+                | PowerConfig::Http { scope, .. }
+                | PowerConfig::Manual { scope } = &file.power
+                {
+                    if *scope == crate::power::Scope::Host {
+                        bail!(
+                            "this switch cuts the whole host: a drive-only campaign would cut its own controller. Use `plugpull agent` on the host under test (docs/campaign.md, whole-host mode), or set power.scope = \"drive\" if it really cuts only the drive"
+                        );
+                    }
+                }
+            }
+            k => bail!("[target] kind '{k}': use simdrive or device"),
+        }
+        if c.cycles == 0 {
+            bail!("campaign.cycles must be at least 1");
+        }
+        let results = if c.results.is_absolute() {
+            c.results.clone()
+        } else {
+            base.join(&c.results)
+        };
+        Ok(Settings {
+            fingerprint,
+            results,
+            delay_min,
+            delay_max,
+            off: dur(&c.off, "campaign.off")?,
+            wait_timeout: dur(&c.wait_timeout, "campaign.wait_timeout")?,
+            record_min: rs.min,
+            record_max: rs.max,
+            placement,
+            region,
+            file,
+        })
+    }
+}

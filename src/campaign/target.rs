@@ -1,0 +1,261 @@
+//! What a campaign cuts: the in-process simulated drive, or a real drive found by its
+//! serial number.
+//!
+//! Why by serial: after a cut the kernel may bring the drive back as another sdX (or not
+//! at all); writing to "/dev/sdb" after a re-detect could hit a different disk. Every
+//! cycle looks the drive up again under /sys/block by serial, and the safety checks of
+//! `plugpull write` run against what was found.
+
+use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, identity, safety};
+use crate::sim::SimDrive;
+use anyhow::{Context, Result, bail};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub enum Target {
+    Sim {
+        drive: Arc<SimDrive>,
+        profile: String,
+    },
+    Device {
+        serial: String,
+        reattach: Reattach,
+        destroy_data: bool,
+        counter: bool,
+        /// Kernel name seen before the cut (for removing a stale device).
+        last_disk: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reattach {
+    Sata,
+    Nvme,
+    None,
+    Command(String),
+}
+
+impl Reattach {
+    pub fn parse(s: Option<&str>) -> Reattach {
+        match s.unwrap_or("none") {
+            "sata" => Reattach::Sata,
+            "nvme" => Reattach::Nvme,
+            "none" => Reattach::None,
+            cmd => Reattach::Command(cmd.into()),
+        }
+    }
+}
+
+/// Finds the whole disk whose serial is `serial`: `/dev/NAME`.
+pub fn find_by_serial(serial: &str) -> Option<(String, PathBuf)> {
+    let want = serial.trim();
+    for e in std::fs::read_dir("/sys/block").ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let dev = e.path().join("device");
+        let found = ["serial", "vpd_pg80"]
+            .iter()
+            .filter_map(|f| std::fs::read(dev.join(f)).ok())
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .trim_matches(|c: char| c.is_whitespace() || c.is_control())
+                    .to_string()
+            })
+            .any(|s| s == want || s.ends_with(want));
+        if found {
+            return Some((name.clone(), PathBuf::from(format!("/dev/{name}"))));
+        }
+    }
+    None
+}
+
+fn write_sysfs(path: &str, value: &str) -> Result<()> {
+    std::fs::write(path, value)
+        .with_context(|| format!("writing {value:?} to {path} (run as root)"))
+}
+
+/// The unsafe-shutdown counter: NVMe smart-log `unsafe_shutdowns`, or SATA SMART
+/// attribute 174 (Unexpected Power Loss) or 192 (Power-off Retract), via nvme-cli or
+/// smartctl. `None` when neither tool answers.
+pub fn unsafe_shutdowns(dev: &std::path::Path) -> Option<u64> {
+    let d = dev.display().to_string();
+    let run = |cmd: &str| crate::power::command::run_command(cmd, Duration::from_secs(10)).ok();
+    if d.contains("nvme") {
+        let out = run(&format!("nvme smart-log {d} -o json"))?;
+        let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+        return v.get("unsafe_shutdowns")?.as_u64();
+    }
+    let out = run(&format!("smartctl -j -A {d}"))?;
+    let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+    let table = v.get("ata_smart_attributes")?.get("table")?.as_array()?;
+    for id in [174, 192] {
+        if let Some(a) = table
+            .iter()
+            .find(|a| a.get("id").and_then(|i| i.as_u64()) == Some(id))
+        {
+            return a.get("raw")?.get("value")?.as_u64();
+        }
+    }
+    None
+}
+
+impl Target {
+    /// Before a cycle: the device to write to, its identity, and the counter reading.
+    pub fn open_for_write(
+        &mut self,
+    ) -> Result<(Arc<dyn Device>, identity::DeviceIdentity, Option<u64>)> {
+        match self {
+            Target::Sim { drive, profile } => {
+                let id = identity::DeviceIdentity {
+                    target: "simdrive".into(),
+                    kind: "simulated".into(),
+                    model: Some(format!("plugpull simdrive ({profile})")),
+                    serial: Some(format!("SIM-{:016x}", drive.seed())),
+                    size_bytes: drive.size_bytes(),
+                    logical_sector_bytes: Some(512),
+                    physical_sector_bytes: Some(4096),
+                    write_cache: Some("write back".into()),
+                    ..Default::default()
+                };
+                Ok((drive.clone() as Arc<dyn Device>, id, None))
+            }
+            Target::Device {
+                serial,
+                destroy_data,
+                counter,
+                last_disk,
+                ..
+            } => {
+                let (name, path) = find_by_serial(serial).with_context(|| {
+                    format!("no drive with serial {serial} under /sys/block: is it powered and attached? (lsblk -o NAME,SERIAL)")
+                })?;
+                safety::check_write_target(&path, destroy_data.then_some(path.as_path()), 0)?;
+                let dev = FileDevice::open_write(
+                    &path,
+                    OpenOptions {
+                        direct: true,
+                        flush: FlushMethod::Fdatasync,
+                    },
+                )?;
+                *last_disk = Some(name);
+                let count = if *counter {
+                    unsafe_shutdowns(&path)
+                } else {
+                    None
+                };
+                Ok((Arc::new(dev), identity::identify(&path), count))
+            }
+        }
+    }
+
+    /// After the cut, before power returns: drop a stale device the kernel kept.
+    pub fn after_cut(&mut self) {
+        if let Target::Device {
+            reattach,
+            last_disk: Some(name),
+            ..
+        } = self
+        {
+            let sys = format!("/sys/block/{name}");
+            if !std::path::Path::new(&sys).exists() {
+                return;
+            }
+            match reattach {
+                Reattach::Sata => {
+                    let _ = write_sysfs(&format!("{sys}/device/delete"), "1");
+                }
+                Reattach::Nvme => {
+                    // /sys/block/nvme0n1/device -> the controller; its `device` -> PCI function.
+                    if let Ok(pci) = std::fs::canonicalize(format!("{sys}/device/device")) {
+                        let _ = write_sysfs(&format!("{}/remove", pci.display()), "1");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// After power returns: re-detect and wait for the drive. Returns the device to
+    /// verify (or why it is dead) and the counter reading.
+    pub fn reattach(&mut self, timeout: Duration) -> (Result<Arc<dyn Device>>, Option<u64>) {
+        match self {
+            Target::Sim { drive, .. } => {
+                let r = if drive.is_powered() {
+                    Ok(drive.clone() as Arc<dyn Device>)
+                } else {
+                    Err(anyhow::anyhow!(
+                        "the simulated drive did not come back after power on"
+                    ))
+                };
+                (r, None)
+            }
+            Target::Device {
+                serial,
+                reattach,
+                counter,
+                last_disk,
+                ..
+            } => {
+                let t0 = Instant::now();
+                let hook = match reattach {
+                    Reattach::Sata => rescan_sata(),
+                    Reattach::Nvme => write_sysfs("/sys/bus/pci/rescan", "1"),
+                    Reattach::None => Ok(()),
+                    Reattach::Command(cmd) => {
+                        let cmd = format!(
+                            "PLUGPULL_SERIAL='{serial}' PLUGPULL_DISK='{}' {cmd}",
+                            last_disk.as_deref().unwrap_or("")
+                        );
+                        crate::power::command::run_command(&cmd, timeout).map(|_| ())
+                    }
+                };
+                if let Err(e) = hook {
+                    return (Err(e.context("the reattach hook failed")), None);
+                }
+                loop {
+                    if let Some((_, path)) = find_by_serial(serial) {
+                        match FileDevice::open_read(&path) {
+                            Ok(d) => {
+                                let c = if *counter {
+                                    unsafe_shutdowns(&path)
+                                } else {
+                                    None
+                                };
+                                return (Ok(Arc::new(d) as Arc<dyn Device>), c);
+                            }
+                            Err(e) if t0.elapsed() > timeout => return (Err(e), None),
+                            Err(_) => {}
+                        }
+                    }
+                    if t0.elapsed() > timeout {
+                        return (
+                            Err(anyhow::anyhow!(
+                                "the drive with serial {serial} did not come back within {timeout:?} after power on"
+                            )),
+                            None,
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+}
+
+fn rescan_sata() -> Result<()> {
+    let mut any = false;
+    for e in std::fs::read_dir("/sys/class/scsi_host")
+        .context("no /sys/class/scsi_host")?
+        .flatten()
+    {
+        let scan = e.path().join("scan");
+        if std::fs::write(&scan, "- - -").is_ok() {
+            any = true;
+        }
+    }
+    if !any {
+        bail!("could not write to any /sys/class/scsi_host/host*/scan (run as root)");
+    }
+    let _ = crate::power::command::run_command("udevadm settle", Duration::from_secs(30));
+    Ok(())
+}

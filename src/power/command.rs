@@ -1,0 +1,111 @@
+//! `driver = "command"`: shell commands for off, on and (optionally) state.
+//!
+//! Why commands: most switches already have a tool (usbrelay, snmpset for an APC PDU,
+//! ipmitool, curl for Redfish), and wrapping it is more honest than re-implementing it.
+//! Each command runs under `sh -c` in its own process group with a timeout; on timeout
+//! the whole group is killed so a hung tool cannot stall the campaign.
+
+use super::{Capabilities, PowerSwitch, Scope, Stamp};
+use anyhow::{Context, Result, bail};
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct CommandSwitch {
+    pub off: String,
+    pub on: String,
+    pub state: Option<String>,
+    pub timeout: Duration,
+    pub scope: Scope,
+}
+
+/// Runs `cmd` under `sh -c` with a deadline; returns its stdout, or an error with its
+/// exit status and stderr.
+pub fn run_command(cmd: &str, timeout: Duration) -> Result<String> {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("starting `{cmd}`"))?;
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let ereader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if t0.elapsed() > timeout {
+            // SAFETY: kill(2) on the process group of the child we spawned; no memory is
+            // touched.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            bail!(
+                "`{cmd}` did not finish within {timeout:?} and was killed: check the switch is reachable, or raise power.timeout"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let stdout = reader.join().unwrap_or_default();
+    let stderr = ereader.join().unwrap_or_default();
+    if !status.success() {
+        bail!("`{cmd}` failed ({status}): {}", stderr.trim());
+    }
+    Ok(stdout)
+}
+
+/// Reads "on"/"off"/"1"/"0"/"true"/"false" (any case) from a state command's output.
+pub fn parse_state(out: &str) -> Option<bool> {
+    match out.trim().to_ascii_lowercase().as_str() {
+        "on" | "1" | "true" => Some(true),
+        "off" | "0" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+impl PowerSwitch for CommandSwitch {
+    fn describe(&self) -> String {
+        format!("command (off: `{}`, on: `{}`)", self.off, self.on)
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            scope: self.scope,
+            precise_timing: false,
+            reports_state: self.state.is_some(),
+            native_pulse: false,
+        }
+    }
+    fn off(&mut self) -> Result<Stamp> {
+        Ok(Stamp::around(|| run_command(&self.off, self.timeout))?.0)
+    }
+    fn on(&mut self) -> Result<Stamp> {
+        Ok(Stamp::around(|| run_command(&self.on, self.timeout))?.0)
+    }
+    fn state(&mut self) -> Result<Option<bool>> {
+        let Some(cmd) = &self.state else {
+            return Ok(None);
+        };
+        let out = run_command(cmd, self.timeout)?;
+        match parse_state(&out) {
+            Some(s) => Ok(Some(s)),
+            None => bail!(
+                "state command `{cmd}` printed {:?}; it must print on/off (or 1/0)",
+                out.trim()
+            ),
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! The `[power]` table of a campaign file, and turning it into a driver.
+//!
+//! One tagged table (`driver = "..."`) per switch, so a rig's file documents itself and an
+//! unknown key is an error rather than a silently ignored setting.
+
+use super::{PowerSwitch, Scope, command, http, manual, serial, sim};
+use anyhow::{Result, bail};
+use serde::Deserialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn default_timeout() -> String {
+    "10s".into()
+}
+fn default_baud() -> u32 {
+    115_200
+}
+fn default_channel() -> u32 {
+    0
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "driver", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum PowerConfig {
+    /// Shell commands (usbrelay, snmpset, ipmitool, curl...).
+    Command {
+        off: String,
+        on: String,
+        /// Optional: prints "on"/"off" (or 1/0) on stdout.
+        #[serde(default)]
+        state: Option<String>,
+        #[serde(default = "default_timeout")]
+        timeout: String,
+        scope: Scope,
+    },
+    /// A smart plug or any HTTP switch.
+    Http {
+        /// "shelly-gen1", "shelly-gen2", "tasmota" or "generic".
+        flavor: String,
+        /// host or host:port (http only, no TLS).
+        host: String,
+        #[serde(default = "default_channel")]
+        channel: u32,
+        #[serde(default)]
+        user: Option<String>,
+        #[serde(default)]
+        password: Option<String>,
+        /// generic only: request lines "GET /path" or "POST /path", body optional.
+        #[serde(default)]
+        off_request: Option<String>,
+        #[serde(default)]
+        on_request: Option<String>,
+        #[serde(default)]
+        body_off: Option<String>,
+        #[serde(default)]
+        body_on: Option<String>,
+        #[serde(default = "default_timeout")]
+        timeout: String,
+        #[serde(default = "host_scope")]
+        scope: Scope,
+    },
+    /// Our firmware's line protocol, or a CH340 relay board's byte frames.
+    Serial {
+        port: String,
+        /// "plugpull" (hardware/firmware) or "ch340".
+        #[serde(default = "default_protocol")]
+        protocol: String,
+        #[serde(default = "default_baud")]
+        baud: u32,
+        #[serde(default = "one")]
+        channel: u32,
+        #[serde(default = "default_timeout")]
+        timeout: String,
+    },
+    /// An operator pulls the plug and presses Enter.
+    Manual {
+        #[serde(default = "host_scope")]
+        scope: Scope,
+    },
+    /// The simulated drive of a `[target] kind = "simdrive"` campaign.
+    Simdrive {},
+}
+
+fn host_scope() -> Scope {
+    Scope::Host
+}
+fn default_protocol() -> String {
+    "plugpull".into()
+}
+fn one() -> u32 {
+    1
+}
+
+pub(crate) fn dur(s: &str, what: &str) -> Result<Duration> {
+    crate::units::parse_duration(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+}
+
+impl PowerConfig {
+    pub fn driver_name(&self) -> &'static str {
+        match self {
+            PowerConfig::Command { .. } => "command",
+            PowerConfig::Http { .. } => "http",
+            PowerConfig::Serial { .. } => "serial",
+            PowerConfig::Manual { .. } => "manual",
+            PowerConfig::Simdrive {} => "simdrive",
+        }
+    }
+
+    /// Builds the driver. `simdrive` needs the simulated drive the campaign created.
+    pub fn build(&self, simdrive: Option<Arc<dyn sim::Cuttable>>) -> Result<Box<dyn PowerSwitch>> {
+        Ok(match self {
+            PowerConfig::Command {
+                off,
+                on,
+                state,
+                timeout,
+                scope,
+            } => Box::new(command::CommandSwitch {
+                off: off.clone(),
+                on: on.clone(),
+                state: state.clone(),
+                timeout: dur(timeout, "power.timeout")?,
+                scope: *scope,
+            }),
+            PowerConfig::Http {
+                flavor,
+                host,
+                channel,
+                user,
+                password,
+                off_request,
+                on_request,
+                body_off,
+                body_on,
+                timeout,
+                scope,
+            } => {
+                let flavor = match flavor.as_str() {
+                    "shelly-gen1" => http::Flavor::ShellyGen1,
+                    "shelly-gen2" => http::Flavor::ShellyGen2,
+                    "tasmota" => http::Flavor::Tasmota,
+                    "generic" => http::Flavor::Generic {
+                        off: off_request.clone().ok_or_else(|| {
+                            anyhow::anyhow!("power.off_request is required for flavor generic (e.g. \"GET /off\")")
+                        })?,
+                        on: on_request.clone().ok_or_else(|| {
+                            anyhow::anyhow!("power.on_request is required for flavor generic (e.g. \"GET /on\")")
+                        })?,
+                        body_off: body_off.clone(),
+                        body_on: body_on.clone(),
+                    },
+                    f => bail!(
+                        "power.flavor '{f}' is unknown: use shelly-gen1, shelly-gen2, tasmota or generic"
+                    ),
+                };
+                Box::new(http::HttpSwitch {
+                    flavor,
+                    host: host.clone(),
+                    channel: *channel,
+                    auth: user
+                        .as_ref()
+                        .map(|u| (u.clone(), password.clone().unwrap_or_default())),
+                    timeout: dur(timeout, "power.timeout")?,
+                    scope: *scope,
+                })
+            }
+            PowerConfig::Serial {
+                port,
+                protocol,
+                baud,
+                channel,
+                timeout,
+            } => {
+                let proto = match protocol.as_str() {
+                    "plugpull" => serial::Protocol::Plugpull,
+                    "ch340" => serial::Protocol::Ch340,
+                    p => bail!("power.protocol '{p}' is unknown: use plugpull or ch340"),
+                };
+                Box::new(serial::SerialSwitch::open(
+                    port,
+                    *baud,
+                    proto,
+                    *channel,
+                    dur(timeout, "power.timeout")?,
+                )?)
+            }
+            PowerConfig::Manual { scope } => Box::new(manual::ManualSwitch::stdin(*scope)),
+            PowerConfig::Simdrive {} => match simdrive {
+                Some(d) => Box::new(sim::SimSwitch { drive: d }),
+                None => bail!(
+                    "power.driver simdrive cuts the simulated drive only: set [target] kind = \"simdrive\""
+                ),
+            },
+        })
+    }
+}

@@ -1,0 +1,345 @@
+//! `driver = "serial"`: a relay or load switch on a serial port.
+//!
+//! Two protocols:
+//! - `plugpull`: the line protocol of hardware/firmware/plugpull_switch (documented in
+//!   hardware/firmware/PROTOCOL.md). Requests are ASCII lines (`PING`, `STATE?`, `OFF ch`,
+//!   `ON ch`, `PULSE ch ms`); every reply is `OK <µs> ...` or `ERR <µs> message`, the µs
+//!   being the board's clock when it acted. A timed pulse ends with an `EVT <µs> ON ch`
+//!   line. Other lines (a boot banner) are skipped.
+//! - `ch340`: the cheap CH340 relay boards: 4-byte frames `A0 ch state sum`, no reply.
+//!
+//! Why raw termios through libc: one port, one setting (raw 8N1 at a baud rate); a
+//! serial crate would add more than it saves.
+
+use super::{Capabilities, PowerSwitch, Scope, Stamp};
+use anyhow::{Context, Result, bail};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Plugpull,
+    Ch340,
+}
+
+pub struct SerialSwitch {
+    port: String,
+    file: File,
+    protocol: Protocol,
+    channel: u32,
+    timeout: Duration,
+    pending: Vec<u8>,
+    /// The firmware's identification from PING.
+    pub firmware: Option<String>,
+}
+
+/// A CH340 relay frame: `A0 channel state checksum` (state 1 = on).
+pub fn ch340_frame(channel: u32, on: bool) -> [u8; 4] {
+    let ch = channel as u8;
+    let st = on as u8;
+    [0xA0, ch, st, 0xA0u8.wrapping_add(ch).wrapping_add(st)]
+}
+
+/// A parsed reply line of the firmware protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// "OK", "ERR" or "EVT".
+    pub kind: String,
+    pub micros: u64,
+    /// The rest of the line.
+    pub text: String,
+}
+
+pub fn parse_reply(line: &str) -> Option<Reply> {
+    let mut it = line.trim().splitn(3, ' ');
+    let kind = it.next()?;
+    if !matches!(kind, "OK" | "ERR" | "EVT") {
+        return None;
+    }
+    let micros = it.next()?.parse().ok()?;
+    Some(Reply {
+        kind: kind.into(),
+        micros,
+        text: it.next().unwrap_or("").to_string(),
+    })
+}
+
+fn baud_const(baud: u32) -> Result<libc::speed_t> {
+    Ok(match baud {
+        9600 => libc::B9600,
+        19200 => libc::B19200,
+        38400 => libc::B38400,
+        57600 => libc::B57600,
+        115200 => libc::B115200,
+        230400 => libc::B230400,
+        b => bail!(
+            "power.baud {b} is not supported: use 9600, 19200, 38400, 57600, 115200 or 230400"
+        ),
+    })
+}
+
+impl SerialSwitch {
+    /// Opens `port` raw 8N1 at `baud`. For the plugpull protocol, waits for the board to
+    /// answer PING (boards that reset when the port opens need a second or two; the
+    /// firmware comes up with the rails ON, so the reset cuts nothing).
+    pub fn open(
+        port: &str,
+        baud: u32,
+        protocol: Protocol,
+        channel: u32,
+        timeout: Duration,
+    ) -> Result<SerialSwitch> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags_noctty()
+            .open(port)
+            .with_context(|| {
+                format!("opening serial port {port}: is the board plugged in, and are you in the dialout group?")
+            })?;
+        configure(&file, baud).with_context(|| format!("configuring {port}"))?;
+        let mut s = SerialSwitch {
+            port: port.into(),
+            file,
+            protocol,
+            channel,
+            timeout,
+            pending: vec![],
+            firmware: None,
+        };
+        if protocol == Protocol::Plugpull {
+            let t0 = Instant::now();
+            loop {
+                match s.transact("PING") {
+                    Ok(r) => {
+                        s.firmware = Some(r.text);
+                        break;
+                    }
+                    Err(e) if t0.elapsed() > timeout.max(Duration::from_secs(3)) => {
+                        return Err(e.context(format!(
+                            "no PING answer from {port}: is hardware/firmware/plugpull_switch flashed, and power.baud right?"
+                        )));
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    fn read_line(&mut self, deadline: Instant) -> Result<String> {
+        loop {
+            if let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=i).collect();
+                return Ok(String::from_utf8_lossy(&line).trim().to_string());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!("no reply from {} within {:?}", self.port, self.timeout);
+            }
+            let mut pfd = libc::pollfd {
+                fd: self.file.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd on the stack, count 1.
+            let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(1000) as i32 + 1) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e.into());
+            }
+            if n == 0 {
+                continue;
+            }
+            let mut buf = [0u8; 256];
+            match self.file.read(&mut buf) {
+                Ok(0) => bail!("{} closed (board unplugged?)", self.port),
+                Ok(k) => self.pending.extend_from_slice(&buf[..k]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e).with_context(|| format!("reading {}", self.port)),
+            }
+        }
+    }
+
+    /// Waits for a reply of `kind`, skipping banners and unrelated lines.
+    fn expect(&mut self, kinds: &[&str], deadline: Instant) -> Result<Reply> {
+        loop {
+            let line = self.read_line(deadline)?;
+            if let Some(r) = parse_reply(&line) {
+                if r.kind == "ERR" {
+                    bail!("{} answered an error: {}", self.port, r.text);
+                }
+                if kinds.contains(&r.kind.as_str()) {
+                    return Ok(r);
+                }
+            }
+        }
+    }
+
+    /// Sends one request line and returns its OK reply.
+    pub fn transact(&mut self, line: &str) -> Result<Reply> {
+        self.file
+            .write_all(format!("{line}\n").as_bytes())
+            .with_context(|| format!("writing to {}", self.port))?;
+        self.expect(&["OK"], Instant::now() + self.timeout)
+    }
+
+    fn set(&mut self, on: bool) -> Result<Stamp> {
+        let issued_ns = crate::ack::now_ns();
+        let switch_us = match self.protocol {
+            Protocol::Plugpull => {
+                let cmd = format!("{} {}", if on { "ON" } else { "OFF" }, self.channel);
+                Some(self.transact(&cmd)?.micros)
+            }
+            Protocol::Ch340 => {
+                self.file
+                    .write_all(&ch340_frame(self.channel, on))
+                    .with_context(|| format!("writing to {}", self.port))?;
+                // SAFETY: tcdrain on our open fd; waits until the frame left the UART.
+                unsafe { libc::tcdrain(self.file.as_raw_fd()) };
+                None
+            }
+        };
+        Ok(Stamp {
+            issued_ns,
+            done_ns: crate::ack::now_ns(),
+            switch_us,
+        })
+    }
+}
+
+trait NoCtty {
+    fn custom_flags_noctty(&mut self) -> &mut Self;
+}
+impl NoCtty for std::fs::OpenOptions {
+    fn custom_flags_noctty(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+    }
+}
+
+/// Raw 8N1 at `baud`, no flow control.
+fn configure(f: &File, baud: u32) -> Result<()> {
+    let fd = f.as_raw_fd();
+    let speed = baud_const(baud)?;
+    // SAFETY: termios is plain data; tcgetattr fills it from our open fd.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: valid fd and pointer to a termios.
+    if unsafe { libc::tcgetattr(fd, &mut t) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .context("not a serial port (tcgetattr failed)");
+    }
+    // SAFETY: the termios came from tcgetattr and is modified in place.
+    unsafe {
+        libc::cfmakeraw(&mut t);
+        libc::cfsetispeed(&mut t, speed);
+        libc::cfsetospeed(&mut t, speed);
+    }
+    t.c_cflag |= libc::CLOCAL | libc::CREAD;
+    t.c_cflag &= !(libc::CRTSCTS | libc::CSTOPB | libc::PARENB);
+    // SAFETY: valid fd and termios.
+    if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &t) } != 0 {
+        return Err(std::io::Error::last_os_error()).context("tcsetattr");
+    }
+    Ok(())
+}
+
+impl PowerSwitch for SerialSwitch {
+    fn describe(&self) -> String {
+        format!(
+            "serial {} on {} channel {}{}",
+            match self.protocol {
+                Protocol::Plugpull => "plugpull firmware",
+                Protocol::Ch340 => "CH340 relay",
+            },
+            self.port,
+            self.channel,
+            self.firmware
+                .as_ref()
+                .map(|f| format!(" ({f})"))
+                .unwrap_or_default()
+        )
+    }
+    fn capabilities(&self) -> Capabilities {
+        let ours = self.protocol == Protocol::Plugpull;
+        Capabilities {
+            scope: Scope::Drive,
+            precise_timing: ours,
+            reports_state: ours,
+            native_pulse: ours,
+        }
+    }
+    fn off(&mut self) -> Result<Stamp> {
+        self.set(false)
+    }
+    fn on(&mut self) -> Result<Stamp> {
+        self.set(true)
+    }
+    fn state(&mut self) -> Result<Option<bool>> {
+        if self.protocol != Protocol::Plugpull {
+            return Ok(None);
+        }
+        // "STATE 1=ON 2=OFF"
+        let r = self.transact("STATE?")?;
+        let key = format!("{}=", self.channel);
+        let v = r
+            .text
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(&key))
+            .with_context(|| {
+                format!("STATE? reply {:?} has no channel {}", r.text, self.channel)
+            })?;
+        Ok(Some(v.eq_ignore_ascii_case("ON")))
+    }
+    fn pulse(&mut self, off_for: Duration) -> Result<(Stamp, Stamp)> {
+        if self.protocol != Protocol::Plugpull {
+            let off = self.off()?;
+            std::thread::sleep(off_for);
+            return Ok((off, self.on()?));
+        }
+        let issued_ns = crate::ack::now_ns();
+        let r = self.transact(&format!("PULSE {} {}", self.channel, off_for.as_millis()))?;
+        let off = Stamp {
+            issued_ns,
+            done_ns: crate::ack::now_ns(),
+            switch_us: Some(r.micros),
+        };
+        let e = self.expect(&["EVT"], Instant::now() + off_for + self.timeout)?;
+        let now = crate::ack::now_ns();
+        Ok((
+            off,
+            Stamp {
+                issued_ns: now,
+                done_ns: now,
+                switch_us: Some(e.micros),
+            },
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn ch340_frames_match_the_board_documentation() {
+        assert_eq!(ch340_frame(1, true), [0xA0, 0x01, 0x01, 0xA2]);
+        assert_eq!(ch340_frame(1, false), [0xA0, 0x01, 0x00, 0xA1]);
+        assert_eq!(ch340_frame(2, true), [0xA0, 0x02, 0x01, 0xA3]);
+    }
+    #[test]
+    fn replies_parse() {
+        let r = parse_reply("OK 123456 OFF 1\r").unwrap();
+        assert_eq!(
+            (r.kind.as_str(), r.micros, r.text.as_str()),
+            ("OK", 123456, "OFF 1")
+        );
+        assert!(parse_reply("plugpull_switch ready").is_none());
+        assert!(parse_reply("OK x").is_none());
+    }
+}

@@ -1,0 +1,58 @@
+//! `driver = "simdrive"`: cuts and restores the simulated drive, for tests and demos.
+
+use super::{Capabilities, PowerSwitch, Scope, Stamp};
+use crate::sim::SimDrive;
+use anyhow::{Context, Result};
+use std::sync::Arc;
+
+/// Anything whose power the campaign can cut in-process.
+pub trait Cuttable: Send + Sync {
+    fn cut(&self) -> std::io::Result<()>;
+    fn power_on(&self) -> std::io::Result<()>;
+    fn is_powered(&self) -> bool;
+}
+
+impl Cuttable for SimDrive {
+    fn cut(&self) -> std::io::Result<()> {
+        SimDrive::cut(self)
+    }
+    fn power_on(&self) -> std::io::Result<()> {
+        SimDrive::power_on(self)
+    }
+    fn is_powered(&self) -> bool {
+        SimDrive::is_powered(self)
+    }
+}
+
+pub struct SimSwitch {
+    pub drive: Arc<dyn Cuttable>,
+}
+
+impl PowerSwitch for SimSwitch {
+    fn describe(&self) -> String {
+        "simdrive (in-process simulated drive)".into()
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            scope: Scope::Drive,
+            precise_timing: true,
+            reports_state: true,
+            native_pulse: false,
+        }
+    }
+    fn off(&mut self) -> Result<Stamp> {
+        Ok(Stamp::around(|| self.drive.cut().context("cutting the simulated drive"))?.0)
+    }
+    fn on(&mut self) -> Result<Stamp> {
+        // A drive that does not come back (profile "dead") is the campaign's finding, not
+        // a switch failure: the switch did its job.
+        Ok(Stamp::around(|| {
+            let _ = self.drive.power_on();
+            Ok(())
+        })?
+        .0)
+    }
+    fn state(&mut self) -> Result<Option<bool>> {
+        Ok(Some(self.drive.is_powered()))
+    }
+}

@@ -1,0 +1,192 @@
+//! Drive-only campaigns on the in-process simulated drive, through the built binary:
+//! 50 unattended cycles honest (0 failures, upper bound printed) and lying (failures in
+//! nearly every cycle); a controller killed mid-campaign and resumed loses no finished
+//! cycle's result.
+
+mod common;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn config(dir: &Path, profile: &str, cycles: u64) -> std::path::PathBuf {
+    let p = dir.join(format!("{profile}.toml"));
+    std::fs::write(
+        &p,
+        format!(
+            r#"
+[campaign]
+cycles = {cycles}
+results = "{profile}.jsonl"
+delay = "10ms-60ms"
+off = "5ms"
+seed = 42
+
+[target]
+kind = "simdrive"
+profile = "{profile}"
+size = "8M"
+
+[power]
+driver = "simdrive"
+"#
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn lines(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn run(cfg: &Path) -> (i32, Value, String) {
+    let out = Command::new(common::bin())
+        .args(["campaign", "--json", "--config"])
+        .arg(cfg)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let summary: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "summary is not JSON ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (
+        out.status.code().unwrap(),
+        summary,
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn honest_50_cycles_pass_with_upper_bound() {
+    let d = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    let (code, s, err) = run(&config(d.path(), "honest", 50));
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(s["cycles"], 50);
+    assert_eq!(s["failed"], 0, "{s}");
+    assert_eq!(s["passed"], 50, "{s}");
+    let ub = s["failure_rate_upper_95"].as_f64().unwrap();
+    // Exact: 1 - 0.05^(1/50) = 0.0582; rule of three: 0.06.
+    assert!((ub - 0.0582).abs() < 1e-3, "upper bound {ub}");
+    let l = lines(&d.path().join("honest.jsonl"));
+    assert_eq!(l.len(), 51, "header + 50 cycles");
+    for (i, c) in l[1..].iter().enumerate() {
+        assert_eq!(c["cycle"], i as u64 + 1);
+        assert_eq!(c["verdict"], "PASS", "{c}");
+        assert!(c["acked_records"].as_u64().unwrap() > 0, "{c}");
+        assert!(c["cut"]["issued_ns"].as_u64().unwrap() > 0);
+        assert!(c["last_acked"]["seq"].as_u64().is_some());
+    }
+    // The text summary prints the bound too.
+    let out = Command::new(common::bin())
+        .args(["campaign", "--summary", "--config"])
+        .arg(d.path().join("honest.toml"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("95% upper bound 5.82%"), "{text}");
+}
+
+#[test]
+fn lying_50_cycles_fail_nearly_every_cycle() {
+    let d = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    let (code, s, err) = run(&config(d.path(), "lying", 50));
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(s["failed"].as_u64().unwrap() >= 45, "{s}");
+    assert!(s["loss_window_ms"]["p50"].as_f64().unwrap() > 0.0, "{s}");
+    let l = lines(&d.path().join("lying.jsonl"));
+    let failing: Vec<_> = l[1..].iter().filter(|c| c["verdict"] == "FAIL").collect();
+    assert!(
+        failing
+            .iter()
+            .all(|c| c["loss_window"]["records"].as_u64().unwrap() > 0)
+    );
+}
+
+#[test]
+fn killed_controller_resumes_without_losing_a_cycle() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path(), "honest", 50);
+    let results = d.path().join("honest.jsonl");
+    let mut child = Command::new(common::bin())
+        .args(["campaign", "--quiet", "--config"])
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    loop {
+        let n = std::fs::read_to_string(&results)
+            .map(|s| s.lines().count())
+            .unwrap_or(0);
+        if n >= 11 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "campaign made no progress"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL, mid-cycle
+    child.wait().unwrap();
+    let before = std::fs::read_to_string(&results).unwrap();
+    let complete: Vec<&str> = before
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+        .collect();
+    assert!(
+        complete.len() >= 11 && complete.len() < 51,
+        "killed too late: {}",
+        complete.len()
+    );
+
+    let (code, s, err) = run(&cfg);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("resuming"), "{err}");
+    assert_eq!(s["cycles"], 50, "{s}");
+    let after = std::fs::read_to_string(&results).unwrap();
+    // Every line finished before the kill is still there, byte for byte.
+    for (a, b) in complete.iter().zip(after.lines()) {
+        assert_eq!(a, &b);
+    }
+    let l = lines(&results);
+    let nums: Vec<u64> = l[1..]
+        .iter()
+        .map(|c| c["cycle"].as_u64().unwrap())
+        .collect();
+    assert_eq!(nums, (1..=50).collect::<Vec<_>>());
+    // A different config must not silently continue this file.
+    let other = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("off = \"5ms\"", "off = \"6ms\"");
+    std::fs::write(&cfg, other).unwrap();
+    let out = Command::new(common::bin())
+        .args(["campaign", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("different configuration"));
+}

@@ -1,0 +1,414 @@
+//! Each power driver against a stand-in for its switch: `command` against a shell script,
+//! `http` against a local server implementing the Shelly Gen1, Gen2 and Tasmota
+//! endpoints, `serial` against a pseudo-terminal speaking the firmware protocol and the
+//! CH340 frames. Plus the TOML `[power]` table for every driver.
+
+use plugpull::power::http::{Flavor, HttpSwitch};
+use plugpull::power::serial::{Protocol, SerialSwitch};
+use plugpull::power::{PowerConfig, PowerSwitch, Scope, command::CommandSwitch};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[test]
+fn command_driver_runs_the_script_and_reads_state() {
+    let d = tempfile::tempdir().unwrap();
+    let state = d.path().join("state");
+    let script = d.path().join("relay.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$1\" in\n off) echo off > {s};;\n on) echo on > {s};;\n state) cat {s};;\n *) echo \"bad arg\" >&2; exit 3;;\nesac\n",
+            s = state.display()
+        ),
+    )
+    .unwrap();
+    let sh = |a: &str| format!("sh {} {a}", script.display());
+    let mut sw = CommandSwitch {
+        off: sh("off"),
+        on: sh("on"),
+        state: Some(sh("state")),
+        timeout: Duration::from_secs(5),
+        scope: Scope::Drive,
+    };
+    let off = sw.off().unwrap();
+    assert!(off.done_ns >= off.issued_ns && off.issued_ns > 0);
+    assert_eq!(sw.state().unwrap(), Some(false));
+    sw.on().unwrap();
+    assert_eq!(sw.state().unwrap(), Some(true));
+    assert!(sw.capabilities().reports_state);
+
+    // A failing command says what failed, with its stderr.
+    let mut bad = CommandSwitch {
+        off: sh("explode"),
+        on: sh("on"),
+        state: None,
+        timeout: Duration::from_secs(5),
+        scope: Scope::Drive,
+    };
+    let e = format!("{:#}", bad.off().unwrap_err());
+    assert!(e.contains("bad arg") && e.contains("explode"), "{e}");
+    assert_eq!(bad.state().unwrap(), None);
+
+    // A hung command is killed at the timeout.
+    let mut hung = CommandSwitch {
+        off: "sleep 30".into(),
+        on: "true".into(),
+        state: None,
+        timeout: Duration::from_millis(300),
+        scope: Scope::Drive,
+    };
+    let t0 = Instant::now();
+    let e = format!("{:#}", hung.off().unwrap_err());
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(e.contains("did not finish"), "{e}");
+}
+
+/// A switch on loopback that speaks the Shelly Gen1, Gen2 and Tasmota APIs.
+struct FakePlug {
+    addr: String,
+    on: Arc<Mutex<bool>>,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+fn fake_plug(user_pass_b64: Option<&'static str>) -> FakePlug {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let on = Arc::new(Mutex::new(true));
+    let requests = Arc::new(Mutex::new(vec![]));
+    let (on2, req2) = (on.clone(), requests.clone());
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            let mut auth_ok = user_pass_b64.is_none();
+            let mut len = 0usize;
+            loop {
+                let mut h = String::new();
+                r.read_line(&mut h).unwrap();
+                if h.trim().is_empty() {
+                    break;
+                }
+                if let Some(b) = user_pass_b64 {
+                    if h.trim() == format!("Authorization: Basic {b}") {
+                        auth_ok = true;
+                    }
+                }
+                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0u8; len];
+            r.read_exact(&mut body).unwrap();
+            let mut parts = line.split_whitespace();
+            let (method, path) = (
+                parts.next().unwrap().to_string(),
+                parts.next().unwrap().to_string(),
+            );
+            req2.lock().unwrap().push(format!(
+                "{method} {path} {}",
+                String::from_utf8_lossy(&body)
+            ));
+            let (status, reply) = if !auth_ok {
+                (401, String::from("{}"))
+            } else {
+                let mut st = on2.lock().unwrap();
+                match path.as_str() {
+                    "/relay/0?turn=off" => {
+                        *st = false;
+                        (200, format!("{{\"ison\":{}}}", *st))
+                    }
+                    "/relay/0?turn=on" => {
+                        *st = true;
+                        (200, format!("{{\"ison\":{}}}", *st))
+                    }
+                    "/relay/0" => (200, format!("{{\"ison\":{}}}", *st)),
+                    "/rpc/Switch.Set?id=0&on=false" => {
+                        let was = *st;
+                        *st = false;
+                        (200, format!("{{\"was_on\":{was}}}"))
+                    }
+                    "/rpc/Switch.Set?id=0&on=true" => {
+                        let was = *st;
+                        *st = true;
+                        (200, format!("{{\"was_on\":{was}}}"))
+                    }
+                    "/rpc/Switch.GetStatus?id=0" => {
+                        (200, format!("{{\"id\":0,\"output\":{}}}", *st))
+                    }
+                    "/cm?cmnd=Power%20Off" => {
+                        *st = false;
+                        (200, "{\"POWER\":\"OFF\"}".into())
+                    }
+                    "/cm?cmnd=Power%20On" => {
+                        *st = true;
+                        (200, "{\"POWER\":\"ON\"}".into())
+                    }
+                    "/cm?cmnd=Power" => (
+                        200,
+                        format!("{{\"POWER\":\"{}\"}}", if *st { "ON" } else { "OFF" }),
+                    ),
+                    "/stuck?turn=off" => (200, "{\"ison\":true}".into()),
+                    "/generic" if method == "POST" => {
+                        *st = String::from_utf8_lossy(&body).contains("\"on\":true");
+                        (200, "ok".into())
+                    }
+                    _ => (404, "not found".into()),
+                }
+            };
+            let _ = write!(
+                s,
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    FakePlug { addr, on, requests }
+}
+
+fn http(flavor: Flavor, addr: &str) -> HttpSwitch {
+    HttpSwitch {
+        flavor,
+        host: addr.into(),
+        channel: 0,
+        auth: None,
+        timeout: Duration::from_secs(5),
+        scope: Scope::Host,
+    }
+}
+
+#[test]
+fn http_driver_speaks_shelly_gen1_gen2_and_tasmota() {
+    for flavor in [Flavor::ShellyGen1, Flavor::ShellyGen2, Flavor::Tasmota] {
+        let plug = fake_plug(None);
+        let mut sw = http(flavor.clone(), &plug.addr);
+        assert_eq!(sw.state().unwrap(), Some(true), "{flavor:?}");
+        sw.off().unwrap();
+        assert!(!*plug.on.lock().unwrap(), "{flavor:?}");
+        assert_eq!(sw.state().unwrap(), Some(false));
+        sw.on().unwrap();
+        assert!(*plug.on.lock().unwrap());
+        assert_eq!(sw.state().unwrap(), Some(true));
+        let reqs = plug.requests.lock().unwrap().clone();
+        let expect_off = match flavor {
+            Flavor::ShellyGen1 => "GET /relay/0?turn=off",
+            Flavor::ShellyGen2 => "GET /rpc/Switch.Set?id=0&on=false",
+            _ => "GET /cm?cmnd=Power%20Off",
+        };
+        assert!(reqs.iter().any(|r| r.starts_with(expect_off)), "{reqs:?}");
+    }
+}
+
+#[test]
+fn http_driver_generic_post_auth_and_errors() {
+    let plug = fake_plug(None);
+    let mut sw = http(
+        Flavor::Generic {
+            off: "POST /generic".into(),
+            on: "POST /generic".into(),
+            body_off: Some("{\"on\":false}".into()),
+            body_on: Some("{\"on\":true}".into()),
+        },
+        &plug.addr,
+    );
+    sw.off().unwrap();
+    assert!(!*plug.on.lock().unwrap());
+    sw.on().unwrap();
+    assert!(*plug.on.lock().unwrap());
+    assert_eq!(sw.state().unwrap(), None);
+
+    // A request the switch does not know: the status and body are in the error.
+    let mut stuck = http(
+        Flavor::Generic {
+            off: "GET /nothing".into(),
+            on: "GET /nothing".into(),
+            body_off: None,
+            body_on: None,
+        },
+        &plug.addr,
+    );
+    let e = format!("{:#}", stuck.off().unwrap_err());
+    assert!(e.contains("404"), "{e}");
+
+    // Basic auth: refused without, accepted with.
+    let locked = fake_plug(Some("YWRtaW46c2VjcmV0"));
+    let mut sw = http(Flavor::ShellyGen1, &locked.addr);
+    let e = format!("{:#}", sw.off().unwrap_err());
+    assert!(e.contains("power.user"), "{e}");
+    sw.auth = Some(("admin".into(), "secret".into()));
+    sw.off().unwrap();
+    assert!(!*locked.on.lock().unwrap());
+
+    // Nobody listening: a clear error, quickly.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut gone = http(Flavor::Tasmota, &format!("127.0.0.1:{port}"));
+    let e = format!("{:#}", gone.off().unwrap_err());
+    assert!(e.contains("is it on the network"), "{e}");
+}
+
+/// A pseudo-terminal: (master, slave path).
+fn pty() -> (std::fs::File, String) {
+    let (mut m, mut s) = (0, 0);
+    // SAFETY: openpty fills two fds; name, termios and winsize pointers may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut m,
+            &mut s,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: ttyname on the fd we just got; the string is copied at once.
+    let name = unsafe { std::ffi::CStr::from_ptr(libc::ttyname(s)) }
+        .to_string_lossy()
+        .into_owned();
+    // Keep the slave open in the test so the master does not see a hang-up between opens.
+    std::mem::forget(unsafe { OwnedFd::from_raw_fd(s) });
+    // SAFETY: m is a fresh fd we own.
+    (unsafe { std::fs::File::from_raw_fd(m) }, name)
+}
+
+/// The firmware protocol, as hardware/firmware/PROTOCOL.md defines it, on the master side.
+fn fake_firmware(master: std::fs::File) -> Arc<Mutex<Vec<bool>>> {
+    let rails = Arc::new(Mutex::new(vec![true, true])); // powers up with rails ON
+    let r2 = rails.clone();
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let mut w = master.try_clone().unwrap();
+        let us = || t0.elapsed().as_micros() as u64;
+        writeln!(w, "plugpull_switch booting").unwrap();
+        let mut rd = BufReader::new(master);
+        let mut line = String::new();
+        while rd.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let ch = |i: usize| {
+                words
+                    .get(i)
+                    .and_then(|c| c.parse::<usize>().ok())
+                    .filter(|c| (1..=2).contains(c))
+            };
+            let reply = match words.as_slice() {
+                ["PING"] => format!("OK {} PONG plugpull_switch/1 channels=2", us()),
+                ["STATE?"] => {
+                    let r = r2.lock().unwrap();
+                    format!(
+                        "OK {} STATE 1={} 2={}",
+                        us(),
+                        if r[0] { "ON" } else { "OFF" },
+                        if r[1] { "ON" } else { "OFF" }
+                    )
+                }
+                ["OFF", _] | ["ON", _] if ch(1).is_some() => {
+                    r2.lock().unwrap()[ch(1).unwrap() - 1] = words[0] == "ON";
+                    format!("OK {} {} {}", us(), words[0], words[1])
+                }
+                ["PULSE", _, ms] if ch(1).is_some() => {
+                    let c = ch(1).unwrap();
+                    let ms: u64 = ms.parse().unwrap();
+                    r2.lock().unwrap()[c - 1] = false;
+                    writeln!(w, "OK {} PULSE {c} {ms}", us()).unwrap();
+                    std::thread::sleep(Duration::from_millis(ms));
+                    r2.lock().unwrap()[c - 1] = true;
+                    format!("EVT {} ON {c}", us())
+                }
+                _ => format!("ERR {} unknown command", us()),
+            };
+            writeln!(w, "{reply}").unwrap();
+            line.clear();
+        }
+    });
+    rails
+}
+
+#[test]
+fn serial_driver_speaks_the_firmware_protocol_over_a_pty() {
+    let (master, slave) = pty();
+    let rails = fake_firmware(master);
+    let mut sw = SerialSwitch::open(
+        &slave,
+        115200,
+        Protocol::Plugpull,
+        1,
+        Duration::from_secs(3),
+    )
+    .unwrap();
+    assert!(
+        sw.describe().contains("PONG plugpull_switch/1"),
+        "{}",
+        sw.describe()
+    );
+    assert_eq!(sw.state().unwrap(), Some(true));
+    let off = sw.off().unwrap();
+    assert!(off.switch_us.is_some());
+    assert_eq!(*rails.lock().unwrap(), vec![false, true]);
+    assert_eq!(sw.state().unwrap(), Some(false));
+    let on = sw.on().unwrap();
+    assert!(on.switch_us.unwrap() >= off.switch_us.unwrap());
+    assert_eq!(sw.state().unwrap(), Some(true));
+    // A pulse timed by the board: OK at the cut, EVT when the rail is back.
+    let (a, b) = sw.pulse(Duration::from_millis(150)).unwrap();
+    let board_off_us = b.switch_us.unwrap() - a.switch_us.unwrap();
+    assert!(
+        board_off_us >= 150_000,
+        "board reported {board_off_us} µs off"
+    );
+    assert_eq!(*rails.lock().unwrap(), vec![true, true]);
+    assert!(sw.capabilities().native_pulse && sw.capabilities().precise_timing);
+}
+
+#[test]
+fn serial_driver_sends_ch340_frames() {
+    let (mut master, slave) = pty();
+    let mut sw =
+        SerialSwitch::open(&slave, 9600, Protocol::Ch340, 1, Duration::from_secs(2)).unwrap();
+    sw.off().unwrap();
+    sw.on().unwrap();
+    let mut got = [0u8; 8];
+    master.read_exact(&mut got).unwrap();
+    assert_eq!(got, [0xA0, 0x01, 0x00, 0xA1, 0xA0, 0x01, 0x01, 0xA2]);
+    assert_eq!(sw.state().unwrap(), None);
+}
+
+#[test]
+fn power_tables_parse_for_every_driver_and_examples_are_valid() {
+    for ex in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/examples")).unwrap()
+    {
+        let p = ex.unwrap().path();
+        if p.extension().is_some_and(|e| e == "toml") {
+            plugpull::campaign::config::Settings::load(&p)
+                .unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+        }
+    }
+    let t: toml::Table = toml::from_str(
+        "[power]\ndriver = \"http\"\nflavor = \"tasmota\"\nhost = \"10.0.0.9\"\ntypo = 1\n",
+    )
+    .unwrap();
+    let e = t["power"]
+        .clone()
+        .try_into::<PowerConfig>()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("typo"), "{e}");
+    let t: toml::Table = toml::from_str("[power]\ndriver = \"simdrive\"\n").unwrap();
+    let e = format!(
+        "{:#}",
+        t["power"]
+            .clone()
+            .try_into::<PowerConfig>()
+            .unwrap()
+            .build(None)
+            .err()
+            .unwrap()
+    );
+    assert!(e.contains("kind = \"simdrive\""), "{e}");
+}
