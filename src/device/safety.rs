@@ -20,6 +20,7 @@ pub enum Hazard {
     Signature(&'static str),
     ForeignFile,
     NotWritableKind,
+    Unreadable(String),
 }
 
 impl std::fmt::Display for Hazard {
@@ -32,6 +33,7 @@ impl std::fmt::Display for Hazard {
             Hazard::Signature(s) => write!(f, "it holds {s}"),
             Hazard::ForeignFile => write!(f, "the file exists and is not a plugpull target"),
             Hazard::NotWritableKind => write!(f, "it is neither a regular file nor a block device"),
+            Hazard::Unreadable(e) => write!(f, "its first 128 KiB cannot be read to check for data ({e})"),
         }
     }
 }
@@ -129,8 +131,11 @@ pub fn hazards(target: &Path, region_offset: u64) -> Result<Vec<Hazard>> {
             }
         }
         if !holds_plugpull(target, region_offset) {
-            if let Some(sig) = signature(target)? {
-                found.push(Hazard::Signature(sig));
+            match signature(target) {
+                Ok(Some(sig)) => found.push(Hazard::Signature(sig)),
+                Ok(None) => {}
+                // What we cannot read, we cannot call empty.
+                Err(e) => found.push(Hazard::Unreadable(e.to_string())),
             }
         }
     } else if meta.is_file() {
