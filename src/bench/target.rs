@@ -109,8 +109,8 @@ fn drop_cached_pages(path: &Path) {
 /// Writes the plugpull stamp into the first sector and makes it durable.
 fn stamp(path: &Path) -> Result<()> {
     let mut sector = [0u8; 512];
-    sector[..8].copy_from_slice(&MAGIC);
-    sector[8..8 + STAMP_TEXT.len()].copy_from_slice(STAMP_TEXT);
+    sector[..MAGIC.len()].copy_from_slice(&MAGIC);
+    sector[MAGIC.len()..MAGIC.len() + STAMP_TEXT.len()].copy_from_slice(STAMP_TEXT);
     let f = fs::OpenOptions::new()
         .write(true)
         .create(!is_block_device(path))
