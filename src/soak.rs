@@ -387,23 +387,6 @@ pub fn run(a: SoakArgs) -> Result<i32> {
 mod tests {
     use super::*;
 
-    /// Debugging aid: `SEED=S REC=SEQ cargo test --lib soak::tests::replay_one_faulty_cycle
-    /// -- --ignored --nocapture` prints the cycle and the oracle events naming record SEQ.
-    #[test]
-    #[ignore]
-    fn replay_one_faulty_cycle() {
-        let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
-        let rec: u64 = std::env::var("REC").unwrap().parse().unwrap();
-        let (o, d) = run_cycle_on(seed, true).unwrap();
-        eprintln!("{}", o.describe());
-        for e in d.oracle_events() {
-            let t = format!("{e:?}");
-            if t.contains(&format!("seq: {rec},")) || !t.contains("Fault") {
-                eprintln!("{t}");
-            }
-        }
-    }
-
     #[test]
     fn a_seed_replays_exactly() {
         for seed in [3, 4, 5] {
