@@ -9,6 +9,7 @@ pub mod device;
 pub mod exit;
 pub mod latency;
 pub mod record;
+pub mod report;
 pub mod rng;
 pub mod sim;
 pub mod units;

@@ -14,6 +14,9 @@ fn main() {
         Command::Bench(a) => plugpull::bench::run(a),
         Command::Simdrive(a) => plugpull::sim::run(a),
         Command::Demo(a) => plugpull::demo::run(a),
+        Command::Report(a) => plugpull::report::run(a),
+        Command::Completions(a) => plugpull::report::clidocs::completions(a),
+        Command::Man(a) => plugpull::report::clidocs::man(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -347,21 +347,37 @@ impl Device for Faulty {
 #[test]
 fn eio_range_is_unreadable_and_the_rest_judged() {
     let (dev, log) = fresh();
-    let f = Arc::new(Faulty { inner: dev, bad_from: 8 * 4096, bad_to: 12 * 4096, hang: false });
+    let f = Arc::new(Faulty {
+        inner: dev,
+        bad_from: 8 * 4096,
+        bad_to: 12 * 4096,
+        hang: false,
+    });
     let r = verify_device(f, &log, Duration::from_secs(10));
     assert_eq!(r.verdict, Verdict::Fail);
     assert_eq!(count(&r, "unreadable"), 4, "{}", r.to_text());
     assert_eq!(count(&r, "intact"), 60);
-    assert_eq!(r.unreadable_ranges.iter().map(|u| u.1).sum::<u64>(), 4 * 4096);
+    assert_eq!(
+        r.unreadable_ranges.iter().map(|u| u.1).sum::<u64>(),
+        4 * 4096
+    );
 }
 
 #[test]
 fn hung_reads_time_out_as_unreadable() {
     let (dev, log) = fresh();
-    let f = Arc::new(Faulty { inner: dev, bad_from: 0, bad_to: 1 << 40, hang: true });
+    let f = Arc::new(Faulty {
+        inner: dev,
+        bad_from: 0,
+        bad_to: 1 << 40,
+        hang: true,
+    });
     let t0 = std::time::Instant::now();
     let r = verify_device(f, &log, Duration::from_millis(300));
-    assert!(t0.elapsed() < Duration::from_secs(5), "verify must give up on a hung read");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "verify must give up on a hung read"
+    );
     assert_eq!(count(&r, "unreadable"), 64);
     assert_eq!(r.verdict, Verdict::Fail);
 }

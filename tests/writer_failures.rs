@@ -93,16 +93,29 @@ fn device(fail_at: u64, fail_writes: bool) -> FailingDevice {
 fn one_stream_acks_exactly_the_successful_flushes_then_nothing() {
     for fail_writes in [false, true] {
         let dev = device(101, fail_writes);
-        let sink = Sink { dev: &dev, acks: Mutex::new(vec![]) };
+        let sink = Sink {
+            dev: &dev,
+            acks: Mutex::new(vec![]),
+        };
         let p = Progress::default();
         run_streams(&dev, &plan(1), &sink, &AtomicBool::new(false), &p);
         let acks = sink.acks.lock().unwrap();
-        assert_eq!(acks.len() as u64, dev.ok_flushes.load(SeqCst), "fail_writes={fail_writes}");
+        assert_eq!(
+            acks.len() as u64,
+            dev.ok_flushes.load(SeqCst),
+            "fail_writes={fail_writes}"
+        );
         assert_eq!(acks.len(), 100);
-        assert!(acks.iter().all(|(_, after)| !after), "an ack was pushed after the failure");
+        assert!(
+            acks.iter().all(|(_, after)| !after),
+            "an ack was pushed after the failure"
+        );
         let f = p.failure().expect("the failure is reported");
         assert_eq!(f.during, if fail_writes { "write" } else { "flush" });
-        assert!(acks.iter().all(|(a, _)| a.record.seq != f.record.seq), "the failing record was acked");
+        assert!(
+            acks.iter().all(|(a, _)| a.record.seq != f.record.seq),
+            "the failing record was acked"
+        );
         assert_eq!(p.last_ack().unwrap().record.seq, 100);
     }
 }
@@ -110,26 +123,48 @@ fn one_stream_acks_exactly_the_successful_flushes_then_nothing() {
 #[test]
 fn many_streams_never_ack_the_failing_record_nor_more_than_flushed() {
     let dev = device(500, false);
-    let sink = Sink { dev: &dev, acks: Mutex::new(vec![]) };
+    let sink = Sink {
+        dev: &dev,
+        acks: Mutex::new(vec![]),
+    };
     let p = Progress::default();
     run_streams(&dev, &plan(4), &sink, &AtomicBool::new(false), &p);
     let acks = sink.acks.lock().unwrap();
     assert!(acks.len() as u64 <= dev.ok_flushes.load(SeqCst));
     let f = p.failure().unwrap();
-    assert!(!acks.iter().any(|(a, _)| a.record.stream == f.record.stream && a.record.seq == f.record.seq));
+    assert!(
+        !acks
+            .iter()
+            .any(|(a, _)| a.record.stream == f.record.stream && a.record.seq == f.record.seq)
+    );
     // Every stream stopped: the failing flush is the last one any stream attempted,
     // give or take one in flight per other stream.
-    assert!(dev.flushes.load(SeqCst) <= 500 + 3, "streams kept writing after the failure");
+    assert!(
+        dev.flushes.load(SeqCst) <= 500 + 3,
+        "streams kept writing after the failure"
+    );
 }
 
 #[test]
 fn acks_carry_flush_completion_after_submission() {
     let dev = device(u64::MAX, false);
-    let sink = Sink { dev: &dev, acks: Mutex::new(vec![]) };
+    let sink = Sink {
+        dev: &dev,
+        acks: Mutex::new(vec![]),
+    };
     let mut pl = plan(2);
     pl.count = Some(200);
-    run_streams(&dev, &pl, &sink, &AtomicBool::new(false), &Progress::default());
+    run_streams(
+        &dev,
+        &pl,
+        &sink,
+        &AtomicBool::new(false),
+        &Progress::default(),
+    );
     let acks = sink.acks.lock().unwrap();
     assert_eq!(acks.len(), 200);
-    assert!(acks.iter().all(|(a, _)| a.flushed_ns >= a.record.write_time_ns));
+    assert!(
+        acks.iter()
+            .all(|(a, _)| a.flushed_ns >= a.record.write_time_ns)
+    );
 }
