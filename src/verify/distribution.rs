@@ -125,6 +125,6 @@ mod tests {
         assert_eq!(bucket_125(5.0), 3);
         assert_eq!(bucket_125(10.0), 4);
         assert_eq!(edge_125(4), 20.0);
-        assert_eq!(lower_edge(3), 2.0);
+        assert_eq!(lower_edge(3), 5.0);
     }
 }
