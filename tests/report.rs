@@ -148,7 +148,7 @@ fn a_lying_drive_renders_red_with_the_losses_near_the_cut() {
     let html = render(&[&p], &dir.path().join("fail.html"));
     assert_self_contained(&html);
     assert!(html.contains("id=\"verdict\" data-verdict=\"FAIL\""));
-    assert!(html.contains(&format!("{}", r["summary"].as_str().unwrap())));
+    assert!(html.contains(r["summary"].as_str().unwrap()));
     assert!(html.contains("<svg id=\"chart-timeline\""));
     assert!(html.contains("class=\"bar class-lost\""));
     assert!(html.contains("id=\"loss-window-marker\""));

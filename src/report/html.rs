@@ -388,13 +388,13 @@ pub fn render(
     let _ = write!(o, "<h1>{}</h1>", esc(&title));
     let _ = write!(
         o,
-        "<div class=\"banner\" id=\"verdict\" data-verdict=\"{v}\" style=\"background:{}\"><div class=\"verdict\">{v}</div><div class=\"why\">{}</div></div>\n",
+        "<div class=\"banner\" id=\"verdict\" data-verdict=\"{v}\" style=\"background:{}\"><div class=\"verdict\">{v}</div><div class=\"why\">{}</div></div>",
         svg::verdict_colour(&s.verdict),
         esc(&banner_text(cycles, s)),
         v = esc(&s.verdict),
     );
 
-    o.push_str("<div class=\"numbers\">");
+    o.push_str("\n<div class=\"numbers\">");
     number(
         &mut o,
         "acked",
@@ -569,7 +569,7 @@ pub fn render(
     }
     let _ = write!(
         o,
-        "<p class=\"note\">plugpull {} · generated {} · verify reports: format plugpull-verify/1 (docs/report.md)</p></body></html>\n",
+        "<p class=\"note\">plugpull {} · generated {} · verify reports: format plugpull-verify/1 (docs/report.md)</p></body></html>",
         env!("CARGO_PKG_VERSION"),
         chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC")
     );

@@ -386,8 +386,16 @@ pub fn log_bars(
         );
         return o + "</svg>";
     }
-    let lo_i = data.iter().map(|d| bucket_125(d.0)).min().unwrap();
-    let hi_i = data.iter().map(|d| bucket_125(d.0)).max().unwrap();
+    let mut lo_i = data.iter().map(|d| bucket_125(d.0)).min().unwrap();
+    let mut hi_i = data.iter().map(|d| bucket_125(d.0)).max().unwrap();
+    // At least six intervals, so one lone bucket does not fill the whole width.
+    while hi_i - lo_i + 1 < 6 {
+        if lo_i > 0 && (hi_i - lo_i) % 2 == 0 {
+            lo_i -= 1;
+        } else {
+            hi_i += 1;
+        }
+    }
     let n = hi_i - lo_i + 1;
     let cw = (right - LEFT) / n as f64;
     let max = data.iter().map(|d| d.1).max().unwrap_or(1).max(1) as f64;
