@@ -573,6 +573,7 @@ pub fn render(
         env!("CARGO_PKG_VERSION"),
         chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC")
     );
+    o.push('\n');
     o
 }
 
