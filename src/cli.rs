@@ -42,6 +42,12 @@ pub enum Command {
     Soak(SoakArgs),
     /// Many unattended power cuts through a power switch, each verified and recorded.
     Campaign(CampaignArgs),
+    /// Render verify reports (one run, or many as a campaign) as one self-contained HTML page.
+    Report(ReportArgs),
+    /// Print shell completions for SHELL on stdout (generated from these definitions).
+    Completions(CompletionsArgs),
+    /// Write man pages (plugpull.1 and one per subcommand) into a directory.
+    Man(ManArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -332,4 +338,38 @@ pub struct CampaignArgs {
     /// No per-cycle lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// Verify reports (`verify --json` / `demo --json` output), or JSON-lines files of them
+    /// (a campaign). Several reports are shown as the cycles of one campaign.
+    #[arg(required = true, value_name = "RESULT.json")]
+    pub inputs: Vec<PathBuf>,
+    /// The HTML file to write ("-" for stdout).
+    #[arg(long, short, default_value = "plugpull-report.html")]
+    pub output: PathBuf,
+    /// Page title (default: from the device and verdict).
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Print what was rendered as JSON on stdout (verdict, cycles, output path).
+    #[arg(long)]
+    pub json: bool,
+    /// Print nothing on success.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    /// bash, zsh, fish, elvish or powershell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ManArgs {
+    /// Directory to write the pages into (created if missing).
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
 }

@@ -11,6 +11,7 @@ pub mod exit;
 pub mod latency;
 pub mod power;
 pub mod record;
+pub mod report;
 pub mod rng;
 pub mod sim;
 pub mod soak;

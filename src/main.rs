@@ -16,6 +16,9 @@ fn main() {
         Command::Demo(a) => plugpull::demo::run(a),
         Command::Soak(a) => plugpull::soak::run(a),
         Command::Campaign(a) => plugpull::campaign::run(a),
+        Command::Report(a) => plugpull::report::run(a),
+        Command::Completions(a) => plugpull::report::clidocs::completions(a),
+        Command::Man(a) => plugpull::report::clidocs::man(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

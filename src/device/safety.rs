@@ -33,7 +33,10 @@ impl std::fmt::Display for Hazard {
             Hazard::Signature(s) => write!(f, "it holds {s}"),
             Hazard::ForeignFile => write!(f, "the file exists and is not a plugpull target"),
             Hazard::NotWritableKind => write!(f, "it is neither a regular file nor a block device"),
-            Hazard::Unreadable(e) => write!(f, "its first 128 KiB cannot be read to check for data ({e})"),
+            Hazard::Unreadable(e) => write!(
+                f,
+                "its first 128 KiB cannot be read to check for data ({e})"
+            ),
         }
     }
 }

@@ -7,6 +7,8 @@
 //! that survived) are "superseded", never failures: no false alarms on an honest drive.
 
 pub mod classify;
+pub mod distribution;
+pub mod progress;
 pub mod report;
 pub mod scan;
 
@@ -21,9 +23,19 @@ use std::time::{Duration, Instant};
 
 /// Judges every ack of `log` against `dev`.
 pub fn verify_device(dev: Arc<dyn Device>, log: &RunLog, read_timeout: Duration) -> Report {
+    verify_device_with_progress(dev, log, read_timeout, &|_, _| {})
+}
+
+/// `verify_device`, reporting `(bytes_done, bytes_total)` of the scan as it goes.
+pub fn verify_device_with_progress(
+    dev: Arc<dyn Device>,
+    log: &RunLog,
+    read_timeout: Duration,
+    progress: &dyn Fn(u64, u64),
+) -> Report {
     let t0 = Instant::now();
     let acks = &log.acks;
-    let result = scan::scan(dev, log.descriptor.run_id, acks, read_timeout);
+    let result = scan::scan_with_progress(dev, log.descriptor.run_id, acks, read_timeout, progress);
     let classes: Vec<RecordClass> = acks
         .iter()
         .zip(&result.tallies)
@@ -157,6 +169,8 @@ fn judge(
         run: None,
         bytes_read: 0,
         verify_ms: 0.0,
+        ack_timeline: distribution::ack_timeline(acks, classes),
+        flush_latency: distribution::flush_latency(acks),
         plugpull_version: env!("CARGO_PKG_VERSION"),
     }
 }
@@ -258,7 +272,14 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     }
     let device = identity::identify(&a.target);
     let mut report = match FileDevice::open_read(&a.target) {
-        Ok(dev) => verify_device(Arc::new(dev), &log, a.read_timeout),
+        Ok(dev) => {
+            let bar = progress::ScanBar::new(a.quiet);
+            let r = verify_device_with_progress(Arc::new(dev), &log, a.read_timeout, &|d, t| {
+                bar.update(d, t)
+            });
+            bar.finish();
+            r
+        }
         Err(e) => dead_device_report(&log, format!("{e:#}")),
     };
     report.target = a.target.display().to_string();

@@ -103,6 +103,10 @@ pub struct Report {
     pub run: Option<RunDescriptor>,
     pub bytes_read: u64,
     pub verify_ms: f64,
+    /// Every acknowledged record by ack time before the last ack and class (for charts).
+    pub ack_timeline: Vec<super::distribution::TimelineBucket>,
+    /// Write+flush latency of every acknowledged record (for charts); null without acks.
+    pub flush_latency: Option<super::distribution::LatencySummary>,
     pub plugpull_version: &'static str,
 }
 

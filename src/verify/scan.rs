@@ -39,6 +39,17 @@ struct Chunk {
 
 /// Reads [start, end) of `dev` and judges every ack against it.
 pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Duration) -> ScanResult {
+    scan_with_progress(dev, run, acks, read_timeout, &|_, _| {})
+}
+
+/// `scan`, calling `progress(bytes_done, bytes_total)` after every chunk (for a progress bar).
+pub fn scan_with_progress(
+    dev: Arc<dyn Device>,
+    run: RunId,
+    acks: &[Ack],
+    read_timeout: Duration,
+    progress: &dyn Fn(u64, u64),
+) -> ScanResult {
     let key = RunKey::new(run);
     let mut tallies = vec![SectorTally::default(); acks.len()];
     let mut found_elsewhere = HashMap::new();
@@ -188,6 +199,7 @@ pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Durati
             }
             active.retain(|&i| acks[i].record.end() > c_end);
             at = c_end;
+            progress(at - start, end - start);
             match chunk {
                 Some(c) => {
                     let _ = give_backs[turn % READERS].send(c.buf);

@@ -1,0 +1,41 @@
+//! Shell completions and man pages, generated from the clap definitions in `cli.rs` at run
+//! time: one documented command each (`plugpull completions bash`, `plugpull man --dir
+//! DIR`), so packagers get them without a build script and they never drift from the
+//! options the binary really takes.
+
+use crate::cli::{Cli, CompletionsArgs, ManArgs};
+use anyhow::{Context, Result};
+use clap::CommandFactory;
+
+/// Prints completions for `a.shell` on stdout.
+pub fn completions(a: CompletionsArgs) -> Result<i32> {
+    let mut cmd = Cli::command();
+    clap_complete::generate(a.shell, &mut cmd, "plugpull", &mut std::io::stdout());
+    Ok(crate::exit::PASS)
+}
+
+/// Writes plugpull.1 and plugpull-SUBCOMMAND.1 for every subcommand into `a.dir`, and
+/// prints the paths written.
+pub fn man(a: ManArgs) -> Result<i32> {
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
+    for p in write_man_pages(&a.dir)? {
+        println!("{}", p.display());
+    }
+    Ok(crate::exit::PASS)
+}
+
+/// The man pages for the whole command tree; returns the files written.
+pub fn write_man_pages(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+    clap_mangen::generate_to(Cli::command(), dir)
+        .with_context(|| format!("writing man pages to {}", dir.display()))?;
+    let mut files: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("plugpull") && n.ends_with(".1"))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}

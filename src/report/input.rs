@@ -1,0 +1,210 @@
+//! Reading verify reports back for rendering.
+//!
+//! Why a separate, lenient model instead of deserialising `verify::report::Report`: the
+//! report renders files made by other plugpull versions and by other tools' wrappers
+//! (campaign JSON lines), so every key is optional here and unknown keys are ignored.
+//! Anything that is not a verify report is skipped with a note rather than failing the page.
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct LossWindow {
+    pub records: u64,
+    pub bytes: u64,
+    pub ms: f64,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct OrderingHoles {
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Finding {
+    pub class: String,
+    pub stream: u16,
+    pub seq: u64,
+    pub offset: u64,
+    pub len_bytes: u64,
+    pub acked_ms_before_last_ack: f64,
+    pub sectors: BTreeMap<String, u64>,
+    pub corrupt_bits: Option<u64>,
+    pub found_at: Option<u64>,
+    pub ordering_hole: bool,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct TimelineBucket {
+    pub from_ms: f64,
+    pub to_ms: f64,
+    pub counts: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct LatencyBucket {
+    pub from_us: f64,
+    pub to_us: f64,
+    pub count: u64,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Latency {
+    pub count: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub buckets: Vec<LatencyBucket>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Run {
+    pub run_id: String,
+    pub started_at: String,
+    pub host: String,
+    pub command: Vec<String>,
+    pub settings: BTreeMap<String, Value>,
+    pub device: BTreeMap<String, Value>,
+}
+
+/// One `plugpull-verify/1` report, as much of it as the page shows.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct VerifyReport {
+    pub format: String,
+    pub verdict: String,
+    pub summary: String,
+    pub counts: BTreeMap<String, u64>,
+    pub acked_records: u64,
+    pub acked_bytes: u64,
+    pub corrupt_bits: u64,
+    pub loss_window: Option<LossWindow>,
+    pub ordering_holes: OrderingHoles,
+    pub dead_device: Option<String>,
+    pub unreadable_ranges: Vec<(u64, u64, String)>,
+    pub findings: Vec<Finding>,
+    pub findings_truncated: bool,
+    pub target: String,
+    pub device: Option<BTreeMap<String, Value>>,
+    pub run: Option<Run>,
+    pub verify_ms: f64,
+    pub ack_timeline: Vec<TimelineBucket>,
+    pub flush_latency: Option<Latency>,
+    pub plugpull_version: String,
+}
+
+/// A report and where it came from ("file.json", "campaign.jsonl:3", or a cycle number).
+#[derive(Clone, Debug)]
+pub struct Cycle {
+    pub label: String,
+    pub report: VerifyReport,
+}
+
+fn is_verify(v: &Value) -> bool {
+    v.get("format")
+        .and_then(Value::as_str)
+        .is_some_and(|f| f.starts_with("plugpull-verify/"))
+}
+
+/// The verify report in `v`: `v` itself, or one nested one level down (a campaign line
+/// such as `{"cycle": 3, "verify": {...}}`), with the wrapper's cycle number if any.
+fn find_verify(v: &Value) -> Option<(&Value, Option<String>)> {
+    if is_verify(v) {
+        return Some((v, None));
+    }
+    let obj = v.as_object()?;
+    let cycle = obj
+        .get("cycle")
+        .and_then(|c| c.as_u64().map(|n| n.to_string()));
+    obj.values().find(|x| is_verify(x)).map(|x| (x, cycle))
+}
+
+/// Every verify report in `text`: one JSON document, or JSON lines. `notes` collects what
+/// was skipped and why.
+pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycle>> {
+    let docs: Vec<(String, Value)> = match serde_json::from_str::<Value>(text) {
+        Ok(v) => vec![(name.to_string(), v)],
+        Err(_) => {
+            let mut d = vec![];
+            for (i, line) in text.lines().enumerate() {
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let v = serde_json::from_str::<Value>(line)
+                    .with_context(|| format!("{name}:{}: not JSON", i + 1))?;
+                d.push((format!("{name}:{}", i + 1), v));
+            }
+            d
+        }
+    };
+    let mut out = vec![];
+    for (label, v) in docs {
+        match find_verify(&v) {
+            Some((r, cycle)) => {
+                let report: VerifyReport = serde_json::from_value(r.clone())
+                    .with_context(|| format!("{label}: malformed verify report"))?;
+                let label = match cycle {
+                    Some(c) => format!("cycle {c}"),
+                    None => label,
+                };
+                out.push(Cycle { label, report });
+            }
+            None => notes.push(format!("{label}: not a plugpull verify report, skipped")),
+        }
+    }
+    Ok(out)
+}
+
+/// Reads every input file ("-" is stdin) in order.
+pub fn load(paths: &[std::path::PathBuf], notes: &mut Vec<String>) -> Result<Vec<Cycle>> {
+    let mut all = vec![];
+    for p in paths {
+        let text = if p == Path::new("-") {
+            std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+        } else {
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+        };
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "stdin".into());
+        all.extend(parse(&name, &text, notes)?);
+    }
+    if all.is_empty() {
+        bail!("no plugpull verify reports in the input (make them with `plugpull verify --json`)");
+    }
+    Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_single_documents_json_lines_and_wrapped_cycles() {
+        let mut notes = vec![];
+        let one = r#"{"format":"plugpull-verify/1","verdict":"PASS","counts":{"intact":3}}"#;
+        let c = parse("a.json", one, &mut notes).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].report.counts["intact"], 3);
+        let lines = format!(
+            "{one}\n{{\"cycle\":7,\"verify\":{one}}}\n{{\"format\":\"plugpull-campaign/1\"}}\n"
+        );
+        let c = parse("c.jsonl", &lines, &mut notes).unwrap();
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].label, "c.jsonl:1");
+        assert_eq!(c[1].label, "cycle 7");
+        assert_eq!(notes.len(), 1);
+        assert!(parse("bad", "{\n", &mut notes).is_err());
+    }
+}

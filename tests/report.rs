@@ -1,0 +1,270 @@
+//! `plugpull report`, completions and man pages, through the built binary: reports made
+//! from real demo runs (an honest drive that passes, a lying drive that fails) must render
+//! as self-contained HTML holding the expected charts and numbers.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_plugpull"))
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("running plugpull")
+}
+
+/// A real verify report from one demo cycle, saved into `dir`; returns (path, parsed).
+fn demo_report(dir: &Path, profile: &str, seed: u64) -> (PathBuf, Value) {
+    let out = run(&[
+        "demo",
+        "--profile",
+        profile,
+        "--seed",
+        &seed.to_string(),
+        "--duration",
+        "1s",
+        "--json",
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("demo --json prints JSON");
+    let p = dir.join(format!("{profile}-{seed}.json"));
+    std::fs::write(&p, &out.stdout).unwrap();
+    (p, v)
+}
+
+fn render(inputs: &[&Path], out: &Path) -> String {
+    let mut args: Vec<String> = vec!["report".into()];
+    args.extend(inputs.iter().map(|p| p.display().to_string()));
+    args.extend(["-o".into(), out.display().to_string(), "--quiet".into()]);
+    let o = bin().args(&args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "report failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::read_to_string(out).unwrap()
+}
+
+/// Nothing in the page may make a browser fetch anything.
+fn assert_self_contained(html: &str) {
+    for bad in [
+        "http://", "https://", "<script", "<link", "src=", "url(", "@import", "<iframe", "<img",
+        "<object", "<embed",
+    ] {
+        assert!(!html.contains(bad), "the page contains {bad:?}");
+    }
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.trim_end().ends_with("</html>"));
+}
+
+fn count_row(html: &str, class: &str) -> String {
+    let start = html
+        .find(&format!("<tr id=\"count-{class}\">"))
+        .unwrap_or_else(|| panic!("no counts row for {class}"));
+    let end = start + html[start..].find("</tr>").unwrap();
+    html[start..end].to_string()
+}
+
+fn assert_numbers(html: &str, report: &Value) {
+    for (class, n) in report["counts"].as_object().unwrap() {
+        let row = count_row(html, class);
+        assert!(
+            row.contains(&format!(">{}</td>", n.as_u64().unwrap())),
+            "counts row for {class} does not show {n}: {row}"
+        );
+    }
+    let acked = report["acked_records"].as_u64().unwrap();
+    assert!(html.contains(&format!(
+        "<div class=\"num\" id=\"num-acked\"><b>{acked}</b>"
+    )));
+    // The writer's exact command line (from the run descriptor) is on the page.
+    let cmd: Vec<&str> = report["run"]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(html.contains(&cmd[1..].join(" ")), "command line missing");
+}
+
+#[test]
+fn verify_json_carries_chart_data_for_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, r) = demo_report(dir.path(), "lying", 11);
+    let acked = r["acked_records"].as_u64().unwrap();
+    let in_timeline: u64 = r["ack_timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|b| b["counts"].as_object().unwrap().values())
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        in_timeline, acked,
+        "every ack is in exactly one timeline bucket"
+    );
+    let lat = &r["flush_latency"];
+    assert_eq!(lat["count"].as_u64().unwrap(), acked);
+    let in_buckets: u64 = lat["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_buckets, acked);
+    assert!(lat["p50_us"].as_f64().unwrap() <= lat["p99_us"].as_f64().unwrap());
+}
+
+#[test]
+fn a_passing_run_renders_green_with_charts_and_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, r) = demo_report(dir.path(), "honest", 3);
+    assert_eq!(r["verdict"], "PASS");
+    let html = render(&[&p], &dir.path().join("pass.html"));
+    assert_self_contained(&html);
+    assert!(html.contains("id=\"verdict\" data-verdict=\"PASS\""));
+    assert!(html.contains("<svg id=\"chart-timeline\""));
+    assert!(html.contains("<svg id=\"chart-latency\""));
+    assert!(html.contains("class=\"bar class-intact\""));
+    assert!(
+        !html.contains("class=\"bar class-lost\""),
+        "nothing was lost"
+    );
+    assert!(!html.contains("loss-window-marker"));
+    assert!(
+        !html.contains("id=\"chart-cycles\""),
+        "one run is not a campaign"
+    );
+    assert!(html.contains("<table id=\"device\">"));
+    assert!(html.contains("plugpull simdrive (honest)"));
+    assert_numbers(&html, &r);
+}
+
+#[test]
+fn a_lying_drive_renders_red_with_the_losses_near_the_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, r) = demo_report(dir.path(), "lying", 7);
+    assert_eq!(r["verdict"], "FAIL");
+    let html = render(&[&p], &dir.path().join("fail.html"));
+    assert_self_contained(&html);
+    assert!(html.contains("id=\"verdict\" data-verdict=\"FAIL\""));
+    assert!(html.contains(r["summary"].as_str().unwrap()));
+    assert!(html.contains("<svg id=\"chart-timeline\""));
+    assert!(html.contains("class=\"bar class-lost\""));
+    assert!(html.contains("id=\"loss-window-marker\""));
+    assert!(html.contains("<svg id=\"chart-latency\""));
+    assert!(html.contains("<table id=\"findings\">"));
+    let lost = r["counts"]["lost"].as_u64().unwrap();
+    assert!(lost > 0);
+    assert!(count_row(&html, "lost").contains(" class=\"fail\""));
+    assert_numbers(&html, &r);
+}
+
+#[test]
+fn several_reports_render_as_a_campaign() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pass, _) = demo_report(dir.path(), "honest", 5);
+    let (fail, _) = demo_report(dir.path(), "lying", 5);
+    // The same two as JSON lines, one wrapped the way a campaign might, plus a line that
+    // is not a verify report.
+    let one = |p: &Path| {
+        serde_json::to_string(
+            &serde_json::from_str::<Value>(&std::fs::read_to_string(p).unwrap()).unwrap(),
+        )
+        .unwrap()
+    };
+    let jsonl = dir.path().join("campaign.jsonl");
+    std::fs::write(
+        &jsonl,
+        format!(
+            "{}\n{{\"cycle\":9,\"verify\":{}}}\n{{\"format\":\"something-else\"}}\n",
+            one(&pass),
+            one(&fail)
+        ),
+    )
+    .unwrap();
+    let html = render(&[&pass, &fail, &jsonl], &dir.path().join("c.html"));
+    assert_self_contained(&html);
+    assert!(html.contains("data-verdict=\"FAIL\""));
+    assert!(html.contains("<svg id=\"chart-cycles\""));
+    assert_eq!(html.matches("class=\"cycle verdict-pass\"").count(), 2);
+    assert_eq!(html.matches("class=\"cycle verdict-fail\"").count(), 2);
+    assert!(html.contains("<svg id=\"chart-loss-window\""));
+    assert!(html.contains("cycle 9"));
+    assert!(html.contains("not a plugpull verify report, skipped"));
+    assert!(html.contains("4 cycles: 2 FAIL, 2 PASS"));
+}
+
+#[test]
+fn a_clean_campaign_states_the_rule_of_three() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pass, _) = demo_report(dir.path(), "honest", 9);
+    let inputs: Vec<&Path> = vec![&pass; 3];
+    let html = render(&inputs, &dir.path().join("c.html"));
+    assert!(html.contains("data-verdict=\"PASS\""));
+    assert!(html.contains("rule of three: 3/3"));
+}
+
+#[test]
+fn report_json_stdout_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, _) = demo_report(dir.path(), "lying", 2);
+    let out = dir.path().join("r.html");
+    let o = run(&[
+        "report",
+        p.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success());
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["format"], "plugpull-report/1");
+    assert_eq!(v["summary"]["verdict"], "FAIL");
+    assert_eq!(v["summary"]["cycles"], 1);
+    // "-o -" writes the page itself to stdout.
+    let o = run(&["report", p.to_str().unwrap(), "-o", "-"]);
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("<!DOCTYPE html>"));
+    // Not a report: a clear error, exit 2, no page.
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"hello\": 1}").unwrap();
+    let bad = dir.path().join("bad.html");
+    let o = run(&[
+        "report",
+        junk.to_str().unwrap(),
+        "-o",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no plugpull verify reports"));
+    assert!(!bad.exists());
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_clap_definitions() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = run(&["completions", shell]);
+        assert!(o.status.success(), "{shell}");
+        let s = String::from_utf8_lossy(&o.stdout);
+        assert!(s.contains("plugpull"), "{shell}");
+        assert!(s.contains("report") && s.contains("verify"), "{shell}");
+    }
+    let o = run(&["completions", "bash"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("--read-timeout"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let man = dir.path().join("man1");
+    let o = run(&["man", "--dir", man.to_str().unwrap()]);
+    assert!(o.status.success());
+    for page in [
+        "plugpull.1",
+        "plugpull-verify.1",
+        "plugpull-report.1",
+        "plugpull-man.1",
+    ] {
+        let text = std::fs::read_to_string(man.join(page)).unwrap_or_else(|_| panic!("{page}"));
+        assert!(text.contains(".TH"), "{page} is roff");
+    }
+    let verify = std::fs::read_to_string(man.join("plugpull-verify.1")).unwrap();
+    assert!(verify.contains("read\\-timeout"));
+}
