@@ -216,6 +216,11 @@ struct Tracked {
     witnessed: bool,
     /// Some sectors of a held write reached media, others did not.
     own_undone: bool,
+    /// The sectors of this fault's own write that reached media late, and which of them a
+    /// later write has since covered: verify sees "shorn" only while some landed sector
+    /// still shows this write, and "lost" once later writes cover all of them.
+    own_landed: std::collections::BTreeSet<u64>,
+    landed_covered: std::collections::BTreeSet<u64>,
     /// Still-affected sectors (absolute sector numbers).
     remaining: std::collections::BTreeSet<u64>,
 }
@@ -230,6 +235,8 @@ pub struct Resolver {
     by_id: HashMap<(u64, u64), usize>,
     /// sector -> indexes of faults with that sector remaining (cancellable faults only).
     by_sector: BTreeMap<u64, Vec<usize>>,
+    /// sector -> indexes of faults whose own write landed there late (see `own_landed`).
+    landed: BTreeMap<u64, Vec<usize>>,
 }
 
 impl Resolver {
@@ -277,6 +284,17 @@ impl Resolver {
                     }
                 }
                 self.by_id.insert((self.session, *id), idx);
+                // A shorn write landed the sectors of its records before the fault range.
+                let mut own_landed = std::collections::BTreeSet::new();
+                if *class == Class::Shorn {
+                    for r in records {
+                        for k in 0..r.first_index as u64 {
+                            let s = r.record_offset / SECTOR_U64 + k;
+                            own_landed.insert(s);
+                            self.landed.entry(s).or_default().push(idx);
+                        }
+                    }
+                }
                 self.faults.push(Tracked {
                     session: self.session,
                     class: *class,
@@ -290,6 +308,8 @@ impl Resolver {
                     conditional: *conditional,
                     witnessed: false,
                     own_undone: false,
+                    own_landed,
+                    landed_covered: Default::default(),
                     remaining: (first..first + n).collect(),
                 });
                 true
@@ -306,6 +326,21 @@ impl Resolver {
         let end = (offset + len).div_ceil(SECTOR_U64);
         let mut changed = false;
         let key = (self.session, write);
+        // A later write over sectors where an earlier held write landed late hides them.
+        let landed_here: Vec<(u64, Vec<usize>)> = self
+            .landed
+            .range(first..end)
+            .map(|(s, l)| (*s, l.clone()))
+            .collect();
+        for (s, list) in landed_here {
+            for i in list {
+                let f = &mut self.faults[i];
+                if key > (f.session, f.write) && f.landed_covered.insert(s) {
+                    changed = true;
+                }
+            }
+        }
+        let mut newly_landed: Vec<(u64, usize)> = Vec::new();
         let sectors: Vec<u64> = self.by_sector.range(first..end).map(|(s, _)| *s).collect();
         for s in sectors {
             let list = self.by_sector.get_mut(&s).expect("key just listed");
@@ -329,12 +364,17 @@ impl Resolver {
                 }
                 if !later && undone {
                     f.own_undone = true;
+                    f.own_landed.insert(s);
+                    newly_landed.push((s, i));
                 }
                 !undone
             });
             if list.is_empty() {
                 self.by_sector.remove(&s);
             }
+        }
+        for (s, i) in newly_landed {
+            self.landed.entry(s).or_default().push(i);
         }
         changed
     }
@@ -394,7 +434,20 @@ impl Resolver {
                 Class::Misdirected if copy_gone => Class::Lost,
                 // Part of a held write reached media and part did not: new sectors next to
                 // old ones is what verify calls shorn.
-                Class::Lost | Class::Hole if f.own_undone => Class::Shorn,
+                Class::Lost | Class::Hole
+                    if f.own_undone
+                        && f.own_landed.iter().any(|s| !f.landed_covered.contains(s)) =>
+                {
+                    Class::Shorn
+                }
+                // Later writes covered every sector this write did land: nothing of it is
+                // visible, which verify calls lost.
+                Class::Shorn
+                    if !f.own_landed.is_empty()
+                        && f.own_landed.iter().all(|s| f.landed_covered.contains(s)) =>
+                {
+                    Class::Lost
+                }
                 Class::Hole if !f.witnessed => Class::Lost,
                 c => c,
             };
@@ -434,6 +487,11 @@ impl Resolver {
                 .iter()
                 .filter(|&&b| keep(f.offset + b / 8 / SECTOR_U64 * SECTOR_U64))
                 .count() as u64;
+            // Every flipped bit sits in sectors later writes took over: nothing is left
+            // for verify to see, though other sectors of the write are still "affected".
+            if class == Class::Corrupt && bits == 0 {
+                continue;
+            }
             out.push(Fault {
                 class,
                 session: f.session,
