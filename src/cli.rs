@@ -42,6 +42,9 @@ pub enum Command {
     Soak(SoakArgs),
     /// Many unattended power cuts through a power switch, each verified and recorded.
     Campaign(CampaignArgs),
+    /// Whole-host campaigns: run at boot on the host under test (systemd unit in
+    /// hardware/systemd/); verifies the previous run, reports, starts the next.
+    Agent(AgentArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -332,4 +335,11 @@ pub struct CampaignArgs {
     /// No per-cycle lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AgentArgs {
+    /// The agent config (TOML; see docs/campaign.md, whole-host mode).
+    #[arg(long, default_value = "/etc/plugpull/agent.toml")]
+    pub config: PathBuf,
 }

@@ -16,6 +16,7 @@ fn main() {
         Command::Demo(a) => plugpull::demo::run(a),
         Command::Soak(a) => plugpull::soak::run(a),
         Command::Campaign(a) => plugpull::campaign::run(a),
+        Command::Agent(a) => plugpull::campaign::agent::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),
