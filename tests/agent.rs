@@ -268,3 +268,69 @@ fn host_that_never_comes_back_is_marked_dead() {
     assert!(err.contains("the host is gone"), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(60));
 }
+
+#[test]
+fn host_examples_parse_and_wrong_switches_are_refused() {
+    use plugpull::campaign::agent::AgentConfig;
+    use plugpull::campaign::config::Settings;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let s = Settings::load(&root.join("hardware/examples/host-shelly.toml")).unwrap();
+    assert_eq!(s.file.target.kind, "host");
+    assert_eq!(s.boot_timeout, Duration::from_secs(600));
+    let a = AgentConfig::load(&root.join("hardware/systemd/agent.toml.example")).unwrap();
+    assert_eq!(a.controller, "192.168.1.10:7421");
+
+    let base = "[campaign]\ncycles = 1\nresults = \"r.jsonl\"\n[target]\nkind = \"host\"\n";
+    let e = Settings::parse(
+        &format!("{base}[power]\ndriver = \"simdrive\"\n"),
+        Path::new("."),
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("cuts a whole host"), "{e:#}");
+    let e = Settings::parse(
+        &format!(
+            "{base}[power]\ndriver = \"command\"\nscope = \"drive\"\noff = \"x\"\non = \"y\"\n"
+        ),
+        Path::new("."),
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("power.scope = \"host\""), "{e:#}");
+
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("agent.toml");
+    std::fs::write(
+        &p,
+        "controller = \"a:1\"\nwitness = \"b:2\"\nstate = \"s\"\n[target]\n",
+    )
+    .unwrap();
+    let e = AgentConfig::load(&p).unwrap_err();
+    assert!(format!("{e:#}").contains("exactly one of serial"), "{e:#}");
+}
+
+#[test]
+fn agent_state_survives_as_whole_file() {
+    use plugpull::campaign::agent::{AgentState, STATE_FORMAT, read_state, write_state};
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("var/lib/plugpull/agent-state.json");
+    assert!(read_state(&p).unwrap().is_none());
+    let s = AgentState {
+        format: STATE_FORMAT.into(),
+        cycle: 4,
+        run_id: Some("00112233445566778899aabbccddeeff".into()),
+        witness: "w:1".into(),
+        target: "/dev/x".into(),
+        started_at: "now".into(),
+        unsafe_shutdowns_before: Some(9),
+    };
+    write_state(&p, &s).unwrap();
+    let back = read_state(&p).unwrap().unwrap();
+    assert_eq!(back.cycle, 4);
+    assert_eq!(back.run_id, s.run_id);
+    assert!(!p.with_extension("tmp").exists());
+    std::fs::write(&p, "{torn").unwrap();
+    let e = read_state(&p).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("remove it to start afresh"),
+        "{e:#}"
+    );
+}

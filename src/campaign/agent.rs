@@ -167,8 +167,8 @@ pub fn write_state(path: &Path, s: &AgentState) -> Result<()> {
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     f.write_all(serde_json::to_string_pretty(s)?.as_bytes())?;
     f.sync_all()
         .with_context(|| format!("fsync {}", tmp.display()))?;
@@ -408,7 +408,11 @@ fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<i32> {
         let res = (|| {
             while progress.records_acked.load(Ordering::Relaxed) < o.min_acks.max(1) {
                 if let Some(f) = progress.failure() {
-                    bail!("the writer failed before any ack: {} failed: {}", f.during, f.error);
+                    bail!(
+                        "the writer failed before any ack: {} failed: {}",
+                        f.during,
+                        f.error
+                    );
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
