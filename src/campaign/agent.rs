@@ -203,7 +203,7 @@ pub fn run(a: AgentArgs) -> Result<i32> {
                 p.verdict,
                 p.error.as_deref().unwrap_or(&p.summary)
             ));
-            Some(p)
+            Some(Box::new(p))
         }
         _ => None,
     };

@@ -24,7 +24,7 @@ pub enum AgentMsg {
     /// Sent at every start: the verification of the run the state file named, if any.
     Boot {
         host: String,
-        previous: Option<PreviousRun>,
+        previous: Option<Box<PreviousRun>>,
     },
     /// The run of `cycle` has `acked` acks confirmed: the controller may cut.
     Acking {

@@ -71,7 +71,8 @@ fn order(s: &Settings, seed: u64, cycle: u64) -> RunOrder {
     }
 }
 
-fn fill(r: &mut CycleResult, p: PreviousRun) {
+fn fill(r: &mut CycleResult, p: Box<PreviousRun>) {
+    let p = *p;
     r.run_id = p.run_id;
     r.verdict = p.verdict;
     r.summary = p.summary;
