@@ -48,6 +48,9 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Write man pages (plugpull.1 and one per subcommand) into a directory.
     Man(ManArgs),
+    /// Whole-host campaigns: run at boot on the host under test (systemd unit in
+    /// hardware/systemd/); verifies the previous run, reports, starts the next.
+    Agent(AgentArgs),
 }
 
 fn size(s: &str) -> Result<u64, String> {
@@ -372,4 +375,11 @@ pub struct ManArgs {
     /// Directory to write the pages into (created if missing).
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AgentArgs {
+    /// The agent config (TOML; see docs/campaign.md, whole-host mode).
+    #[arg(long, default_value = "/etc/plugpull/agent.toml")]
+    pub config: PathBuf,
 }

@@ -19,6 +19,7 @@ fn main() {
         Command::Report(a) => plugpull::report::run(a),
         Command::Completions(a) => plugpull::report::clidocs::completions(a),
         Command::Man(a) => plugpull::report::clidocs::man(a),
+        Command::Agent(a) => plugpull::campaign::agent::run(a),
     };
     match result {
         Ok(code) => std::process::exit(code),

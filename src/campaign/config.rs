@@ -20,7 +20,38 @@ pub struct CampaignFile {
     pub writer: WriterSection,
     #[serde(default)]
     pub witness: WitnessSection,
+    /// Whole-host mode (`[target] kind = "host"`): where the agent reports.
+    #[serde(default)]
+    pub agent: AgentSection,
     pub power: PowerConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    /// Address the controller listens on for `plugpull agent` (HOST:PORT).
+    #[serde(default = "d_agent_listen")]
+    pub listen: String,
+    /// After power is restored: how long the host has to boot, find the drive, verify and
+    /// report before the cycle is recorded as a dead device.
+    #[serde(default = "d_boot_timeout")]
+    pub boot_timeout: String,
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        AgentSection {
+            listen: d_agent_listen(),
+            boot_timeout: d_boot_timeout(),
+        }
+    }
+}
+
+fn d_agent_listen() -> String {
+    "0.0.0.0:7421".into()
+}
+fn d_boot_timeout() -> String {
+    "10m".into()
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -106,6 +137,10 @@ pub struct WitnessSection {
     /// rigs, where the controller's host keeps power).
     #[serde(default)]
     pub addr: Option<String>,
+    /// Without `addr`: where the controller's own witness listens. Whole-host mode needs
+    /// an address the host under test can reach (default "0.0.0.0:7420" there).
+    #[serde(default)]
+    pub bind: Option<String>,
 }
 
 fn d_delay() -> String {
@@ -144,6 +179,8 @@ pub struct Settings {
     pub delay_max: Duration,
     pub off: Duration,
     pub wait_timeout: Duration,
+    /// Whole-host mode: power on → the agent's report.
+    pub boot_timeout: Duration,
     pub record_min: u64,
     pub record_max: u64,
     pub placement: Placement,
@@ -228,7 +265,24 @@ impl Settings {
                     }
                 }
             }
-            k => bail!("[target] kind '{k}': use simdrive or device"),
+            "host" => {
+                if matches!(file.power, PowerConfig::Simdrive {}) {
+                    bail!(
+                        "[target] kind = \"host\" cuts a whole host: power.driver simdrive cuts only the in-process simulated drive (use command, http, serial or manual)"
+                    );
+                }
+                if let PowerConfig::Command { scope, .. }
+                | PowerConfig::Http { scope, .. }
+                | PowerConfig::Manual { scope } = &file.power
+                {
+                    if *scope == crate::power::Scope::Drive {
+                        bail!(
+                            "[target] kind = \"host\" needs a switch that cuts the whole host: set power.scope = \"host\" (a drive-only switch leaves the agent running)"
+                        );
+                    }
+                }
+            }
+            k => bail!("[target] kind '{k}': use simdrive, device or host"),
         }
         if c.cycles == 0 {
             bail!("campaign.cycles must be at least 1");
@@ -245,6 +299,7 @@ impl Settings {
             delay_max,
             off: dur(&c.off, "campaign.off")?,
             wait_timeout: dur(&c.wait_timeout, "campaign.wait_timeout")?,
+            boot_timeout: dur(&file.agent.boot_timeout, "agent.boot_timeout")?,
             record_min: rs.min,
             record_max: rs.max,
             placement,

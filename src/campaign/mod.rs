@@ -8,11 +8,16 @@
 //! - [`config`]: the TOML campaign file;
 //! - [`target`]: the simulated drive or a real drive found by serial, reattach hooks;
 //! - [`results`]: the results file (also the resume state) and the summary;
-//! - [`stats`]: the exact 95% upper bound on the failure rate.
+//! - [`stats`]: the exact 95% upper bound on the failure rate;
+//! - [`host`], [`agent`], [`agent_proto`]: whole-host mode (the controller, `plugpull
+//!   agent` on the host under test, and the messages between them).
 //!
 //! docs/campaign.md is the user's guide.
 
+pub mod agent;
+pub mod agent_proto;
 pub mod config;
+pub mod host;
 pub mod results;
 pub mod stats;
 pub mod target;
@@ -75,6 +80,27 @@ pub fn run(a: CampaignArgs) -> Result<i32> {
             "plugpull campaign: resuming {} after {done} finished cycle(s)",
             settings.results.display()
         ));
+    }
+
+    if settings.file.target.kind == "host" {
+        let mut power = settings.file.power.build(None)?;
+        say(format!(
+            "plugpull campaign: {} cycle(s) of the whole host with {}, results in {} (seed {seed})",
+            cycles_wanted,
+            power.describe(),
+            settings.results.display()
+        ));
+        host::run(
+            host::Ctx {
+                settings: &settings,
+                seed,
+                cycles_wanted,
+                quiet: a.quiet,
+            },
+            &mut results,
+            power.as_mut(),
+        )?;
+        return print_summary(&results::summarize(&results.cycles), a.json);
     }
 
     // The target and its switch.

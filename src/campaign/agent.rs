@@ -1,0 +1,444 @@
+//! `plugpull agent`: the host-under-test half of a whole-host campaign.
+//!
+//! Why it exists: when the switch cuts the whole host, the writer dies with it, so the
+//! host itself must pick up after every boot. Started by systemd at boot
+//! (hardware/systemd/plugpull-agent.service), the agent
+//! 1. verifies the run its state file names (the one power was cut under) against the
+//!    witness, waiting for the drive to come back;
+//! 2. reports the verdict to the controller, which answers with the next run's settings
+//!    (or "stop");
+//! 3. writes the state file (on the system disk, never the drive under test) and fsyncs
+//!    it before the first write, so a cut at any moment leaves a state that names the run;
+//! 4. writes until the power dies, telling the controller once acks flow.
+//!
+//! The agent config is a small TOML file (docs/campaign.md, whole-host mode).
+
+use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, request};
+use super::results::{LastAcked, LossWindow};
+use crate::ack::RunSelector;
+use crate::ack::client::{AckSender, ClientOptions, fetch};
+use crate::cli::{AgentArgs, Placement};
+use crate::device::{
+    Device, FileDevice, FlushMethod, OpenOptions, identity, is_block_device, prepare_file, safety,
+};
+use crate::exit;
+use crate::record::RunId;
+use crate::verify::{dead_device_report, verify_device};
+use crate::write::engine::{Progress, run_streams};
+use crate::write::plan::Plan;
+use crate::write::run_descriptor;
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub const STATE_FORMAT: &str = "plugpull-agent-state/1";
+
+/// /etc/plugpull/agent.toml.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// The controller's agent listener, HOST:PORT (`[agent] listen` of its campaign file).
+    pub controller: String,
+    /// The witness, HOST:PORT, on a machine that keeps power.
+    pub witness: String,
+    /// The state file, on the system disk (never on the drive under test).
+    pub state: PathBuf,
+    /// How long to keep trying to reach the controller at boot.
+    #[serde(default = "d_controller_wait")]
+    pub controller_wait: String,
+    pub target: AgentTarget,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTarget {
+    /// The drive's serial number (found under /sys/block at every boot).
+    #[serde(default)]
+    pub serial: Option<String>,
+    /// Or a path: /dev/disk/by-id/... (stable across boots), or a file (tests).
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// Must be true to write to a drive or file that holds data other than plugpull's.
+    #[serde(default)]
+    pub destroy_data: bool,
+    /// How long to wait at boot for the drive to appear before calling it dead.
+    #[serde(default = "d_wait")]
+    pub wait: String,
+    /// Read the unsafe-shutdown counter (nvme-cli / smartctl) before the run and at boot.
+    #[serde(default = "d_true")]
+    pub unsafe_shutdown_counter: bool,
+}
+
+fn d_controller_wait() -> String {
+    "24h".into()
+}
+fn d_wait() -> String {
+    "120s".into()
+}
+fn d_true() -> bool {
+    true
+}
+
+/// What the agent keeps across a power cut.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AgentState {
+    pub format: String,
+    pub cycle: u64,
+    /// The run being written (None once reported and nothing new started).
+    pub run_id: Option<String>,
+    pub witness: String,
+    pub target: String,
+    pub started_at: String,
+    pub unsafe_shutdowns_before: Option<u64>,
+}
+
+impl AgentConfig {
+    pub fn load(path: &Path) -> Result<AgentConfig> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the agent config {}", path.display()))?;
+        let c: AgentConfig = toml::from_str(&text)
+            .with_context(|| format!("{} is not a valid agent config", path.display()))?;
+        match (&c.target.serial, &c.target.path) {
+            (None, None) | (Some(_), Some(_)) => bail!(
+                "{}: [target] needs exactly one of serial = \"...\" (the drive under test, found by serial) or path = \"/dev/disk/by-id/...\"",
+                path.display()
+            ),
+            _ => {}
+        }
+        Ok(c)
+    }
+
+    fn dur(&self, s: &str, what: &str) -> Result<Duration> {
+        crate::units::parse_duration(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+    }
+
+    /// The drive under test now (sdX names may change across boots; serials do not).
+    fn resolve(&self) -> Result<PathBuf> {
+        if let Some(p) = &self.target.path {
+            if p.exists() {
+                return Ok(p.clone());
+            }
+            bail!("{} does not exist", p.display());
+        }
+        let serial = self.target.serial.as_deref().unwrap_or_default();
+        super::target::find_by_serial(serial)
+            .map(|(_, p)| p)
+            .with_context(|| format!("no drive with serial {serial} under /sys/block"))
+    }
+
+    fn wait_for_target(&self) -> Result<PathBuf> {
+        let wait = self.dur(&self.target.wait, "target.wait")?;
+        let t0 = Instant::now();
+        loop {
+            match self.resolve() {
+                Ok(p) => return Ok(p),
+                Err(e) if t0.elapsed() >= wait => {
+                    return Err(e.context(format!("the drive did not appear within {wait:?}")));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+}
+
+pub fn read_state(path: &Path) -> Result<Option<AgentState>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| {
+            format!(
+                "the agent state {} is damaged: remove it to start afresh (the previous run then goes unverified)",
+                path.display()
+            )
+        })?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// Write to a temporary file, fsync, rename over, fsync the directory: after a cut the
+/// state is either the old one or the new one, never torn.
+pub fn write_state(path: &Path, s: &AgentState) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = path.with_extension("tmp");
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(serde_json::to_string_pretty(s)?.as_bytes())?;
+    f.sync_all()
+        .with_context(|| format!("fsync {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("fsync {}", dir.display()))?;
+    Ok(())
+}
+
+fn say(s: String) {
+    eprintln!("plugpull agent: {s}");
+}
+
+pub fn run(a: AgentArgs) -> Result<i32> {
+    let cfg = AgentConfig::load(&a.config)?;
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let state = read_state(&cfg.state)?;
+    let previous = match &state {
+        Some(s) if s.run_id.is_some() => {
+            say(format!(
+                "verifying run {} of cycle {}",
+                s.run_id.as_deref().unwrap_or_default(),
+                s.cycle
+            ));
+            let p = verify_previous(&cfg, s);
+            say(format!(
+                "cycle {}: {} - {}",
+                p.cycle,
+                p.verdict,
+                p.error.as_deref().unwrap_or(&p.summary)
+            ));
+            Some(Box::new(p))
+        }
+        _ => None,
+    };
+    let reply = ask(&cfg, &AgentMsg::Boot { host, previous })?;
+    if let Some(mut s) = state {
+        // Reported: a later restart without a new run must not report it again.
+        s.run_id = None;
+        write_state(&cfg.state, &s)?;
+    }
+    match reply {
+        Reply::Stop { why } => {
+            say(format!("nothing to write: {why}"));
+            Ok(exit::PASS)
+        }
+        Reply::Next(order) => write_run(&cfg, &order),
+        Reply::Ok => bail!("the controller answered the boot report with no order"),
+    }
+}
+
+/// Sends `msg` until the controller answers (it may start after this host).
+fn ask(cfg: &AgentConfig, msg: &AgentMsg) -> Result<Reply> {
+    let wait = cfg.dur(&cfg.controller_wait, "controller_wait")?;
+    let t0 = Instant::now();
+    let mut last_said = None::<Instant>;
+    loop {
+        match request(&cfg.controller, msg, Duration::from_secs(60)) {
+            Ok(r) => return Ok(r),
+            Err(e) => {
+                if t0.elapsed() > wait {
+                    return Err(e.context(format!(
+                        "the controller did not answer within {wait:?}: is `plugpull campaign` running there with [target] kind = \"host\", and is its [agent] listen address reachable from here?"
+                    )));
+                }
+                if last_said.is_none_or(|t| t.elapsed() > Duration::from_secs(30)) {
+                    say(format!("waiting for the controller: {e:#}"));
+                    last_said = Some(Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
+    let run_id = s.run_id.clone().unwrap_or_default();
+    let mut p = PreviousRun {
+        cycle: s.cycle,
+        run_id: run_id.clone(),
+        verdict: "ERROR".into(),
+        summary: String::new(),
+        counts: Default::default(),
+        acked_records: 0,
+        last_acked: None,
+        loss_window: None,
+        ordering_holes: 0,
+        dead_device: None,
+        reattach_ms: None,
+        unsafe_shutdowns_delta: None,
+        error: None,
+    };
+    let t0 = Instant::now();
+    let log = match RunId::parse(&run_id)
+        .context("the state file's run id is not 32 hex digits")
+        .and_then(|r| fetch_retrying(&s.witness, r))
+    {
+        Ok(l) => l,
+        Err(e) => {
+            p.error = Some(format!("{e:#}"));
+            return p;
+        }
+    };
+    p.acked_records = log.acks.len() as u64;
+    p.last_acked = log
+        .acks
+        .iter()
+        .max_by_key(|a| a.flushed_ns)
+        .map(|k| LastAcked {
+            stream: k.record.stream,
+            seq: k.record.seq,
+            offset: k.record.offset,
+            flushed_ns: k.flushed_ns,
+        });
+    let found = cfg.wait_for_target().and_then(|path| {
+        let d = FileDevice::open_read(&path)?;
+        Ok((path, d))
+    });
+    let report = match found {
+        Ok((path, d)) => {
+            p.reattach_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
+            if cfg.target.unsafe_shutdown_counter && is_block_device(&path) {
+                let now = super::target::unsafe_shutdowns(&path);
+                p.unsafe_shutdowns_delta = match (s.unsafe_shutdowns_before, now) {
+                    (Some(b), Some(a)) => Some(a as i64 - b as i64),
+                    _ => None,
+                };
+            }
+            verify_device(Arc::new(d), &log, Duration::from_secs(30))
+        }
+        Err(e) => dead_device_report(&log, format!("{e:#}")),
+    };
+    p.verdict = report.verdict.name().into();
+    p.summary = report.summary.clone();
+    p.counts = report
+        .counts
+        .iter()
+        .map(|(k, v)| (k.to_string(), *v))
+        .collect();
+    p.loss_window = report.loss_window.as_ref().map(|w| LossWindow {
+        records: w.records,
+        bytes: w.bytes,
+        ms: w.ms,
+    });
+    p.ordering_holes = report.ordering_holes.count;
+    p.dead_device = report.dead_device.clone();
+    p
+}
+
+/// The witness may still be coming up too (a shared outage): retry for a minute.
+fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::ack::RunLog> {
+    let t0 = Instant::now();
+    loop {
+        match fetch(witness, &RunSelector::Run(run)) {
+            Ok(l) => return Ok(l),
+            Err(e) if t0.elapsed() > Duration::from_secs(60) => {
+                return Err(e.context(format!("fetching run {run} from the witness {witness}")));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(250)),
+        }
+    }
+}
+
+fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<i32> {
+    let path = cfg.wait_for_target()?;
+    let destroy = cfg.target.destroy_data.then_some(path.as_path());
+    safety::check_write_target(&path, destroy, 0)?;
+    if !is_block_device(&path) {
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        prepare_file(&path, o.region.unwrap_or(len).max(len))?;
+    }
+    let dev = FileDevice::open_write(
+        &path,
+        OpenOptions {
+            direct: true,
+            flush: FlushMethod::Fdatasync,
+        },
+    )?;
+    let region = o.region.unwrap_or(dev.size_bytes()).min(dev.size_bytes());
+    let plan = Plan {
+        run: RunId::random(),
+        region_offset: 0,
+        region_bytes: region,
+        record_min: o.record_min,
+        record_max: o.record_max,
+        placement: if o.placement == "random" {
+            Placement::Random
+        } else {
+            Placement::Sequential
+        },
+        streams: o.streams,
+        seed: o.seed,
+        align: (dev.logical_block_bytes() as u64).max(512),
+        count: None,
+        duration: None,
+    };
+    plan.validate()
+        .map_err(|e| anyhow::anyhow!("the controller's writer settings: {e}"))?;
+    let counter = (cfg.target.unsafe_shutdown_counter && is_block_device(&path))
+        .then(|| super::target::unsafe_shutdowns(&path))
+        .flatten();
+    // The state names the run before anything is written or acknowledged.
+    write_state(
+        &cfg.state,
+        &AgentState {
+            format: STATE_FORMAT.into(),
+            cycle: o.cycle,
+            run_id: Some(plan.run.hex()),
+            witness: cfg.witness.clone(),
+            target: path.display().to_string(),
+            started_at: chrono::Utc::now().to_rfc3339(),
+            unsafe_shutdowns_before: counter,
+        },
+    )?;
+    let descriptor = run_descriptor(
+        &plan,
+        identity::identify(&path),
+        FlushMethod::Fdatasync,
+        true,
+    );
+    let sender = AckSender::connect(&cfg.witness, &descriptor, ClientOptions::default())?;
+    say(format!(
+        "cycle {}: run {} -> {} ({} bytes), seed {}; writing until the power is cut",
+        o.cycle,
+        plan.run,
+        path.display(),
+        region,
+        o.seed
+    ));
+    let progress = Progress::default();
+    let stop = AtomicBool::new(false);
+    let told: Result<()> = std::thread::scope(|sc| {
+        sc.spawn(|| run_streams(&dev as &dyn Device, &plan, &sender, &stop, &progress));
+        let res = (|| {
+            while progress.records_acked.load(Ordering::Relaxed) < o.min_acks.max(1) {
+                if let Some(f) = progress.failure() {
+                    bail!(
+                        "the writer failed before any ack: {} failed: {}",
+                        f.during,
+                        f.error
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let msg = AgentMsg::Acking {
+                cycle: o.cycle,
+                run_id: plan.run.hex(),
+                acked: progress.records_acked.load(Ordering::Relaxed),
+            };
+            ask(cfg, &msg)?;
+            Ok(())
+        })();
+        if res.is_err() {
+            stop.store(true, Ordering::SeqCst);
+        }
+        res
+    });
+    let _ = sender.finish(Duration::from_secs(10));
+    told?;
+    match progress.failure() {
+        Some(f) => {
+            say(format!(
+                "the drive failed under the writer ({} returned {}) but this host kept power: the switch may cut only the drive, or the drive died by itself",
+                f.during, f.error
+            ));
+            Ok(exit::TARGET_FAILED)
+        }
+        None => Ok(exit::PASS),
+    }
+}

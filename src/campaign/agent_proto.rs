@@ -1,0 +1,171 @@
+//! The messages between `plugpull agent` (on the host under test) and the whole-host
+//! controller (`plugpull campaign` with `[target] kind = "host"`).
+//!
+//! Why a separate, tiny protocol instead of a new witness message: the witness keeps
+//! promises and must stay minimal; the controller only needs two facts from the host
+//! ("I booted, and here is how the previous run verified"; "the new run is acking").
+//! Each message is one JSON line on its own TCP connection, answered by one JSON line,
+//! so a host that dies mid-conversation leaves nothing half-open to clean up.
+//! Format `plugpull-agent/1`, documented in docs/campaign.md.
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+pub const FORMAT: &str = "plugpull-agent/1";
+
+/// Agent → controller.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentMsg {
+    /// Sent at every start: the verification of the run the state file named, if any.
+    Boot {
+        host: String,
+        previous: Option<Box<PreviousRun>>,
+    },
+    /// The run of `cycle` has `acked` acks confirmed: the controller may cut.
+    Acking {
+        cycle: u64,
+        run_id: String,
+        acked: u64,
+    },
+}
+
+/// How the previous run (the one power was cut under) verified, at boot.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PreviousRun {
+    pub cycle: u64,
+    pub run_id: String,
+    /// "PASS", "FAIL", "INCONCLUSIVE", or "ERROR" when the agent could not verify.
+    pub verdict: String,
+    pub summary: String,
+    pub counts: BTreeMap<String, u64>,
+    /// Acks the witness holds for the run.
+    pub acked_records: u64,
+    pub last_acked: Option<super::results::LastAcked>,
+    pub loss_window: Option<super::results::LossWindow>,
+    pub ordering_holes: u64,
+    pub dead_device: Option<String>,
+    /// Boot → drive found again, ms.
+    pub reattach_ms: Option<f64>,
+    pub unsafe_shutdowns_delta: Option<i64>,
+    /// Why the agent could not verify (verdict "ERROR").
+    pub error: Option<String>,
+}
+
+/// The writer settings of one run, chosen by the controller so the whole campaign is
+/// described by the controller's config alone.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunOrder {
+    pub cycle: u64,
+    pub seed: u64,
+    pub min_acks: u64,
+    pub record_min: u64,
+    pub record_max: u64,
+    /// "sequential" or "random".
+    pub placement: String,
+    pub streams: u16,
+    pub region: Option<u64>,
+}
+
+/// Controller → agent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    /// Start this run.
+    Next(RunOrder),
+    /// The campaign is complete (or is not expecting this host): write nothing.
+    Stop { why: String },
+    /// Message received.
+    Ok,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope<T> {
+    format: String,
+    #[serde(flatten)]
+    body: T,
+}
+
+pub fn write_line<T: Serialize>(s: &mut TcpStream, body: &T) -> Result<()> {
+    let mut line = serde_json::to_string(&Envelope {
+        format: FORMAT.into(),
+        body,
+    })?;
+    line.push('\n');
+    s.write_all(line.as_bytes())?;
+    s.flush()?;
+    Ok(())
+}
+
+pub fn read_line<T: for<'de> Deserialize<'de>>(s: &TcpStream, timeout: Duration) -> Result<T> {
+    s.set_read_timeout(Some(timeout))?;
+    let mut line = String::new();
+    BufReader::new(s)
+        .take_line(&mut line)
+        .context("reading a message")?;
+    if line.is_empty() {
+        bail!("the peer closed the connection without answering");
+    }
+    let env: Envelope<T> = serde_json::from_str(line.trim_end())
+        .with_context(|| format!("not a {FORMAT} message: {}", line.trim_end()))?;
+    if env.format != FORMAT {
+        bail!(
+            "peer speaks {}, this plugpull speaks {FORMAT}: run the same plugpull version on both",
+            env.format
+        );
+    }
+    Ok(env.body)
+}
+
+trait TakeLine {
+    fn take_line(&mut self, s: &mut String) -> std::io::Result<usize>;
+}
+
+impl<R: std::io::Read> TakeLine for BufReader<R> {
+    /// At most 1 MiB: a peer that never sends a newline cannot exhaust memory.
+    fn take_line(&mut self, s: &mut String) -> std::io::Result<usize> {
+        use std::io::Read;
+        self.by_ref().take(1 << 20).read_line(s)
+    }
+}
+
+/// One request, one reply, on a fresh connection.
+pub fn request(addr: &str, msg: &AgentMsg, timeout: Duration) -> Result<Reply> {
+    let sa = std::net::ToSocketAddrs::to_socket_addrs(addr)
+        .with_context(|| format!("resolving the controller address {addr}"))?
+        .next()
+        .with_context(|| format!("{addr} resolves to no address"))?;
+    let mut s = TcpStream::connect_timeout(&sa, Duration::from_secs(5))
+        .with_context(|| format!("connecting to the controller at {addr}"))?;
+    write_line(&mut s, msg)?;
+    read_line(&s, timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_with_their_tags() {
+        let m = AgentMsg::Acking {
+            cycle: 3,
+            run_id: "ab".into(),
+            acked: 7,
+        };
+        let v = serde_json::to_value(Envelope {
+            format: FORMAT.into(),
+            body: &m,
+        })
+        .unwrap();
+        assert_eq!(v["type"], "acking");
+        assert_eq!(v["format"], FORMAT);
+        let back: Envelope<AgentMsg> = serde_json::from_value(v).unwrap();
+        assert!(matches!(back.body, AgentMsg::Acking { cycle: 3, .. }));
+        let r = serde_json::to_value(Reply::Stop { why: "done".into() }).unwrap();
+        assert_eq!(r["type"], "stop");
+    }
+}

@@ -1,0 +1,301 @@
+//! The whole-host controller: `plugpull campaign` with `[target] kind = "host"`, run on
+//! the witness machine (or any machine that keeps power).
+//!
+//! Why a different loop from the drive-only cycle: the writer lives on the host under
+//! test and dies with it, so the controller only switches power and listens. Per cycle:
+//! wait for the agent's run to ack → random delay → cut → stay off → on → wait (up to
+//! `agent.boot_timeout`) for the agent's boot report, which carries the verdict of the run
+//! that was cut → append one result line. A host that does not report in time is recorded
+//! as a dead device and the campaign stops (nothing more can be cut).
+//!
+//! The results file stays the only state: a restarted controller first switches the host
+//! on (it may have died with power off), then takes whatever the agent reports next.
+
+use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, read_line, write_line};
+use super::config::Settings;
+use super::results::{CycleResult, ResultsFile};
+use super::{derive, empty_result};
+use crate::ack::server::{Witness, WitnessOptions};
+use crate::cli::Placement;
+use crate::power::PowerSwitch;
+use crate::rng::Rng;
+use anyhow::{Context, Result, bail};
+use std::net::TcpListener;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+type Incoming = (AgentMsg, mpsc::Sender<Reply>);
+
+/// Accepts agent connections: one message each, handed to the campaign loop, whose
+/// reply is written back.
+fn listen(addr: &str) -> Result<(String, mpsc::Receiver<Incoming>)> {
+    let l = TcpListener::bind(addr).with_context(|| {
+        format!("listening for the agent on {addr} (agent.listen): is another controller running?")
+    })?;
+    let local = l.local_addr()?.to_string();
+    let (tx, rx) = mpsc::channel::<Incoming>();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut s = s;
+                let Ok(msg) = read_line::<AgentMsg>(&s, Duration::from_secs(30)) else {
+                    return;
+                };
+                let (rtx, rrx) = mpsc::channel();
+                if tx.send((msg, rtx)).is_err() {
+                    return;
+                }
+                if let Ok(reply) = rrx.recv() {
+                    let _ = write_line(&mut s, &reply);
+                }
+            });
+        }
+    });
+    Ok((local, rx))
+}
+
+fn order(s: &Settings, seed: u64, cycle: u64) -> RunOrder {
+    RunOrder {
+        cycle,
+        seed: derive(seed, cycle),
+        min_acks: s.file.campaign.min_acks,
+        record_min: s.record_min,
+        record_max: s.record_max,
+        placement: match s.placement {
+            Placement::Sequential => "sequential".into(),
+            Placement::Random => "random".into(),
+        },
+        streams: s.file.writer.streams,
+        region: s.region,
+    }
+}
+
+fn fill(r: &mut CycleResult, p: Box<PreviousRun>) {
+    let p = *p;
+    r.run_id = p.run_id;
+    r.verdict = p.verdict;
+    r.summary = p.summary;
+    r.counts = p.counts;
+    r.acked_records = p.acked_records;
+    r.witness_durable = p.acked_records;
+    r.last_acked = p.last_acked;
+    r.loss_window = p.loss_window;
+    r.ordering_holes = p.ordering_holes;
+    r.dead_device = p.dead_device;
+    r.unsafe_shutdowns_delta = p.unsafe_shutdowns_delta;
+    if p.error.is_some() {
+        r.error = p.error;
+    }
+}
+
+enum Phase {
+    /// Waiting for the agent to boot and its run to ack.
+    WaitRun,
+    /// Power was cut and restored; waiting for the boot report on `run_id`.
+    WaitReport {
+        r: Box<CycleResult>,
+        t0: Instant,
+        on_at: Instant,
+    },
+}
+
+pub struct Ctx<'a> {
+    pub settings: &'a Settings,
+    pub seed: u64,
+    pub cycles_wanted: u64,
+    pub quiet: bool,
+}
+
+/// Runs the whole-host campaign until `cycles_wanted` results are recorded or the host
+/// does not come back.
+pub fn run(c: Ctx, results: &mut ResultsFile, power: &mut dyn PowerSwitch) -> Result<()> {
+    let s = c.settings;
+    let say = |m: String| {
+        if !c.quiet {
+            eprintln!("plugpull campaign: {m}");
+        }
+    };
+    let (agent_addr, rx) = listen(&s.file.agent.listen)?;
+    let mut own_witness = None;
+    let witness_addr = match &s.file.witness.addr {
+        Some(a) => a.clone(),
+        None => {
+            let bind = s.file.witness.bind.as_deref().unwrap_or("0.0.0.0:7420");
+            let dir = s.results.with_extension("witness");
+            let w = Witness::start(
+                bind,
+                &dir,
+                WitnessOptions {
+                    quiet: true,
+                    ..Default::default()
+                },
+            )
+            .with_context(|| format!("starting the campaign's witness on {bind}"))?;
+            let a = w.addr.to_string();
+            own_witness = Some(w);
+            a
+        }
+    };
+    say(format!(
+        "whole-host mode: agent reports to {agent_addr}, witness at {witness_addr}; the agent's config must name both"
+    ));
+    // A controller restarted mid-cycle may have left the host off.
+    power
+        .on()
+        .context("switching the host on before the first cycle")?;
+
+    let mut n = results.cycles.len() as u64 + 1;
+    let mut phase = Phase::WaitRun;
+    let mut deadline = Instant::now() + s.boot_timeout + s.wait_timeout;
+    while n <= c.cycles_wanted {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (msg, reply) = match rx.recv_timeout(left) {
+            Ok(m) => m,
+            Err(_) => match phase {
+                Phase::WaitRun => bail!(
+                    "no run of the agent acked within {:?}: is the host on, is plugpull-agent.service enabled there, and can it reach {agent_addr} and the witness {witness_addr}? (journalctl -u plugpull-agent on the host)",
+                    s.boot_timeout + s.wait_timeout
+                ),
+                Phase::WaitReport { mut r, t0, .. } => {
+                    let why = format!(
+                        "the host did not report within {:?} after power was restored: the host or the drive under test did not come back (or the switch did not cut the host: its run would have gone on acking)",
+                        s.boot_timeout
+                    );
+                    r.verdict = "FAIL".into();
+                    r.summary = format!("the device is dead: {why}");
+                    r.dead_device = Some(why);
+                    r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
+                    say(format!(
+                        "cycle {n}/{}: FAIL - {}",
+                        c.cycles_wanted, r.summary
+                    ));
+                    results.append(*r)?;
+                    say("stopping: the host is gone. Bring it back, then run the same command to resume".into());
+                    break;
+                }
+            },
+        };
+        match msg {
+            AgentMsg::Boot { host, previous } => {
+                let pending = match std::mem::replace(&mut phase, Phase::WaitRun) {
+                    Phase::WaitReport { r, t0, on_at } => Some((r, t0, on_at)),
+                    Phase::WaitRun => None,
+                };
+                match (pending, previous) {
+                    (Some((mut r, t0, on_at)), Some(p)) if p.run_id == r.run_id => {
+                        r.reattach_ms = Some(on_at.elapsed().as_secs_f64() * 1e3);
+                        fill(&mut r, p);
+                        r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
+                        say(line(n, c.cycles_wanted, &r));
+                        results.append(*r)?;
+                        n += 1;
+                    }
+                    (Some((mut r, t0, _)), p) => {
+                        r.error = Some(format!(
+                            "host {host} came back but its agent reported {} instead of run {}: was its state file lost?",
+                            p.map(|p| format!("run {}", p.run_id))
+                                .unwrap_or_else(|| "no run".into()),
+                            r.run_id
+                        ));
+                        r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
+                        say(line(n, c.cycles_wanted, &r));
+                        results.append(*r)?;
+                        n += 1;
+                    }
+                    (None, Some(p))
+                        if p.cycle == n && !results.cycles.iter().any(|x| x.run_id == p.run_id) =>
+                    {
+                        // The controller was restarted between the cut and this report.
+                        let mut r = empty_result(n, derive(c.seed, n));
+                        r.writer_stopped =
+                            "unknown: the controller was restarted during this cycle".into();
+                        fill(&mut r, p);
+                        say(line(n, c.cycles_wanted, &r));
+                        results.append(r)?;
+                        n += 1;
+                    }
+                    (None, Some(p)) => say(format!(
+                        "host {host} reported run {} (cycle {}) again; already recorded",
+                        p.run_id, p.cycle
+                    )),
+                    (None, None) => say(format!("host {host} is up")),
+                }
+                let _ = reply.send(if n > c.cycles_wanted {
+                    Reply::Stop {
+                        why: format!("the campaign's {} cycle(s) are done", c.cycles_wanted),
+                    }
+                } else {
+                    Reply::Next(order(s, c.seed, n))
+                });
+                deadline = Instant::now() + s.wait_timeout;
+            }
+            AgentMsg::Acking { cycle, run_id, .. } => {
+                let _ = reply.send(Reply::Ok);
+                if !matches!(phase, Phase::WaitRun) {
+                    say(format!(
+                        "ignoring an ack report for run {run_id} while waiting for the host to come back"
+                    ));
+                    continue;
+                }
+                if cycle != n {
+                    say(format!(
+                        "the agent is writing cycle {cycle}'s run; recording it as cycle {n}"
+                    ));
+                }
+                let t0 = Instant::now();
+                let mut r = Box::new(empty_result(n, derive(c.seed, n)));
+                r.run_id = run_id;
+                if let Err(e) = cut(s, &mut r, power) {
+                    r.error = Some(format!("{e:#}"));
+                    r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
+                    results.append(*r)?;
+                    let _ = power.on();
+                    bail!("the switch failed, stopping the campaign: {e:#}");
+                }
+                phase = Phase::WaitReport {
+                    r,
+                    t0,
+                    on_at: Instant::now(),
+                };
+                deadline = Instant::now() + s.boot_timeout;
+            }
+        }
+    }
+    if let Some(w) = own_witness {
+        w.shutdown();
+    }
+    Ok(())
+}
+
+/// Random delay, cut, stay off, on; stamps into `r`.
+fn cut(s: &Settings, r: &mut CycleResult, power: &mut dyn PowerSwitch) -> Result<()> {
+    let mut rng = Rng::new(r.seed);
+    let delay = if s.delay_max > s.delay_min {
+        s.delay_min
+            + Duration::from_nanos(rng.below((s.delay_max - s.delay_min).as_nanos() as u64 + 1))
+    } else {
+        s.delay_min
+    };
+    let d0 = Instant::now();
+    std::thread::sleep(delay);
+    let off = power.off()?;
+    r.delay_ms = d0.elapsed().as_secs_f64() * 1e3;
+    r.cut = Some(off);
+    r.writer_stopped = "the host lost power".into();
+    std::thread::sleep(s.off);
+    let on = power.on()?;
+    r.off_ms = on.issued_ns.saturating_sub(off.issued_ns) as f64 / 1e6;
+    r.restore = Some(on);
+    Ok(())
+}
+
+fn line(n: u64, of: u64, r: &CycleResult) -> String {
+    match &r.error {
+        Some(e) => format!("cycle {n}/{of}: {}: {e}", r.verdict),
+        None => format!(
+            "cycle {n}/{of}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
+            r.delay_ms, r.acked_records, r.verdict, r.summary
+        ),
+    }
+}

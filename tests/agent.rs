@@ -1,0 +1,336 @@
+//! Whole-host mode end to end, with the controller and the "host" as separate processes on
+//! this machine. The host is a `plugpull simdrive` FUSE daemon (the drive) plus `plugpull
+//! agent`; its "power" is a `command` switch whose script SIGKILLs both (off) and starts
+//! them again on the same backing file (on: the reboot). Honest → 0 failures; lying →
+//! failures; a host that never comes back → the cycle is recorded dead after the timeout.
+//!
+//! Needs root and /dev/fuse; without them each test prints why it was skipped.
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn can_mount() -> bool {
+    if !common::is_root() || !Path::new("/dev/fuse").exists() {
+        eprintln!("SKIPPED: needs root and /dev/fuse to run the simulated drive over FUSE");
+        return false;
+    }
+    true
+}
+
+/// The host under test: its power script, configs and logs in one directory. Powered
+/// off (everything killed, unmounted) on drop.
+struct Host {
+    dir: tempfile::TempDir,
+}
+
+impl Host {
+    /// `dead_after`: power-ons after which the host stays dark (None: always boots).
+    fn new(profile: &str, dead_after: Option<u32>) -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("mnt")).unwrap();
+        let bin = common::bin();
+        let dead = dead_after.map(|n| n.to_string()).unwrap_or("999999".into());
+        let script = format!(
+            r#"#!/bin/sh
+# The host's power. off: SIGKILL the agent and the drive's daemon (a power cut);
+# on: start the drive on the same backing file, then the agent (a reboot).
+D={d}
+case "$1" in
+off)
+  for p in agent sim; do
+    [ -f $D/$p.pid ] && kill -9 $(cat $D/$p.pid) 2>/dev/null
+    rm -f $D/$p.pid
+  done
+  umount $D/mnt 2>/dev/null || umount -l $D/mnt 2>/dev/null
+  echo off > $D/power
+  ;;
+on)
+  [ "$(cat $D/power 2>/dev/null)" = on ] && exit 0
+  echo on > $D/power
+  echo x >> $D/ons
+  [ $(wc -l < $D/ons) -gt {dead} ] && exit 0   # the host that never comes back
+  umount -l $D/mnt 2>/dev/null
+  : > $D/sim.out
+  {bin} simdrive $D/mnt --backing $D/backing.img --size 8M --profile {profile} --seed $(wc -l < $D/ons) > $D/sim.out 2>> $D/sim.err < /dev/null &
+  echo $! > $D/sim.pid
+  for i in $(seq 200); do grep -q ready $D/sim.out && break; sleep 0.05; done
+  grep -q ready $D/sim.out || {{ echo "simdrive did not start" >&2; exit 1; }}
+  {bin} agent --config $D/agent.toml >> $D/agent.log 2>&1 < /dev/null &
+  echo $! > $D/agent.pid
+  ;;
+esac
+"#,
+            d = d.display()
+        );
+        std::fs::write(d.join("host.sh"), script).unwrap();
+        Host { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn configs(&self, cycles: u64, boot_timeout: &str) -> PathBuf {
+        let d = self.path();
+        let (ap, wp) = (common::free_port(), common::free_port());
+        std::fs::write(
+            d.join("agent.toml"),
+            format!(
+                r#"controller = "127.0.0.1:{ap}"
+witness = "127.0.0.1:{wp}"
+state = "{d}/system-disk/agent-state.json"
+controller_wait = "60s"
+
+[target]
+path = "{d}/mnt/disk.img"
+destroy_data = true
+wait = "10s"
+"#,
+                d = d.display()
+            ),
+        )
+        .unwrap();
+        let cfg = d.join("campaign.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"[campaign]
+cycles = {cycles}
+results = "results.jsonl"
+delay = "20ms-100ms"
+off = "100ms"
+seed = 7
+wait_timeout = "30s"
+
+[target]
+kind = "host"
+
+[witness]
+bind = "127.0.0.1:{wp}"
+
+[agent]
+listen = "127.0.0.1:{ap}"
+boot_timeout = "{boot_timeout}"
+
+[power]
+driver = "command"
+scope = "host"
+off = "sh {d}/host.sh off"
+on = "sh {d}/host.sh on"
+timeout = "20s"
+"#,
+                d = d.display()
+            ),
+        )
+        .unwrap();
+        cfg
+    }
+
+    /// Runs the controller to the end (bounded); returns exit code, summary, stderr.
+    fn campaign(&self, cfg: &Path) -> (i32, Value, String) {
+        let mut child = Command::new(common::bin())
+            .args(["campaign", "--json", "--config"])
+            .arg(cfg)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(120) {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "controller did not finish: {}\nagent log:\n{}",
+                    String::from_utf8_lossy(&out.stderr),
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let s: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!(
+                "summary is not JSON ({e}): {stdout}\n{stderr}\nagent log:\n{}",
+                self.log()
+            )
+        });
+        (out.status.code().unwrap(), s, stderr)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.path().join("agent.log")).unwrap_or_default()
+    }
+
+    fn cycles(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.path().join("results.jsonl"))
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = Command::new("sh")
+            .arg(self.path().join("host.sh"))
+            .arg("off")
+            .status();
+    }
+}
+
+#[test]
+fn honest_host_passes_every_cycle() {
+    if !can_mount() {
+        return;
+    }
+    let h = Host::new("honest", None);
+    let cfg = h.configs(3, "30s");
+    let (code, s, err) = h.campaign(&cfg);
+    assert_eq!(code, 0, "{err}\n{}", h.log());
+    assert_eq!(s["cycles"], 3, "{s}");
+    assert_eq!(s["passed"], 3, "{s}\n{err}\n{}", h.log());
+    let cycles = h.cycles();
+    let mut runs = std::collections::BTreeSet::new();
+    for (i, c) in cycles.iter().enumerate() {
+        assert_eq!(c["cycle"], i as u64 + 1);
+        assert_eq!(c["verdict"], "PASS", "{c}");
+        assert!(c["acked_records"].as_u64().unwrap() > 0, "{c}");
+        assert!(c["cut"]["issued_ns"].as_u64().unwrap() > 0, "{c}");
+        assert!(c["restore"]["issued_ns"].as_u64().unwrap() > 0, "{c}");
+        assert!(c["reattach_ms"].as_f64().unwrap() > 0.0, "{c}");
+        assert_eq!(c["writer_stopped"], "the host lost power");
+        runs.insert(c["run_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(runs.len(), 3, "each cycle is its own run");
+    // The agent booted four times (three reports, then "done") and verified each run.
+    let log = h.log();
+    assert_eq!(log.matches("verifying run").count(), 3, "{log}");
+    assert!(log.contains("nothing to write"), "{log}");
+    // The state file lives on the "system disk" and no longer names a run.
+    let st: Value = serde_json::from_str(
+        &std::fs::read_to_string(h.path().join("system-disk/agent-state.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(st["cycle"], 3);
+    assert!(st["run_id"].is_null(), "{st}");
+}
+
+#[test]
+fn lying_host_fails() {
+    if !can_mount() {
+        return;
+    }
+    let h = Host::new("lying", None);
+    let cfg = h.configs(3, "30s");
+    let (code, s, err) = h.campaign(&cfg);
+    assert_eq!(code, 1, "{err}\n{}", h.log());
+    assert!(s["failed"].as_u64().unwrap() >= 2, "{s}\n{err}");
+    assert_eq!(s["errors"], 0, "{s}\n{err}");
+    for c in h.cycles().iter().filter(|c| c["verdict"] == "FAIL") {
+        assert!(c["loss_window"]["records"].as_u64().unwrap() > 0, "{c}");
+    }
+}
+
+#[test]
+fn host_that_never_comes_back_is_marked_dead() {
+    if !can_mount() {
+        return;
+    }
+    // Power-on 1 starts the campaign, 2 follows cycle 1's cut, 3 (after cycle 2) finds
+    // nothing: the host stays dark.
+    let h = Host::new("honest", Some(2));
+    let cfg = h.configs(5, "3s");
+    let t0 = Instant::now();
+    let (code, s, err) = h.campaign(&cfg);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(s["cycles"], 2, "{s}\n{err}");
+    assert_eq!(s["passed"], 1, "{s}");
+    assert_eq!(s["dead_device_cycles"], 1, "{s}");
+    let c = &h.cycles()[1];
+    assert_eq!(c["verdict"], "FAIL");
+    assert!(
+        c["dead_device"]
+            .as_str()
+            .unwrap()
+            .contains("did not report within 3s"),
+        "{c}"
+    );
+    assert!(err.contains("the host is gone"), "{err}");
+    assert!(t0.elapsed() < Duration::from_secs(60));
+}
+
+#[test]
+fn host_examples_parse_and_wrong_switches_are_refused() {
+    use plugpull::campaign::agent::AgentConfig;
+    use plugpull::campaign::config::Settings;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let s = Settings::load(&root.join("hardware/examples/host-shelly.toml")).unwrap();
+    assert_eq!(s.file.target.kind, "host");
+    assert_eq!(s.boot_timeout, Duration::from_secs(600));
+    let a = AgentConfig::load(&root.join("hardware/systemd/agent.toml.example")).unwrap();
+    assert_eq!(a.controller, "192.168.1.10:7421");
+
+    let base = "[campaign]\ncycles = 1\nresults = \"r.jsonl\"\n[target]\nkind = \"host\"\n";
+    let e = Settings::parse(
+        &format!("{base}[power]\ndriver = \"simdrive\"\n"),
+        Path::new("."),
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("cuts a whole host"), "{e:#}");
+    let e = Settings::parse(
+        &format!(
+            "{base}[power]\ndriver = \"command\"\nscope = \"drive\"\noff = \"x\"\non = \"y\"\n"
+        ),
+        Path::new("."),
+    )
+    .unwrap_err();
+    assert!(format!("{e:#}").contains("power.scope = \"host\""), "{e:#}");
+
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("agent.toml");
+    std::fs::write(
+        &p,
+        "controller = \"a:1\"\nwitness = \"b:2\"\nstate = \"s\"\n[target]\n",
+    )
+    .unwrap();
+    let e = AgentConfig::load(&p).unwrap_err();
+    assert!(format!("{e:#}").contains("exactly one of serial"), "{e:#}");
+}
+
+#[test]
+fn agent_state_survives_as_whole_file() {
+    use plugpull::campaign::agent::{AgentState, STATE_FORMAT, read_state, write_state};
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("var/lib/plugpull/agent-state.json");
+    assert!(read_state(&p).unwrap().is_none());
+    let s = AgentState {
+        format: STATE_FORMAT.into(),
+        cycle: 4,
+        run_id: Some("00112233445566778899aabbccddeeff".into()),
+        witness: "w:1".into(),
+        target: "/dev/x".into(),
+        started_at: "now".into(),
+        unsafe_shutdowns_before: Some(9),
+    };
+    write_state(&p, &s).unwrap();
+    let back = read_state(&p).unwrap().unwrap();
+    assert_eq!(back.cycle, 4);
+    assert_eq!(back.run_id, s.run_id);
+    assert!(!p.with_extension("tmp").exists());
+    std::fs::write(&p, "{torn").unwrap();
+    let e = read_state(&p).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("remove it to start afresh"),
+        "{e:#}"
+    );
+}
