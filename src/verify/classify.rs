@@ -31,11 +31,14 @@ pub enum SectorFinding {
     Unreadable,
 }
 
-/// Classifies the sector found at `index` of acknowledged record `rec`. `expected` is
-/// called only when bits must be counted (it regenerates the sector).
+/// Classifies the sector found at `index` of acknowledged record `rec`. `content_ok`:
+/// the sector's content matches the CRC in its (valid) stamp, computed by the reader
+/// threads. `expected` is called only when bits must be counted (it regenerates the
+/// sector).
 pub fn classify_sector(
     found: &[u8],
     stamp: &Result<Stamp, StampError>,
+    content_ok: bool,
     run: RunId,
     rec: &RecordId,
     index: u32,
@@ -47,7 +50,7 @@ pub fn classify_sector(
         Ok(s) if s.run != run => SectorFinding::Foreign,
         Ok(s) if s.home() != here => SectorFinding::Misplaced,
         Ok(s) if s.record == *rec && s.index == index => {
-            if crate::record::content_matches(found, s) {
+            if content_ok {
                 SectorFinding::Intact
             } else {
                 SectorFinding::Corrupt(bits(expected()).max(1))
@@ -298,7 +301,10 @@ mod tests {
 
     fn sector(run: RunId, key: &RunKey, rec: &RecordId, found: &[u8]) -> SectorFinding {
         let st = decode_stamp(found);
-        classify_sector(found, &st, run, rec, 0, || {
+        let ok = st
+            .as_ref()
+            .is_ok_and(|s| crate::record::content_matches(found, s));
+        classify_sector(found, &st, ok, run, rec, 0, || {
             let mut e = [0u8; SECTOR];
             crate::record::expected_sector(&mut e, key, run, rec, 0);
             e

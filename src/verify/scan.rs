@@ -11,13 +11,15 @@
 use super::classify::{SectorFinding, SectorTally, classify_sector};
 use crate::ack::Ack;
 use crate::device::{AlignedBuf, Device};
-use crate::record::{RunId, SECTOR, decode_stamp, expected_sector};
+use crate::record::{
+    RunId, SECTOR, Stamp, StampError, content_matches, decode_stamp, expected_sector,
+};
 use crate::rng::RunKey;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-const CHUNK_BYTES: u64 = 4 << 20;
+const CHUNK_BYTES: u64 = 1 << 20;
 const READERS: usize = 2;
 
 /// What the scan found for each ack (same order as the input) and around them.
@@ -33,8 +35,11 @@ pub struct ScanResult {
 struct Chunk {
     offset: u64,
     buf: AlignedBuf,
-    /// Per block of `block` bytes: did it read?
+    /// Ranges that failed to read: (offset, len, reason).
     bad: Vec<(u64, u64, String)>,
+    /// Each sector's decoded stamp, and whether its content matches the stamp's CRC.
+    stamps: Vec<Result<Stamp, StampError>>,
+    content_ok: Vec<bool>,
 }
 
 /// Reads [start, end) of `dev` and judges every ack against it.
@@ -95,7 +100,7 @@ pub fn scan_with_progress(
             let (tx, rx) = mpsc::sync_channel::<Chunk>(2);
             // Buffers come back for reuse: a fresh allocation per chunk costs page
             // faults, which showed as verify running at half of dd's speed.
-            let (give_back, recycled) = mpsc::channel::<AlignedBuf>();
+            let (give_back, recycled) = mpsc::channel::<Chunk>();
             rxs.push(rx);
             give_backs.push(give_back);
             let reader_dev = dev.clone();
@@ -105,19 +110,33 @@ pub fn scan_with_progress(
                 let mut at = start + k as u64 * CHUNK_BYTES;
                 while at < readable_end {
                     let len = CHUNK_BYTES.min(readable_end - at);
-                    let mut buf = match recycled.try_recv() {
-                        Ok(b) if b.len() == len as usize => b,
-                        _ => AlignedBuf::new(len as usize),
+                    // The stamp vectors are recycled with the buffer: allocating them per
+                    // chunk cost as much in page faults as the buffers did.
+                    let mut c = match recycled.try_recv() {
+                        Ok(c) if c.buf.len() == len as usize => c,
+                        _ => Chunk {
+                            offset: 0,
+                            buf: AlignedBuf::new(len as usize),
+                            bad: vec![],
+                            stamps: Vec::with_capacity(len as usize / SECTOR),
+                            content_ok: Vec::with_capacity(len as usize / SECTOR),
+                        },
                     };
-                    let bad = read_chunk(dev, &mut buf, at, block);
-                    if tx
-                        .send(Chunk {
-                            offset: at,
-                            buf,
-                            bad,
-                        })
-                        .is_err()
-                    {
+                    c.offset = at;
+                    c.bad = read_chunk(dev, &mut c.buf, at, block);
+                    // Decoding and content CRCs are most of verify's CPU work: do them
+                    // here, in parallel readers, not in the single judging loop.
+                    c.stamps.clear();
+                    c.stamps
+                        .extend(c.buf.chunks_exact(SECTOR).map(decode_stamp));
+                    c.content_ok.clear();
+                    let ok = c
+                        .buf
+                        .chunks_exact(SECTOR)
+                        .zip(&c.stamps)
+                        .map(|(sec, st)| st.as_ref().is_ok_and(|s| content_matches(sec, s)));
+                    c.content_ok.extend(ok);
+                    if tx.send(c).is_err() {
                         return;
                     }
                     at += READERS as u64 * CHUNK_BYTES;
@@ -126,7 +145,6 @@ pub fn scan_with_progress(
         }
         let mut turn = 0usize;
         let mut at = start;
-        let mut stamps = Vec::new();
         while at < end {
             let chunk = if at < readable_end {
                 let got = rxs[turn % READERS].recv_timeout(read_timeout);
@@ -154,9 +172,7 @@ pub fn scan_with_progress(
             if let Some(c) = &chunk {
                 bytes_read += c_len;
                 unreadable.extend(c.bad.iter().cloned());
-                stamps.clear();
-                stamps.extend(c.buf.chunks_exact(SECTOR).map(decode_stamp));
-                for (k, st) in stamps.iter().enumerate() {
+                for (k, st) in c.stamps.iter().enumerate() {
                     if let Ok(st) = st {
                         let here = c_off + (k * SECTOR) as u64;
                         if st.run == run && st.home() != here {
@@ -185,11 +201,19 @@ pub fn scan_with_progress(
                         Some(c) if !in_bad(&c.bad, p) => {
                             let k = ((p - c_off) / SECTOR as u64) as usize;
                             let found = &c.buf[k * SECTOR..(k + 1) * SECTOR];
-                            classify_sector(found, &stamps[k], run, rec, index, || {
-                                let mut e = [0u8; SECTOR];
-                                expected_sector(&mut e, &key, run, rec, index);
-                                e
-                            })
+                            classify_sector(
+                                found,
+                                &c.stamps[k],
+                                c.content_ok[k],
+                                run,
+                                rec,
+                                index,
+                                || {
+                                    let mut e = [0u8; SECTOR];
+                                    expected_sector(&mut e, &key, run, rec, index);
+                                    e
+                                },
+                            )
                         }
                         _ => SectorFinding::Unreadable,
                     };
@@ -202,7 +226,7 @@ pub fn scan_with_progress(
             progress(at - start, end - start);
             match chunk {
                 Some(c) => {
-                    let _ = give_backs[turn % READERS].send(c.buf);
+                    let _ = give_backs[turn % READERS].send(c);
                     turn += 1;
                 }
                 None => {
@@ -293,6 +317,9 @@ fn read_chunk(
         for (j, b) in part.chunks_mut(block as usize).enumerate() {
             let bo = po + j as u64 * block;
             if let Err(e) = dev.read_at(b, bo) {
+                // The buffer is recycled: leave nothing of an earlier chunk in it to be
+                // mistaken for data found here.
+                b.fill(0);
                 match bad.last_mut() {
                     Some((o, l, r)) if *o + *l == bo && *r == e.to_string() => *l += block,
                     _ => bad.push((bo, block, e.to_string())),
