@@ -6,6 +6,7 @@
 //! witness has reported durable is fsync'd in its log and survives the witness being
 //! killed. Wire and log formats are in docs/protocol.md.
 
+pub mod auth;
 pub mod client;
 pub mod frame;
 pub mod log;
