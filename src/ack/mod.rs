@@ -9,6 +9,8 @@
 pub mod auth;
 pub mod client;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod log;
 pub mod msg;
 pub mod server;

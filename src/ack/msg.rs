@@ -146,11 +146,24 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
         bail!("Acks numbering overflows (first {first}, count {count})");
     }
     into.reserve(count);
+    let start = into.len();
     into.extend(
         p[ACKS_HEADER_BYTES..]
             .chunks_exact(ACK_ENTRY_BYTES)
             .map(get_ack),
     );
+    // No real record ends past u64::MAX; a forged one must not overflow verify's
+    // arithmetic (offset + length) later.
+    if let Some(i) = into[start..]
+        .iter()
+        .position(|a| a.record.offset.checked_add(a.record.len_bytes()).is_none())
+    {
+        into.truncate(start);
+        bail!(
+            "ack {} of the batch ends past the largest byte offset",
+            first + i as u64
+        );
+    }
     Ok(first)
 }
 
