@@ -593,9 +593,8 @@ fn verify_against_hostile_targets() {
         assert_eq!(j["verdict"], "FAIL", "{name}: {j}");
         let acked = j["acked_records"].as_u64().unwrap();
         assert_eq!(acked, 200, "{name}");
-        assert_eq!(
+        assert!(
             j["counts"]["intact"].as_u64().unwrap_or(0) < acked,
-            true,
             "{name}: {j}"
         );
         if !class.is_empty() {

@@ -238,6 +238,9 @@ fn sixty_four_writers_through_repeated_sigkills() {
     );
 }
 
+/// Per writer: (acks pushed so far, when) for batches not yet confirmed durable.
+type Pending = Arc<Mutex<VecDeque<(u64, Instant)>>>;
+
 fn quantile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -252,8 +255,7 @@ fn bench_pass(w: &Witness, rate_per_s: u64, secs: u64, run_base: usize) {
     let senders: Vec<Arc<AckSender>> = (0..WRITERS)
         .map(|k| Arc::new(AckSender::connect(&w.addr, &descriptor(run_base + k), opts()).unwrap()))
         .collect();
-    let pending: Vec<Arc<Mutex<VecDeque<(u64, Instant)>>>> =
-        (0..WRITERS).map(|_| Arc::default()).collect();
+    let pending: Vec<Pending> = (0..WRITERS).map(|_| Arc::default()).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let pushed_total = Arc::new(AtomicU64::new(0));
     let batch = 32u64;
