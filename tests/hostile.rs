@@ -318,7 +318,8 @@ fn wrong_key_and_wrong_mac() {
         .unwrap();
     let m = format!("{e:#}");
     assert!(
-        m.contains("MAC check failed") && m.contains("--key-file"),
+        m.contains("refused the run: authentication failed: MAC check failed")
+            && m.contains("--key-file"),
         "{m}"
     );
     // A writer with no key at all.

@@ -446,14 +446,18 @@ impl Conn {
         };
         if let Some(message) = told {
             // Tell the peer why; it may already be gone, and that is fine. Sealed when
-            // the session is up so an authenticated client can trust the reason.
+            // the session is up so an authenticated client can trust the reason, except
+            // after an authentication failure: a peer with the wrong key could not check
+            // our MAC and would never see the reason.
             self.out.clear();
             Msg::Error { message }.encode_into(&mut self.out);
-            auth::seal_opt(
-                self.session.as_mut().map(|s| &mut s.sealer),
-                &mut self.out,
-                0,
-            );
+            if !matches!(end, End::Auth(_)) {
+                auth::seal_opt(
+                    self.session.as_mut().map(|s| &mut s.sealer),
+                    &mut self.out,
+                    0,
+                );
+            }
             let _ = self.stream.set_nonblocking(true);
             let _ = self.stream.write_all(&self.out);
         }
