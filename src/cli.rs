@@ -56,6 +56,9 @@ pub enum Command {
 fn size(s: &str) -> Result<u64, String> {
     parse_size(s)
 }
+fn size_usize(s: &str) -> Result<usize, String> {
+    usize::try_from(parse_size(s)?).map_err(|_| format!("{s} is too large"))
+}
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s)
 }
@@ -71,9 +74,21 @@ pub struct ListenArgs {
     /// Most concurrent connections.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
-    /// Close a connection silent for this long (heartbeats keep writers alive).
+    /// Close a connection that completes no frame for this long (heartbeats keep
+    /// writers alive; a peer trickling bytes does not).
     #[arg(long, value_parser = duration, default_value = "60s")]
     pub idle_timeout: Duration,
+    /// Close a connection that has not sent Hello or Fetch (after Auth) within this long.
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    pub handshake_timeout: Duration,
+    /// Largest frame accepted from a peer, in bytes (256 KiB to 16 MiB).
+    #[arg(long, value_parser = size_usize, default_value = "4M")]
+    pub max_frame_bytes: usize,
+    /// Pre-shared key file: every frame must carry a MAC made with it. Without it, the
+    /// witness warns when bound to a non-loopback address. Make one with
+    /// `head -c 32 /dev/urandom | base64 > witness.key`.
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// Where records go within the target.
@@ -115,6 +130,9 @@ pub struct WriteArgs {
     /// The witness, HOST:PORT.
     #[arg(long)]
     pub witness: String,
+    /// The witness's pre-shared key file (same as `listen --key-file`).
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
     /// Bytes of the target to use (default: the whole device, or 1G for a new file).
     #[arg(long, value_parser = size)]
     pub size: Option<u64>,
@@ -166,6 +184,9 @@ pub struct VerifyArgs {
     /// Read the acks from a log file (a witness log or `plugpull fetch` output).
     #[arg(long)]
     pub acks: Option<PathBuf>,
+    /// The witness's pre-shared key file, to authenticate the fetched acks.
+    #[arg(long, value_name = "PATH", requires = "witness")]
+    pub key_file: Option<PathBuf>,
     /// The run to verify (32 hex digits); default: the latest run for this device.
     #[arg(long)]
     pub run: Option<String>,
@@ -194,6 +215,9 @@ pub struct FetchArgs {
     /// Output file.
     #[arg(long, short)]
     pub output: PathBuf,
+    /// The witness's pre-shared key file (same as `listen --key-file`).
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// The tables of `plugpull bench`.

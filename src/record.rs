@@ -175,6 +175,8 @@ pub fn decode_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
     if stamp.record.sectors == 0
         || stamp.index >= stamp.record.sectors
         || stamp.record.offset % SECTOR as u64 != 0
+        // A forged offset near u64::MAX must not overflow home() / end() downstream.
+        || stamp.record.offset.checked_add(stamp.record.len_bytes()).is_none()
     {
         return Err(StampError::Inconsistent);
     }

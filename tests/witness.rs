@@ -148,7 +148,16 @@ fn round_trip() {
     send_run(&w.addr, &d, n);
     let expect: Vec<Ack> = (0..n).map(ack).collect();
 
-    let got = fetch(&w.addr, &RunSelector::Run(d.run_id)).unwrap();
+    // The witness logs the Bye after the writer has gone: a fetch right after finish()
+    // may race it, so wait for the event (bounded).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let got = loop {
+        let got = fetch(&w.addr, &RunSelector::Run(d.run_id)).unwrap();
+        if got.events.len() >= 2 || Instant::now() > deadline {
+            break got;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(got.descriptor, d);
     assert!(got.acks == expect, "fetched acks differ");
     let kinds: Vec<_> = got.events.iter().map(|e| e.kind.as_str()).collect();

@@ -7,7 +7,8 @@
 //! durable count from the Welcome. Acks leave the queue only when the witness says they
 //! are fdatasync'd.
 
-use super::frame::{self, Decoded};
+use super::auth::{self, Key, Opener, Sealer, Session};
+use super::frame::{self, Decoded, FrameType};
 use super::log::write_log_file;
 use super::msg::{self, Msg, PROTOCOL_VERSION};
 use super::{Ack, RunDescriptor, RunLog, RunSelector};
@@ -43,6 +44,8 @@ pub struct ClientOptions {
     pub heartbeat: Duration,
     /// Longest wait between reconnect attempts.
     pub reconnect_backoff_max: Duration,
+    /// The witness's pre-shared key; `None` for an unauthenticated witness.
+    pub key: Option<Key>,
 }
 
 impl Default for ClientOptions {
@@ -51,6 +54,7 @@ impl Default for ClientOptions {
             max_unconfirmed: 1 << 20,
             heartbeat: Duration::from_secs(1),
             reconnect_backoff_max: Duration::from_secs(5),
+            key: None,
         }
     }
 }
@@ -115,7 +119,7 @@ impl AckSender {
         desc: &RunDescriptor,
         opts: ClientOptions,
     ) -> anyhow::Result<AckSender> {
-        let (stream, durable) = handshake(addr, desc, false)?;
+        let (stream, durable, session) = handshake(addr, desc, false, opts.key.as_ref())?;
         if durable > 0 {
             // The witness refuses a new run that already has acks; this cannot happen.
             bail!(
@@ -149,7 +153,7 @@ impl AckSender {
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name("ack-sender".into())
-            .spawn(move || sender_main(sh, stream))?;
+            .spawn(move || sender_main(sh, stream, session))?;
         Ok(AckSender {
             shared,
             thread: Some(thread),
@@ -276,13 +280,30 @@ struct FrameReader {
 }
 
 impl FrameReader {
-    /// The next message; `None` on a clean end of stream between frames.
-    fn next(&mut self, s: &mut TcpStream) -> anyhow::Result<Option<Msg>> {
+    /// The next message; `None` on a clean end of stream between frames. With an
+    /// `opener`, every frame must carry a valid MAC, except an unauthenticated Error,
+    /// which is returned (it can only end the connection, which anyone on the path
+    /// could do anyway, and it carries the witness's reason for refusing us).
+    fn next(
+        &mut self,
+        s: &mut TcpStream,
+        opener: Option<&mut Opener>,
+    ) -> anyhow::Result<Option<Msg>> {
         loop {
             match frame::decode(&self.buf) {
                 Decoded::Frame(f) => {
                     let n = f.len_bytes;
-                    let m = Msg::decode(&f);
+                    let plain_error =
+                        opener.is_some() && f.mac.is_none() && f.ty == FrameType::Error;
+                    let checked = if plain_error {
+                        Ok(())
+                    } else {
+                        auth::check(opener, &f)
+                    };
+                    let m = match checked {
+                        Ok(()) => Msg::decode(&f),
+                        Err(e) => Err(anyhow!("frame from the witness refused: {e}")),
+                    };
                     self.buf.drain(..n);
                     return m.map(Some);
                 }
@@ -304,23 +325,71 @@ impl FrameReader {
     }
 }
 
-/// Connects, sends Hello, returns the stream and the witness's durable ack count.
-fn handshake(addr: &str, desc: &RunDescriptor, resume: bool) -> anyhow::Result<(TcpStream, u64)> {
-    let mut s = connect_stream(addr)?;
-    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    s.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+/// With a key: sends Auth, reads the Challenge and returns the session; without a key,
+/// nothing. Either way the stream is ready for the first real request.
+fn authenticate(
+    s: &mut TcpStream,
+    r: &mut FrameReader,
+    addr: &str,
+    key: Option<&Key>,
+) -> anyhow::Result<Option<Session>> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    let client_nonce = auth::nonce();
     s.write_all(
-        &Msg::Hello {
+        &Msg::Auth {
             version: PROTOCOL_VERSION,
-            resume,
-            descriptor: desc.clone(),
+            nonce: client_nonce,
         }
         .encode(),
     )
-    .with_context(|| format!("sending Hello to the witness at {addr}"))?;
-    let mut r = FrameReader::default();
+    .with_context(|| format!("sending Auth to the witness at {addr}"))?;
     match r
-        .next(&mut s)
+        .next(s, None)
+        .with_context(|| format!("waiting for the witness at {addr} to answer Auth"))?
+    {
+        Some(Msg::Challenge { nonce }) => Ok(Some(Session::client(key, &client_nonce, &nonce))),
+        Some(Msg::Error { message }) => {
+            bail!("the witness at {addr} refused authentication: {message}")
+        }
+        Some(m) => bail!(
+            "the witness at {addr} answered Auth with {:?}",
+            m.frame_type()
+        ),
+        None => bail!("the witness at {addr} closed the connection during authentication"),
+    }
+}
+
+/// Encodes `m`, sealed when there is a session.
+fn encode_sealed(m: &Msg, session: Option<&mut Session>) -> Vec<u8> {
+    let mut v = m.encode();
+    auth::seal_opt(session.map(|s| &mut s.sealer), &mut v, 0);
+    v
+}
+
+/// Connects, authenticates when keyed, sends Hello; returns the stream, the witness's
+/// durable ack count and the session.
+fn handshake(
+    addr: &str,
+    desc: &RunDescriptor,
+    resume: bool,
+    key: Option<&Key>,
+) -> anyhow::Result<(TcpStream, u64, Option<Session>)> {
+    let mut s = connect_stream(addr)?;
+    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    s.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let mut r = FrameReader::default();
+    let mut session = authenticate(&mut s, &mut r, addr, key)?;
+    let hello = Msg::Hello {
+        version: PROTOCOL_VERSION,
+        resume,
+        descriptor: desc.clone(),
+    };
+    s.write_all(&encode_sealed(&hello, session.as_mut()))
+        .with_context(|| format!("sending Hello to the witness at {addr}"))?;
+    match r
+        .next(&mut s, session.as_mut().map(|x| &mut x.opener))
         .with_context(|| format!("waiting for the witness at {addr} to answer Hello"))?
     {
         Some(Msg::Welcome {
@@ -335,7 +404,7 @@ fn handshake(addr: &str, desc: &RunDescriptor, resume: bool) -> anyhow::Result<(
                 );
             }
             s.set_write_timeout(None)?;
-            Ok((s, durable_acks))
+            Ok((s, durable_acks, session))
         }
         Some(Msg::Error { message }) => bail!("the witness at {addr} refused the run: {message}"),
         Some(m) => bail!(
@@ -352,13 +421,18 @@ enum PumpEnd {
     Broken,
 }
 
-fn sender_main(sh: Arc<Shared>, first: TcpStream) {
+fn sender_main(sh: Arc<Shared>, first: TcpStream, first_session: Option<Session>) {
     let mut stream = first;
+    let mut session = first_session;
     let mut backoff = BACKOFF_MIN;
     loop {
         let generation = lock(&sh).generation;
-        let reader = spawn_reader(sh.clone(), &stream, generation);
-        let end = pump(&sh, &mut stream, generation);
+        let (mut sealer, opener) = match session.take() {
+            Some(s) => (Some(s.sealer), Some(s.opener)),
+            None => (None, None),
+        };
+        let reader = spawn_reader(sh.clone(), &stream, generation, opener);
+        let end = pump(&sh, &mut stream, generation, sealer.as_mut());
         let _ = stream.shutdown(Shutdown::Both);
         if let Some(r) = reader {
             let _ = r.join();
@@ -385,8 +459,9 @@ fn sender_main(sh: Arc<Shared>, first: TcpStream) {
                 return;
             }
             backoff = (backoff * 2).min(sh.opts.reconnect_backoff_max.max(BACKOFF_MIN));
-            match handshake(&sh.addr, &sh.descriptor, true) {
-                Ok((s, witness_durable)) => {
+            match handshake(&sh.addr, &sh.descriptor, true, sh.opts.key.as_ref()) {
+                Ok((s, witness_durable, new_session)) => {
+                    session = new_session;
                     let mut g = lock(&sh);
                     g.reconnects += 1;
                     g.connected = true;
@@ -441,7 +516,12 @@ fn advance_durable(sh: &Shared, g: &mut Inner, n: u64) {
 }
 
 /// Sends queued acks, heartbeats and the final Bye over one connection.
-fn pump(sh: &Shared, stream: &mut TcpStream, generation: u64) -> PumpEnd {
+fn pump(
+    sh: &Shared,
+    stream: &mut TcpStream,
+    generation: u64,
+    mut sealer: Option<&mut Sealer>,
+) -> PumpEnd {
     let hb = sh.opts.heartbeat.max(Duration::from_millis(10));
     let mut buf: Vec<u8> = Vec::with_capacity(SEND_BATCH_BYTES + (64 << 10));
     let mut last_send = Instant::now();
@@ -483,12 +563,14 @@ fn pump(sh: &Shared, stream: &mut TcpStream, generation: u64) -> PumpEnd {
                 reason: "writer finished".into(),
             }
             .encode_into(&mut buf);
+            auth::seal_opt(sealer.as_deref_mut(), &mut buf, 0);
             let _ = stream.write_all(&buf);
             return PumpEnd::Stop;
         }
         if heartbeat {
             drop(g);
             Msg::Heartbeat.encode_into(&mut buf);
+            auth::seal_opt(sealer.as_deref_mut(), &mut buf, 0);
         } else {
             if g.pushed - g.sent < LINGER_ACKS && !g.bye_requested {
                 drop(g);
@@ -501,7 +583,9 @@ fn pump(sh: &Shared, stream: &mut TcpStream, generation: u64) -> PumpEnd {
             while g.sent < g.pushed && buf.len() < SEND_BATCH_BYTES {
                 let at = (g.sent - g.durable) as usize;
                 let n = ((g.pushed - g.sent) as usize).min(ACKS_PER_FRAME);
+                let start = buf.len();
                 msg::encode_acks_into(&mut buf, g.sent, g.pending.range(at..at + n));
+                auth::seal_opt(sealer.as_deref_mut(), &mut buf, start);
                 g.sent += n as u64;
             }
             drop(g);
@@ -515,7 +599,12 @@ fn pump(sh: &Shared, stream: &mut TcpStream, generation: u64) -> PumpEnd {
     }
 }
 
-fn spawn_reader(sh: Arc<Shared>, stream: &TcpStream, generation: u64) -> Option<JoinHandle<()>> {
+fn spawn_reader(
+    sh: Arc<Shared>,
+    stream: &TcpStream,
+    generation: u64,
+    mut opener: Option<Opener>,
+) -> Option<JoinHandle<()>> {
     let mut s = stream.try_clone().ok()?;
     // The witness answers heartbeats, so long silence means it is gone (a dead witness
     // machine sends no RST). At least 5 s: one slow fdatasync is not a dead witness.
@@ -525,7 +614,7 @@ fn spawn_reader(sh: Arc<Shared>, stream: &TcpStream, generation: u64) -> Option<
         .spawn(move || {
             let mut r = FrameReader::default();
             let why = loop {
-                match r.next(&mut s) {
+                match r.next(&mut s, opener.as_mut()) {
                     Ok(Some(Msg::Durable { durable_acks })) => {
                         let mut g = lock(&sh);
                         if g.generation != generation {
@@ -561,19 +650,27 @@ fn spawn_reader(sh: Arc<Shared>, stream: &TcpStream, generation: u64) -> Option<
         .ok()
 }
 
-/// Fetches a whole run from the witness: descriptor, every durable ack in order, events.
+/// Fetches a whole run from an unauthenticated witness; see [`fetch_with_key`].
 pub fn fetch(addr: &str, sel: &RunSelector) -> anyhow::Result<RunLog> {
+    fetch_with_key(addr, sel, None)
+}
+
+/// Fetches a whole run from the witness: descriptor, every durable ack in order, events.
+/// With a key, every frame of the reply is authenticated.
+pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> anyhow::Result<RunLog> {
     let mut s = connect_stream(addr)?;
     s.set_read_timeout(Some(FETCH_READ_TIMEOUT))?;
-    s.write_all(&Msg::Fetch(sel.clone()).encode())
-        .with_context(|| format!("sending Fetch to the witness at {addr}"))?;
     let mut r = FrameReader::default();
+    let mut session = authenticate(&mut s, &mut r, addr, key)?;
+    s.write_all(&encode_sealed(&Msg::Fetch(sel.clone()), session.as_mut()))
+        .with_context(|| format!("sending Fetch to the witness at {addr}"))?;
+    let mut opener = session.map(|x| x.opener);
     let mut descriptor = None;
     let mut acks = Vec::new();
     let mut events = Vec::new();
     loop {
         let m = r
-            .next(&mut s)
+            .next(&mut s, opener.as_mut())
             .with_context(|| format!("fetching from the witness at {addr}"))?;
         match m {
             Some(Msg::FetchRun(d)) if descriptor.is_none() => descriptor = Some(d),
@@ -614,7 +711,8 @@ pub fn run_fetch(a: FetchArgs) -> anyhow::Result<()> {
         (None, Some(t)) => RunSelector::LatestForDevice(crate::device::identity::identify(t).key()),
         (None, None) => bail!("name the run with --run RUN_ID or the device with --target PATH"),
     };
-    let log = fetch(&a.witness, &sel)?;
+    let key = auth::load_key(a.key_file.as_deref())?;
+    let log = fetch_with_key(&a.witness, &sel, key.as_ref())?;
     write_log_file(&a.output, &log)?;
     eprintln!(
         "fetched run {} ({} acks, {} witness events) into {}",

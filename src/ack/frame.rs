@@ -9,10 +9,11 @@
 //! length is covered by the checksum: a flipped length bit must not make the decoder skip
 //! into the middle of the next frame and resynchronise on garbage.
 //!
-//! Room for authentication (design issue 5): the high bit of the type byte is reserved
-//! as [`FLAG_MAC`]. A later version can set it on frames that carry a keyed MAC at the
-//! end of the payload; this build rejects such frames with a clear error instead of
-//! misreading them.
+//! Authentication: the high bit of the type byte, [`FLAG_MAC`], marks a frame whose last
+//! [`MAC_BYTES`] payload bytes are a keyed MAC. This module only splits the MAC off
+//! ([`Frame::mac`]); checking it needs the connection's session and lives in
+//! `super::auth`. The CRC still covers the whole frame, so damage is told apart from
+//! forgery: a bad CRC is damage, a good CRC with a bad MAC is a wrong key or an attack.
 
 use std::fmt;
 
@@ -25,8 +26,10 @@ pub const LEN_BYTES: usize = 4;
 pub const CRC_BYTES: usize = 4;
 /// Smallest whole frame: length, type, no payload, checksum.
 pub const MIN_FRAME_BYTES: usize = LEN_BYTES + 1 + CRC_BYTES;
-/// Type-byte flag reserved for frames that carry a keyed MAC (not implemented yet).
+/// Type-byte flag of frames that carry a keyed MAC at the end of the payload.
 pub const FLAG_MAC: u8 = 0x80;
+/// Bytes of the MAC of a [`FLAG_MAC`] frame (a truncated keyed BLAKE3 hash).
+pub const MAC_BYTES: usize = 16;
 
 /// Every frame type. Numbers are part of the wire and log format (docs/protocol.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,6 +42,10 @@ pub enum FrameType {
     /// Something the witness observed (WitnessEvent as JSON); log and fetch stream.
     Event = 0x03,
     Hello = 0x10,
+    /// Writer or fetcher to a keyed witness: the client's handshake nonce.
+    Auth = 0x17,
+    /// Keyed witness to client: the witness's handshake nonce.
+    Challenge = 0x18,
     Welcome = 0x11,
     /// A batch of acks; on the wire (writer to witness), in the log and in fetch replies.
     Acks = 0x12,
@@ -59,6 +66,8 @@ impl FrameType {
             0x02 => Descriptor,
             0x03 => Event,
             0x10 => Hello,
+            0x17 => Auth,
+            0x18 => Challenge,
             0x11 => Welcome,
             0x12 => Acks,
             0x13 => Durable,
@@ -80,6 +89,7 @@ pub enum FrameError {
     /// The length prefix exceeds [`MAX_FRAME_BYTES`].
     Oversized {
         len: u64,
+        max: u64,
     },
     /// The length prefix is 0: not even a type byte.
     Empty,
@@ -88,16 +98,16 @@ pub enum FrameError {
         computed: u32,
     },
     UnknownType(u8),
-    /// The [`FLAG_MAC`] bit is set: an authenticated frame this build cannot check.
-    MacUnsupported(u8),
+    /// The [`FLAG_MAC`] bit is set but the payload is shorter than a MAC.
+    MacTooShort(u8),
 }
 
 impl fmt::Display for FrameError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FrameError::Oversized { len } => write!(
+            FrameError::Oversized { len, max } => write!(
                 f,
-                "frame length {len} exceeds the maximum of {MAX_FRAME_BYTES} bytes \
+                "frame length {len} exceeds the maximum of {max} bytes \
                  (not a plugpull peer, or a corrupt stream)"
             ),
             FrameError::Empty => write!(f, "frame length 0 (a frame needs at least a type byte)"),
@@ -110,9 +120,10 @@ impl fmt::Display for FrameError {
                 f,
                 "unknown frame type 0x{t:02x} (is the peer a different plugpull version?)"
             ),
-            FrameError::MacUnsupported(t) => write!(
+            FrameError::MacTooShort(t) => write!(
                 f,
-                "frame type 0x{t:02x} carries a MAC, which this plugpull build does not support"
+                "frame type 0x{t:02x} is flagged as carrying a {MAC_BYTES}-byte MAC but is \
+                 shorter than that"
             ),
         }
     }
@@ -124,7 +135,13 @@ impl std::error::Error for FrameError {}
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame<'a> {
     pub ty: FrameType,
+    /// The payload without the MAC.
     pub payload: &'a [u8],
+    /// The MAC, when the type byte has [`FLAG_MAC`].
+    pub mac: Option<&'a [u8; MAC_BYTES]>,
+    /// The bytes the MAC covers (with the session's direction and counter): length,
+    /// type byte and payload, everything before the MAC.
+    pub authenticated: &'a [u8],
     /// Bytes of input this frame occupied, prefix and checksum included.
     pub len_bytes: usize,
 }
@@ -144,12 +161,22 @@ pub enum Decoded<'a> {
 /// Decodes the frame at the start of `buf` without copying. The length is validated as
 /// soon as its 4 bytes are present, before the caller buffers the rest.
 pub fn decode(buf: &[u8]) -> Decoded<'_> {
+    decode_limited(buf, MAX_FRAME_BYTES)
+}
+
+/// [`decode`] with a lower length limit (the witness's `--max-frame-bytes`); `max_len`
+/// above [`MAX_FRAME_BYTES`] is clamped to it.
+pub fn decode_limited(buf: &[u8], max_len: usize) -> Decoded<'_> {
+    let max_len = max_len.min(MAX_FRAME_BYTES);
     if buf.len() < LEN_BYTES {
         return Decoded::NeedMore { need: 0 };
     }
     let len = u32::from_le_bytes(buf[..LEN_BYTES].try_into().unwrap()) as usize;
-    if len > MAX_FRAME_BYTES {
-        return Decoded::Error(FrameError::Oversized { len: len as u64 });
+    if len > max_len {
+        return Decoded::Error(FrameError::Oversized {
+            len: len as u64,
+            max: max_len as u64,
+        });
     }
     if len == 0 {
         return Decoded::Error(FrameError::Empty);
@@ -166,13 +193,21 @@ pub fn decode(buf: &[u8]) -> Decoded<'_> {
         return Decoded::Error(FrameError::BadChecksum { stored, computed });
     }
     let tb = buf[LEN_BYTES];
-    if tb & FLAG_MAC != 0 {
-        return Decoded::Error(FrameError::MacUnsupported(tb));
-    }
-    match FrameType::from_u8(tb) {
+    let (mac, payload_end) = if tb & FLAG_MAC != 0 {
+        if len - 1 < MAC_BYTES {
+            return Decoded::Error(FrameError::MacTooShort(tb));
+        }
+        let at = body_end - MAC_BYTES;
+        (Some(buf[at..body_end].try_into().unwrap()), at)
+    } else {
+        (None, body_end)
+    };
+    match FrameType::from_u8(tb & !FLAG_MAC) {
         Some(ty) => Decoded::Frame(Frame {
             ty,
-            payload: &buf[LEN_BYTES + 1..body_end],
+            payload: &buf[LEN_BYTES + 1..payload_end],
+            mac,
+            authenticated: &buf[..payload_end],
             len_bytes: total,
         }),
         None => Decoded::Error(FrameError::UnknownType(tb)),
@@ -270,7 +305,8 @@ mod tests {
         assert_eq!(
             decode(&len),
             Decoded::Error(FrameError::Oversized {
-                len: MAX_FRAME_BYTES as u64 + 1
+                len: MAX_FRAME_BYTES as u64 + 1,
+                max: MAX_FRAME_BYTES as u64,
             })
         );
         assert_eq!(decode(&[0, 0, 0, 0]), Decoded::Error(FrameError::Empty));
@@ -303,6 +339,32 @@ mod tests {
         let s = begin_frame(&mut f, FrameType::Acks);
         f[s + LEN_BYTES] |= FLAG_MAC;
         end_frame(&mut f, s);
-        assert_eq!(decode(&f), Decoded::Error(FrameError::MacUnsupported(0x92)));
+        assert_eq!(decode(&f), Decoded::Error(FrameError::MacTooShort(0x92)));
+
+        let mut f = Vec::new();
+        let s = begin_frame(&mut f, FrameType::Acks);
+        f[s + LEN_BYTES] |= FLAG_MAC;
+        f.extend_from_slice(b"pay");
+        f.extend_from_slice(&[7; MAC_BYTES]);
+        end_frame(&mut f, s);
+        match decode(&f) {
+            Decoded::Frame(fr) => {
+                assert_eq!(fr.ty, FrameType::Acks);
+                assert_eq!(fr.payload, b"pay");
+                assert_eq!(fr.mac, Some(&[7; MAC_BYTES]));
+                assert_eq!(fr.authenticated, &f[..f.len() - MAC_BYTES - CRC_BYTES]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn limit_is_applied_before_the_body() {
+        let f = encode(FrameType::Bye, &[0; 100]);
+        assert!(matches!(
+            decode_limited(&f[..4], 50),
+            Decoded::Error(FrameError::Oversized { len: 101, max: 50 })
+        ));
+        assert!(matches!(decode_limited(&f, 101), Decoded::Frame(_)));
     }
 }

@@ -135,6 +135,13 @@ impl LogChecker {
         scratch: &'s mut Vec<Ack>,
     ) -> anyhow::Result<LogItem<'s>> {
         self.frames += 1;
+        if f.mac.is_some() {
+            bail!(
+                "ack log frame {} carries a MAC: log files hold checked frames without MACs \
+                 (is this a capture of the wire?)",
+                self.frames
+            );
+        }
         match (self.frames, f.ty) {
             (1, FrameType::FileHeader) => match Msg::decode(f)? {
                 Msg::FileHeader { version } if version == LOG_VERSION => {

@@ -6,8 +6,11 @@
 //! witness has reported durable is fsync'd in its log and survives the witness being
 //! killed. Wire and log formats are in docs/protocol.md.
 
+pub mod auth;
 pub mod client;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod log;
 pub mod msg;
 pub mod server;

@@ -5,6 +5,7 @@
 //! sent once per connection and must stay readable and extensible. Layouts are in
 //! docs/protocol.md; a decoder rejects any payload whose length does not match exactly.
 
+use super::auth::NONCE_BYTES;
 use super::frame::{self, FrameType};
 use super::{Ack, RunDescriptor, RunSelector, WitnessEvent};
 use crate::record::{RecordId, RunId};
@@ -40,6 +41,15 @@ pub enum Msg {
         version: u16,
         resume: bool,
         descriptor: RunDescriptor,
+    },
+    /// Client to a keyed witness, first frame: protocol version and the client's nonce.
+    Auth {
+        version: u16,
+        nonce: [u8; NONCE_BYTES],
+    },
+    /// Keyed witness to client: the witness's nonce.
+    Challenge {
+        nonce: [u8; NONCE_BYTES],
     },
     Welcome {
         version: u16,
@@ -136,11 +146,24 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
         bail!("Acks numbering overflows (first {first}, count {count})");
     }
     into.reserve(count);
+    let start = into.len();
     into.extend(
         p[ACKS_HEADER_BYTES..]
             .chunks_exact(ACK_ENTRY_BYTES)
             .map(get_ack),
     );
+    // No real record ends past u64::MAX; a forged one must not overflow verify's
+    // arithmetic (offset + length) later.
+    if let Some(i) = into[start..]
+        .iter()
+        .position(|a| a.record.offset.checked_add(a.record.len_bytes()).is_none())
+    {
+        into.truncate(start);
+        bail!(
+            "ack {} of the batch ends past the largest byte offset",
+            first + i as u64
+        );
+    }
     Ok(first)
 }
 
@@ -175,6 +198,8 @@ impl Msg {
             Msg::Descriptor(_) => FrameType::Descriptor,
             Msg::Event(_) => FrameType::Event,
             Msg::Hello { .. } => FrameType::Hello,
+            Msg::Auth { .. } => FrameType::Auth,
+            Msg::Challenge { .. } => FrameType::Challenge,
             Msg::Welcome { .. } => FrameType::Welcome,
             Msg::Acks { .. } => FrameType::Acks,
             Msg::Durable { .. } => FrameType::Durable,
@@ -213,6 +238,11 @@ impl Msg {
                 out.extend_from_slice(&flags.to_le_bytes());
                 serde_json::to_writer(&mut *out, descriptor).expect("descriptor serialises");
             }
+            Msg::Auth { version, nonce } => {
+                out.extend_from_slice(&version.to_le_bytes());
+                out.extend_from_slice(nonce);
+            }
+            Msg::Challenge { nonce } => out.extend_from_slice(nonce),
             Msg::Welcome {
                 version,
                 durable_acks,
@@ -280,6 +310,27 @@ impl Msg {
                     },
                 }
             }
+            FrameType::Auth => {
+                if p.len() != 2 + NONCE_BYTES {
+                    bail!(
+                        "Auth payload must be {} bytes, got {}",
+                        2 + NONCE_BYTES,
+                        p.len()
+                    );
+                }
+                Msg::Auth {
+                    version: u16::from_le_bytes([p[0], p[1]]),
+                    nonce: p[2..].try_into().unwrap(),
+                }
+            }
+            FrameType::Challenge => Msg::Challenge {
+                nonce: p.try_into().map_err(|_| {
+                    anyhow!(
+                        "Challenge payload must be {NONCE_BYTES} bytes, got {}",
+                        p.len()
+                    )
+                })?,
+            },
             FrameType::Welcome => {
                 if p.len() != 10 {
                     bail!("Welcome payload must be 10 bytes, got {}", p.len());
@@ -434,6 +485,13 @@ pub(crate) mod tests {
                 acks: vec![],
             },
             Msg::Durable { durable_acks: 9 },
+            Msg::Auth {
+                version: PROTOCOL_VERSION,
+                nonce: [9; NONCE_BYTES],
+            },
+            Msg::Challenge {
+                nonce: [8; NONCE_BYTES],
+            },
             Msg::Heartbeat,
             Msg::Bye {
                 reason: "done".into(),
@@ -487,6 +545,8 @@ pub(crate) mod tests {
         assert!(decode_payload(FrameType::Acks, &p).is_err());
         assert!(decode_payload(FrameType::Durable, &[1, 2, 3]).is_err());
         assert!(decode_payload(FrameType::Welcome, &[1]).is_err());
+        assert!(decode_payload(FrameType::Auth, &[1, 0, 2]).is_err());
+        assert!(decode_payload(FrameType::Challenge, &[1; 17]).is_err());
         assert!(decode_payload(FrameType::Heartbeat, &[1]).is_err());
         assert!(decode_payload(FrameType::Bye, &[0xff, 0xfe]).is_err());
         assert!(decode_payload(FrameType::Fetch, &[9]).is_err());

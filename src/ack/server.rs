@@ -6,7 +6,18 @@
 //! small and each run's durability rule obvious. Why the run slot lock: a writer that
 //! reconnects while its old connection is still half-open must not interleave appends
 //! with it; the newest connection owns the run and the old one stops at its next step.
+//!
+//! Why one peer cannot stall the others: no lock is ever held across socket I/O. The
+//! global maps (`runs`, `latest`, `conns`) are held for a lookup only; a run's slot lock
+//! is held across its own log append and fdatasync, which only that run's connections
+//! wait for. A peer that sends slowly is bounded by the idle deadline, which counts from
+//! the last *complete* frame (a byte a second does not keep a connection alive); one that
+//! does not read our replies is bounded by the write timeout, and blocks only its own
+//! thread. Memory per connection is bounded by `READ_BATCH_BYTES + max_frame_bytes`.
+//!
+//! Every connection event is one `key=value` line on stderr (see docs/protocol.md).
 
+use super::auth::{self, Key, Session};
 use super::frame::{self, Decoded, FrameType};
 use super::log::{self, AckLog, LogChecker, LogItem};
 use super::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
@@ -30,6 +41,11 @@ const READ_BATCH_BYTES: usize = 4 << 20;
 const READ_CHUNK_BYTES: usize = 256 << 10;
 /// A peer that does not read our replies for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Stack of a connection thread: enough for JSON decoding, small enough that a thousand
+/// idle connections cost little.
+const CONN_STACK_BYTES: usize = 512 << 10;
+/// Smallest `--max-frame-bytes`: room for a full 4096-ack batch and a run descriptor.
+pub const MIN_MAX_FRAME_BYTES: usize = 256 << 10;
 /// Fetch replies are written in pieces of about this size.
 const FETCH_FLUSH_BYTES: usize = 1 << 20;
 
@@ -38,8 +54,16 @@ const FETCH_FLUSH_BYTES: usize = 1 << 20;
 pub struct WitnessOptions {
     /// Connections beyond this are answered with an Error and closed.
     pub max_connections: usize,
-    /// A connection silent this long is closed (writers send heartbeats).
+    /// A connection that completes no frame for this long is closed (writers send
+    /// heartbeats). Counted from the last complete frame, not the last byte.
     pub idle_timeout: Duration,
+    /// A connection must complete its handshake (Hello or Fetch, after Auth with a key)
+    /// within this long.
+    pub handshake_timeout: Duration,
+    /// Largest frame (`len` field) accepted from a peer; at most frame::MAX_FRAME_BYTES.
+    pub max_frame_bytes: usize,
+    /// Pre-shared key: when set, every client must authenticate (module `auth`).
+    pub key: Option<Key>,
     /// No log lines on stderr (library use in tests).
     pub quiet: bool,
 }
@@ -49,6 +73,9 @@ impl Default for WitnessOptions {
         WitnessOptions {
             max_connections: 1024,
             idle_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(10),
+            max_frame_bytes: 4 << 20,
+            key: None,
             quiet: false,
         }
     }
@@ -102,11 +129,38 @@ fn fmt_ns(ns: u64) -> String {
     t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
 }
 
+/// A value in a `key=value` log line: bare when it is one simple word, else quoted.
+fn kv_value(v: &str) -> String {
+    if !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".:-_/[]".contains(&b))
+    {
+        v.to_string()
+    } else {
+        format!("{v:?}")
+    }
+}
+
 impl Shared {
     fn log(&self, msg: impl std::fmt::Display) {
         if !self.opts.quiet {
             eprintln!("{} witness: {msg}", fmt_ns(now_ns()));
         }
+    }
+
+    /// One structured line: `event=KIND key=value ...`, values quoted when needed.
+    fn event(&self, kind: &str, fields: &[(&str, &dyn std::fmt::Display)]) {
+        if self.opts.quiet {
+            return;
+        }
+        let mut line = format!("event={kind}");
+        for (k, v) in fields {
+            line.push(' ');
+            line.push_str(k);
+            line.push('=');
+            line.push_str(&kv_value(&v.to_string()));
+        }
+        self.log(line);
     }
 
     fn slot(&self, run: RunId) -> Arc<Mutex<RunSlot>> {
@@ -145,6 +199,19 @@ impl Witness {
             format!("cannot listen on {bind}: is another witness already running there?")
         })?;
         let addr = listener.local_addr()?;
+        if shared.opts.key.is_none() && !addr.ip().is_loopback() {
+            shared.event(
+                "warning",
+                &[(
+                    "detail",
+                    &format_args!(
+                        "listening on {addr} without --key-file: anyone who can reach this \
+                         port can forge or replay acks and make a good drive look bad; \
+                         give the witness and its writers the same --key-file"
+                    ),
+                )],
+            );
+        }
         let sh = shared.clone();
         let acceptor = std::thread::Builder::new()
             .name("witness-accept".into())
@@ -243,8 +310,13 @@ fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
                      raise --max-connections",
                     sh.opts.max_connections
                 );
-                sh.log(format_args!("refused {peer}: {msg}"));
+                sh.event(
+                    "refused",
+                    &[("conn", &id), ("peer", &peer), ("detail", &msg)],
+                );
+                // Non-blocking: a peer that does not read must not stall the acceptor.
                 let mut s = stream;
+                let _ = s.set_nonblocking(true);
                 let _ = s.write_all(&Msg::Error { message: msg }.encode());
                 continue;
             }
@@ -255,6 +327,7 @@ fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
         let sh2 = sh.clone();
         let t = std::thread::Builder::new()
             .name(format!("witness-conn-{id}"))
+            .stack_size(CONN_STACK_BYTES)
             .spawn(move || {
                 let mut c = Conn::new(sh2.clone(), stream, id, peer);
                 c.serve();
@@ -267,7 +340,14 @@ fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
                 threads.push(h);
             }
             Err(e) => {
-                sh.log(format_args!("cannot start a thread for {peer}: {e}"));
+                sh.event(
+                    "refused",
+                    &[
+                        ("conn", &id),
+                        ("peer", &peer),
+                        ("detail", &format_args!("cannot start a thread: {e}")),
+                    ],
+                );
                 lock(&sh.conns).remove(&id);
             }
         }
@@ -278,6 +358,10 @@ fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
 enum End {
     Eof,
     Idle,
+    /// No complete frame within the handshake deadline, or a frame left half-sent.
+    Stalled(String),
+    /// A frame failed authentication; told with an Error frame.
+    Auth(String),
     Bye(String),
     TakenOver,
     /// Our own I/O error on the socket.
@@ -299,6 +383,11 @@ struct Conn {
     rbuf: Vec<u8>,
     out: Vec<u8>,
     scratch: Vec<Ack>,
+    /// Set once Auth/Challenge completed (keyed witness only).
+    session: Option<Session>,
+    /// When the last complete frame arrived: the idle deadline counts from here.
+    last_progress: std::time::Instant,
+    frames_received: u64,
     /// New acks appended since the last commit.
     dirty: bool,
     acks_received: u64,
@@ -317,6 +406,9 @@ impl Conn {
             rbuf: Vec::new(),
             out: Vec::new(),
             scratch: Vec::new(),
+            session: None,
+            last_progress: std::time::Instant::now(),
+            frames_received: 0,
             dirty: false,
             acks_received: 0,
             last_ack_at_ns: None,
@@ -326,28 +418,48 @@ impl Conn {
 
     fn serve(&mut self) {
         let _ = self.stream.set_nodelay(true);
-        let _ = self
-            .stream
-            .set_read_timeout(Some(self.sh.opts.idle_timeout));
         let _ = self.stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let end = self.serve_loop();
         let (kind, detail) = match &end {
             End::Eof => ("disconnect", "connection closed by the writer".to_string()),
             End::Idle => (
                 "disconnect",
-                format!("silent for {:?} (idle timeout)", self.sh.opts.idle_timeout),
+                format!(
+                    "no complete frame for {:?} (idle timeout){}",
+                    self.sh.opts.idle_timeout,
+                    self.partial_note()
+                ),
             ),
+            End::Stalled(m) => ("disconnect", m.clone()),
+            End::Auth(m) => ("error", format!("authentication failed: {m}")),
             End::Bye(r) => ("bye", format!("bye: {r}")),
             End::TakenOver => ("disconnect", "taken over by a newer connection".into()),
             End::Io(e) => ("disconnect", format!("connection error: {e}")),
             End::Protocol(m) | End::Storage(m) => ("error", m.clone()),
             End::Fetched => ("fetch", String::new()),
         };
-        if let End::Protocol(m) | End::Storage(m) = &end {
-            // Tell the peer why; it may already be gone, and that is fine.
-            let _ = self
-                .stream
-                .write_all(&Msg::Error { message: m.clone() }.encode());
+        let told = match &end {
+            End::Protocol(m) | End::Storage(m) => Some(m.clone()),
+            End::Auth(m) => Some(format!("authentication failed: {m}")),
+            End::Stalled(m) => Some(m.clone()),
+            _ => None,
+        };
+        if let Some(message) = told {
+            // Tell the peer why; it may already be gone, and that is fine. Sealed when
+            // the session is up so an authenticated client can trust the reason, except
+            // after an authentication failure: a peer with the wrong key could not check
+            // our MAC and would never see the reason.
+            self.out.clear();
+            Msg::Error { message }.encode_into(&mut self.out);
+            if !matches!(end, End::Auth(_)) {
+                auth::seal_opt(
+                    self.session.as_mut().map(|s| &mut s.sealer),
+                    &mut self.out,
+                    0,
+                );
+            }
+            let _ = self.stream.set_nonblocking(true);
+            let _ = self.stream.write_all(&self.out);
         }
         let durable = self.release_run(kind, &detail);
         let run = self
@@ -355,21 +467,78 @@ impl Conn {
             .as_ref()
             .map(|(r, _)| r.hex())
             .unwrap_or("-".into());
-        // A connect-and-close probe (a port check) is not worth a log line.
-        let probe = self.run.is_none() && matches!(end, End::Eof);
-        if !matches!(end, End::Fetched) && !probe {
-            let silent = self
-                .last_ack_at_ns
-                .map(|t| format!(", last ack at {}", fmt_ns(t)))
-                .unwrap_or_default();
-            self.sh.log(format_args!(
-                "{kind} {} run {run}: {detail} ({} acks received, {} durable{silent})",
-                self.peer,
-                self.acks_received,
-                durable.map(|d| d.to_string()).unwrap_or("-".into()),
-            ));
+        // A connect-and-close probe (a port check) gets its own kind, so it is easy to
+        // filter out.
+        let kind = match end {
+            End::Fetched => None,
+            End::Eof if self.run.is_none() && self.frames_received == 0 => Some("probe"),
+            _ => Some(kind),
+        };
+        if let Some(kind) = kind {
+            let last_ack = self.last_ack_at_ns.map(fmt_ns).unwrap_or("-".into());
+            let durable = durable.map(|d| d.to_string()).unwrap_or("-".into());
+            self.sh.event(
+                kind,
+                &[
+                    ("conn", &self.id),
+                    ("peer", &self.peer),
+                    ("run", &run),
+                    ("auth", &self.auth_name()),
+                    ("frames", &self.frames_received),
+                    ("acks_received", &self.acks_received),
+                    ("durable", &durable),
+                    ("last_ack", &last_ack),
+                    ("detail", &detail),
+                ],
+            );
         }
         let _ = self.stream.shutdown(Shutdown::Both);
+    }
+
+    fn auth_name(&self) -> &'static str {
+        match (&self.sh.opts.key, &self.session) {
+            (None, _) => "none",
+            (Some(_), Some(_)) => "key",
+            (Some(_), None) => "pending",
+        }
+    }
+
+    fn partial_note(&self) -> String {
+        if self.rbuf.is_empty() {
+            String::new()
+        } else {
+            format!("; {} bytes of an incomplete frame pending", self.rbuf.len())
+        }
+    }
+
+    /// Encodes `m` (sealed when the session is up) and sends it.
+    fn send(&mut self, m: &Msg) -> Result<(), End> {
+        self.out.clear();
+        m.encode_into(&mut self.out);
+        auth::seal_opt(
+            self.session.as_mut().map(|s| &mut s.sealer),
+            &mut self.out,
+            0,
+        );
+        self.stream.write_all(&self.out).map_err(End::Io)
+    }
+
+    /// Time left before the connection counts as stalled; the handshake deadline until
+    /// the peer has introduced itself, then the idle deadline.
+    fn deadline(&self) -> (Duration, bool) {
+        let handshaking = self.run.is_none();
+        let limit = if handshaking {
+            self.sh
+                .opts
+                .handshake_timeout
+                .min(self.sh.opts.idle_timeout)
+        } else {
+            self.sh.opts.idle_timeout
+        };
+        (
+            limit.saturating_sub(self.last_progress.elapsed()),
+            handshaking,
+        )
     }
 
     /// Records how the connection ended in the run's log and gives the run up.
@@ -405,6 +574,23 @@ impl Conn {
 
     fn serve_loop(&mut self) -> End {
         loop {
+            let (left, handshaking) = self.deadline();
+            if left.is_zero() {
+                return if handshaking {
+                    End::Stalled(format!(
+                        "no handshake within {:?} ({} frames, {} bytes pending): a writer \
+                         sends Hello (after Auth with a key) right after connecting",
+                        self.sh.opts.handshake_timeout,
+                        self.frames_received,
+                        self.rbuf.len()
+                    ))
+                } else {
+                    End::Idle
+                };
+            }
+            let _ = self
+                .stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))));
             // One blocking read, then whatever else is already there: the batch that
             // shares one fdatasync.
             match self.read_some() {
@@ -421,7 +607,8 @@ impl Conn {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                     ) =>
                 {
-                    return End::Idle;
+                    // Loop: the deadline check above decides.
+                    continue;
                 }
                 Err(e) => return End::Io(e),
             }
@@ -488,11 +675,16 @@ impl Conn {
         let mut rbuf = std::mem::take(&mut self.rbuf);
         let mut off = 0;
         let result = loop {
-            let r = match frame::decode(&rbuf[off..]) {
+            let r = match frame::decode_limited(&rbuf[off..], self.sh.opts.max_frame_bytes) {
                 Decoded::NeedMore { .. } => break Ok(()),
                 Decoded::Error(e) => break Err(End::Protocol(format!("bad frame: {e}"))),
                 Decoded::Frame(f) => {
                     off += f.len_bytes;
+                    self.frames_received += 1;
+                    self.last_progress = std::time::Instant::now();
+                    if let Err(e) = self.authenticate(&f) {
+                        break Err(e);
+                    }
                     if f.ty == FrameType::Acks {
                         // Hot path: decode acks straight from the read buffer.
                         let mut scratch = std::mem::take(&mut self.scratch);
@@ -512,11 +704,53 @@ impl Conn {
             }
         };
         rbuf.drain(..off);
-        if rbuf.capacity() > 2 * READ_BATCH_BYTES + frame::MAX_FRAME_BYTES {
+        if rbuf.capacity() > READ_BATCH_BYTES + READ_CHUNK_BYTES + self.sh.opts.max_frame_bytes {
             rbuf.shrink_to(READ_BATCH_BYTES);
         }
         self.rbuf = rbuf;
         result
+    }
+
+    /// The authentication rule of a keyed witness: Auth first, then every frame sealed.
+    /// An unkeyed witness refuses sealed frames.
+    fn authenticate(&mut self, f: &frame::Frame<'_>) -> Result<(), End> {
+        if f.ty == FrameType::Auth {
+            // Checked in on_auth: allowed once, unsealed, before anything else.
+            return Ok(());
+        }
+        if self.sh.opts.key.is_some() && self.session.is_none() {
+            return Err(End::Auth(
+                "this witness requires authentication: pass --key-file with the witness's \
+                 key to plugpull write / verify / fetch"
+                    .into(),
+            ));
+        }
+        auth::check(self.session.as_mut().map(|s| &mut s.opener), f)
+            .map_err(|e| End::Auth(e.to_string()))
+    }
+
+    fn on_auth(&mut self, version: u16, client_nonce: [u8; auth::NONCE_BYTES]) -> Result<(), End> {
+        let Some(key) = self.sh.opts.key.clone() else {
+            return Err(End::Auth(
+                "this witness runs without a key: drop --key-file on the client, or restart \
+                 `plugpull listen` with --key-file"
+                    .into(),
+            ));
+        };
+        if self.session.is_some() || self.frames_received != 1 {
+            return Err(End::Protocol(
+                "Auth must be the first and only handshake frame of a connection".into(),
+            ));
+        }
+        if version != PROTOCOL_VERSION {
+            return Err(End::Protocol(VersionMismatch(version).to_string()));
+        }
+        let witness_nonce = auth::nonce();
+        self.send(&Msg::Challenge {
+            nonce: witness_nonce,
+        })?;
+        self.session = Some(Session::witness(&key, &client_nonce, &witness_nonce));
+        Ok(())
     }
 
     fn on_frame(&mut self, f: &frame::Frame<'_>) -> Result<(), End> {
@@ -530,16 +764,13 @@ impl Conn {
             }
         };
         match msg {
+            Msg::Auth { version, nonce } => self.on_auth(version, nonce),
             Msg::Hello {
                 version: _,
                 resume,
                 descriptor,
             } => self.on_hello(resume, descriptor),
-            Msg::Heartbeat => {
-                self.out.clear();
-                Msg::Heartbeat.encode_into(&mut self.out);
-                self.stream.write_all(&self.out).map_err(End::Io)
-            }
+            Msg::Heartbeat => self.send(&Msg::Heartbeat),
             Msg::Bye { reason } => {
                 if self.run.is_none() {
                     return Err(End::Protocol("Bye before Hello".into()));
@@ -638,21 +869,27 @@ impl Conn {
         s.owner_stream = self.stream.try_clone().ok();
         drop(s);
         self.sh.note_run(&d);
-        self.sh.log(format_args!(
-            "connect {} run {} device {} ({}), {durable} acks durable{took_over}",
-            self.peer,
-            d.run_id,
-            d.device.key(),
-            if resume { "resume" } else { "new" },
-        ));
         self.run = Some((d.run_id, slot));
-        self.out.clear();
-        Msg::Welcome {
+        self.sh.event(
+            "connect",
+            &[
+                ("conn", &self.id),
+                ("peer", &self.peer),
+                ("run", &d.run_id.hex()),
+                ("device", &d.device.key()),
+                ("mode", &if resume { "resume" } else { "new" }),
+                ("auth", &self.auth_name()),
+                ("durable", &durable),
+                (
+                    "took_over",
+                    &took_over.trim_start_matches("; took over from "),
+                ),
+            ],
+        );
+        self.send(&Msg::Welcome {
             version: PROTOCOL_VERSION,
             durable_acks: durable,
-        }
-        .encode_into(&mut self.out);
-        self.stream.write_all(&self.out).map_err(End::Io)
+        })
     }
 
     fn on_acks(&mut self, first: u64, acks: &[Ack]) -> Result<(), End> {
@@ -692,12 +929,10 @@ impl Conn {
             Err(e) => return Some(End::Storage(format!("{e:#}"))),
         };
         drop(s);
-        self.out.clear();
-        Msg::Durable {
+        self.send(&Msg::Durable {
             durable_acks: durable,
-        }
-        .encode_into(&mut self.out);
-        self.stream.write_all(&self.out).err().map(End::Io)
+        })
+        .err()
     }
 
     fn on_fetch(&mut self, sel: &RunSelector) -> Result<(), End> {
@@ -730,13 +965,18 @@ impl Conn {
         let mut scratch = Vec::new();
         let mut out = Vec::with_capacity(FETCH_FLUSH_BYTES * 2);
         let stream = &mut self.stream;
+        let mut sealer = self.session.as_mut().map(|s| &mut s.sealer);
         let r = log::scan_frames(io::BufReader::new(file.take(limit)), |f| {
+            let start = out.len();
             match checker.check(f, &mut scratch)? {
                 LogItem::Header => {}
                 LogItem::Descriptor(d) => Msg::FetchRun(d.clone()).encode_into(&mut out),
                 LogItem::Acks { .. } | LogItem::Event(_) => {
                     frame::encode_into(&mut out, f.ty, f.payload)
                 }
+            }
+            if out.len() > start {
+                auth::seal_opt(sealer.as_deref_mut(), &mut out, start);
             }
             if out.len() >= FETCH_FLUSH_BYTES {
                 stream.write_all(&out)?;
@@ -752,31 +992,56 @@ impl Conn {
                 "run {run}'s log has no complete descriptor yet"
             )));
         }
+        let start = out.len();
         Msg::FetchEnd { acks: checker.acks }.encode_into(&mut out);
+        auth::seal_opt(sealer, &mut out, start);
         self.stream.write_all(&out).map_err(End::Io)?;
-        self.sh.log(format_args!(
-            "fetch {} run {run}: {} acks served",
-            self.peer, checker.acks
-        ));
+        self.sh.event(
+            "fetch",
+            &[
+                ("conn", &self.id),
+                ("peer", &self.peer),
+                ("run", &run.hex()),
+                ("auth", &self.auth_name()),
+                ("acks", &checker.acks),
+            ],
+        );
         Err(End::Fetched)
     }
 }
 
 /// `plugpull listen`: runs the witness in the foreground, one log line per event.
 pub fn run(a: ListenArgs) -> anyhow::Result<()> {
+    let key = auth::load_key(a.key_file.as_deref())?;
+    let keyed = key.is_some();
+    if a.max_frame_bytes < MIN_MAX_FRAME_BYTES || a.max_frame_bytes > frame::MAX_FRAME_BYTES {
+        anyhow::bail!(
+            "--max-frame-bytes must be between {MIN_MAX_FRAME_BYTES} and {} (writers send \
+             ack frames of up to ~160 KiB)",
+            frame::MAX_FRAME_BYTES
+        );
+    }
     let w = Witness::start(
         &a.bind,
         &a.dir,
         WitnessOptions {
             max_connections: a.max_connections,
             idle_timeout: a.idle_timeout,
+            handshake_timeout: a.handshake_timeout,
+            max_frame_bytes: a.max_frame_bytes,
+            key,
             quiet: false,
         },
     )?;
     w.shared.log(format_args!(
-        "listening on {} (protocol {PROTOCOL_VERSION}), logs in {}",
+        "listening on {} (protocol {PROTOCOL_VERSION}), logs in {}, {}",
         w.addr,
-        a.dir.display()
+        a.dir.display(),
+        if keyed {
+            "every frame authenticated with --key-file"
+        } else {
+            "no authentication"
+        }
     ));
     w.wait();
     Ok(())

@@ -230,7 +230,8 @@ pub fn load_run(a: &VerifyArgs) -> Result<RunLog> {
             Some(r) => RunSelector::Run(r),
             None => RunSelector::LatestForDevice(identity::identify(&a.target).key()),
         };
-        crate::ack::client::fetch(witness, &sel)?
+        let key = crate::ack::auth::load_key(a.key_file.as_deref())?;
+        crate::ack::client::fetch_with_key(witness, &sel, key.as_ref())?
     };
     if let Some(r) = run {
         if log.descriptor.run_id != r {

@@ -140,7 +140,14 @@ pub fn run(a: WriteArgs) -> Result<i32> {
     }
     let device = identity::identify(target);
     let descriptor = run_descriptor(&plan, device.clone(), a.flush, !a.no_direct);
-    let sender = AckSender::connect(&a.witness, &descriptor, ClientOptions::default())?;
+    let sender = AckSender::connect(
+        &a.witness,
+        &descriptor,
+        ClientOptions {
+            key: crate::ack::auth::load_key(a.key_file.as_deref())?,
+            ..ClientOptions::default()
+        },
+    )?;
     if !a.quiet {
         eprintln!(
             "plugpull write: run {run} -> {} ({}), region {} at offset {}, {} stream(s), flush {}, {}, seed {seed}",

@@ -1,0 +1,155 @@
+//! Fuzz target bodies: one function per decoder that hostile bytes reach.
+//!
+//! Why in the library and not in `fuzz/`: the same functions run under `cargo fuzz`
+//! (fuzz/fuzz_targets/*.rs are one-line wrappers) and under stable `cargo test`
+//! (tests/hostile_fuzz.rs replays the committed corpus and a few hundred thousand
+//! mutated inputs), so CI exercises every target without nightly. Each function panics
+//! only when a decoder broke one of its own promises (a round trip that does not hold,
+//! a recovered log that is not a prefix of its input); any input at all is otherwise
+//! fine. See docs/fuzzing.md.
+//!
+//! The sector-stamp target lives here too, although the stamp decoder is
+//! `crate::record`: keeping all targets in one place keeps the fuzz crate trivial.
+
+use super::auth::{Key, NONCE_BYTES, Session};
+use super::frame::{self, Decoded};
+use super::log::{self, AckLog, LogChecker};
+use super::msg::Msg;
+use crate::record::{self, SECTOR, STAMP_LEN};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// Frame decoder, message decoder and MAC check, on a stream of frames as a peer would
+/// send it: every decodable message must re-encode to a frame that decodes to itself.
+pub fn frame_decoder(data: &[u8]) {
+    // Fixed session: fuzzed MACs exercise the check, they never pass by luck.
+    let key = Key::from_secret(b"fuzzing key, not a secret").expect("long enough");
+    let mut session = Session::witness(&key, &[1; NONCE_BYTES], &[2; NONCE_BYTES]);
+    let limit = 1 + data.first().copied().unwrap_or(0) as usize * 64;
+    let _ = frame::decode_limited(data, limit);
+    let mut off = 0;
+    while off < data.len() {
+        let f = match frame::decode(&data[off..]) {
+            Decoded::Frame(f) => f,
+            Decoded::NeedMore { need } => {
+                assert!(
+                    need == 0 || need > data.len() - off,
+                    "NeedMore but complete"
+                );
+                return;
+            }
+            Decoded::Error(e) => {
+                let _ = e.to_string();
+                return;
+            }
+        };
+        assert!(f.len_bytes >= frame::MIN_FRAME_BYTES && f.len_bytes <= data.len() - off);
+        off += f.len_bytes;
+        let _ = super::auth::check(Some(&mut session.opener), &f);
+        let _ = super::auth::check(None, &f);
+        if let Ok(m) = Msg::decode(&f) {
+            let again = m.encode();
+            match frame::decode(&again) {
+                Decoded::Frame(g) => {
+                    assert_eq!(g.len_bytes, again.len());
+                    let m2 = Msg::decode(&g).expect("re-encoded message decodes");
+                    assert_eq!(m, m2, "message does not round-trip");
+                }
+                other => panic!("re-encoded frame does not decode: {other:?}"),
+            }
+        }
+    }
+}
+
+fn scratch_path() -> PathBuf {
+    // One file per process and thread: libFuzzer forks workers, tests run in threads.
+    let t = format!("{:?}", std::thread::current().id());
+    let t: String = t.chars().filter(char::is_ascii_alphanumeric).collect();
+    // tmpfs when there is one: recovery fsyncs, and an fsync per input on a real disk
+    // would cut the executions per second a hundredfold.
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    dir.join(format!(
+        "plugpull-fuzz-{}-{t}.{}",
+        std::process::id(),
+        log::LOG_EXTENSION
+    ))
+}
+
+/// Ack-log recovery on arbitrary file contents: the read-only scan and the real
+/// truncating recovery must agree, the recovered file must be a prefix of the input,
+/// and recovering again must cut nothing.
+pub fn log_recovery(data: &[u8]) {
+    let mut checker = LogChecker::default();
+    let mut scratch = Vec::new();
+    let read_only = log::scan_frames(data, |f| checker.check(f, &mut scratch).map(|_| ()));
+
+    let path = scratch_path();
+    {
+        let mut f = std::fs::File::create(&path).expect("create fuzz scratch file");
+        f.write_all(data).expect("write fuzz scratch file");
+    }
+    let opened = AckLog::open(&path);
+    match (&read_only, &opened) {
+        (Ok(end), Ok((l, rec))) => {
+            let on_disk = std::fs::read(&path).expect("read back");
+            assert_eq!(on_disk.len() as u64, end.valid_len_bytes);
+            assert_eq!(
+                &data[..on_disk.len()],
+                &on_disk[..],
+                "recovery is not a prefix"
+            );
+            assert_eq!(rec.truncated_bytes, data.len() as u64 - end.valid_len_bytes);
+            assert_eq!(l.durable_acks(), checker.acks);
+            assert_eq!(l.durable_len_bytes(), end.valid_len_bytes);
+            let (again, rec2) = AckLog::open(&path).expect("recovered log reopens");
+            assert_eq!(rec2.truncated_bytes, 0, "second recovery cut more");
+            assert_eq!(again.durable_acks(), checker.acks);
+            let read = log::read_log_file(&path).expect("recovered log reads");
+            assert_eq!(read.acks.len() as u64, checker.acks);
+        }
+        (Ok(_), Err(_)) => assert!(
+            checker.descriptor.is_none(),
+            "scan accepted a log with a descriptor that recovery refused"
+        ),
+        // A semantic error (foreign or damaged file): recovery must refuse too, and
+        // leave the file alone.
+        (Err(_), Ok(_)) => panic!("recovery accepted a log the read-only scan refused"),
+        (Err(_), Err(_)) => {
+            assert_eq!(
+                std::fs::read(&path).expect("read back"),
+                data,
+                "refused but modified"
+            );
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Sector-stamp decoder on arbitrary sectors: a stamp that decodes has consistent,
+/// overflow-free fields, and re-encoding it over the same content reproduces it.
+pub fn record_decoder(data: &[u8]) {
+    for chunk in data.chunks(SECTOR) {
+        let mut sector = [0u8; SECTOR];
+        sector[..chunk.len()].copy_from_slice(chunk);
+        let Ok(st) = record::decode_stamp(&sector) else {
+            continue;
+        };
+        assert!(st.index < st.record.sectors);
+        let _ = st.home();
+        let _ = st.record.end();
+        if record::content_matches(&sector, &st) {
+            let mut again = sector;
+            record::encode_stamp(&mut again, st.run, &st.record, st.index);
+            assert_eq!(
+                &again[..STAMP_LEN],
+                &sector[..STAMP_LEN],
+                "stamp round trip"
+            );
+        }
+    }
+}
