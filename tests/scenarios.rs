@@ -441,7 +441,7 @@ const PROFILES: [(&str, u64); 10] = [
     ("lose-recent:8", DRIVE_MIB),
     ("shorn,p=0.05", DRIVE_MIB),
     ("corrupt,p=0.05", DRIVE_MIB),
-    ("misdirected,p=0.05,flush_latency_us=1000", 4),
+    ("misdirected,p=0.25,flush_latency_us=1000", 4),
     ("reorder,p=0.02,hold_flushes=200", DRIVE_MIB),
     ("metadata-loss,fraction=0.75,flush_latency_us=1000", 4),
     ("dead", DRIVE_MIB),
