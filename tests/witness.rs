@@ -468,16 +468,16 @@ fn witness_process_is_alive_after_all_that() {
     assert!(w.log().contains("listening on"), "{}", w.log());
 }
 
-/// Throughput check (run with `cargo test --release -- --ignored perf`): one writer
-/// pushing as fast as it can must not be slowed by the sender.
+/// One writer pushing as fast as it can: every ack ends up durable, none lost or
+/// duplicated by the batching (the rate it prints is informational; the witness
+/// benchmark proper is scripts/bench-witness.sh).
 #[test]
-#[ignore]
 fn perf_push_rate() {
     let tmp = tempfile::tempdir().unwrap();
     let w = WitnessProc::start(&tmp.path().join("w"), free_port(), "perf.log");
     let d = descriptor(8, "host-p");
     let s = AckSender::connect(&w.addr, &d, opts()).unwrap();
-    let n = 2_000_000u64;
+    let n = 300_000u64;
     let t = Instant::now();
     for i in 0..n {
         s.push(ack(i));
