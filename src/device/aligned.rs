@@ -6,6 +6,8 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
 pub const BUF_ALIGN: usize = 4096;
+/// Buffers this large are aligned to, and advised onto, 2 MiB huge pages.
+const HUGE: usize = 2 << 20;
 
 /// A zero-initialised heap buffer aligned to [`BUF_ALIGN`].
 pub struct AlignedBuf {
@@ -24,10 +26,18 @@ impl AlignedBuf {
         // SAFETY: layout has non-zero size (len.max(1)) and a valid power-of-two alignment.
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        if len >= HUGE {
+            // Large I/O buffers on huge pages: O_DIRECT pins every page of the buffer for
+            // every request, and 2 MiB pages make that 512 times fewer pins (verify's
+            // reads spent a sixth of their time there). A hint; failure changes nothing.
+            // SAFETY: the range is exactly the allocation we own.
+            unsafe { libc::madvise(raw.cast(), len, libc::MADV_HUGEPAGE) };
+        }
         AlignedBuf { ptr, len }
     }
     fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len.max(1), BUF_ALIGN).expect("buffer size overflows")
+        let align = if len >= HUGE { HUGE } else { BUF_ALIGN };
+        Layout::from_size_align(len.max(1), align).expect("buffer size overflows")
     }
 }
 

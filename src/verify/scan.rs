@@ -19,7 +19,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-const CHUNK_BYTES: u64 = 1 << 20;
+const CHUNK_BYTES: u64 = 2 << 20;
+/// Chunks in circulation between the stages.
+const POOL: usize = 6;
 const READERS: usize = 2;
 
 /// What the scan found for each ack (same order as the input) and around them.
@@ -34,6 +36,8 @@ pub struct ScanResult {
 
 struct Chunk {
     offset: u64,
+    /// Bytes of `buf` in use (the last chunk may be short).
+    len: usize,
     buf: AlignedBuf,
     /// Ranges that failed to read: (offset, len, reason).
     bad: Vec<(u64, u64, String)>,
@@ -92,62 +96,76 @@ pub fn scan_with_progress(
     let mut bytes_read = 0;
 
     {
-        // READERS threads each read every READERS-th chunk, so that many reads are in
-        // flight and verify keeps up with (or beats) a single sequential dd.
-        let mut rxs = vec![];
-        let mut give_backs = vec![];
-        for k in 0..READERS {
-            let (tx, rx) = mpsc::sync_channel::<Chunk>(2);
-            // Buffers come back for reuse: a fresh allocation per chunk costs page
-            // faults, which showed as verify running at half of dd's speed.
-            let (give_back, recycled) = mpsc::channel::<Chunk>();
-            rxs.push(rx);
-            give_backs.push(give_back);
+        // Three stages, like dd plus two workers: one reader issues reads back to back
+        // (the device's sequential bandwidth), a decoder decodes stamps and checks
+        // content CRCs (most of the CPU work), and this thread judges. A fixed pool of
+        // chunks circulates, so nothing is allocated per chunk.
+        let (to_judge, from_decoder) = mpsc::sync_channel::<Chunk>(POOL);
+        let (give_back, recycled) = mpsc::channel::<Chunk>();
+        for _ in 0..POOL {
+            let n = CHUNK_BYTES as usize;
+            let c = Chunk {
+                offset: 0,
+                len: 0,
+                buf: AlignedBuf::new(n),
+                bad: vec![],
+                stamps: Vec::with_capacity(n / SECTOR),
+                content_ok: Vec::with_capacity(n / SECTOR),
+            };
+            give_back.send(c).expect("fresh channel");
+        }
+        // Two readers take alternate chunks, so a read is always in flight while the
+        // other reader's completion is being handled (on a 2-vCPU VM a lone reader's
+        // completions wait for a CPU the workers are using).
+        let recycled = Arc::new(std::sync::Mutex::new(recycled));
+        let mut from_readers = vec![];
+        for k in 0..READERS as u64 {
+            let (to_decoder, from_reader) = mpsc::sync_channel::<Chunk>(POOL);
+            from_readers.push(from_reader);
             let reader_dev = dev.clone();
-            // Not a scoped thread: if a read hangs we must be able to walk away from it.
+            let recycled = recycled.clone();
+            // Not scoped threads: if a read hangs we must be able to walk away from it.
             std::thread::spawn(move || {
                 let dev = &*reader_dev;
-                let mut at = start + k as u64 * CHUNK_BYTES;
+                let mut at = start + k * CHUNK_BYTES;
                 while at < readable_end {
                     let len = CHUNK_BYTES.min(readable_end - at);
-                    // The stamp vectors are recycled with the buffer: allocating them per
-                    // chunk cost as much in page faults as the buffers did.
-                    let mut c = match recycled.try_recv() {
-                        Ok(c) if c.buf.len() == len as usize => c,
-                        _ => Chunk {
-                            offset: 0,
-                            buf: AlignedBuf::new(len as usize),
-                            bad: vec![],
-                            stamps: Vec::with_capacity(len as usize / SECTOR),
-                            content_ok: Vec::with_capacity(len as usize / SECTOR),
-                        },
-                    };
+                    let got = recycled.lock().map(|r| r.recv());
+                    let Ok(Ok(mut c)) = got else { return };
                     c.offset = at;
-                    c.bad = read_chunk(dev, &mut c.buf, at, block);
-                    // Decoding and content CRCs are most of verify's CPU work: do them
-                    // here, in parallel readers, not in the single judging loop.
-                    c.stamps.clear();
-                    c.stamps
-                        .extend(c.buf.chunks_exact(SECTOR).map(decode_stamp));
-                    c.content_ok.clear();
-                    let ok = c
-                        .buf
-                        .chunks_exact(SECTOR)
-                        .zip(&c.stamps)
-                        .map(|(sec, st)| st.as_ref().is_ok_and(|s| content_matches(sec, s)));
-                    c.content_ok.extend(ok);
-                    if tx.send(c).is_err() {
+                    c.len = len as usize;
+                    c.bad = read_chunk(dev, &mut c.buf[..c.len], at, block);
+                    if to_decoder.send(c).is_err() {
                         return;
                     }
                     at += READERS as u64 * CHUNK_BYTES;
                 }
             });
         }
-        let mut turn = 0usize;
+        std::thread::spawn(move || {
+            // Chunks come back in file order: reader k holds chunks k, k+READERS, ...
+            for turn in 0.. {
+                let Ok(mut c) = from_readers[turn % READERS].recv() else {
+                    return;
+                };
+                c.stamps.clear();
+                c.stamps
+                    .extend(c.buf[..c.len].chunks_exact(SECTOR).map(decode_stamp));
+                c.content_ok.clear();
+                let ok = c.buf[..c.len]
+                    .chunks_exact(SECTOR)
+                    .zip(&c.stamps)
+                    .map(|(sec, st)| st.as_ref().is_ok_and(|s| content_matches(sec, s)));
+                c.content_ok.extend(ok);
+                if to_judge.send(c).is_err() {
+                    return;
+                }
+            }
+        });
         let mut at = start;
         while at < end {
             let chunk = if at < readable_end {
-                let got = rxs[turn % READERS].recv_timeout(read_timeout);
+                let got = from_decoder.recv_timeout(read_timeout);
                 match got {
                     Ok(c) => Some(c),
                     Err(_) => {
@@ -165,7 +183,7 @@ pub fn scan_with_progress(
                 None
             };
             let (c_off, c_len) = match &chunk {
-                Some(c) => (c.offset, c.buf.len() as u64),
+                Some(c) => (c.offset, c.len as u64),
                 None => (at, end - at),
             };
             let c_end = c_off + c_len;
@@ -226,8 +244,7 @@ pub fn scan_with_progress(
             progress(at - start, end - start);
             match chunk {
                 Some(c) => {
-                    let _ = give_backs[turn % READERS].send(c);
-                    turn += 1;
+                    let _ = give_back.send(c);
                 }
                 None => {
                     // Past the device end or after a hung read: the loop above judged
@@ -236,7 +253,7 @@ pub fn scan_with_progress(
                 }
             }
         }
-        drop(rxs);
+        drop(from_decoder);
     }
     ScanResult {
         tallies,
