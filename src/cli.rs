@@ -218,6 +218,9 @@ pub struct FetchArgs {
     /// The witness's pre-shared key file (same as `listen --key-file`).
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
+    /// Print what was fetched as JSON on stdout (run id, ack count, output path).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The tables of `plugpull bench`.

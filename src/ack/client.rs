@@ -714,12 +714,23 @@ pub fn run_fetch(a: FetchArgs) -> anyhow::Result<()> {
     let key = auth::load_key(a.key_file.as_deref())?;
     let log = fetch_with_key(&a.witness, &sel, key.as_ref())?;
     write_log_file(&a.output, &log)?;
-    eprintln!(
-        "fetched run {} ({} acks, {} witness events) into {}",
-        log.descriptor.run_id,
-        log.acks.len(),
-        log.events.len(),
-        a.output.display()
-    );
+    if a.json {
+        let out = serde_json::json!({
+            "format": "plugpull-fetch/1",
+            "run_id": log.descriptor.run_id.hex(),
+            "acks": log.acks.len(),
+            "witness_events": log.events.len(),
+            "output": a.output.display().to_string(),
+        });
+        println!("{out}");
+    } else {
+        eprintln!(
+            "fetched run {} ({} acks, {} witness events) into {}",
+            log.descriptor.run_id,
+            log.acks.len(),
+            log.events.len(),
+            a.output.display()
+        );
+    }
     Ok(())
 }

@@ -169,6 +169,23 @@ pub fn run(a: CampaignArgs) -> Result<i32> {
         }
     };
 
+    // A bar of finished cycles; indicatif hides it when stderr is not a terminal, and the
+    // per-cycle lines go through `suspend` so they print either way.
+    let bar = if a.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::with_draw_target(
+            Some(cycles_wanted),
+            indicatif::ProgressDrawTarget::stderr(),
+        )
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:30} {pos}/{len} cycles, {elapsed} elapsed, ~{eta} left",
+        )
+        .expect("static template"),
+    );
+    bar.set_position(done);
     for cycle in done + 1..=cycles_wanted {
         let r = run_cycle(
             cycle,
@@ -185,9 +202,11 @@ pub fn run(a: CampaignArgs) -> Result<i32> {
                 r.delay_ms, r.acked_records, r.verdict, r.summary
             ),
         };
-        say(line);
+        bar.suspend(|| say(line));
         results.append(r)?;
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     if let Some(w) = own_witness {
         w.shutdown();
     }
