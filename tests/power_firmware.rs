@@ -55,3 +55,33 @@ fn firmware_parser_builds_for_avr_when_avr_gcc_is_installed() {
         .unwrap();
     assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
 }
+
+#[test]
+fn whole_sketch_builds_with_debians_arduino_core_when_installed() {
+    if !Path::new("/usr/share/arduino/Arduino.mk").exists() || !have("make") {
+        eprintln!(
+            "SKIPPED: arduino-mk not installed (apt-get install arduino-mk arduino-core-avr)"
+        );
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware/firmware/plugpull_switch");
+    // Build out of tree: copy the sketch so the checkout stays clean.
+    let dir = tempfile::tempdir().unwrap();
+    let sketch = dir.path().join("plugpull_switch");
+    std::fs::create_dir(&sketch).unwrap();
+    for f in ["plugpull_switch.ino", "pp_protocol.h", "Makefile"] {
+        std::fs::copy(src.join(f), sketch.join(f)).unwrap();
+    }
+    let b = Command::new("make").current_dir(&sketch).output().unwrap();
+    assert!(
+        b.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&b.stdout),
+        String::from_utf8_lossy(&b.stderr)
+    );
+    let hex = std::fs::read_dir(sketch.join("build-uno"))
+        .unwrap()
+        .flatten()
+        .any(|e| e.path().extension().is_some_and(|x| x == "hex"));
+    assert!(hex, "no .hex image was produced");
+}
