@@ -137,7 +137,7 @@ pub fn run(a: DemoArgs) -> Result<i32> {
             "Mode: in-process simulated drive. For the same cycle through real syscalls on a FUSE mount, see docs/GUIDE.md."
         );
         println!(
-            "Re-run exactly: plugpull demo --profile {} --seed {seed} --duration {:?}",
+            "Same drive decisions again (the cut moment is timed, so counts vary): plugpull demo --profile {} --seed {seed} --duration {:?}",
             a.profile, a.duration
         );
     }
