@@ -134,7 +134,7 @@ pub fn run(a: DemoArgs) -> Result<i32> {
             oracle.len()
         );
         println!(
-            "Mode: in-process simulated drive. For the same cycle through real syscalls on a FUSE mount, see docs/GUIDE.md."
+            "Mode: in-process simulated drive. For the same cycle through real syscalls on a FUSE mount, see docs/GUIDE-simdrive.md."
         );
         println!(
             "Same drive decisions again (the cut moment is timed, so counts vary): plugpull demo --profile {} --seed {seed} --duration {:?}",
