@@ -432,3 +432,50 @@ fn vanished_target_with_named_run_is_a_dead_device() {
     assert_eq!(u.code, 2, "{u:?}");
     assert!(u.stderr.contains("--run"), "{u:?}");
 }
+
+/// Guarantee 5: verify reads the device, not the page cache. The loop device's page cache
+/// is filled with the good records by a buffered read, then the backing file is damaged
+/// underneath it: a verify that trusted the cache would pass.
+#[test]
+fn verify_sees_the_device_not_a_stale_page_cache() {
+    if skip_unless_root("verify_sees_the_device_not_a_stale_page_cache") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let backing = d.path().join("cache.img");
+    fs::write(&backing, vec![0u8; 4 << 20]).unwrap();
+    let lo = Loop::attach(&backing, false);
+    let dev = Path::new(&lo.dev);
+    let wr = write(
+        &w,
+        dev,
+        &[
+            "--count",
+            "64",
+            "--size",
+            "256k",
+            "--destroy-data-on",
+            &lo.dev,
+        ],
+    );
+    assert_eq!(wr.code, 0, "{wr:?}");
+    // Fill the block device's page cache with what is there now (all records intact),
+    // and keep it open: the kernel drops a block device's cache at its last close.
+    let holder = fs::File::open(dev).unwrap();
+    let cached = fs::read(dev).unwrap();
+    assert_eq!(&cached[..4], b"PLUG");
+    // Damage records 10..14 in the backing file, behind the loop device's cache.
+    edit(&backing, 10 * 4096, |b| b.fill(0), 4 * 4096);
+    let mut again = vec![0u8; 4096];
+    holder.read_exact_at(&mut again, 10 * 4096).unwrap();
+    assert_eq!(
+        &again[..4],
+        b"PLUG",
+        "the test needs a stale cache: a buffered read still sees the record"
+    );
+    let v = verify(&w, dev, &[]);
+    assert_eq!(v.code, 1, "verify trusted the page cache: {v:?}");
+    assert_eq!(counts(&v)["lost"], 4);
+    drop(holder);
+}
