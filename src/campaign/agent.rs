@@ -18,9 +18,7 @@ use super::results::{LastAcked, LossWindow};
 use crate::ack::RunSelector;
 use crate::ack::client::{AckSender, ClientOptions, fetch};
 use crate::cli::{AgentArgs, Placement};
-use crate::device::{
-    Device, FileDevice, FlushMethod, OpenOptions, identity, is_block_device, prepare_file, safety,
-};
+use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, identity, is_block_device};
 use crate::exit;
 use crate::record::RunId;
 use crate::verify::{dead_device_report, verify_device};
@@ -338,19 +336,16 @@ fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::ack::RunLog> {
 fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<i32> {
     let path = cfg.wait_for_target()?;
     let destroy = cfg.target.destroy_data.then_some(path.as_path());
-    safety::check_write_target(&path, destroy, 0)?;
-    if !is_block_device(&path) {
-        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        prepare_file(&path, o.region.unwrap_or(len).max(len))?;
-    }
-    let dev = FileDevice::open_write(
+    let (dev, region) = crate::write::open_target(
         &path,
+        destroy,
+        0,
+        o.region,
         OpenOptions {
             direct: true,
             flush: FlushMethod::Fdatasync,
         },
     )?;
-    let region = o.region.unwrap_or(dev.size_bytes()).min(dev.size_bytes());
     let plan = Plan {
         run: RunId::random(),
         region_offset: 0,

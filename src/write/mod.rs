@@ -76,45 +76,64 @@ fn install_stop_handler() {
     }
 }
 
-pub fn run(a: WriteArgs) -> Result<i32> {
-    let target = &a.target;
+/// Everything before the first write, for every caller that writes a run (write, the
+/// campaign agent): refuse an unsafe target, create or grow a file target and make its
+/// allocation durable, open it, and check the region fits. Returns the device and the
+/// region's size (default: the rest of a block device, an existing file's size past
+/// `offset`, or 1 GiB for a new file).
+pub fn open_target(
+    target: &std::path::Path,
+    destroy: Option<&std::path::Path>,
+    offset: u64,
+    size: Option<u64>,
+    opts: OpenOptions,
+) -> Result<(FileDevice, u64)> {
     let is_block = is_block_device(target);
-    safety::check_write_target(target, a.destroy_data_on.as_deref(), a.offset)?;
+    safety::check_write_target(target, destroy, offset)?;
     let region_bytes = if is_block {
-        let size = FileDevice::open_read(target)?.size_bytes();
-        match a.size {
+        let dev_size = FileDevice::open_read(target)?.size_bytes();
+        match size {
             Some(s) => s,
-            None => size
-                .checked_sub(a.offset)
+            None => dev_size
+                .checked_sub(offset)
                 .context("--offset is past the end of the device")?,
         }
     } else {
         let existing = std::fs::metadata(target).map(|m| m.len()).unwrap_or(0);
-        a.size.unwrap_or(if existing > a.offset {
-            existing - a.offset
+        size.unwrap_or(if existing > offset {
+            existing - offset
         } else {
             DEFAULT_FILE_REGION
         })
     };
     if !is_block {
-        prepare_file(target, a.offset + region_bytes)?;
+        prepare_file(target, offset + region_bytes)?;
     }
-    let dev = FileDevice::open_write(
+    let dev = FileDevice::open_write(target, opts)?;
+    if offset + region_bytes > dev.size_bytes() {
+        bail!(
+            "the region ({} bytes at offset {}) does not fit on {} ({} bytes): use a smaller --size",
+            region_bytes,
+            offset,
+            target.display(),
+            dev.size_bytes()
+        );
+    }
+    Ok((dev, region_bytes))
+}
+
+pub fn run(a: WriteArgs) -> Result<i32> {
+    let target = &a.target;
+    let (dev, region_bytes) = open_target(
         target,
+        a.destroy_data_on.as_deref(),
+        a.offset,
+        a.size,
         OpenOptions {
             direct: !a.no_direct,
             flush: a.flush,
         },
     )?;
-    if a.offset + region_bytes > dev.size_bytes() {
-        bail!(
-            "the region ({} bytes at offset {}) does not fit on {} ({} bytes): use a smaller --size",
-            region_bytes,
-            a.offset,
-            target.display(),
-            dev.size_bytes()
-        );
-    }
     let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
     let run = RunId::random();
     let align = if a.no_direct {
