@@ -150,7 +150,12 @@ fn a_lying_drive_renders_red_with_the_losses_near_the_cut() {
     assert!(html.contains("id=\"verdict\" data-verdict=\"FAIL\""));
     assert!(html.contains(r["summary"].as_str().unwrap()));
     assert!(html.contains("<svg id=\"chart-timeline\""));
-    assert!(html.contains("class=\"bar class-lost\""));
+    assert!(
+        html.contains("class=\"bar class-lost\""),
+        "no bar of lost records; counts {} timeline {}",
+        r["counts"],
+        r["ack_timeline"]
+    );
     assert!(html.contains("id=\"loss-window-marker\""));
     assert!(html.contains("<svg id=\"chart-latency\""));
     assert!(html.contains("<table id=\"findings\">"));

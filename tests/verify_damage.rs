@@ -381,3 +381,52 @@ fn hung_reads_time_out_as_unreadable() {
     assert_eq!(count(&r, "unreadable"), 64);
     assert_eq!(r.verdict, Verdict::Fail);
 }
+
+/// Odd 2 MiB chunks read slowly, even ones at once: one reader runs ahead of the other.
+struct Lopsided(Arc<MemDevice>);
+
+impl Device for Lopsided {
+    fn size_bytes(&self) -> u64 {
+        self.0.size_bytes()
+    }
+    fn logical_block_bytes(&self) -> u32 {
+        512
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+        panic!("verify must never write")
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        panic!("verify must never flush")
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        if (offset >> 21) % 2 == 1 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.0.read_at(buf, offset)
+    }
+}
+
+#[test]
+fn a_reader_running_ahead_does_not_stall_verify() {
+    // A shared chunk pool once let the fast reader hold every chunk while the decoder
+    // waited for the slow reader's next one; the read timeout then turned the rest of
+    // the region into false "unreadable" findings.
+    let size = 64u64 << 20;
+    let dev = Arc::new(MemDevice::new(size as usize));
+    let mut p = plan(
+        RunId([1; 16]),
+        64,
+        Placement::Sequential,
+        1,
+        1 << 20,
+        1 << 20,
+    );
+    p.region_bytes = size;
+    let log = write(&dev, &p);
+    assert_eq!(log.acks.len(), 64);
+    let t0 = std::time::Instant::now();
+    let r = verify_device(Arc::new(Lopsided(dev)), &log, Duration::from_secs(5));
+    assert_eq!(r.verdict, Verdict::Pass, "{}", r.to_text());
+    assert_eq!(count(&r, "intact"), 64);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}

@@ -20,8 +20,8 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 const CHUNK_BYTES: u64 = 2 << 20;
-/// Chunks in circulation between the stages.
-const POOL: usize = 6;
+/// Chunks in circulation per reader.
+const POOL: usize = 3;
 const READERS: usize = 2;
 
 /// What the scan found for each ack (same order as the input) and around them.
@@ -96,42 +96,43 @@ pub fn scan_with_progress(
     let mut bytes_read = 0;
 
     {
-        // Three stages, like dd plus two workers: one reader issues reads back to back
-        // (the device's sequential bandwidth), a decoder decodes stamps and checks
-        // content CRCs (most of the CPU work), and this thread judges. A fixed pool of
-        // chunks circulates, so nothing is allocated per chunk.
+        // Stages: READERS readers take alternate chunks, so a read is always in flight
+        // while the other's completion is handled (on a 2-vCPU VM a lone reader's
+        // completions wait for a CPU the workers use); a decoder decodes stamps and
+        // checks content CRCs (most of the CPU work) in file order; this thread judges.
+        // Each reader owns a fixed pool of chunks that come back to it after judging, so
+        // nothing is allocated per chunk. The pools must be per reader: with one shared
+        // pool a reader running ahead could hold every chunk while the decoder waits for
+        // the other reader's next one, a deadlock that the read timeout then reported as
+        // unreadable sectors.
         let (to_judge, from_decoder) = mpsc::sync_channel::<Chunk>(POOL);
-        let (give_back, recycled) = mpsc::channel::<Chunk>();
-        for _ in 0..POOL {
-            let n = CHUNK_BYTES as usize;
-            let c = Chunk {
-                offset: 0,
-                len: 0,
-                buf: AlignedBuf::new(n),
-                bad: vec![],
-                stamps: Vec::with_capacity(n / SECTOR),
-                content_ok: Vec::with_capacity(n / SECTOR),
-            };
-            give_back.send(c).expect("fresh channel");
-        }
-        // Two readers take alternate chunks, so a read is always in flight while the
-        // other reader's completion is being handled (on a 2-vCPU VM a lone reader's
-        // completions wait for a CPU the workers are using).
-        let recycled = Arc::new(std::sync::Mutex::new(recycled));
         let mut from_readers = vec![];
+        let mut give_backs = vec![];
         for k in 0..READERS as u64 {
             let (to_decoder, from_reader) = mpsc::sync_channel::<Chunk>(POOL);
+            let (give_back, recycled) = mpsc::channel::<Chunk>();
+            for _ in 0..POOL {
+                let n = CHUNK_BYTES as usize;
+                let c = Chunk {
+                    offset: 0,
+                    len: 0,
+                    buf: AlignedBuf::new(n),
+                    bad: vec![],
+                    stamps: Vec::with_capacity(n / SECTOR),
+                    content_ok: Vec::with_capacity(n / SECTOR),
+                };
+                give_back.send(c).expect("fresh channel");
+            }
             from_readers.push(from_reader);
+            give_backs.push(give_back);
             let reader_dev = dev.clone();
-            let recycled = recycled.clone();
             // Not scoped threads: if a read hangs we must be able to walk away from it.
             std::thread::spawn(move || {
                 let dev = &*reader_dev;
                 let mut at = start + k * CHUNK_BYTES;
                 while at < readable_end {
                     let len = CHUNK_BYTES.min(readable_end - at);
-                    let got = recycled.lock().map(|r| r.recv());
-                    let Ok(Ok(mut c)) = got else { return };
+                    let Ok(mut c) = recycled.recv() else { return };
                     c.offset = at;
                     c.len = len as usize;
                     c.bad = read_chunk(dev, &mut c.buf[..c.len], at, block);
@@ -244,7 +245,9 @@ pub fn scan_with_progress(
             progress(at - start, end - start);
             match chunk {
                 Some(c) => {
-                    let _ = give_back.send(c);
+                    // Back to the reader that owns it (reader k reads chunks k, k+READERS...).
+                    let owner = ((c.offset - start) / CHUNK_BYTES) as usize % READERS;
+                    let _ = give_backs[owner].send(c);
                 }
                 None => {
                     // Past the device end or after a hung read: the loop above judged
