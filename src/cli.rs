@@ -199,6 +199,10 @@ pub struct VerifyArgs {
     /// A read that takes longer than this marks the rest of the target unreadable.
     #[arg(long, value_parser = duration, default_value = "30s")]
     pub read_timeout: Duration,
+    /// Read the run's whole region, not just the span its acknowledged records cover, so
+    /// a misdirected write that landed outside that span is found (slower on big regions).
+    #[arg(long)]
+    pub scan_region: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -430,3 +430,34 @@ fn a_reader_running_ahead_does_not_stall_verify() {
     assert_eq!(count(&r, "intact"), 64);
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn scan_region_finds_a_misdirected_copy_outside_the_acked_span() {
+    let (dev, log) = fresh();
+    let v = log.acks[40].record;
+    // The copy lands in the run's region but past every acknowledged record.
+    let far = 512 * 1024 + 8192;
+    dev.edit(|d| {
+        let src = d[v.offset as usize..v.end() as usize].to_vec();
+        d[v.offset as usize..v.end() as usize].fill(0);
+        d[far..far + 4096].copy_from_slice(&src);
+    });
+    let span_only = verify(dev.clone(), &log);
+    assert_eq!(
+        count(&span_only, "lost"),
+        1,
+        "without --scan-region the copy is not seen: {}",
+        span_only.to_text()
+    );
+    let whole = plugpull::verify::verify_device_with_progress(
+        dev,
+        &log,
+        Duration::from_secs(10),
+        true,
+        &|_, _| {},
+    );
+    assert_eq!(count(&whole, "misdirected"), 1, "{}", whole.to_text());
+    assert_eq!(whole.findings[0].found_at, Some(far as u64));
+    assert_eq!(count(&whole, "intact"), 63);
+    assert_eq!(whole.bytes_read, REGION);
+}

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 /// Judges every ack of `log` against `dev`.
 pub fn verify_device(dev: Arc<dyn Device>, log: &RunLog, read_timeout: Duration) -> Report {
-    verify_device_with_progress(dev, log, read_timeout, &|_, _| {})
+    verify_device_with_progress(dev, log, read_timeout, false, &|_, _| {})
 }
 
 /// `verify_device`, reporting `(bytes_done, bytes_total)` of the scan as it goes.
@@ -31,11 +31,24 @@ pub fn verify_device_with_progress(
     dev: Arc<dyn Device>,
     log: &RunLog,
     read_timeout: Duration,
+    scan_region: bool,
     progress: &dyn Fn(u64, u64),
 ) -> Report {
     let t0 = Instant::now();
     let acks = &log.acks;
-    let result = scan::scan_with_progress(dev, log.descriptor.run_id, acks, read_timeout, progress);
+    let s = &log.descriptor.settings;
+    let also = scan_region.then_some((
+        s.region_offset,
+        s.region_offset.saturating_add(s.region_bytes),
+    ));
+    let result = scan::scan_with_progress(
+        dev,
+        log.descriptor.run_id,
+        acks,
+        read_timeout,
+        also,
+        progress,
+    );
     let classes: Vec<RecordClass> = acks
         .iter()
         .zip(&result.tallies)
@@ -275,9 +288,13 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     let mut report = match FileDevice::open_read(&a.target) {
         Ok(dev) => {
             let bar = progress::ScanBar::new(a.quiet);
-            let r = verify_device_with_progress(Arc::new(dev), &log, a.read_timeout, &|d, t| {
-                bar.update(d, t)
-            });
+            let r = verify_device_with_progress(
+                Arc::new(dev),
+                &log,
+                a.read_timeout,
+                a.scan_region,
+                &|d, t| bar.update(d, t),
+            );
             bar.finish();
             r
         }

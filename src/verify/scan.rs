@@ -48,15 +48,19 @@ struct Chunk {
 
 /// Reads [start, end) of `dev` and judges every ack against it.
 pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Duration) -> ScanResult {
-    scan_with_progress(dev, run, acks, read_timeout, &|_, _| {})
+    scan_with_progress(dev, run, acks, read_timeout, None, &|_, _| {})
 }
 
-/// `scan`, calling `progress(bytes_done, bytes_total)` after every chunk (for a progress bar).
+/// `scan`, calling `progress(bytes_done, bytes_total)` after every chunk (for a progress
+/// bar). `also`: a byte range to read as well as the records' span (the run's whole
+/// region, so a misdirected copy that landed outside the span is found), clamped to
+/// the device.
 pub fn scan_with_progress(
     dev: Arc<dyn Device>,
     run: RunId,
     acks: &[Ack],
     read_timeout: Duration,
+    also: Option<(u64, u64)>,
     progress: &dyn Fn(u64, u64),
 ) -> ScanResult {
     let key = RunKey::new(run);
@@ -72,15 +76,23 @@ pub fn scan_with_progress(
         };
     }
     let block = dev.logical_block_bytes().max(512) as u64;
-    let start = acks.iter().map(|a| a.record.offset).min().unwrap() / block * block;
-    let end = acks
+    let rec_start = acks.iter().map(|a| a.record.offset).min().unwrap() / block * block;
+    let rec_end = acks
         .iter()
         .map(|a| a.record.end())
         .max()
         .unwrap()
         .div_ceil(block)
         * block;
-    let readable_end = end.min(dev.size_bytes() / block * block);
+    let dev_end = dev.size_bytes() / block * block;
+    let (start, end) = match also {
+        Some((s, e)) => (
+            rec_start.min(s / block * block),
+            rec_end.max((e.div_ceil(block) * block).min(dev_end)),
+        ),
+        None => (rec_start, rec_end),
+    };
+    let readable_end = end.min(dev_end);
     if readable_end < end {
         unreadable.push((
             readable_end,
