@@ -272,7 +272,7 @@ fn record_decoder_corpus_and_mutations() {
 
 /// Writes the generated seeds into fuzz/corpus/<target>/seed-N.
 #[test]
-#[ignore]
+#[ignore = "a tool, not a test: rewrites fuzz/corpus; run as docs/fuzzing.md says"]
 fn write_seed_corpus() {
     for t in ["frame_decoder", "log_recovery", "record_decoder"] {
         let dir = corpus_dir(t);

@@ -345,7 +345,7 @@ fn bench_pass(w: &Witness, rate_per_s: u64, secs: u64, run_base: usize) {
 /// `scripts/bench-witness.sh` (release build). Target: >= 200k acks/s aggregate and
 /// p99 ack-to-durable <= 5 ms with 64 writers.
 #[test]
-#[ignore]
+#[ignore = "a benchmark, not a test: scripts/bench-witness.sh runs it in release"]
 fn bench_witness_64_writers() {
     let tmp = tempfile::tempdir().unwrap();
     let w = Witness::start(tmp.path());
