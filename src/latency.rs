@@ -72,6 +72,17 @@ impl Histogram {
     }
 }
 
+/// Nearest-rank quantile (`q` in 0..=1) of sorted data; None when empty. The one
+/// definition bench, verify and campaign summaries share. The epsilon keeps e.g. the
+/// 99.9th of 1000 samples at rank 999 despite binary floating point.
+pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (q * sorted.len() as f64 - 1e-9).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +104,16 @@ mod tests {
             );
         }
     }
+    #[test]
+    fn nearest_rank_is_exact() {
+        let v: Vec<u64> = (1..=1000).collect();
+        assert_eq!(nearest_rank(&v, 0.5), Some(500));
+        assert_eq!(nearest_rank(&v, 0.999), Some(999));
+        assert_eq!(nearest_rank(&v, 1.0), Some(1000));
+        assert_eq!(nearest_rank(&v, 0.0), Some(1));
+        assert_eq!(nearest_rank::<u64>(&[], 0.5), None);
+    }
+
     #[test]
     fn percentiles() {
         let h = Histogram::default();

@@ -50,11 +50,9 @@ impl Samples {
     }
 }
 
-/// Nearest-rank percentile of sorted, non-empty data.
+/// Nearest-rank percentile (`p` in percent) of sorted, non-empty data.
 fn percentile(sorted: &[u64], p: f64) -> u64 {
-    // The epsilon keeps 99.9% of 1000 at rank 999 despite binary floating point.
-    let rank = (p * sorted.len() as f64 / 100.0 - 1e-9).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+    crate::latency::nearest_rank(sorted, p / 100.0).expect("non-empty data")
 }
 
 /// Latency figures of one row, in microseconds.

@@ -45,11 +45,7 @@ pub fn clopper_pearson_upper(failures: u64, n: u64, alpha: f64) -> f64 {
 
 /// Quantile of sorted values (nearest rank).
 pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    Some(sorted[i])
+    crate::latency::nearest_rank(sorted, q)
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ pub fn flush_latency(acks: &[Ack]) -> Option<LatencySummary> {
         .map(|a| a.flushed_ns.saturating_sub(a.record.write_time_ns) as f64 / 1e3)
         .collect();
     us.sort_by(|a, b| a.total_cmp(b));
-    let q = |p: f64| us[((p * us.len() as f64).ceil() as usize).clamp(1, us.len()) - 1];
+    let q = |p: f64| crate::latency::nearest_rank(&us, p).expect("acks are not empty");
     let mut by: BTreeMap<usize, u64> = BTreeMap::new();
     for v in &us {
         *by.entry(bucket_125(*v)).or_default() += 1;
