@@ -311,12 +311,15 @@ fn device_smaller_than_region_marks_the_rest_unreadable() {
     assert_eq!(r.verdict, Verdict::Fail);
 }
 
-/// A device whose reads fail with EIO in [bad_from, bad_to), or hang forever if `hang`.
+/// A device whose reads fail with EIO in [bad_from, bad_to), or hang forever if `hang`;
+/// with `slow_odd_chunks`, reads of odd 2 MiB chunks take 20 ms (one of verify's readers
+/// then runs ahead of the other).
 struct Faulty {
     inner: Arc<MemDevice>,
     bad_from: u64,
     bad_to: u64,
     hang: bool,
+    slow_odd_chunks: bool,
 }
 
 impl Device for Faulty {
@@ -333,6 +336,9 @@ impl Device for Faulty {
         panic!("verify must never flush")
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        if self.slow_odd_chunks && (offset >> 21) % 2 == 1 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let end = offset + buf.len() as u64;
         if offset < self.bad_to && end > self.bad_from {
             if self.hang {
@@ -352,6 +358,7 @@ fn eio_range_is_unreadable_and_the_rest_judged() {
         bad_from: 8 * 4096,
         bad_to: 12 * 4096,
         hang: false,
+        slow_odd_chunks: false,
     });
     let r = verify_device(f, &log, Duration::from_secs(10));
     assert_eq!(r.verdict, Verdict::Fail);
@@ -371,6 +378,7 @@ fn hung_reads_time_out_as_unreadable() {
         bad_from: 0,
         bad_to: 1 << 40,
         hang: true,
+        slow_odd_chunks: false,
     });
     let t0 = std::time::Instant::now();
     let r = verify_device(f, &log, Duration::from_millis(300));
@@ -380,30 +388,6 @@ fn hung_reads_time_out_as_unreadable() {
     );
     assert_eq!(count(&r, "unreadable"), 64);
     assert_eq!(r.verdict, Verdict::Fail);
-}
-
-/// Odd 2 MiB chunks read slowly, even ones at once: one reader runs ahead of the other.
-struct Lopsided(Arc<MemDevice>);
-
-impl Device for Lopsided {
-    fn size_bytes(&self) -> u64 {
-        self.0.size_bytes()
-    }
-    fn logical_block_bytes(&self) -> u32 {
-        512
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
-        panic!("verify must never write")
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        panic!("verify must never flush")
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        if (offset >> 21) % 2 == 1 {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.0.read_at(buf, offset)
-    }
 }
 
 #[test]
@@ -425,7 +409,14 @@ fn a_reader_running_ahead_does_not_stall_verify() {
     let log = write(&dev, &p);
     assert_eq!(log.acks.len(), 64);
     let t0 = std::time::Instant::now();
-    let r = verify_device(Arc::new(Lopsided(dev)), &log, Duration::from_secs(5));
+    let lopsided = Faulty {
+        inner: dev,
+        bad_from: 0,
+        bad_to: 0,
+        hang: false,
+        slow_odd_chunks: true,
+    };
+    let r = verify_device(Arc::new(lopsided), &log, Duration::from_secs(5));
     assert_eq!(r.verdict, Verdict::Pass, "{}", r.to_text());
     assert_eq!(count(&r, "intact"), 64);
     assert!(t0.elapsed() < Duration::from_secs(5));
