@@ -175,9 +175,51 @@ impl Model {
             for ev in super::oracle::read_events(p)? {
                 m.resolver.apply(&ev);
             }
+            m.reconcile_held_writes()?;
         }
         m.power_on_inner()?;
         Ok(m)
+    }
+
+    /// A SIGKILL can land between a held write reaching media and the Destaged event that
+    /// says so, leaving an oracle that calls lost what the image holds. Before powering on,
+    /// look for each still-held write's sectors on media (by their stamps) and log what
+    /// landed, so the oracle matches the image whatever instant the cut came.
+    fn reconcile_held_writes(&mut self) -> io::Result<()> {
+        for (write, records) in self.resolver.held_records() {
+            for r in records {
+                let mut landed: Option<(u64, u64)> = None;
+                let mut runs = Vec::new();
+                for k in r.first_index..=r.last_index {
+                    let at = r.at + (k - r.first_index) as u64 * SECTOR_U64;
+                    let mut sector = [0u8; SECTOR];
+                    self.image.read_at(&mut sector, at)?;
+                    let here = crate::record::decode_stamp(&sector).is_ok_and(|st| {
+                        st.run.hex() == r.run
+                            && st.record.stream == r.stream
+                            && st.record.seq == r.seq
+                            && st.index == k
+                    });
+                    landed = match (landed, here) {
+                        (Some((o, l)), true) => Some((o, l + SECTOR_U64)),
+                        (None, true) => Some((at, SECTOR_U64)),
+                        (Some(run), false) => {
+                            runs.push(run);
+                            None
+                        }
+                        (None, false) => None,
+                    };
+                }
+                runs.extend(landed);
+                for (offset, len) in runs {
+                    let ev = Event::Destaged { write, offset, len };
+                    if self.resolver.apply(&ev) {
+                        self.log.append(ev)?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn seed(&self) -> u64 {

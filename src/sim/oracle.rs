@@ -379,6 +379,16 @@ impl Resolver {
         changed
     }
 
+    /// Writes of the current session whose fault still depends on the cache (held
+    /// writes), with the records the fault names: what a power-on checks against media.
+    pub fn held_records(&self) -> Vec<(u64, Vec<RecordRef>)> {
+        self.faults
+            .iter()
+            .filter(|f| f.conditional && f.session == self.session && !f.remaining.is_empty())
+            .map(|f| (f.write, f.records.clone()))
+            .collect()
+    }
+
     /// True if a stray copy of a misdirected write sits in the range on media.
     pub fn stray_copy_in(&self, offset: u64, len: u64) -> bool {
         let first = offset / SECTOR_U64;

@@ -369,3 +369,59 @@ fn unaligned_writes_and_bounds() {
     assert!(dev.read_at(&mut [0; 512], SIZE - 256).is_err());
     assert!(SimDrive::create(1000, profile(Kind::Honest), 1, None).is_err());
 }
+
+/// A SIGKILL between a held write reaching media and its Destaged event: the restarted
+/// drive must see the write on media and not call it lost.
+#[test]
+fn a_kill_between_destage_and_its_log_line_is_reconciled_at_power_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = profile(Kind::LoseRecent);
+    p.lose_recent_n = 4;
+    p.early_destage_p = 0.0;
+    let cfg = SimConfig {
+        size_bytes: SIZE,
+        profile: p,
+        seed: 11,
+        backing: Some(dir.path().join("disk.img")),
+        oracle: Some(dir.path().join("oracle.jsonl")),
+    };
+    let dev = SimDrive::start(cfg.clone()).unwrap();
+    let run = RunId([8; 16]);
+    let w = Workload {
+        run,
+        key: RunKey::new(run),
+        writes: vec![],
+    };
+    let mut held = vec![];
+    for seq in 1..=4 {
+        let (_, bytes) = w.record(seq, seq);
+        dev.write_at(&bytes, seq * SLOT).unwrap();
+        dev.flush().unwrap();
+        held.push(bytes);
+    }
+    assert_eq!(
+        dev.oracle().len(),
+        4,
+        "the last four flushed writes are held"
+    );
+    // The drive destaged write 1 to media and died before logging it.
+    drop(dev);
+    let img = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("disk.img"))
+        .unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&img, &held[0], SLOT).unwrap();
+    drop(img);
+    let dev = SimDrive::start(SimConfig {
+        profile: Profile::new(Kind::Honest),
+        seed: 12,
+        ..cfg
+    })
+    .unwrap();
+    let lost: Vec<u64> = dev
+        .oracle()
+        .iter()
+        .flat_map(|f| f.records.iter().map(|r| r.seq))
+        .collect();
+    assert_eq!(lost, vec![2, 3, 4], "write 1 is on media: it is not lost");
+}
