@@ -41,6 +41,10 @@ pub enum FrameType {
     Descriptor = 0x02,
     /// Something the witness observed (WitnessEvent as JSON); log and fetch stream.
     Event = 0x03,
+    /// First frame of a witness journal file: magic, version, generation.
+    JournalHeader = 0x04,
+    /// A copy of bytes appended to a run's log, in the witness journal.
+    JournalWrite = 0x05,
     Hello = 0x10,
     /// Writer or fetcher to a keyed witness: the client's handshake nonce.
     Auth = 0x17,
@@ -65,6 +69,8 @@ impl FrameType {
             0x01 => FileHeader,
             0x02 => Descriptor,
             0x03 => Event,
+            0x04 => JournalHeader,
+            0x05 => JournalWrite,
             0x10 => Hello,
             0x17 => Auth,
             0x18 => Challenge,

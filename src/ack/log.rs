@@ -20,8 +20,11 @@ use super::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use crate::record::RunId;
 use anyhow::{Context, bail};
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use super::journal::{self, Journal};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// File name extension of ack logs in the witness directory.
 pub const LOG_EXTENSION: &str = "acklog";
@@ -187,13 +190,35 @@ impl LogChecker {
 
 /// Reads a whole log (a witness log or `plugpull fetch` output) without modifying it.
 /// A torn tail is tolerated: the complete frames before it are returned.
+///
+/// A log inside a witness directory is read together with the directory's journal
+/// (module `journal`): after the witness's machine lost power, acks it confirmed may sit
+/// only in the journal until `plugpull listen` starts again and replays it.
 pub fn read_log_file(path: &Path) -> anyhow::Result<RunLog> {
-    let f = File::open(path).with_context(|| format!("opening ack log {}", path.display()))?;
+    let mut f = File::open(path).with_context(|| format!("opening ack log {}", path.display()))?;
+    let run = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(RunId::parse);
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if let (Some(run), Some(dir)) = (run, dir.or(Some(Path::new(".")))) {
+        if journal::has_journal(dir) {
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)
+                .with_context(|| format!("reading ack log {}", path.display()))?;
+            journal::overlay(dir, run, &mut bytes)?;
+            return read_log_bytes(path, &bytes[..]);
+        }
+    }
+    read_log_bytes(path, io::BufReader::with_capacity(256 << 10, f))
+}
+
+fn read_log_bytes(path: &Path, r: impl Read) -> anyhow::Result<RunLog> {
     let mut checker = LogChecker::default();
     let mut scratch = Vec::new();
     let mut acks = Vec::new();
     let mut events = Vec::new();
-    scan_frames(io::BufReader::with_capacity(256 << 10, f), |fr| {
+    scan_frames(r, |fr| {
         match checker.check(fr, &mut scratch)? {
             LogItem::Acks { acks: a, .. } => acks.extend_from_slice(a),
             LogItem::Event(e) => events.push(e),
@@ -247,7 +272,7 @@ pub fn write_log_file(path: &Path, log: &RunLog) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .with_context(|| format!("fsync of directory {}", dir.display()))
@@ -264,10 +289,13 @@ pub struct Recovery {
 
 /// An open, appendable log of one run.
 ///
-/// Appends go to a buffer; [`AckLog::commit`] writes the buffer and issues ONE fdatasync.
-/// Only after `commit` returns are the appended acks durable.
+/// Appends go to a buffer; [`AckLog::commit`] writes the buffer and makes it durable with
+/// ONE fdatasync: of the log itself, or, in the witness, of the journal shared by every
+/// run ([`AckLog::with_journal`]). Only after `commit` returns are the appended acks
+/// durable.
 pub struct AckLog {
     file: File,
+    journal: Option<Arc<Journal>>,
     path: PathBuf,
     descriptor: RunDescriptor,
     appended_acks: u64,
@@ -292,6 +320,7 @@ impl AckLog {
             .with_context(|| format!("creating ack log {}", path.display()))?;
         let mut log = AckLog {
             file,
+            journal: None,
             path,
             descriptor: desc.clone(),
             appended_acks: 0,
@@ -313,7 +342,7 @@ impl AckLog {
     /// Opens an existing log for appending: scans it, truncates a torn or damaged tail
     /// (keeping every complete frame before it) and makes the truncation durable.
     pub fn open(path: &Path) -> anyhow::Result<(AckLog, Recovery)> {
-        let mut file = OpenOptions::new()
+        let file = OpenOptions::new()
             .read(true)
             .write(true)
             .open(path)
@@ -341,10 +370,10 @@ impl AckLog {
                 .and_then(|()| file.sync_all())
                 .with_context(|| format!("truncating the torn tail of {}", path.display()))?;
         }
-        file.seek(SeekFrom::Start(end.valid_len_bytes))?;
         Ok((
             AckLog {
                 file,
+                journal: None,
                 path: path.to_path_buf(),
                 descriptor,
                 appended_acks: checker.acks,
@@ -390,6 +419,13 @@ impl AckLog {
                 Ok((log, Some(rec)))
             }
         }
+    }
+
+    /// From now on, commits are made durable by `journal` instead of the log's own
+    /// fdatasync.
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> AckLog {
+        self.journal = Some(journal);
+        self
     }
 
     pub fn descriptor(&self) -> &RunDescriptor {
@@ -447,12 +483,18 @@ impl AckLog {
         if self.pending.is_empty() {
             return Ok(self.durable_acks);
         }
+        let start = self.durable_len_bytes;
         let res = self
             .file
-            .write_all(&self.pending)
-            .and_then(|()| self.file.sync_data());
+            .write_all_at(&self.pending, start)
+            .map_err(anyhow::Error::from)
+            .and_then(|()| match &self.journal {
+                // The log write above comes first: a checkpoint relies on it.
+                Some(j) => j.commit(self.descriptor.run_id, start, &self.pending),
+                None => self.file.sync_data().map_err(Into::into),
+            });
         if let Err(e) = res {
-            let why = e.to_string();
+            let why = format!("{e:#}");
             self.poisoned = Some(why.clone());
             // Best effort: cut what may be a partial frame; recovery on the next open
             // would do the same.

@@ -11,6 +11,7 @@ pub mod client;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod journal;
 pub mod log;
 pub mod msg;
 pub mod server;

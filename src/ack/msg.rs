@@ -372,6 +372,9 @@ impl Msg {
                 }
                 _ => bail!("Fetch payload has an unknown selector or wrong length"),
             },
+            FrameType::JournalHeader | FrameType::JournalWrite => {
+                bail!("a {:?} frame belongs only in the witness journal", f.ty)
+            }
         })
     }
 }

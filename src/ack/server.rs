@@ -19,6 +19,7 @@
 
 use super::auth::{self, Key, Session};
 use super::frame::{self, Decoded, FrameType};
+use super::journal::{self, Journal, JournalOptions};
 use super::log::{self, AckLog, LogChecker, LogItem};
 use super::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
 use super::{Ack, RunDescriptor, RunSelector, WitnessEvent, now_ns};
@@ -66,6 +67,7 @@ pub struct WitnessOptions {
     pub key: Option<Key>,
     /// No log lines on stderr (library use in tests).
     pub quiet: bool,
+    pub journal: JournalOptions,
 }
 
 impl Default for WitnessOptions {
@@ -77,6 +79,7 @@ impl Default for WitnessOptions {
             max_frame_bytes: 4 << 20,
             key: None,
             quiet: false,
+            journal: JournalOptions::default(),
         }
     }
 }
@@ -101,6 +104,8 @@ struct RunSlot {
 
 struct Shared {
     dir: PathBuf,
+    /// Makes every run's appends durable with one fdatasync for all (module `journal`).
+    journal: Arc<Journal>,
     opts: WitnessOptions,
     stop: AtomicBool,
     next_conn: AtomicU64,
@@ -184,8 +189,13 @@ impl Witness {
     pub fn start(bind: &str, dir: &Path, opts: WitnessOptions) -> anyhow::Result<Witness> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the witness directory {}", dir.display()))?;
+        // Replay first: a log must hold everything its journal confirmed before recovery
+        // decides where its torn tail starts.
+        let replayed = journal::replay(dir)?;
+        let journal = Arc::new(Journal::open(dir, opts.journal.clone())?);
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
+            journal,
             opts,
             stop: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),
@@ -194,6 +204,22 @@ impl Witness {
             conns: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
         });
+        if replayed.journals > 0 {
+            shared.log(format_args!(
+                "replayed {} journal files: {} entries into {} run logs{}",
+                replayed.journals,
+                replayed.entries,
+                replayed.runs,
+                if replayed.orphaned_entries > 0 {
+                    format!(
+                        "; {} entries skipped because their run log is gone",
+                        replayed.orphaned_entries
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+        }
         recover_dir(&shared)?;
         let listener = TcpListener::bind(bind).with_context(|| {
             format!("cannot listen on {bind}: is another witness already running there?")
@@ -810,7 +836,7 @@ impl Conn {
                             r.reason.unwrap_or_default()
                         ));
                     }
-                    s.log = Some(l)
+                    s.log = Some(l.with_journal(self.sh.journal.clone()))
                 }
                 Err(e) => return Err(End::Protocol(format!("{e:#}"))),
             }
@@ -1031,6 +1057,7 @@ pub fn run(a: ListenArgs) -> anyhow::Result<()> {
             max_frame_bytes: a.max_frame_bytes,
             key,
             quiet: false,
+            journal: JournalOptions::default(),
         },
     )?;
     w.shared.log(format_args!(
