@@ -296,6 +296,69 @@ fn torn_tail_is_truncated_on_restart() {
     assert_eq!(got.acks, (0..1000).map(ack).collect::<Vec<_>>());
 }
 
+/// Length of a log's header and descriptor frames: all that is fdatasync'd in the log
+/// itself; later appends are made durable by the witness journal.
+fn created_len(log: &[u8]) -> usize {
+    let mut off = 0;
+    for _ in 0..2 {
+        match frame::decode(&log[off..]) {
+            frame::Decoded::Frame(f) => off += f.len_bytes,
+            _ => panic!("log lacks header and descriptor"),
+        }
+    }
+    off
+}
+
+#[test]
+fn power_loss_of_the_witness_host_loses_nothing_confirmed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    let port = free_port();
+    let mut w = WitnessProc::start(&dir, port, "power1.log");
+    let d = descriptor(4, "host-p");
+    send_run(&w.addr, &d, 5000);
+    w.kill();
+    // The host loses power: what was never fdatasync'd in the log itself is gone (the
+    // run is far too small for a journal checkpoint to have synced it).
+    let path = log_path(&dir, d.run_id);
+    let log = std::fs::read(&path).unwrap();
+    let expect: Vec<Ack> = (0..5000).map(ack).collect();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(created_len(&log) as u64)
+        .unwrap();
+    // Reading the log in place already sees the journal...
+    assert_eq!(read_log_file(&path).unwrap().acks, expect);
+    // ...and the restarted witness has put every confirmed ack back into it.
+    let w = WitnessProc::start(&dir, port, "power2.log");
+    assert!(w.log().contains("replayed"), "{}", w.log());
+    assert_eq!(std::fs::read(&path).unwrap()[..log.len()], log[..]);
+    let got = fetch(&w.addr, &RunSelector::Run(d.run_id)).unwrap();
+    assert_eq!(got.acks, expect);
+}
+
+#[test]
+fn a_second_witness_on_one_directory_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    let _w = WitnessProc::start(&dir, free_port(), "first.log");
+    let out = Command::new(env!("CARGO_BIN_EXE_plugpull"))
+        .args([
+            "listen",
+            "--bind",
+            &format!("127.0.0.1:{}", free_port()),
+            "--dir",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("another plugpull witness is using"), "{err}");
+}
+
 /// Sends `bytes` on a fresh connection, optionally closes the write side, and returns
 /// the Error message the witness answered with.
 fn error_reply(addr: &str, bytes: &[u8], close_write: bool) -> String {

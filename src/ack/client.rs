@@ -29,7 +29,7 @@ const SEND_BATCH_BYTES: usize = 2 << 20;
 /// When fewer acks than this are queued, the sender waits this long for more, so a
 /// stream of acks costs ~1000 writes/s instead of one per ack.
 const LINGER_ACKS: u64 = 1024;
-const LINGER: Duration = Duration::from_millis(1);
+const LINGER: Duration = Duration::from_micros(100);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const FETCH_READ_TIMEOUT: Duration = Duration::from_secs(60);

@@ -43,6 +43,8 @@ pub const JOURNAL_MAGIC: [u8; 8] = *b"PPJOURNL";
 pub const JOURNAL_VERSION: u16 = 1;
 /// Bytes of log data carried by one JournalWrite frame at most.
 const MAX_ENTRY_DATA_BYTES: usize = 1 << 20;
+/// Shortest pause between two log syncs of a checkpoint.
+const CHECKPOINT_PAUSE_MIN: std::time::Duration = std::time::Duration::from_millis(1);
 /// Bytes of a JournalWrite payload before its data: run id and offset.
 const ENTRY_HEAD_BYTES: usize = 16 + 8;
 
@@ -112,9 +114,8 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
     }
     for (run, f) in &logs {
         if let Some(f) = f {
-            f.sync_data().with_context(|| {
-                format!("fdatasync of {}", log::log_path(dir, *run).display())
-            })?;
+            f.sync_data()
+                .with_context(|| format!("fdatasync of {}", log::log_path(dir, *run).display()))?;
             out.runs += 1;
         }
     }
@@ -127,16 +128,16 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
     Ok(out)
 }
 
-/// Applies the journal entries of `run` found in `dir` to `bytes` (the run's log as read
-/// from disk), without changing any file. After the witness's machine lost power, its
-/// logs may lack acks that only the journal holds until `plugpull listen` replays it;
-/// reading a log straight from the witness directory must still see them.
-pub fn overlay(dir: &Path, run: RunId, bytes: &mut Vec<u8>) -> anyhow::Result<()> {
+/// Applies the journal entries found in `dir` to the logs in `logs` (each run's log as
+/// read from disk), without changing any file. After the witness's machine lost power,
+/// its logs may lack acks that only the journal holds until `plugpull listen` replays
+/// it; reading a log straight from the witness directory must still see them.
+pub fn overlay(dir: &Path, logs: &mut HashMap<RunId, Vec<u8>>) -> anyhow::Result<()> {
     for (_, path) in list_journals(dir)? {
-        read_journal(&path, |r, offset, data| {
-            if r != run {
+        read_journal(&path, |run, offset, data| {
+            let Some(bytes) = logs.get_mut(&run) else {
                 return Ok(());
-            }
+            };
             // Entries of a run follow each other; one past the end could only follow a
             // hole, where reading the log stops anyway.
             if offset > bytes.len() as u64 {
@@ -187,7 +188,13 @@ fn read_journal(
     path: &Path,
     mut each: impl FnMut(RunId, u64, &[u8]) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let f = match File::open(path) {
+        Ok(f) => f,
+        // A live witness checkpointed it since it was listed: its entries are in the logs,
+        // and were in their page cache before anyone listed the journals.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
+    };
     let mut frames = 0u64;
     let end = scan_frames(io::BufReader::with_capacity(1 << 20, f), |fr| {
         frames += 1;
@@ -261,7 +268,10 @@ fn decode_entry(p: &[u8]) -> anyhow::Result<(RunId, u64, &[u8])> {
     let run = RunId(p[..16].try_into().unwrap());
     let offset = u64::from_le_bytes(p[16..24].try_into().unwrap());
     let data = &p[ENTRY_HEAD_BYTES..];
-    if offset.checked_add(data.len() as u64).is_none_or(|e| e > 1 << 48) {
+    if offset
+        .checked_add(data.len() as u64)
+        .is_none_or(|e| e > 1 << 48)
+    {
         bail!("journal entry at offset {offset} is beyond any log");
     }
     Ok((run, offset, data))
@@ -287,16 +297,18 @@ fn create_file(dir: &Path, generation: u64) -> anyhow::Result<(File, u64)> {
 /// The open journal of a witness; shared by every connection.
 pub struct Journal {
     inner: Arc<Inner>,
-    /// Hands full journal files to the checkpoint thread; dropping it ends the thread.
-    checkpoints: Mutex<Sender<Checkpoint>>,
 }
 
 struct Inner {
     dir: PathBuf,
     opts: JournalOptions,
     state: Mutex<State>,
-    /// Signalled when a sync ends (or fails) and when a next file is ready.
-    synced: Condvar,
+    /// Wakes the sync thread: something was queued, or the journal closes.
+    work: Condvar,
+    /// `synced[k % 2]` is signalled when sync number k ends (both when one fails), so
+    /// a sync wakes only the connections whose entries it carried, not those queued
+    /// for the next one.
+    synced: [Condvar; 2],
 }
 
 struct State {
@@ -305,18 +317,20 @@ struct State {
     len_bytes: u64,
     /// Encoded entries not yet written.
     pending: Vec<u8>,
-    /// A spare buffer, so the leader swaps instead of allocating.
+    /// A spare buffer, so the sync thread swaps instead of allocating.
     spare: Vec<u8>,
     /// Sequence number of the newest append, and of the newest one fdatasync'd.
     appended_seq: u64,
     durable_seq: u64,
-    syncing: bool,
+    /// Syncs started so far: what is queued now goes out with sync number `syncs + 1`.
+    syncs: u64,
     /// Runs with entries in the current file: what its checkpoint must fdatasync.
     touched: HashSet<RunId>,
     /// The next journal file, created ahead so rotating never waits for a create.
     next: Option<(File, u64)>,
     /// Set when a write, fdatasync or checkpoint failed: nothing more can be confirmed.
     failed: Option<String>,
+    closed: bool,
 }
 
 /// A full journal file whose logs are to be made durable before it is deleted.
@@ -348,43 +362,40 @@ impl Journal {
                 spare: Vec::with_capacity(1 << 20),
                 appended_seq: 0,
                 durable_seq: 0,
-                syncing: false,
+                syncs: 0,
                 touched: HashSet::new(),
                 next: Some(next),
                 failed: None,
+                closed: false,
             }),
-            synced: Condvar::new(),
+            work: Condvar::new(),
+            synced: [Condvar::new(), Condvar::new()],
         });
         let (tx, rx) = channel();
-        let worker = inner.clone();
+        let (i1, i2) = (inner.clone(), inner.clone());
         std::thread::Builder::new()
             .name("witness-checkpoint".into())
-            .spawn(move || checkpoint_loop(worker, rx))?;
-        Ok(Journal {
-            inner,
-            checkpoints: Mutex::new(tx),
-        })
+            .spawn(move || checkpoint_loop(i1, rx))?;
+        std::thread::Builder::new()
+            .name("witness-sync".into())
+            .spawn(move || sync_loop(i2, tx))?;
+        Ok(Journal { inner })
     }
 
     /// Makes `data`, already written at `offset` of `run`'s log, durable: returns once a
     /// journal fdatasync covers it. The log write must come first (see the module doc).
     pub fn commit(&self, run: RunId, offset: u64, data: &[u8]) -> anyhow::Result<()> {
-        let seq = {
-            let mut st = lock(&self.inner.state);
-            if let Some(why) = &st.failed {
-                bail!("the witness journal failed earlier: {why}");
-            }
-            encode_entries(&mut st.pending, run, offset, data);
-            st.touched.insert(run);
-            st.appended_seq += 1;
-            st.appended_seq
-        };
-        self.wait_durable(seq)
-    }
-
-    fn wait_durable(&self, seq: u64) -> anyhow::Result<()> {
         let inner = &*self.inner;
         let mut st = lock(&inner.state);
+        if let Some(why) = &st.failed {
+            bail!("the witness journal failed earlier: {why}");
+        }
+        encode_entries(&mut st.pending, run, offset, data);
+        st.touched.insert(run);
+        st.appended_seq += 1;
+        let seq = st.appended_seq;
+        let synced = &inner.synced[((st.syncs + 1) % 2) as usize];
+        inner.work.notify_one();
         loop {
             if st.durable_seq >= seq {
                 return Ok(());
@@ -392,71 +403,91 @@ impl Journal {
             if let Some(why) = &st.failed {
                 bail!("the witness journal failed: {why}");
             }
-            if st.syncing {
-                st = inner.synced.wait(st).unwrap_or_else(|p| p.into_inner());
-                continue;
-            }
-            // Lead: write and sync everything queued, for every waiting run at once.
-            st.syncing = true;
-            let spare = std::mem::take(&mut st.spare);
-            let batch = std::mem::replace(&mut st.pending, spare);
-            let upto = st.appended_seq;
-            let file = st.file.clone();
-            drop(st);
-            let r = (&*file).write_all(&batch).and_then(|()| file.sync_data());
-            st = lock(&inner.state);
-            st.syncing = false;
-            match r {
-                Ok(()) => {
-                    st.durable_seq = upto;
-                    st.len_bytes += batch.len() as u64;
-                    if st.len_bytes >= inner.opts.rotate_bytes {
-                        self.rotate(&mut st);
-                    }
-                }
-                Err(e) => {
-                    st.failed = Some(format!(
-                        "writing witness journal {}: {e} (check free space and the disk \
-                         of the witness directory)",
-                        journal_path(&inner.dir, st.generation).display()
-                    ));
-                }
-            }
-            let mut batch = batch;
-            batch.clear();
-            if batch.capacity() <= 8 << 20 {
-                st.spare = batch;
-            }
-            inner.synced.notify_all();
-        }
-    }
-
-    /// Switches to the prepared next file and hands the full one to the checkpoint
-    /// thread. Called by the leader between syncs, so nothing is being written to either.
-    fn rotate(&self, st: &mut State) {
-        let Some((next, len)) = st.next.take() else {
-            // The previous checkpoint is still running; keep appending to this file.
-            return;
-        };
-        let old = journal_path(&self.inner.dir, st.generation);
-        st.file = Arc::new(next);
-        st.generation += 1;
-        st.len_bytes = len;
-        let runs = std::mem::take(&mut st.touched);
-        let job = Checkpoint {
-            path: old,
-            runs,
-            next_generation: st.generation + 1,
-        };
-        let tx = self.checkpoints.lock().unwrap_or_else(|p| p.into_inner());
-        if tx.send(job).is_err() {
-            st.failed = Some("the journal checkpoint thread is gone".into());
+            st = synced.wait(st).unwrap_or_else(|p| p.into_inner());
         }
     }
 
     /// Generation of the file being appended to (tests and logs).
     pub fn generation(&self) -> u64 {
         lock(&self.inner.state).generation
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        // Ends the sync thread, and with it the checkpoint thread (its channel closes).
+        lock(&self.inner.state).closed = true;
+        self.inner.work.notify_one();
+    }
+}
+
+/// Writes and fdatasyncs whatever the runs queued, for all of them at once, until the
+/// journal closes. A thread of its own, so the next sync starts the moment the last one
+/// ends, not when some waiting connection next gets a core.
+fn sync_loop(inner: Arc<Inner>, checkpoints: Sender<Checkpoint>) {
+    let mut st = lock(&inner.state);
+    loop {
+        if st.closed {
+            return;
+        }
+        if st.pending.is_empty() || st.failed.is_some() {
+            st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        let spare = std::mem::take(&mut st.spare);
+        let mut batch = std::mem::replace(&mut st.pending, spare);
+        let upto = st.appended_seq;
+        st.syncs += 1;
+        let this_sync = st.syncs;
+        let file = st.file.clone();
+        drop(st);
+        let r = (&*file).write_all(&batch).and_then(|()| file.sync_data());
+        st = lock(&inner.state);
+        match r {
+            Ok(()) => {
+                st.durable_seq = upto;
+                st.len_bytes += batch.len() as u64;
+                if st.len_bytes >= inner.opts.rotate_bytes {
+                    rotate(&inner.dir, &mut st, &checkpoints);
+                }
+            }
+            Err(e) => {
+                st.failed = Some(format!(
+                    "writing witness journal {}: {e} (check free space and the disk of \
+                     the witness directory)",
+                    journal_path(&inner.dir, st.generation).display()
+                ));
+            }
+        }
+        batch.clear();
+        if batch.capacity() <= 8 << 20 {
+            st.spare = batch;
+        }
+        inner.synced[(this_sync % 2) as usize].notify_all();
+        if st.failed.is_some() {
+            inner.synced[((this_sync + 1) % 2) as usize].notify_all();
+        }
+    }
+}
+
+/// Switches to the prepared next file and hands the full one to the checkpoint thread.
+/// Called by the sync thread between syncs, so nothing is being written to either.
+fn rotate(dir: &Path, st: &mut State, checkpoints: &Sender<Checkpoint>) {
+    let Some((next, len)) = st.next.take() else {
+        // The previous checkpoint is still running; keep appending to this file.
+        return;
+    };
+    let old = journal_path(dir, st.generation);
+    st.file = Arc::new(next);
+    st.generation += 1;
+    st.len_bytes = len;
+    let job = Checkpoint {
+        path: old,
+        runs: std::mem::take(&mut st.touched),
+        next_generation: st.generation + 1,
+    };
+    if checkpoints.send(job).is_err() {
+        st.failed = Some("the journal checkpoint thread is gone".into());
     }
 }
 
@@ -469,17 +500,21 @@ fn checkpoint_loop(inner: Arc<Inner>, jobs: Receiver<Checkpoint>) {
             Ok(next) => st.next = Some(next),
             Err(e) => st.failed = Some(format!("{e:#}")),
         }
-        inner.synced.notify_all();
+        inner.synced.iter().for_each(Condvar::notify_all);
     }
 }
 
 fn checkpoint(dir: &Path, job: &Checkpoint) -> anyhow::Result<(File, u64)> {
     for run in &job.runs {
         let path = log::log_path(dir, *run);
+        let t0 = std::time::Instant::now();
         // fdatasync works on any descriptor of the file; the log may be closed by now.
         File::open(&path)
             .and_then(|f| f.sync_data())
             .with_context(|| format!("checkpoint: fdatasync of {}", path.display()))?;
+        // Leave the disk to the journal's own syncs at least as long as this one took:
+        // a burst of log syncs would hold up every writer's acks at once.
+        std::thread::sleep(t0.elapsed().max(CHECKPOINT_PAUSE_MIN));
     }
     std::fs::remove_file(&job.path)
         .with_context(|| format!("checkpoint: removing {}", job.path.display()))?;
@@ -535,6 +570,15 @@ mod tests {
             lose_unsynced_appends(&p, *len);
             // Read straight from the witness directory, the journal fills the gap...
             assert_eq!(read_log_file(&p).unwrap().acks, acks);
+            // ...also for several logs at once.
+            assert_eq!(
+                crate::ack::log::read_log_files(&[&p, &p])
+                    .unwrap()
+                    .iter()
+                    .map(|l| l.acks.len())
+                    .collect::<Vec<_>>(),
+                vec![acks.len(), acks.len()]
+            );
         }
         // ...and replay puts it back into the files.
         let r = replay(dir.path()).unwrap();
@@ -623,7 +667,11 @@ mod tests {
     fn torn_journal_tail_is_ignored_and_foreign_journal_refused() {
         let dir = tempfile::tempdir().unwrap();
         let d = sample_descriptor(31);
-        let (j, mut logs) = logs_with_journal(dir.path(), JournalOptions::default(), &[d.clone()]);
+        let (j, mut logs) = logs_with_journal(
+            dir.path(),
+            JournalOptions::default(),
+            std::slice::from_ref(&d),
+        );
         let created = logs[0].durable_len_bytes();
         logs[0].append_acks(0, &[ack(0), ack(1)]).unwrap();
         logs[0].commit().unwrap();

@@ -15,12 +15,13 @@
 //! [`read_log_file`].
 
 use super::frame::{self, Decoded, FrameType};
+use super::journal::{self, Journal};
 use super::msg::{self, LOG_VERSION, Msg};
 use super::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use crate::record::RunId;
 use anyhow::{Context, bail};
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use super::journal::{self, Journal};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -195,22 +196,49 @@ impl LogChecker {
 /// (module `journal`): after the witness's machine lost power, acks it confirmed may sit
 /// only in the journal until `plugpull listen` starts again and replays it.
 pub fn read_log_file(path: &Path) -> anyhow::Result<RunLog> {
-    let mut f = File::open(path).with_context(|| format!("opening ack log {}", path.display()))?;
-    let run = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .and_then(RunId::parse);
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    if let (Some(run), Some(dir)) = (run, dir.or(Some(Path::new(".")))) {
-        if journal::has_journal(dir) {
-            let mut bytes = Vec::new();
-            f.read_to_end(&mut bytes)
+    let mut logs = read_log_files(&[path])?;
+    Ok(logs.pop().expect("one log per path"))
+}
+
+/// [`read_log_file`] for several logs, reading each witness directory's journal once.
+pub fn read_log_files(paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
+    // Logs named by their run inside a directory with a journal: read whole, overlaid.
+    let mut whole: HashMap<PathBuf, HashMap<RunId, Vec<u8>>> = HashMap::new();
+    for path in paths {
+        if let Some((dir, run)) = in_journaled_dir(path) {
+            let bytes = std::fs::read(path)
                 .with_context(|| format!("reading ack log {}", path.display()))?;
-            journal::overlay(dir, run, &mut bytes)?;
-            return read_log_bytes(path, &bytes[..]);
+            whole.entry(dir).or_default().insert(run, bytes);
         }
     }
-    read_log_bytes(path, io::BufReader::with_capacity(256 << 10, f))
+    for (dir, logs) in &mut whole {
+        journal::overlay(dir, logs)?;
+    }
+    paths
+        .iter()
+        .map(|path| {
+            let overlaid = in_journaled_dir(path)
+                .and_then(|(dir, run)| whole.get(&dir).and_then(|logs| logs.get(&run)));
+            match overlaid {
+                Some(bytes) => read_log_bytes(path, &bytes[..]),
+                None => {
+                    let f = File::open(path)
+                        .with_context(|| format!("opening ack log {}", path.display()))?;
+                    read_log_bytes(path, io::BufReader::with_capacity(256 << 10, f))
+                }
+            }
+        })
+        .collect()
+}
+
+/// The directory and run of a log named `<run id>.acklog` in a directory with a journal.
+fn in_journaled_dir(path: &Path) -> Option<(PathBuf, RunId)> {
+    let run = RunId::parse(path.file_stem()?.to_str()?)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    journal::has_journal(dir).then(|| (dir.to_path_buf(), run))
 }
 
 fn read_log_bytes(path: &Path, r: impl Read) -> anyhow::Result<RunLog> {

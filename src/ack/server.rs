@@ -104,6 +104,9 @@ struct RunSlot {
 
 struct Shared {
     dir: PathBuf,
+    /// Held while the witness runs: two witnesses appending to one directory's logs and
+    /// journal would corrupt both.
+    _dir_lock: nix::fcntl::Flock<std::fs::File>,
     /// Makes every run's appends durable with one fdatasync for all (module `journal`).
     journal: Arc<Journal>,
     opts: WitnessOptions,
@@ -189,12 +192,14 @@ impl Witness {
     pub fn start(bind: &str, dir: &Path, opts: WitnessOptions) -> anyhow::Result<Witness> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the witness directory {}", dir.display()))?;
+        let dir_lock = lock_dir(dir)?;
         // Replay first: a log must hold everything its journal confirmed before recovery
         // decides where its torn tail starts.
         let replayed = journal::replay(dir)?;
         let journal = Arc::new(Journal::open(dir, opts.journal.clone())?);
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
+            _dir_lock: dir_lock,
             journal,
             opts,
             stop: AtomicBool::new(false),
@@ -277,6 +282,24 @@ impl Witness {
             let _ = a.join();
         }
     }
+}
+
+/// Takes the witness directory's lock file, or says which witness holds it.
+fn lock_dir(dir: &Path) -> anyhow::Result<nix::fcntl::Flock<std::fs::File>> {
+    let path = dir.join("witness.lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+        anyhow::anyhow!(
+            "another plugpull witness is using {} ({e}); stop it, or give this one its own \
+             --dir",
+            dir.display()
+        )
+    })
 }
 
 /// Opens every log once at startup: truncates torn tails and builds the device index.
