@@ -150,8 +150,27 @@ fn seeds_record() -> Vec<Vec<u8>> {
     vec![buf[..512].to_vec(), buf, vec![0; 512]]
 }
 
+fn seeds_journal() -> Vec<Vec<u8>> {
+    let run = fuzz::JOURNAL_FUZZ_RUN;
+    let len = fuzz::JOURNAL_FUZZ_LOG.len() as u64;
+    let other = RunId([9; 16]);
+    let full = fuzz::journal_bytes(
+        1,
+        &[
+            (run, 0, b"rewritten start"),
+            (run, len, b"appended after the log"),
+            (other, 0, b"a run without a log"),
+            (run, len + 22, b"and more"),
+            (run, len + 1000, b"past a hole"),
+        ],
+    );
+    let torn = full[..full.len() - 5].to_vec();
+    vec![fuzz::journal_bytes(1, &[]), full, torn]
+}
+
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     match target {
+        "journal_replay" => seeds_journal(),
         "frame_decoder" => seeds_frame(),
         "log_recovery" => seeds_log(),
         "record_decoder" => seeds_record(),
@@ -266,6 +285,12 @@ fn log_recovery_corpus_and_mutations() {
 }
 
 #[test]
+fn journal_replay_corpus_and_mutations() {
+    // Each input is a directory with a log and a journal, replayed: fewer iterations.
+    exercise("journal_replay", fuzz::journal_replay, iterations(3_000));
+}
+
+#[test]
 fn record_decoder_corpus_and_mutations() {
     exercise("record_decoder", fuzz::record_decoder, iterations(200_000));
 }
@@ -274,7 +299,12 @@ fn record_decoder_corpus_and_mutations() {
 #[test]
 #[ignore = "a tool, not a test: rewrites fuzz/corpus; run as docs/fuzzing.md says"]
 fn write_seed_corpus() {
-    for t in ["frame_decoder", "log_recovery", "record_decoder"] {
+    for t in [
+        "frame_decoder",
+        "log_recovery",
+        "journal_replay",
+        "record_decoder",
+    ] {
         let dir = corpus_dir(t);
         std::fs::create_dir_all(&dir).unwrap();
         for (i, s) in seeds(t).iter().enumerate() {

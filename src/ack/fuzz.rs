@@ -13,9 +13,12 @@
 
 use super::auth::{Key, NONCE_BYTES, Session};
 use super::frame::{self, Decoded};
+use super::journal;
 use super::log::{self, AckLog, LogChecker};
 use super::msg::Msg;
+use crate::record::RunId;
 use crate::record::{self, SECTOR, STAMP_LEN};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -128,6 +131,67 @@ pub fn log_recovery(data: &[u8]) {
         }
     }
     let _ = std::fs::remove_file(&path);
+}
+
+/// The run whose log the journal_replay target replays into.
+pub const JOURNAL_FUZZ_RUN: RunId = RunId([0x4a; 16]);
+/// That log's bytes before replay (replay and overlay never parse a log, so any bytes do).
+pub const JOURNAL_FUZZ_LOG: &[u8] =
+    b"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// A journal file holding `entries` (run, log offset, bytes): for seeds and tests.
+pub fn journal_bytes(generation: u64, entries: &[(RunId, u64, &[u8])]) -> Vec<u8> {
+    let mut out = Vec::new();
+    journal::encode_header(&mut out, generation);
+    for (run, offset, data) in entries {
+        journal::encode_entries(&mut out, *run, *offset, data);
+    }
+    out
+}
+
+/// Journal replay on arbitrary journal contents, in a witness directory holding one log:
+/// replay (which writes the log) and overlay (what reading the log in place sees) must
+/// agree byte for byte; a refused journal leaves every file as it was; a replayed one is
+/// gone, and replaying again finds nothing.
+pub fn journal_replay(data: &[u8]) {
+    let dir = scratch_path().with_extension("dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create fuzz scratch dir");
+    let log_path = log::log_path(&dir, JOURNAL_FUZZ_RUN);
+    let journal_path = journal::journal_path(&dir, 1);
+    std::fs::write(&log_path, JOURNAL_FUZZ_LOG).expect("write fuzz log");
+    std::fs::write(&journal_path, data).expect("write fuzz journal");
+    let mut seen = HashMap::from([(JOURNAL_FUZZ_RUN, JOURNAL_FUZZ_LOG.to_vec())]);
+    let overlaid = journal::overlay(&dir, &mut seen);
+    let replayed = journal::replay(&dir);
+    let on_disk = std::fs::read(&log_path).expect("read back log");
+    match (overlaid, replayed) {
+        (Ok(()), Ok(r)) => {
+            assert_eq!(
+                on_disk, seen[&JOURNAL_FUZZ_RUN],
+                "replay and overlay disagree"
+            );
+            assert_eq!(r.journals, 1);
+            assert!(!journal_path.exists(), "replayed journal left behind");
+            let again = journal::replay(&dir).expect("second replay");
+            assert_eq!(
+                again,
+                journal::Replayed::default(),
+                "second replay found work"
+            );
+        }
+        (Err(_), Err(_)) => {
+            assert_eq!(on_disk, JOURNAL_FUZZ_LOG, "refused journal changed the log");
+            assert_eq!(
+                std::fs::read(&journal_path).expect("journal kept"),
+                data,
+                "refused journal was modified"
+            );
+        }
+        (Ok(()), Err(e)) => panic!("replay refused a journal overlay read: {e:#}"),
+        (Err(e), Ok(_)) => panic!("replay accepted a journal overlay refused: {e:#}"),
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Sector-stamp decoder on arbitrary sectors: a stamp that decodes has consistent,

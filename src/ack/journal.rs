@@ -79,6 +79,8 @@ pub struct Replayed {
     pub runs: usize,
     /// Entries whose run log is gone (someone deleted it); nothing could be done for them.
     pub orphaned_entries: u64,
+    /// Entries that would have left a hole in their log (only damage makes them).
+    pub skipped_entries: u64,
 }
 
 /// Copies every journal left in `dir` into the run logs, in generation order, makes the
@@ -89,31 +91,46 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
         journals: journals.len(),
         ..Replayed::default()
     };
-    let mut logs: HashMap<RunId, Option<File>> = HashMap::new();
+    // Check every journal before writing anything: a damaged one stops the start with
+    // every file as it was.
+    for (_, path) in &journals {
+        read_journal(path, |_, _, _| Ok(()))?;
+    }
+    // Each run's log and its length as replay extends it.
+    let mut logs: HashMap<RunId, Option<(File, u64)>> = HashMap::new();
     for (_, path) in &journals {
         read_journal(path, |run, offset, data| {
-            let f = logs.entry(run).or_insert_with(|| {
-                OpenOptions::new()
+            let log = logs.entry(run).or_insert_with(|| {
+                let f = OpenOptions::new()
                     .write(true)
                     .open(log::log_path(dir, run))
-                    .ok()
+                    .ok()?;
+                let len = f.metadata().ok()?.len();
+                Some((f, len))
             });
-            let Some(f) = f else {
+            let Some((f, len)) = log else {
                 out.orphaned_entries += 1;
                 return Ok(());
             };
+            // A run's entries continue its log; one past the end would leave a hole,
+            // where reading the log stops anyway (the same rule as `overlay`).
+            if offset > *len {
+                out.skipped_entries += 1;
+                return Ok(());
+            }
             f.write_all_at(data, offset).with_context(|| {
                 format!(
                     "replaying the journal into {}",
                     log::log_path(dir, run).display()
                 )
             })?;
+            *len = (*len).max(offset + data.len() as u64);
             out.entries += 1;
             Ok(())
         })?;
     }
-    for (run, f) in &logs {
-        if let Some(f) = f {
+    for (run, log) in &logs {
+        if let Some((f, _)) = log {
             f.sync_data()
                 .with_context(|| format!("fdatasync of {}", log::log_path(dir, *run).display()))?;
             out.runs += 1;
@@ -241,7 +258,7 @@ fn read_journal(
     Ok(())
 }
 
-fn encode_header(out: &mut Vec<u8>, generation: u64) {
+pub(crate) fn encode_header(out: &mut Vec<u8>, generation: u64) {
     let start = frame::begin_frame(out, FrameType::JournalHeader);
     out.extend_from_slice(&JOURNAL_MAGIC);
     out.extend_from_slice(&JOURNAL_VERSION.to_le_bytes());
@@ -249,7 +266,7 @@ fn encode_header(out: &mut Vec<u8>, generation: u64) {
     frame::end_frame(out, start);
 }
 
-fn encode_entries(out: &mut Vec<u8>, run: RunId, offset: u64, data: &[u8]) {
+pub(crate) fn encode_entries(out: &mut Vec<u8>, run: RunId, offset: u64, data: &[u8]) {
     let mut at = offset;
     for piece in data.chunks(MAX_ENTRY_DATA_BYTES) {
         let start = frame::begin_frame(out, FrameType::JournalWrite);

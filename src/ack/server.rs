@@ -215,13 +215,12 @@ impl Witness {
                 replayed.journals,
                 replayed.entries,
                 replayed.runs,
-                if replayed.orphaned_entries > 0 {
-                    format!(
-                        "; {} entries skipped because their run log is gone",
-                        replayed.orphaned_entries
-                    )
-                } else {
-                    String::new()
+                match (replayed.orphaned_entries, replayed.skipped_entries) {
+                    (0, 0) => String::new(),
+                    (o, s) => format!(
+                        "; skipped {o} entries whose run log is gone and {s} that would \
+                         have left a hole in their log"
+                    ),
                 }
             ));
         }
