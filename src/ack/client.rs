@@ -26,10 +26,16 @@ use std::time::{Duration, Instant};
 const ACKS_PER_FRAME: usize = 4096;
 /// Bytes the sender encodes before one write.
 const SEND_BATCH_BYTES: usize = 2 << 20;
-/// When fewer acks than this are queued, the sender waits this long for more, so a
-/// stream of acks costs ~1000 writes/s instead of one per ack.
+/// When fewer acks than this are queued, the sender waits a little for more before it
+/// writes, so a stream of acks costs ~1000 writes/s instead of one per ack.
 const LINGER_ACKS: u64 = 1024;
-const LINGER: Duration = Duration::from_micros(100);
+/// The wait while an earlier batch is still unconfirmed: acks are flowing fast, and the
+/// witness is busy with that batch anyway.
+const LINGER_BUSY: Duration = Duration::from_millis(1);
+/// The wait when everything sent is confirmed: just long enough to catch the rest of a
+/// burst (one flush acknowledges many records), short enough not to show in the
+/// ack-to-durable latency.
+const LINGER_IDLE: Duration = Duration::from_micros(100);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const FETCH_READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -573,8 +579,13 @@ fn pump(
             auth::seal_opt(sealer.as_deref_mut(), &mut buf, 0);
         } else {
             if g.pushed - g.sent < LINGER_ACKS && !g.bye_requested {
+                let linger = if g.sent > g.durable {
+                    LINGER_BUSY
+                } else {
+                    LINGER_IDLE
+                };
                 drop(g);
-                std::thread::sleep(LINGER);
+                std::thread::sleep(linger);
                 g = lock(sh);
                 if g.generation != generation || g.broken {
                     return PumpEnd::Broken;
