@@ -402,6 +402,53 @@ fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
     }
 }
 
+/// Bytes received and not yet processed, at the start of a buffer whose spare space
+/// stays initialised between reads. Why: growing a Vec by a zeroed chunk before every
+/// read and truncating it after was a fifth of the witness's CPU at 200k acks/s
+/// (`perf`: memset), for reads that bring a few KiB.
+#[derive(Default)]
+struct RecvBuf {
+    buf: Vec<u8>,
+    filled: usize,
+}
+
+impl RecvBuf {
+    fn data(&self) -> &[u8] {
+        &self.buf[..self.filled]
+    }
+    fn len(&self) -> usize {
+        self.filled
+    }
+    fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    /// Makes room for at least READ_CHUNK_BYTES and appends what `read` puts there.
+    fn fill(&mut self, mut read: impl FnMut(&mut [u8]) -> io::Result<usize>) -> io::Result<usize> {
+        if self.buf.len() - self.filled < READ_CHUNK_BYTES {
+            self.buf.resize(self.filled + READ_CHUNK_BYTES, 0);
+        }
+        let n = loop {
+            match read(&mut self.buf[self.filled..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r?,
+            }
+        };
+        self.filled += n;
+        Ok(n)
+    }
+
+    /// Drops the first `n` bytes; gives memory back when the buffer grew past `max`.
+    fn consume(&mut self, n: usize, max: usize) {
+        self.buf.copy_within(n..self.filled, 0);
+        self.filled -= n;
+        if self.buf.len() > max {
+            self.buf.truncate(self.filled.max(READ_CHUNK_BYTES));
+            self.buf.shrink_to_fit();
+        }
+    }
+}
+
 /// Why a connection ended.
 enum End {
     Eof,
@@ -428,7 +475,7 @@ struct Conn {
     id: u64,
     peer: SocketAddr,
     run: Option<(RunId, Arc<Mutex<RunSlot>>)>,
-    rbuf: Vec<u8>,
+    rbuf: RecvBuf,
     out: Vec<u8>,
     scratch: Vec<Ack>,
     /// Set once Auth/Challenge completed (keyed witness only).
@@ -451,7 +498,7 @@ impl Conn {
             id,
             peer,
             run: None,
-            rbuf: Vec::new(),
+            rbuf: RecvBuf::default(),
             out: Vec::new(),
             scratch: Vec::new(),
             session: None,
@@ -661,18 +708,15 @@ impl Conn {
                 Err(e) => return End::Io(e),
             }
             let mut eof = false;
-            if self.stream.set_nonblocking(true).is_ok() {
-                while self.rbuf.len() < READ_BATCH_BYTES {
-                    match self.read_some() {
-                        Ok(0) => {
-                            eof = true;
-                            break;
-                        }
-                        Ok(_) => {}
-                        Err(_) => break,
+            while self.rbuf.len() < READ_BATCH_BYTES {
+                match self.read_more_now() {
+                    Ok(0) => {
+                        eof = true;
+                        break;
                     }
+                    Ok(_) => {}
+                    Err(_) => break,
                 }
-                let _ = self.stream.set_nonblocking(false);
             }
             self.last_frame_at_ns = now_ns();
             let r = self.process_frames();
@@ -694,7 +738,7 @@ impl Conn {
     }
 
     fn truncated_msg(&self) -> String {
-        let need = match frame::decode(&self.rbuf) {
+        let need = match frame::decode(self.rbuf.data()) {
             Decoded::NeedMore { need } if need > 0 => format!(" of {need}"),
             _ => String::new(),
         };
@@ -704,17 +748,21 @@ impl Conn {
         )
     }
 
+    /// One read, waiting up to the socket's read timeout.
     fn read_some(&mut self) -> io::Result<usize> {
-        let len = self.rbuf.len();
-        self.rbuf.resize(len + READ_CHUNK_BYTES, 0);
-        let r = loop {
-            match self.stream.read(&mut self.rbuf[len..]) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => break r,
-            }
-        };
-        self.rbuf.truncate(len + *r.as_ref().unwrap_or(&0));
-        r
+        let stream = &mut self.stream;
+        self.rbuf.fill(|b| stream.read(b))
+    }
+
+    /// One read of what is already there; WouldBlock when nothing is. (MSG_DONTWAIT
+    /// instead of switching the socket to non-blocking and back: two syscalls fewer.)
+    fn read_more_now(&mut self) -> io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let fd = self.stream.as_raw_fd();
+        self.rbuf.fill(|b| {
+            nix::sys::socket::recv(fd, b, nix::sys::socket::MsgFlags::MSG_DONTWAIT)
+                .map_err(io::Error::from)
+        })
     }
 
     /// Handles every complete frame in the read buffer.
@@ -723,7 +771,7 @@ impl Conn {
         let mut rbuf = std::mem::take(&mut self.rbuf);
         let mut off = 0;
         let result = loop {
-            let r = match frame::decode_limited(&rbuf[off..], self.sh.opts.max_frame_bytes) {
+            let r = match frame::decode_limited(&rbuf.data()[off..], self.sh.opts.max_frame_bytes) {
                 Decoded::NeedMore { .. } => break Ok(()),
                 Decoded::Error(e) => break Err(End::Protocol(format!("bad frame: {e}"))),
                 Decoded::Frame(f) => {
@@ -751,10 +799,10 @@ impl Conn {
                 break Err(e);
             }
         };
-        rbuf.drain(..off);
-        if rbuf.capacity() > READ_BATCH_BYTES + READ_CHUNK_BYTES + self.sh.opts.max_frame_bytes {
-            rbuf.shrink_to(READ_BATCH_BYTES);
-        }
+        rbuf.consume(
+            off,
+            READ_BATCH_BYTES + READ_CHUNK_BYTES + self.sh.opts.max_frame_bytes,
+        );
         self.rbuf = rbuf;
         result
     }
