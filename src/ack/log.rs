@@ -5,11 +5,12 @@
 //! ```
 //!
 //! Why frames with checksums and a torn-tail rule: the witness may be killed in the
-//! middle of an append. Everything it reported durable was fdatasync'd before, so it lies
-//! in complete frames before any torn one; on open we keep every complete frame and cut
-//! the rest, and never report an ack durable that is not in such a frame. Why group
-//! commit: one fdatasync per batch of frames instead of per ack is what lets one witness
-//! keep up with writers producing >100k acks/s.
+//! middle of an append. Everything it reported durable was fdatasync'd before (in the
+//! log, or in the witness journal that `journal::replay` copies back into the log before
+//! any log is opened), so it lies in complete frames before any torn one; on open we keep
+//! every complete frame and cut the rest, and never report an ack durable that is not in
+//! such a frame. Why group commit: one sync per batch of frames instead of per ack is
+//! what lets one witness keep up with writers producing >100k acks/s.
 //!
 //! `plugpull fetch -o FILE` writes this same format, so `verify --acks` reads either with
 //! [`read_log_file`].

@@ -3,8 +3,9 @@
 //!
 //! Why a separate machine and a durable log: the host under test loses power, so the
 //! promises it made ("record X is flushed") must live somewhere that does not. An ack the
-//! witness has reported durable is fsync'd in its log and survives the witness being
-//! killed. Wire and log formats are in docs/protocol.md.
+//! witness has reported durable is fsync'd (in its run's log, or in the witness journal
+//! that is replayed into the logs at start) and survives the witness being killed or its
+//! machine losing power. Wire, log and journal formats are in docs/protocol.md.
 
 pub mod auth;
 pub mod client;

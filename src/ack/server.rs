@@ -1,16 +1,17 @@
 //! The witness server: accepts writers, appends their acks to one log per run, reports
-//! them durable after fdatasync, and serves whole runs to `verify` / `fetch`.
+//! them durable after an fdatasync of the journal shared by all runs (module `journal`),
+//! and serves whole runs to `verify` / `fetch`.
 //!
 //! Why a thread per connection: writers are few (one per drive under test) and each
-//! connection's work is dominated by its own fdatasync; blocking I/O keeps the code
-//! small and each run's durability rule obvious. Why the run slot lock: a writer that
+//! connection's work is mostly waiting for the journal's next sync; blocking I/O keeps
+//! the code small and each run's durability rule obvious. Why the run slot lock: a writer that
 //! reconnects while its old connection is still half-open must not interleave appends
 //! with it; the newest connection owns the run and the old one stops at its next step.
 //!
 //! Why one peer cannot stall the others: no lock is ever held across socket I/O. The
 //! global maps (`runs`, `latest`, `conns`) are held for a lookup only; a run's slot lock
-//! is held across its own log append and fdatasync, which only that run's connections
-//! wait for. A peer that sends slowly is bounded by the idle deadline, which counts from
+//! is held across its own log append and its wait for the journal sync, which only that
+//! run's connections wait for. A peer that sends slowly is bounded by the idle deadline, which counts from
 //! the last *complete* frame (a byte a second does not keep a connection alive); one that
 //! does not read our replies is bounded by the write timeout, and blocks only its own
 //! thread. Memory per connection is bounded by `READ_BATCH_BYTES + max_frame_bytes`.
@@ -687,7 +688,7 @@ impl Conn {
                 .stream
                 .set_read_timeout(Some(left.max(Duration::from_millis(1))));
             // One blocking read, then whatever else is already there: the batch that
-            // shares one fdatasync.
+            // shares one commit.
             match self.read_some() {
                 Ok(0) => {
                     if self.rbuf.is_empty() {
@@ -1009,7 +1010,8 @@ impl Conn {
         Ok(())
     }
 
-    /// One fdatasync for everything appended since the last one, then Durable.
+    /// Makes everything appended since the last commit durable (one journal sync,
+    /// shared with every other run's commits of that moment), then Durable.
     fn commit_and_reply(&mut self) -> Option<End> {
         if !self.dirty {
             return None;
@@ -1044,7 +1046,7 @@ impl Conn {
             },
         };
         let path = log::log_path(&self.sh.dir, run);
-        // Serve only the fdatasync'd prefix of a log that a writer is appending to.
+        // Serve only the durable prefix of a log that a writer is appending to.
         let limit = match lock(&self.sh.runs).get(&run).cloned() {
             Some(slot) => lock(&slot).log.as_ref().map(|l| l.durable_len_bytes()),
             None => None,
