@@ -68,7 +68,8 @@ pub struct ListenArgs {
     /// Address to listen on. The witness belongs on a machine that keeps power.
     #[arg(long, default_value = "0.0.0.0:7420")]
     pub bind: String,
-    /// Directory for the ack logs (one file per run).
+    /// Directory for the ack logs (one file per run) and the journal that makes them
+    /// durable (`*.journal`, replayed into the logs at start). One witness per directory.
     #[arg(long, default_value = "plugpull-witness")]
     pub dir: PathBuf,
     /// Most concurrent connections.
