@@ -531,9 +531,16 @@ fn checkpoint(dir: &Path, job: &Checkpoint) -> anyhow::Result<(File, u64)> {
         let path = log::log_path(dir, *run);
         let t0 = std::time::Instant::now();
         // fdatasync works on any descriptor of the file; the log may be closed by now.
-        File::open(&path)
-            .and_then(|f| f.sync_data())
-            .with_context(|| format!("checkpoint: fdatasync of {}", path.display()))?;
+        match File::open(&path).and_then(|f| f.sync_data()) {
+            Ok(()) => {}
+            // Someone deleted the log: nothing of it left to keep, and no reason to stop
+            // confirming every other run's acks.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("checkpoint: fdatasync of {}", path.display()));
+            }
+        }
         // Leave the disk to the journal's own syncs at least as long as this one took:
         // a burst of log syncs would hold up every writer's acks at once.
         std::thread::sleep(t0.elapsed().max(CHECKPOINT_PAUSE_MIN));
@@ -697,6 +704,36 @@ mod tests {
             let p = log::log_path(dir.path(), d.run_id);
             assert_eq!(read_log_file(&p).unwrap().acks, acks);
         }
+    }
+
+    #[test]
+    fn a_deleted_log_does_not_stop_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let runs = [sample_descriptor(41), sample_descriptor(42)];
+        let opts = JournalOptions { rotate_bytes: 4096 };
+        let (j, mut logs) = logs_with_journal(dir.path(), opts, &runs);
+        logs[0].append_acks(0, &[ack(0)]).unwrap();
+        logs[0].commit().unwrap();
+        std::fs::remove_file(log::log_path(dir.path(), runs[0].run_id)).unwrap();
+        // The first rotation hands the deleted log's run to a checkpoint; the second
+        // needs the file that checkpoint prepares, so generation 3 means it got through.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut acks = Vec::new();
+        while j.generation() < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "checkpoint never finished"
+            );
+            let first = logs[1].appended_acks();
+            let batch: Vec<Ack> = (first..first + 20).map(ack).collect();
+            logs[1].append_acks(first, &batch).unwrap();
+            logs[1].commit().expect("the other run keeps committing");
+            acks.extend(batch);
+        }
+        drop(logs);
+        drop(j);
+        let p = log::log_path(dir.path(), runs[1].run_id);
+        assert_eq!(read_log_file(&p).unwrap().acks, acks);
     }
 
     #[test]
