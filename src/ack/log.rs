@@ -204,12 +204,13 @@ pub fn read_log_file(path: &Path) -> anyhow::Result<RunLog> {
 /// [`read_log_file`] for several logs, reading each witness directory's journal once.
 pub fn read_log_files(paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
     // Logs named by their run inside a directory with a journal: read whole, overlaid.
+    let keys: Vec<Option<(PathBuf, RunId)>> = paths.iter().map(|p| in_journaled_dir(p)).collect();
     let mut whole: HashMap<PathBuf, HashMap<RunId, Vec<u8>>> = HashMap::new();
-    for path in paths {
-        if let Some((dir, run)) = in_journaled_dir(path) {
+    for (path, key) in paths.iter().zip(&keys) {
+        if let Some((dir, run)) = key {
             let bytes = std::fs::read(path)
                 .with_context(|| format!("reading ack log {}", path.display()))?;
-            whole.entry(dir).or_default().insert(run, bytes);
+            whole.entry(dir.clone()).or_default().insert(*run, bytes);
         }
     }
     for (dir, logs) in &mut whole {
@@ -217,16 +218,13 @@ pub fn read_log_files(paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
     }
     paths
         .iter()
-        .map(|path| {
-            let overlaid = in_journaled_dir(path)
-                .and_then(|(dir, run)| whole.get(&dir).and_then(|logs| logs.get(&run)));
-            match overlaid {
-                Some(bytes) => read_log_bytes(path, &bytes[..]),
-                None => {
-                    let f = File::open(path)
-                        .with_context(|| format!("opening ack log {}", path.display()))?;
-                    read_log_bytes(path, io::BufReader::with_capacity(256 << 10, f))
-                }
+        .zip(&keys)
+        .map(|(path, key)| match key {
+            Some((dir, run)) => read_log_bytes(path, &whole[dir][run][..]),
+            None => {
+                let f = File::open(path)
+                    .with_context(|| format!("opening ack log {}", path.display()))?;
+                read_log_bytes(path, io::BufReader::with_capacity(256 << 10, f))
             }
         })
         .collect()

@@ -4,17 +4,18 @@
 //!
 //! Why a thread per connection: writers are few (one per drive under test) and each
 //! connection's work is mostly waiting for the journal's next sync; blocking I/O keeps
-//! the code small and each run's durability rule obvious. Why the run slot lock: a writer that
-//! reconnects while its old connection is still half-open must not interleave appends
-//! with it; the newest connection owns the run and the old one stops at its next step.
+//! the code small and each run's durability rule obvious. Why the run slot lock: a
+//! writer that reconnects while its old connection is still half-open must not
+//! interleave appends with it; the newest connection owns the run and the old one stops
+//! at its next step.
 //!
 //! Why one peer cannot stall the others: no lock is ever held across socket I/O. The
 //! global maps (`runs`, `latest`, `conns`) are held for a lookup only; a run's slot lock
 //! is held across its own log append and its wait for the journal sync, which only that
-//! run's connections wait for. A peer that sends slowly is bounded by the idle deadline, which counts from
-//! the last *complete* frame (a byte a second does not keep a connection alive); one that
-//! does not read our replies is bounded by the write timeout, and blocks only its own
-//! thread. Memory per connection is bounded by `READ_BATCH_BYTES + max_frame_bytes`.
+//! run's connections wait for. A peer that sends slowly is bounded by the idle deadline,
+//! which counts from the last *complete* frame (a byte a second does not keep a
+//! connection alive); one that does not read our replies is bounded by the write
+//! timeout, and blocks only its own thread. Memory per connection is bounded by `READ_BATCH_BYTES + max_frame_bytes`.
 //!
 //! Every connection event is one `key=value` line on stderr (see docs/protocol.md).
 
