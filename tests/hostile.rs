@@ -5,15 +5,13 @@
 
 mod common;
 
-use common::{bin, free_port, run};
+use common::{bin, free_port, run, test_descriptor};
 use plugpull::ack::auth::{Key, Session};
 use plugpull::ack::client::{AckSender, ClientOptions, fetch_with_key};
 use plugpull::ack::frame::{self, FrameType};
 use plugpull::ack::log::log_path;
 use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
-use plugpull::ack::{Ack, RunDescriptor, RunSelector, WriterSettings};
-use plugpull::device::FlushMethod;
-use plugpull::device::identity::DeviceIdentity;
+use plugpull::ack::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -28,31 +26,12 @@ const SECRET: &[u8] = b"hostile-test-key-0123456789abcdef";
 fn descriptor(run: u8) -> RunDescriptor {
     let mut id = [run; 16];
     id[0] = 0xb0;
-    RunDescriptor {
-        run_id: RunId(id),
-        format_version: 1,
-        plugpull_version: env!("CARGO_PKG_VERSION").into(),
-        host: "hostile".into(),
-        started_at: format!("2025-01-01T00:00:{:02}Z", run % 60),
-        device: DeviceIdentity {
-            target: "/tmp/h.img".into(),
-            kind: "file".into(),
-            serial: Some(format!("H{run}")),
-            ..Default::default()
-        },
-        settings: WriterSettings {
-            region_offset: 0,
-            region_bytes: 1 << 30,
-            record_bytes_min: 4096,
-            record_bytes_max: 4096,
-            placement: "sequential".into(),
-            streams: 1,
-            flush: FlushMethod::Fdatasync,
-            direct: true,
-            seed: 1,
-        },
-        command: vec![],
-    }
+    let mut d = test_descriptor(RunId(id));
+    d.host = "hostile".into();
+    d.started_at = format!("2025-01-01T00:00:{:02}Z", run % 60);
+    d.device.target = "/tmp/h.img".into();
+    d.device.serial = Some(format!("H{run}"));
+    d
 }
 
 fn ack(i: u64) -> Ack {

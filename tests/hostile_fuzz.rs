@@ -5,13 +5,14 @@
 //!
 //! `cargo test --test hostile_fuzz -- --ignored write_seed_corpus` regenerates the seeds.
 
+mod common;
+
+use common::test_descriptor;
 use plugpull::ack::auth::{Key, NONCE_BYTES, Session};
 use plugpull::ack::frame::{self, FrameType};
 use plugpull::ack::log::write_log_file;
 use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
-use plugpull::ack::{Ack, RunDescriptor, RunLog, RunSelector, WitnessEvent, WriterSettings, fuzz};
-use plugpull::device::FlushMethod;
-use plugpull::device::identity::DeviceIdentity;
+use plugpull::ack::{Ack, RunDescriptor, RunLog, RunSelector, WitnessEvent, fuzz};
 use plugpull::record::{RecordId, RunId, fill_record};
 use plugpull::rng::{Rng, RunKey};
 use std::path::PathBuf;
@@ -23,30 +24,13 @@ fn corpus_dir(target: &str) -> PathBuf {
 }
 
 fn descriptor() -> RunDescriptor {
-    RunDescriptor {
-        run_id: RunId([0x5e; 16]),
-        format_version: 1,
-        plugpull_version: "seed".into(),
-        host: "h".into(),
-        started_at: "2025-01-01T00:00:00Z".into(),
-        device: DeviceIdentity {
-            target: "/dev/x".into(),
-            kind: "file".into(),
-            ..Default::default()
-        },
-        settings: WriterSettings {
-            region_offset: 0,
-            region_bytes: 1 << 20,
-            record_bytes_min: 4096,
-            record_bytes_max: 4096,
-            placement: "sequential".into(),
-            streams: 1,
-            flush: FlushMethod::Fdatasync,
-            direct: true,
-            seed: 1,
-        },
-        command: vec!["plugpull".into()],
-    }
+    let mut d = test_descriptor(RunId([0x5e; 16]));
+    d.plugpull_version = "seed".into();
+    d.host = "h".into();
+    d.device.target = "/dev/x".into();
+    d.settings.region_bytes = 1 << 20;
+    d.command = vec!["plugpull".into()];
+    d
 }
 
 fn ack(i: u64) -> Ack {

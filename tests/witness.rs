@@ -2,27 +2,20 @@
 //! library client. Each test checks a guarantee from the design brief (2 and 8) and can
 //! fail: they compare exact ack sequences and exact file bytes.
 
+mod common;
+
+use common::{free_port, test_descriptor};
 use plugpull::ack::client::{AckSender, ClientOptions, fetch};
 use plugpull::ack::frame::{self, FrameType};
 use plugpull::ack::log::{log_path, read_log_file};
 use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
-use plugpull::ack::{Ack, RunDescriptor, RunSelector, WriterSettings};
-use plugpull::device::FlushMethod;
-use plugpull::device::identity::DeviceIdentity;
+use plugpull::ack::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A `plugpull listen` child process; killed on drop.
 struct WitnessProc {
@@ -81,31 +74,14 @@ impl Drop for WitnessProc {
 fn descriptor(run: u8, host: &str) -> RunDescriptor {
     let mut id = [run; 16];
     id[0] = 0xa0;
-    RunDescriptor {
-        run_id: RunId(id),
-        format_version: 1,
-        plugpull_version: env!("CARGO_PKG_VERSION").into(),
-        host: host.into(),
-        started_at: format!("2025-01-01T00:00:{:02}Z", run % 60),
-        device: DeviceIdentity {
-            target: "/tmp/test.img".into(),
-            kind: "file".into(),
-            serial: Some("TESTSERIAL".into()),
-            ..Default::default()
-        },
-        settings: WriterSettings {
-            region_offset: 0,
-            region_bytes: 1 << 30,
-            record_bytes_min: 4096,
-            record_bytes_max: 4096,
-            placement: "sequential".into(),
-            streams: 2,
-            flush: FlushMethod::Fdatasync,
-            direct: true,
-            seed: 42,
-        },
-        command: vec!["plugpull".into(), "write".into()],
-    }
+    let mut d = test_descriptor(RunId(id));
+    d.host = host.into();
+    d.started_at = format!("2025-01-01T00:00:{:02}Z", run % 60);
+    d.device.serial = Some("TESTSERIAL".into());
+    d.settings.streams = 2;
+    d.settings.seed = 42;
+    d.command = vec!["plugpull".into(), "write".into()];
+    d
 }
 
 fn ack(i: u64) -> Ack {

@@ -8,13 +8,11 @@
 
 mod common;
 
-use common::{bin, free_port};
+use common::{bin, free_port, test_descriptor};
 use plugpull::ack::auth::Key;
 use plugpull::ack::client::{AckSender, ClientOptions, fetch_with_key};
 use plugpull::ack::log::{log_path, read_log_files};
-use plugpull::ack::{Ack, RunDescriptor, RunSelector, WriterSettings};
-use plugpull::device::FlushMethod;
-use plugpull::device::identity::DeviceIdentity;
+use plugpull::ack::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
 use plugpull::rng::Rng;
 use std::collections::VecDeque;
@@ -32,31 +30,12 @@ fn descriptor(w: usize) -> RunDescriptor {
     let mut id = [0xc0; 16];
     id[1..9].copy_from_slice(&(w as u64).to_le_bytes());
     id[9..17 - 1].copy_from_slice(&[0x11; 7]);
-    RunDescriptor {
-        run_id: RunId(id),
-        format_version: 1,
-        plugpull_version: env!("CARGO_PKG_VERSION").into(),
-        host: format!("load-{w}"),
-        started_at: "2025-01-01T00:00:00Z".into(),
-        device: DeviceIdentity {
-            target: format!("/dev/load{w}"),
-            kind: "file".into(),
-            serial: Some(format!("LOAD{w}")),
-            ..Default::default()
-        },
-        settings: WriterSettings {
-            region_offset: 0,
-            region_bytes: 1 << 30,
-            record_bytes_min: 4096,
-            record_bytes_max: 4096,
-            placement: "sequential".into(),
-            streams: 1,
-            flush: FlushMethod::Fdatasync,
-            direct: true,
-            seed: w as u64,
-        },
-        command: vec![],
-    }
+    let mut d = test_descriptor(RunId(id));
+    d.host = format!("load-{w}");
+    d.device.target = format!("/dev/load{w}");
+    d.device.serial = Some(format!("LOAD{w}"));
+    d.settings.seed = w as u64;
+    d
 }
 
 /// Ack `i` of writer `w`: distinct per writer so a cross-run mix-up is caught.

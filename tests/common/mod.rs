@@ -2,6 +2,10 @@
 //! commands with their output and exit code, JSON reports.
 #![allow(dead_code)]
 
+use plugpull::ack::{RunDescriptor, WriterSettings};
+use plugpull::device::FlushMethod;
+use plugpull::device::identity::DeviceIdentity;
+use plugpull::record::RunId;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -17,6 +21,36 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A run descriptor for tests that talk to the witness without a real writer: a file
+/// target, a 1 GiB region of 4 KiB records, one stream, fdatasync. Tests change the
+/// fields they care about.
+pub fn test_descriptor(run_id: RunId) -> RunDescriptor {
+    RunDescriptor {
+        run_id,
+        format_version: 1,
+        plugpull_version: env!("CARGO_PKG_VERSION").into(),
+        host: "test".into(),
+        started_at: "2025-01-01T00:00:00Z".into(),
+        device: DeviceIdentity {
+            target: "/tmp/test.img".into(),
+            kind: "file".into(),
+            ..Default::default()
+        },
+        settings: WriterSettings {
+            region_offset: 0,
+            region_bytes: 1 << 30,
+            record_bytes_min: 4096,
+            record_bytes_max: 4096,
+            placement: "sequential".into(),
+            streams: 1,
+            flush: FlushMethod::Fdatasync,
+            direct: true,
+            seed: 1,
+        },
+        command: vec![],
+    }
 }
 
 /// A `plugpull listen` child process, killed on drop.
