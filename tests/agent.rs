@@ -4,7 +4,8 @@
 //! them again on the same backing file (on: the reboot). Honest → 0 failures; lying →
 //! failures; a host that never comes back → the cycle is recorded dead after the timeout.
 //!
-//! Needs root and /dev/fuse; without them each test prints why it was skipped.
+//! Needs root and /dev/fuse; without them each test prints why it was skipped (and fails
+//! when PLUGPULL_REQUIRE_ALL_TESTS=1, as in CI): see `common::skip_unless`.
 
 mod common;
 
@@ -12,14 +13,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn can_mount() -> bool {
-    if !common::is_root() || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIPPED: needs root and /dev/fuse to run the simulated drive over FUSE");
-        return false;
-    }
-    true
-}
 
 /// The host under test: its power script, configs and logs in one directory. Powered
 /// off (everything killed, unmounted) on drop.
@@ -190,7 +183,10 @@ impl Drop for Host {
 
 #[test]
 fn honest_host_passes_every_cycle() {
-    if !can_mount() {
+    if !common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to run the simulated drive over FUSE",
+    ) {
         return;
     }
     let h = Host::new("honest", None);
@@ -227,7 +223,10 @@ fn honest_host_passes_every_cycle() {
 
 #[test]
 fn lying_host_fails() {
-    if !can_mount() {
+    if !common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to run the simulated drive over FUSE",
+    ) {
         return;
     }
     let h = Host::new("lying", None);
@@ -243,7 +242,10 @@ fn lying_host_fails() {
 
 #[test]
 fn host_that_never_comes_back_is_marked_dead() {
-    if !can_mount() {
+    if !common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to run the simulated drive over FUSE",
+    ) {
         return;
     }
     // Power-on 1 starts the campaign, 2 follows cycle 1's cut, 3 (after cycle 2) finds

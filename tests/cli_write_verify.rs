@@ -326,7 +326,10 @@ fn no_acks_is_inconclusive_exit_3() {
 
 #[test]
 fn loop_device_round_trip() {
-    if skip_unless_root("loop_device_round_trip") {
+    if !skip_unless(
+        is_root() && have_tool("losetup"),
+        "needs root and losetup (loop devices)",
+    ) {
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -353,7 +356,10 @@ fn loop_device_round_trip() {
 
 #[test]
 fn refuses_ext4_signature_and_mounted_loop_devices() {
-    if skip_unless_root("refuses_ext4_signature_and_mounted_loop_devices") {
+    if !skip_unless(
+        is_root() && have_tool("losetup") && have_tool("mkfs.ext4"),
+        "needs root, losetup and mkfs.ext4 (loop devices, a mounted ext4)",
+    ) {
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -438,7 +444,10 @@ fn vanished_target_with_named_run_is_a_dead_device() {
 /// underneath it: a verify that trusted the cache would pass.
 #[test]
 fn verify_sees_the_device_not_a_stale_page_cache() {
-    if skip_unless_root("verify_sees_the_device_not_a_stale_page_cache") {
+    if !skip_unless(
+        is_root() && have_tool("losetup"),
+        "needs root and losetup (loop devices)",
+    ) {
         return;
     }
     let d = tempfile::tempdir().unwrap();

@@ -1,6 +1,10 @@
 //! The firmware's protocol parser (hardware/firmware/plugpull_switch/pp_protocol.h),
-//! compiled and run on the host with the system C compiler; skipped with a message when
-//! there is none. Also builds the parser for AVR when avr-gcc is installed.
+//! compiled and run on the host with the system C compiler. Also builds the parser for
+//! AVR with avr-gcc, and the whole sketch with Debian's Arduino core. A missing tool skips
+//! the test with its reason printed, and fails it when PLUGPULL_REQUIRE_ALL_TESTS=1 (CI,
+//! whose `.ci/run` installs the tools): see `common::skip_unless`.
+
+mod common;
 
 use std::path::Path;
 use std::process::Command;
@@ -15,12 +19,14 @@ fn have(cc: &str) -> bool {
 #[test]
 fn firmware_protocol_parser_passes_its_host_unit_test() {
     let fw = Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware/firmware");
-    let Some(cc) = ["cc", "gcc", "clang"].into_iter().find(|c| have(c)) else {
-        eprintln!(
-            "SKIPPED: no C compiler (cc, gcc, clang) on this machine; the firmware parser test needs one"
-        );
+    let cc = ["cc", "gcc", "clang"].into_iter().find(|c| have(c));
+    if !common::skip_unless(
+        cc.is_some(),
+        "no C compiler (cc, gcc, clang); install one (apt-get install gcc)",
+    ) {
         return;
-    };
+    }
+    let cc = cc.unwrap();
     let out = tempfile::tempdir().unwrap();
     let exe = out.path().join("test_protocol");
     let b = Command::new(cc)
@@ -39,8 +45,10 @@ fn firmware_protocol_parser_passes_its_host_unit_test() {
 
 #[test]
 fn firmware_parser_builds_for_avr_when_avr_gcc_is_installed() {
-    if !have("avr-gcc") {
-        eprintln!("SKIPPED: avr-gcc not installed (apt-get install gcc-avr avr-libc)");
+    if !common::skip_unless(
+        have("avr-gcc"),
+        "avr-gcc not installed (apt-get install gcc-avr avr-libc)",
+    ) {
         return;
     }
     let fw = Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware/firmware");
@@ -58,10 +66,10 @@ fn firmware_parser_builds_for_avr_when_avr_gcc_is_installed() {
 
 #[test]
 fn whole_sketch_builds_with_debians_arduino_core_when_installed() {
-    if !Path::new("/usr/share/arduino/Arduino.mk").exists() || !have("make") {
-        eprintln!(
-            "SKIPPED: arduino-mk not installed (apt-get install arduino-mk arduino-core-avr)"
-        );
+    if !common::skip_unless(
+        Path::new("/usr/share/arduino/Arduino.mk").exists() && have("make"),
+        "arduino-mk or make not installed (apt-get install make arduino-mk arduino-core-avr)",
+    ) {
         return;
     }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware/firmware/plugpull_switch");

@@ -24,7 +24,8 @@
 //! exactly, the cut instant is a seeded delay and so replays only approximately.
 //!
 //! Needs root and /dev/fuse (and losetup, mkfs.ext4 for the block-device tests);
-//! without them every test prints why it was skipped. Mounts, loop devices and child
+//! without them every test prints why it was skipped, and fails when
+//! PLUGPULL_REQUIRE_ALL_TESTS=1 (CI): see `common::skip_unless`. Mounts, loop devices and child
 //! processes are cleaned up by Drop guards even when an assertion fails.
 
 mod common;
@@ -43,29 +44,21 @@ use std::time::{Duration, Instant};
 /// Drive size: large enough that the writer's ring never wraps in a sub-second run.
 const DRIVE_MIB: u64 = 64;
 
-fn can_mount(what: &str) -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!(
-            "SKIPPED {what}: needs root and /dev/fuse to mount the simulated drive over FUSE (CI runs as root)"
-        );
-        return false;
-    }
-    true
-}
-
-fn have_tool(tool: &str, what: &str) -> bool {
-    let ok = Command::new(tool)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !ok {
-        eprintln!("SKIPPED {what}: {tool} is not installed");
-    }
-    ok
+/// Proceeds when root with /dev/fuse and every tool in `tools`; else skips (or fails,
+/// with PLUGPULL_REQUIRE_ALL_TESTS=1) through `common::skip_unless`.
+fn can_run(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| !common::have_tool(t))
+        .collect();
+    common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to mount the simulated drive over FUSE (CI runs as root)",
+    ) && common::skip_unless(
+        missing.is_empty(),
+        &format!("{} not installed", missing.join(", ")),
+    )
 }
 
 fn base_seed() -> u64 {
@@ -459,7 +452,7 @@ fn profiles() -> Vec<(usize, &'static str, u64)> {
 
 #[test]
 fn every_profile_over_fuse_verify_equals_oracle() {
-    if !can_mount("every_profile_over_fuse_verify_equals_oracle") {
+    if !can_run(&[]) {
         return;
     }
     let base = base_seed();
@@ -492,8 +485,7 @@ fn every_profile_over_fuse_verify_equals_oracle() {
 
 #[test]
 fn loop_device_honest_passes_lying_fails() {
-    let what = "loop_device_honest_passes_lying_fails";
-    if !can_mount(what) || !have_tool("losetup", what) {
+    if !can_run(&["losetup"]) {
         return;
     }
     let base = base_seed();
@@ -580,8 +572,7 @@ fn ext4_cycle(profile: &str, seed: u64) -> i32 {
 
 #[test]
 fn ext4_on_loop_honest_passes_lying_fails() {
-    let what = "ext4_on_loop_honest_passes_lying_fails";
-    if !can_mount(what) || !have_tool("losetup", what) || !have_tool("mkfs.ext4", what) {
+    if !can_run(&["losetup", "mkfs.ext4"]) {
         return;
     }
     let base = base_seed();

@@ -2,23 +2,16 @@
 //! and fdatasync, SIGKILL the daemon (the power cut), unmount, start a new daemon on the
 //! same backing file (power on), read back on the fresh mount.
 //!
-//! Needs root and /dev/fuse; without them each test prints why it was skipped.
+//! Needs root and /dev/fuse; without them each test prints why it was skipped (and fails
+//! when PLUGPULL_REQUIRE_ALL_TESTS=1, as in CI): see `common::skip_unless`.
+
+mod common;
 
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-
-fn can_mount() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!("SKIPPED: needs root and /dev/fuse to mount the simulated drive over FUSE");
-        return false;
-    }
-    true
-}
 
 /// A mounted daemon; unmounts and kills on drop, even when the test fails.
 struct Mount {
@@ -158,7 +151,10 @@ fn cycle(profile: &str, seed: u64) -> (usize, usize) {
 
 #[test]
 fn honest_keeps_flushed_writes_across_sigkill() {
-    if !can_mount() {
+    if !common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to mount the simulated drive over FUSE",
+    ) {
         return;
     }
     for seed in 1..4 {
@@ -169,7 +165,10 @@ fn honest_keeps_flushed_writes_across_sigkill() {
 
 #[test]
 fn lying_loses_flushed_writes_across_sigkill() {
-    if !can_mount() {
+    if !common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to mount the simulated drive over FUSE",
+    ) {
         return;
     }
     let (flushed, unflushed) = cycle("lying,early_p=0", 9);
@@ -179,7 +178,10 @@ fn lying_loses_flushed_writes_across_sigkill() {
 
 #[test]
 fn deterministic_cut_with_sigusr1() {
-    if !can_mount() {
+    if !common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to mount the simulated drive over FUSE",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -147,12 +147,43 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Skips (returns true) with a message saying why, when not root.
-pub fn skip_unless_root(what: &str) -> bool {
-    if !is_root() {
-        eprintln!("SKIPPED {what}: needs root (loop devices / mounts); CI runs as root");
+/// Whether this process can mount the simulated drive over FUSE (root and /dev/fuse).
+pub fn can_mount_fuse() -> bool {
+    is_root() && Path::new("/dev/fuse").exists()
+}
+
+/// Whether `tool --version` runs (the tool is installed and on PATH).
+pub fn have_tool(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// The one gate for tests that need something the machine may lack (root, /dev/fuse, a
+/// tool). Returns true when the test should proceed (`cond` holds). Otherwise:
+/// - with `PLUGPULL_REQUIRE_ALL_TESTS=1` (set by `.ci/run`) it panics, so a test that
+///   cannot run fails CI instead of passing without checking anything;
+/// - else it prints `SKIPPED <test>: <reason>` straight to the process's stderr (the
+///   harness captures `eprintln!`, which would hide the skip) and returns false.
+///
+/// Use: `if !common::skip_unless(common::is_root(), "needs root") { return; }`
+pub fn skip_unless(cond: bool, reason: &str) -> bool {
+    if cond {
         return true;
     }
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("<unnamed test>");
+    if std::env::var("PLUGPULL_REQUIRE_ALL_TESTS").is_ok_and(|v| v == "1") {
+        panic!(
+            "{test} would be skipped ({reason}) but PLUGPULL_REQUIRE_ALL_TESTS=1: \
+             install what it needs (.ci/run does) and run as root"
+        );
+    }
+    let line = format!("SKIPPED {test}: {reason}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     false
 }
 
