@@ -3,14 +3,19 @@
 //! (`safety::check_write_target`, `--destroy-data-on`); a directory gets bench's own file,
 //! removed afterwards; a file path is created, or reused only if it is a plugpull target.
 //!
-//! Every target gets a plugpull stamp in its first sector and bench data only from
-//! [`REGION_OFFSET_BYTES`] on, so a later `bench` or `write` recognises it as plugpull's
-//! and does not ask for `--destroy-data-on` again.
+//! Every target gets the target marker (`device::marker`, creator "bench") in its first
+//! sector and bench data only from [`REGION_OFFSET_BYTES`] on, so a later `bench` or
+//! `write` recognises it as plugpull's and does not ask for `--destroy-data-on` again. A
+//! file bench creates gets the marker before the long zero-fill, and is removed again if
+//! preparing it fails. A target in RAM (tmpfs, a RAM disk) gets a loud warning: bench
+//! would measure memory, not a drive.
 
 use super::Opener;
-use crate::device::safety::check_write_target;
-use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, is_block_device, prepare_file};
-use crate::record::MAGIC;
+use crate::device::marker::{self, Creator};
+use crate::device::safety::{check_write_target, ram_warning};
+use crate::device::{
+    Device, FileDevice, FlushMethod, OpenOptions, is_block_device, prepare_target_file,
+};
 use anyhow::{Context, Result, bail};
 use std::fs;
 use std::os::fd::AsRawFd;
@@ -22,8 +27,6 @@ pub const BENCH_FILE_NAME: &str = "plugpull-bench.tmp";
 /// Where bench data starts: past the stamp, and a multiple of the largest sweep size so
 /// every size-aligned offset is aligned on the device too.
 pub const REGION_OFFSET_BYTES: u64 = 8 << 20;
-/// The header sector: MAGIC, then this text.
-const STAMP_TEXT: &[u8] = b" plugpull-bench/1 scratch area: contents are random\n";
 
 /// A prepared target.
 #[derive(Debug)]
@@ -64,8 +67,11 @@ pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<Bench
     };
     check_write_target(&path, destroy, 0)
         .with_context(|| format!("checking {} before bench writes to it", path.display()))?;
+    if let Some(w) = ram_warning(&path) {
+        eprintln!("plugpull bench: WARNING: {w}");
+    }
     let is_block = is_block_device(&path);
-    let region_bytes = if is_block {
+    let (region_bytes, created) = if is_block {
         let dev = FileDevice::open_write(&path, OpenOptions::default())?;
         let avail = dev.size_bytes().saturating_sub(REGION_OFFSET_BYTES);
         if avail == 0 {
@@ -75,14 +81,22 @@ pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<Bench
                 REGION_OFFSET_BYTES
             );
         }
-        size.min(avail)
+        (size.min(avail), None)
     } else {
-        // Stamp before the (long) zero-fill, so a run interrupted while preparing leaves
-        // a file the next run recognises as its own instead of refusing it as foreign.
-        stamp(&path)?;
-        prepare_file(&path, REGION_OFFSET_BYTES + size)?;
-        size
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let f = prepare_target_file(
+            &path,
+            REGION_OFFSET_BYTES + size,
+            Some((Creator::Bench, 0)),
+            &never,
+        )?;
+        (size, Some(f))
     };
+    stamp(&path)?;
+    // From here bench's own cleanup (a directory's file) or the user owns the file.
+    if let Some(f) = created {
+        f.keep();
+    }
     let t = BenchTarget {
         path,
         is_dir,
@@ -90,7 +104,6 @@ pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<Bench
         region_bytes,
         remove_on_drop: is_dir,
     };
-    stamp(&t.path)?;
     drop_cached_pages(&t.path);
     Ok(t)
 }
@@ -106,18 +119,13 @@ fn drop_cached_pages(path: &Path) {
     }
 }
 
-/// Writes the plugpull stamp into the first sector and makes it durable.
+/// Writes the target marker into the first sector and makes it durable.
 fn stamp(path: &Path) -> Result<()> {
-    let mut sector = [0u8; 512];
-    sector[..MAGIC.len()].copy_from_slice(&MAGIC);
-    sector[MAGIC.len()..MAGIC.len() + STAMP_TEXT.len()].copy_from_slice(STAMP_TEXT);
     let f = fs::OpenOptions::new()
         .write(true)
-        .create(!is_block_device(path))
-        .truncate(false)
         .open(path)
         .with_context(|| format!("opening {} to stamp it", path.display()))?;
-    f.write_all_at(&sector, 0)
+    f.write_all_at(&marker::encode(Creator::Bench, 0), 0)
         .and_then(|()| f.sync_data())
         .with_context(|| format!("stamping {}", path.display()))
 }

@@ -1,6 +1,8 @@
 //! The real device: a regular file or a block device, opened with O_DIRECT by default.
 
 use super::Device;
+use super::marker::Creator;
+use crate::record::SECTOR;
 use super::geometry::{Geometry, block_geometry};
 use anyhow::{Context, Result, bail};
 use std::fs::{File, OpenOptions as StdOpen};
@@ -8,6 +10,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How the writer makes a record durable before acknowledging it.
 #[derive(
@@ -181,38 +184,129 @@ impl Device for FileDevice {
     }
 }
 
+/// A regular-file target made ready by [`prepare_target_file`]. If plugpull created the
+/// file in this attempt, dropping this removes it again unless [`PreparedFile::keep`] was
+/// called first: a run that fails before its first record must not leave a file behind
+/// (the retry would have to ask what it is). A file that existed before is never removed.
+pub struct PreparedFile {
+    path: PathBuf,
+    created: bool,
+    keep: bool,
+}
+
+impl PreparedFile {
+    /// Whether this attempt created the file.
+    pub fn created(&self) -> bool {
+        self.created
+    }
+    /// Keeps the file from now on (call it before the first record is written).
+    pub fn keep(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for PreparedFile {
+    fn drop(&mut self) {
+        if !self.created || self.keep {
+            return;
+        }
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => eprintln!(
+                "plugpull: removed {}, which this attempt created and never wrote a record to",
+                self.path.display()
+            ),
+            Err(e) => eprintln!(
+                "plugpull: warning: could not remove {} (created by this attempt, no record written): {e}",
+                self.path.display()
+            ),
+        }
+    }
+}
+
 /// Creates or grows a regular-file target to `size` bytes and makes that durable before
 /// any record is acknowledged: the file is filled with zeros (so later writes overwrite
 /// allocated, written blocks and fdatasync has no allocation to commit) and then the file
 /// and its directory are fsync'd. Otherwise a cut could lose the file system's allocation
 /// and we would blame the drive.
-pub fn prepare_file(path: &Path, size: u64) -> Result<()> {
-    let file = StdOpen::new()
+///
+/// A file this call creates (`O_EXCL`, so it is known to be ours) first gets the target
+/// marker of `marker` (creator, offset) and is fsync'd, before the long zero-fill: if the
+/// process dies while filling, the file left behind is recognised as plugpull's. `stop`
+/// is checked between 1 MiB chunks (Ctrl-C): preparation then fails, and like any other
+/// failure removes the file if it was created here.
+pub fn prepare_target_file(
+    path: &Path,
+    size: u64,
+    marker: Option<(Creator, u64)>,
+    stop: &AtomicBool,
+) -> Result<PreparedFile> {
+    let (file, created) = match StdOpen::new()
         .read(true)
         .write(true)
-        .create(true)
-        .truncate(false)
+        .create_new(true)
         .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
+    {
+        Ok(f) => (f, true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => (
+            StdOpen::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .with_context(|| format!("opening {}", path.display()))?,
+            false,
+        ),
+        Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+    };
+    let prepared = PreparedFile {
+        path: path.to_owned(),
+        created,
+        keep: false,
+    };
     let have = file.metadata()?.len();
-    if have < size {
-        let chunk = vec![0u8; 1 << 20];
-        let mut at = have;
-        while at < size {
-            let n = chunk.len().min((size - at) as usize);
-            file.write_all_at(&chunk[..n], at)
-                .with_context(|| format!("preallocating {}", path.display()))?;
-            at += n as u64;
-        }
+    let mut zeros = vec![(have, size)];
+    if let Some((creator, at)) = marker.filter(|&(_, at)| created && at + SECTOR as u64 <= size) {
+        file.write_all_at(&super::marker::encode(creator, at), at)
+            .and_then(|()| file.sync_all())
+            .with_context(|| format!("marking {} as a plugpull target", path.display()))?;
+        sync_dir(path)?;
+        zeros = vec![(0, at), (at + SECTOR as u64, size)];
+    }
+    for (from, to) in zeros {
+        fill_zeros(&file, from, to, stop)
+            .with_context(|| format!("preallocating {} ({size} bytes)", path.display()))?;
     }
     file.sync_all()
         .with_context(|| format!("fsync {}", path.display()))?;
+    sync_dir(path)?;
+    Ok(prepared)
+}
+
+/// [`prepare_target_file`] without a marker or interruption, keeping the file.
+pub fn prepare_file(path: &Path, size: u64) -> Result<()> {
+    prepare_target_file(path, size, None, &AtomicBool::new(false)).map(PreparedFile::keep)
+}
+
+/// Writes zeros over `[from, to)` in 1 MiB chunks, stopping with an error if `stop` is set.
+fn fill_zeros(file: &File, from: u64, to: u64, stop: &AtomicBool) -> Result<()> {
+    let chunk = vec![0u8; 1 << 20];
+    let mut at = from;
+    while at < to {
+        if stop.load(Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        let n = chunk.len().min((to - at) as usize);
+        file.write_all_at(&chunk[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+fn sync_dir(path: &Path) -> Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .with_context(|| format!("fsync directory {}", dir.display()))?;
-    Ok(())
+        .with_context(|| format!("fsync directory {}", dir.display()))
 }

@@ -6,11 +6,16 @@ mod aligned;
 mod file;
 pub mod geometry;
 pub mod identity;
+pub mod marker;
 pub mod mem;
 pub mod safety;
+pub mod stack;
 
 pub use aligned::AlignedBuf;
-pub use file::{FileDevice, FlushMethod, OpenOptions, is_block_device, prepare_file};
+pub use file::{
+    FileDevice, FlushMethod, OpenOptions, PreparedFile, is_block_device, prepare_file,
+    prepare_target_file,
+};
 
 use std::io;
 

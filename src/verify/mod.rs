@@ -178,6 +178,7 @@ fn judge(
         findings_truncated: lost_records as usize > findings.len(),
         findings,
         target: String::new(),
+        ram_warning: None,
         device: None,
         run: None,
         bytes_read: 0,
@@ -302,6 +303,10 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     };
     report.target = a.target.display().to_string();
     report.device = Some(device);
+    report.ram_warning = crate::device::safety::ram_warning(&a.target);
+    if let Some(w) = &report.ram_warning {
+        eprintln!("plugpull verify: WARNING: {w}");
+    }
     print_report(&a, &report)
 }
 

@@ -99,6 +99,9 @@ pub struct Report {
     pub findings: Vec<Finding>,
     pub findings_truncated: bool,
     pub target: String,
+    /// Set when the target lives in RAM (tmpfs, ramfs, a RAM disk): the verdict says
+    /// nothing about any drive.
+    pub ram_warning: Option<String>,
     pub device: Option<DeviceIdentity>,
     pub run: Option<RunDescriptor>,
     pub bytes_read: u64,
@@ -156,6 +159,9 @@ impl Report {
             }
         }
         o += "\n";
+        if let Some(w) = &self.ram_warning {
+            o += &format!("WARNING: {w}\n");
+        }
         if let Some(d) = &self.dead_device {
             o += &format!("dead device: {d}\n");
         }

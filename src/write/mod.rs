@@ -1,8 +1,11 @@
 //! `plugpull write`: stream records to the target, flush, acknowledge to the witness.
 //!
-//! Setup order matters: refuse unsafe targets before touching anything; make a file
-//! target's allocation durable before the first ack; reach the witness before the first
-//! write, so a run never writes without someone keeping its promises.
+//! Setup order matters: check everything that can be checked before touching anything
+//! (the safety rules, the witness address, sizes, free space), then reach the witness, so a
+//! run never writes without someone keeping its promises and a witness that is down
+//! leaves nothing behind; only then create the file (marked as plugpull's, see
+//! `device::marker`) and make its allocation durable before the first ack. A file created
+//! by an attempt that fails or is interrupted before its first record is removed again.
 
 pub mod engine;
 mod pipe;
@@ -13,14 +16,17 @@ use crate::ack::client::{AckSender, ClientOptions};
 use crate::ack::{Ack, RunDescriptor, WriterSettings};
 use crate::cli::{Placement, WriteArgs};
 use crate::device::{
-    Device, FileDevice, OpenOptions, identity, is_block_device, prepare_file, safety,
+    Device, FileDevice, OpenOptions, PreparedFile, identity, is_block_device, marker,
+    prepare_target_file, safety,
 };
 use crate::exit;
-use crate::record::{FORMAT_VERSION, RunId};
+use crate::record::{FORMAT_VERSION, RunId, SECTOR};
 use anyhow::{Context, Result, bail};
 use engine::{AckSink, Progress, run_streams};
 use plan::Plan;
 use serde::Serialize;
+use std::fs;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -52,6 +58,8 @@ pub struct WriteSummary {
     pub last_acked: Option<AckedRecord>,
     pub failure: Option<String>,
     pub seed: u64,
+    /// Set when the target lives in RAM (tmpfs, ramfs, a RAM disk): the run tests no drive.
+    pub ram_warning: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -76,70 +84,214 @@ fn install_stop_handler() {
     }
 }
 
-/// Everything before the first write, for every caller that writes a run (write, the
-/// campaign agent): refuse an unsafe target, create or grow a file target and make its
-/// allocation durable, open it, and check the region fits. Returns the device and the
-/// region's size (default: the rest of a block device, an existing file's size past
-/// `offset`, or 1 GiB for a new file).
+/// A write target that passed every check that needs no change to it; nothing has been
+/// created or written yet.
+#[derive(Debug)]
+pub struct TargetPlan {
+    pub path: PathBuf,
+    pub is_block: bool,
+    pub offset: u64,
+    /// Bytes of the run's region, from `offset`.
+    pub region_bytes: u64,
+    /// The device's logical block size (512 for a file).
+    pub logical_block_bytes: u32,
+}
+
+/// Every check that can be made before touching the target: the safety rules, a region
+/// of whole sectors that fits the device, free space for a file to be created or grown.
+/// The region's default is the rest of a block device, an existing file's size past
+/// `offset`, or 1 GiB for a new file.
+pub fn plan_target(
+    target: &Path,
+    destroy: Option<&Path>,
+    offset: u64,
+    size: Option<u64>,
+) -> Result<TargetPlan> {
+    safety::check_write_target(target, destroy, offset)?;
+    let is_block = is_block_device(target);
+    let sector = SECTOR as u64;
+    if offset % sector != 0 {
+        bail!("--offset {offset} is not a multiple of {sector} bytes");
+    }
+    let (region_bytes, logical_block_bytes) = if is_block {
+        let dev = FileDevice::open_read(target)?;
+        let avail = dev
+            .size_bytes()
+            .checked_sub(offset)
+            .context("--offset is past the end of the device")?;
+        let region = size.unwrap_or(avail / sector * sector);
+        if region > avail {
+            bail!(
+                "the region ({region} bytes at offset {offset}) does not fit on {} ({} bytes): use a smaller --size",
+                target.display(),
+                dev.size_bytes()
+            );
+        }
+        (region, dev.logical_block_bytes())
+    } else {
+        let existing = fs::metadata(target).map(|m| m.len()).unwrap_or(0);
+        let region = size.unwrap_or(if existing > offset {
+            existing - offset
+        } else {
+            DEFAULT_FILE_REGION
+        });
+        (region, 512)
+    };
+    if region_bytes < sector || region_bytes % sector != 0 {
+        bail!(
+            "--size {region_bytes} is not a usable region: it must be whole {sector}-byte sectors \
+             and hold at least one record (e.g. --size 64M)"
+        );
+    }
+    let plan = TargetPlan {
+        path: target.to_owned(),
+        is_block,
+        offset,
+        region_bytes,
+        logical_block_bytes,
+    };
+    if !is_block {
+        plan.check_free_space()?;
+    }
+    Ok(plan)
+}
+
+impl TargetPlan {
+    /// Bytes the target file must have.
+    fn file_bytes(&self) -> u64 {
+        self.offset + self.region_bytes
+    }
+
+    /// Refuses a file the file system has no room to create or grow (statvfs), so
+    /// preallocation does not run out of space half-way.
+    fn check_free_space(&self) -> Result<()> {
+        let existing = fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
+        let need = self.file_bytes().saturating_sub(existing);
+        if need == 0 {
+            return Ok(());
+        }
+        let dir = parent_dir(&self.path);
+        let st = nix::sys::statvfs::statvfs(dir)
+            .with_context(|| format!("checking free space in {}", dir.display()))?;
+        let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+        if need > free {
+            bail!(
+                "{} needs {} more ({} in all) but {} has only {} free: use a smaller --size or another file system",
+                self.path.display(),
+                crate::units::fmt_bytes(need),
+                crate::units::fmt_bytes(self.file_bytes()),
+                dir.display(),
+                crate::units::fmt_bytes(free)
+            );
+        }
+        Ok(())
+    }
+
+    /// The identity of the target as it will be once prepared: that of the existing file
+    /// or device, or, for a file still to be created, that of its directory's file system
+    /// with the file's path and size (so the witness can be asked before anything exists).
+    pub fn identity(&self) -> identity::DeviceIdentity {
+        if self.path.exists() {
+            let mut id = identity::identify(&self.path);
+            if !self.is_block {
+                id.size_bytes = id.size_bytes.max(self.file_bytes());
+            }
+            return id;
+        }
+        let dir = parent_dir(&self.path);
+        let mut id = identity::identify(dir);
+        let canonical_dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+        id.target = match self.path.file_name() {
+            Some(n) => canonical_dir.join(n).display().to_string(),
+            None => self.path.display().to_string(),
+        };
+        id.kind = "file".into();
+        id.size_bytes = self.file_bytes();
+        id
+    }
+
+    /// Creates or grows a file target (marked as plugpull's, zero-filled, durable), opens
+    /// the target and checks the region fits. For a file created here, the returned
+    /// [`PreparedFile`] removes it again when dropped unless kept; any error here removes
+    /// it too. `stop` (Ctrl-C) interrupts preallocation.
+    pub fn prepare(
+        &self,
+        opts: OpenOptions,
+        stop: &AtomicBool,
+    ) -> Result<(FileDevice, Option<PreparedFile>)> {
+        let file = if self.is_block {
+            None
+        } else {
+            Some(prepare_target_file(
+                &self.path,
+                self.file_bytes(),
+                Some((marker::Creator::Write, self.offset)),
+                stop,
+            )?)
+        };
+        let dev = FileDevice::open_write(&self.path, opts)?;
+        if self.file_bytes() > dev.size_bytes() {
+            bail!(
+                "the region ({} bytes at offset {}) does not fit on {} ({} bytes): use a smaller --size",
+                self.region_bytes,
+                self.offset,
+                self.path.display(),
+                dev.size_bytes()
+            );
+        }
+        Ok((dev, file))
+    }
+}
+
+fn parent_dir(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Everything before the first write, for callers that need no witness first (the
+/// campaign agent): [`plan_target`], then [`TargetPlan::prepare`], keeping the file.
+/// Returns the device and the region's size.
 pub fn open_target(
-    target: &std::path::Path,
-    destroy: Option<&std::path::Path>,
+    target: &Path,
+    destroy: Option<&Path>,
     offset: u64,
     size: Option<u64>,
     opts: OpenOptions,
 ) -> Result<(FileDevice, u64)> {
-    let is_block = is_block_device(target);
-    safety::check_write_target(target, destroy, offset)?;
-    let region_bytes = if is_block {
-        let dev_size = FileDevice::open_read(target)?.size_bytes();
-        match size {
-            Some(s) => s,
-            None => dev_size
-                .checked_sub(offset)
-                .context("--offset is past the end of the device")?,
-        }
-    } else {
-        let existing = std::fs::metadata(target).map(|m| m.len()).unwrap_or(0);
-        size.unwrap_or(if existing > offset {
-            existing - offset
-        } else {
-            DEFAULT_FILE_REGION
-        })
-    };
-    if !is_block {
-        prepare_file(target, offset + region_bytes)?;
+    let plan = plan_target(target, destroy, offset, size)?;
+    let (dev, file) = plan.prepare(opts, &AtomicBool::new(false))?;
+    file.map(PreparedFile::keep);
+    Ok((dev, plan.region_bytes))
+}
+
+/// Checks `--witness` is HOST:PORT and resolves, before anything is created: a bad
+/// address is a usage error, not a witness that is down.
+fn check_witness_address(addr: &str) -> Result<()> {
+    use std::net::ToSocketAddrs;
+    match addr.to_socket_addrs().map(|mut a| a.next()) {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => bail!("--witness {addr}: the name resolves to no address"),
+        Err(e) => bail!(
+            "--witness {addr}: {e}: give the witness as HOST:PORT, the address `plugpull listen` \
+             prints (e.g. witness:7420)"
+        ),
     }
-    let dev = FileDevice::open_write(target, opts)?;
-    if offset + region_bytes > dev.size_bytes() {
-        bail!(
-            "the region ({} bytes at offset {}) does not fit on {} ({} bytes): use a smaller --size",
-            region_bytes,
-            offset,
-            target.display(),
-            dev.size_bytes()
-        );
-    }
-    Ok((dev, region_bytes))
 }
 
 pub fn run(a: WriteArgs) -> Result<i32> {
     let target = &a.target;
-    let (dev, region_bytes) = open_target(
-        target,
-        a.destroy_data_on.as_deref(),
-        a.offset,
-        a.size,
-        OpenOptions {
-            direct: !a.no_direct,
-            flush: a.flush,
-        },
-    )?;
+    // From here on Ctrl-C stops the run cleanly, preallocation included.
+    install_stop_handler();
+    check_witness_address(&a.witness)?;
+    let tp = plan_target(target, a.destroy_data_on.as_deref(), a.offset, a.size)?;
+    let region_bytes = tp.region_bytes;
     let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
     let run = RunId::random();
     let align = if a.no_direct {
         512
     } else {
-        (dev.logical_block_bytes() as u64).max(512)
+        (tp.logical_block_bytes as u64).max(512)
     };
     let plan = Plan {
         run,
@@ -157,7 +309,11 @@ pub fn run(a: WriteArgs) -> Result<i32> {
     if let Err(e) = plan.validate() {
         return Err(exit::ExitCode(exit::ERROR, e).into());
     }
-    let device = identity::identify(target);
+    let ram = safety::ram_warning(target);
+    if let Some(w) = &ram {
+        eprintln!("plugpull write: WARNING: {w}");
+    }
+    let device = tp.identity();
     let descriptor = run_descriptor(&plan, device.clone(), a.flush, !a.no_direct);
     let sender = AckSender::connect(
         &a.witness,
@@ -167,6 +323,23 @@ pub fn run(a: WriteArgs) -> Result<i32> {
             ..ClientOptions::default()
         },
     )?;
+    let (dev, created) = tp
+        .prepare(
+            OpenOptions {
+                direct: !a.no_direct,
+                flush: a.flush,
+            },
+            &STOP,
+        )
+        .with_context(|| format!("preparing {}", target.display()))?;
+    if STOP.load(Ordering::SeqCst) {
+        drop(created);
+        bail!(
+            "interrupted before the first record; nothing was written to {}",
+            target.display()
+        );
+    }
+    created.map(PreparedFile::keep);
     if !a.quiet {
         eprintln!(
             "plugpull write: run {run} -> {} ({}), region {} at offset {}, {} stream(s), flush {}, {}, seed {seed}",
@@ -236,6 +409,7 @@ pub fn run(a: WriteArgs) -> Result<i32> {
             )
         }),
         seed,
+        ram_warning: ram.clone(),
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -250,6 +424,9 @@ pub fn run(a: WriteArgs) -> Result<i32> {
             summary.flush_latency_us_p99,
             stats.durable
         );
+    }
+    if let Some(w) = &ram {
+        eprintln!("plugpull write: WARNING: {w}");
     }
     if stats.durable < acked {
         eprintln!(

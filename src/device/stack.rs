@@ -1,0 +1,235 @@
+//! Which other block devices and files share bytes with a target, so the safety checks
+//! judge all of them and not only the path the user typed.
+//!
+//! Why: "mounted devices are refused" must also hold for the file behind a mounted loop
+//! device and for a loop device stacked on a mounted one; writing to either overwrites
+//! the mounted file system all the same. The kernel shows the stacking in sysfs:
+//! `/sys/block/loopN/loop/backing_file` (the file or device under a loop device),
+//! `slaves/` (what a device-mapper or RAID device sits on), `holders/` (what sits on a
+//! device) and partitions. [`related`] walks down from the target to everything its
+//! bytes land on, then up from each of those to everything that reads or writes the same
+//! bytes, transitively.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// A block device (by device number) or a file (by file system and inode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Node {
+    Block(u64),
+    File { dev: u64, ino: u64 },
+}
+
+impl Node {
+    /// The node for an existing path, following symlinks.
+    pub fn of(path: &Path) -> Option<Node> {
+        let m = fs::metadata(path).ok()?;
+        Some(if m.file_type().is_block_device() {
+            Node::Block(m.rdev())
+        } else {
+            Node::File {
+                dev: m.dev(),
+                ino: m.ino(),
+            }
+        })
+    }
+}
+
+/// How a node was reached from the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    /// The target itself.
+    Target,
+    /// Under the target: a loop device's backing file or device, a device-mapper or RAID
+    /// device's member, or a partition's disk.
+    Below,
+    /// A partition of a disk reached otherwise.
+    Partition,
+    /// A device-mapper, RAID or similar device that holds a reached device.
+    Holder,
+    /// A loop device whose backing file or device was reached.
+    Loop,
+}
+
+/// One device or file that shares bytes with the target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reached {
+    pub node: Node,
+    pub via: Via,
+    /// `/dev/NAME` for a block device, the path for a file.
+    pub name: String,
+}
+
+/// An attached loop device.
+#[derive(Clone, Debug)]
+struct LoopDev {
+    rdev: u64,
+    backing: Node,
+    backing_path: String,
+}
+
+/// Every attached loop device, from sysfs. `backing_file` shows the file's current path
+/// (the kernel resolves it when read), so a renamed file is still found.
+fn loops() -> Vec<LoopDev> {
+    let Ok(rd) = fs::read_dir("/sys/block") else {
+        return vec![];
+    };
+    rd.flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("loop"))
+        .filter_map(|e| {
+            let sys = e.path();
+            let backing_path = read_trim(&sys.join("loop/backing_file"))?;
+            let rdev = parse_majmin(&read_trim(&sys.join("dev"))?)?;
+            let backing = Node::of(Path::new(&backing_path))?;
+            Some(LoopDev {
+                rdev,
+                backing,
+                backing_path,
+            })
+        })
+        .collect()
+}
+
+fn read_trim(p: &Path) -> Option<String> {
+    fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+pub fn parse_majmin(s: &str) -> Option<u64> {
+    let (a, b) = s.split_once(':')?;
+    Some(libc::makedev(a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The sysfs directory of block device `rdev` (a disk or a partition).
+fn sys_dir(rdev: u64) -> Option<PathBuf> {
+    fs::canonicalize(format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(rdev),
+        libc::minor(rdev)
+    ))
+    .ok()
+}
+
+/// `/dev/NAME` of block device `rdev` (the sysfs path if it has no name).
+pub fn dev_name(rdev: u64) -> String {
+    let p = format!("/sys/dev/block/{}:{}", libc::major(rdev), libc::minor(rdev));
+    fs::canonicalize(&p)
+        .ok()
+        .and_then(|p| {
+            p.file_name()
+                .map(|n| format!("/dev/{}", n.to_string_lossy()))
+        })
+        .unwrap_or(p)
+}
+
+/// Device numbers of the block devices listed in a sysfs directory (`holders/`,
+/// `slaves/`) or of the partition subdirectories of a disk's directory.
+fn devs_in(dir: &Path, partitions_only: bool) -> Vec<u64> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return vec![];
+    };
+    rd.flatten()
+        .map(|e| e.path())
+        .filter(|p| !partitions_only || p.join("partition").exists())
+        .filter_map(|p| parse_majmin(&read_trim(&p.join("dev"))?))
+        .collect()
+}
+
+fn name_of(node: Node, loops: &[LoopDev]) -> String {
+    match node {
+        Node::Block(d) => dev_name(d),
+        Node::File { .. } => loops
+            .iter()
+            .find(|l| l.backing == node)
+            .map(|l| l.backing_path.clone())
+            .unwrap_or_else(|| "a file".into()),
+    }
+}
+
+/// What the bytes of `node` land on.
+fn below(node: Node, loops: &[LoopDev]) -> Vec<Node> {
+    let Node::Block(d) = node else {
+        return vec![];
+    };
+    let mut out: Vec<Node> = loops
+        .iter()
+        .filter(|l| l.rdev == d)
+        .map(|l| l.backing)
+        .collect();
+    if let Some(sys) = sys_dir(d) {
+        out.extend(devs_in(&sys.join("slaves"), false).into_iter().map(Node::Block));
+        if sys.join("partition").exists() {
+            let disk = sys.parent().and_then(|p| read_trim(&p.join("dev")));
+            out.extend(disk.and_then(|s| parse_majmin(&s)).map(Node::Block));
+        }
+    }
+    out
+}
+
+/// What else reads or writes the bytes of `node`.
+fn above(node: Node, loops: &[LoopDev]) -> Vec<(Node, Via)> {
+    let mut out: Vec<(Node, Via)> = loops
+        .iter()
+        .filter(|l| l.backing == node)
+        .map(|l| (Node::Block(l.rdev), Via::Loop))
+        .collect();
+    if let Node::Block(d) = node {
+        if let Some(sys) = sys_dir(d) {
+            for h in devs_in(&sys.join("holders"), false) {
+                out.push((Node::Block(h), Via::Holder));
+            }
+            for p in devs_in(&sys, true) {
+                out.push((Node::Block(p), Via::Partition));
+            }
+        }
+    }
+    out
+}
+
+/// The target and every device or file that shares bytes with it: first everything
+/// below it (transitively), then everything above any of those (transitively).
+pub fn related(target: Node) -> Vec<Reached> {
+    let loops = loops();
+    let mut seen: Vec<Reached> = vec![];
+    let push = |seen: &mut Vec<Reached>, node: Node, via: Via| {
+        if seen.iter().any(|r| r.node == node) {
+            return false;
+        }
+        seen.push(Reached {
+            node,
+            via,
+            name: name_of(node, &loops),
+        });
+        true
+    };
+    push(&mut seen, target, Via::Target);
+    let mut queue = VecDeque::from([target]);
+    while let Some(n) = queue.pop_front() {
+        for b in below(n, &loops) {
+            if push(&mut seen, b, Via::Below) {
+                queue.push_back(b);
+            }
+        }
+    }
+    let mut queue: VecDeque<Node> = seen.iter().map(|r| r.node).collect();
+    while let Some(n) = queue.pop_front() {
+        for (a, via) in above(n, &loops) {
+            if push(&mut seen, a, via) {
+                queue.push_back(a);
+            }
+        }
+    }
+    seen
+}
+
+/// The file or device behind loop device `rdev`, if it is one.
+pub fn loop_backing(rdev: u64) -> Option<String> {
+    loops()
+        .into_iter()
+        .find(|l| l.rdev == rdev)
+        .map(|l| l.backing_path)
+}
