@@ -117,10 +117,18 @@ fn plug_prefixed_text_file_is_not_a_plugpull_target() {
         r.stderr.contains("not a plugpull target") && r.stderr.contains("--destroy-data-on"),
         "{r:?}"
     );
-    assert_eq!(fs::read_to_string(&p).unwrap(), text, "the file was changed");
+    assert_eq!(
+        fs::read_to_string(&p).unwrap(),
+        text,
+        "the file was changed"
+    );
     let b = bench(&p, &[]);
     assert_eq!(b.code, 2, "{b:?}");
-    assert_eq!(fs::read_to_string(&p).unwrap(), text, "bench changed the file");
+    assert_eq!(
+        fs::read_to_string(&p).unwrap(),
+        text,
+        "bench changed the file"
+    );
 }
 
 #[test]
@@ -136,14 +144,22 @@ fn ext4_with_patched_magic_is_refused() {
     drop(f);
     let before = fs::read(&img).unwrap();
     let lo = Loop::attach(&img, false);
-    assert_eq!(blkid_type(&lo.dev), "ext4", "the test needs blkid to see ext4");
+    assert_eq!(
+        blkid_type(&lo.dev),
+        "ext4",
+        "the test needs blkid to see ext4"
+    );
     let r = write(&w.addr, Path::new(&lo.dev), &["--count", "10"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("ext2/3/4"), "{r:?}");
     let b = bench(Path::new(&lo.dev), &[]);
     assert_eq!(b.code, 2, "{b:?}");
     drop(lo);
-    assert_eq!(fs::read(&img).unwrap(), before, "the ext4 image was changed");
+    assert_eq!(
+        fs::read(&img).unwrap(),
+        before,
+        "the ext4 image was changed"
+    );
 }
 
 // ---- defect 3: what is in use is refused, even with --destroy-data-on ----

@@ -1,9 +1,9 @@
 //! The real device: a regular file or a block device, opened with O_DIRECT by default.
 
 use super::Device;
+use super::geometry::{Geometry, block_geometry};
 use super::marker::Creator;
 use crate::record::SECTOR;
-use super::geometry::{Geometry, block_geometry};
 use anyhow::{Context, Result, bail};
 use std::fs::{File, OpenOptions as StdOpen};
 use std::io;

@@ -92,7 +92,11 @@ mod tests {
         assert_eq!(m.creator, Creator::Write);
         assert_eq!(m.offset, 4096);
         assert!(m.created_ns > 0);
-        assert_eq!(decode(&s, 0), None, "a marker copied elsewhere is not valid");
+        assert_eq!(
+            decode(&s, 0),
+            None,
+            "a marker copied elsewhere is not valid"
+        );
         assert_eq!(
             decode(&encode(Creator::Bench, 0), 0).map(|m| m.creator),
             Some(Creator::Bench)

@@ -22,7 +22,10 @@ use std::path::Path;
 /// What was found that makes a target unsafe to overwrite.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hazard {
-    Mounted { device: String, at: String },
+    Mounted {
+        device: String,
+        at: String,
+    },
     Swap(String),
     Held(String),
     /// A loop device reads and writes the target's bytes (it is its backing file or

@@ -161,7 +161,11 @@ fn below(node: Node, loops: &[LoopDev]) -> Vec<Node> {
         .map(|l| l.backing)
         .collect();
     if let Some(sys) = sys_dir(d) {
-        out.extend(devs_in(&sys.join("slaves"), false).into_iter().map(Node::Block));
+        out.extend(
+            devs_in(&sys.join("slaves"), false)
+                .into_iter()
+                .map(Node::Block),
+        );
         if sys.join("partition").exists() {
             let disk = sys.parent().and_then(|p| read_trim(&p.join("dev")));
             out.extend(disk.and_then(|s| parse_majmin(&s)).map(Node::Block));

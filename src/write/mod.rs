@@ -261,7 +261,9 @@ pub fn open_target(
 ) -> Result<(FileDevice, u64)> {
     let plan = plan_target(target, destroy, offset, size)?;
     let (dev, file) = plan.prepare(opts, &AtomicBool::new(false))?;
-    file.map(PreparedFile::keep);
+    if let Some(f) = file {
+        f.keep();
+    }
     Ok((dev, plan.region_bytes))
 }
 
@@ -339,7 +341,9 @@ pub fn run(a: WriteArgs) -> Result<i32> {
             target.display()
         );
     }
-    created.map(PreparedFile::keep);
+    if let Some(f) = created {
+        f.keep();
+    }
     if !a.quiet {
         eprintln!(
             "plugpull write: run {run} -> {} ({}), region {} at offset {}, {} stream(s), flush {}, {}, seed {seed}",
