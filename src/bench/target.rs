@@ -83,12 +83,12 @@ pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<Bench
         }
         (size.min(avail), None)
     } else {
-        let never = std::sync::atomic::AtomicBool::new(false);
+        // Ctrl-C stops the zero-fill; a file created here is then removed again.
         let f = prepare_target_file(
             &path,
             REGION_OFFSET_BYTES + size,
             Some((Creator::Bench, 0)),
-            &never,
+            &super::measure::STOP,
         )?;
         (size, Some(f))
     };
