@@ -259,9 +259,14 @@ fn connect_stream(addr: &str) -> anyhow::Result<TcpStream> {
     let unreachable = |e: &dyn std::fmt::Display| {
         anyhow!("cannot reach the witness at {addr}: {e}: is `plugpull listen` running there?")
     };
+    // A bad address is a usage error, not a witness that is down.
     let addrs: Vec<_> = addr
         .to_socket_addrs()
-        .map_err(|e| unreachable(&e))?
+        .map_err(|e| {
+            anyhow!(
+                "--witness {addr}: {e}: give the witness as HOST:PORT, the address `plugpull listen` prints (e.g. witness:7420)"
+            )
+        })?
         .collect();
     let mut last = None;
     for a in &addrs {

@@ -1,7 +1,7 @@
 //! `plugpull write`: stream records to the target, flush, acknowledge to the witness.
 //!
 //! Setup order matters: check everything that can be checked before touching anything
-//! (the safety rules, the witness address, sizes, free space), then reach the witness, so a
+//! (the safety rules, sizes, free space), then reach the witness (address, handshake), so a
 //! run never writes without someone keeping its promises and a witness that is down
 //! leaves nothing behind; only then create the file (marked as plugpull's, see
 //! `device::marker`) and make its allocation durable before the first ack. A file created
@@ -267,25 +267,10 @@ pub fn open_target(
     Ok((dev, plan.region_bytes))
 }
 
-/// Checks `--witness` is HOST:PORT and resolves, before anything is created: a bad
-/// address is a usage error, not a witness that is down.
-fn check_witness_address(addr: &str) -> Result<()> {
-    use std::net::ToSocketAddrs;
-    match addr.to_socket_addrs().map(|mut a| a.next()) {
-        Ok(Some(_)) => Ok(()),
-        Ok(None) => bail!("--witness {addr}: the name resolves to no address"),
-        Err(e) => bail!(
-            "--witness {addr}: {e}: give the witness as HOST:PORT, the address `plugpull listen` \
-             prints (e.g. witness:7420)"
-        ),
-    }
-}
-
 pub fn run(a: WriteArgs) -> Result<i32> {
     let target = &a.target;
     // From here on Ctrl-C stops the run cleanly, preallocation included.
     install_stop_handler();
-    check_witness_address(&a.witness)?;
     let tp = plan_target(target, a.destroy_data_on.as_deref(), a.offset, a.size)?;
     let region_bytes = tp.region_bytes;
     let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
