@@ -5,7 +5,8 @@
 //!
 //! Every target gets the target marker (`device::marker`, creator "bench") in its first
 //! sector and bench data only from [`REGION_OFFSET_BYTES`] on, so a later `bench` or
-//! `write` recognises it as plugpull's and does not ask for `--destroy-data-on` again. A
+//! `write` recognises it as plugpull's and does not ask for `--destroy-data-on` again
+//! (on a block device, unless a file-system signature from before is still there). A
 //! file bench creates gets the marker before the long zero-fill, and is removed again if
 //! preparing it fails. A target in RAM (tmpfs, a RAM disk) gets a loud warning: bench
 //! would measure memory, not a drive.

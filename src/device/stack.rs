@@ -7,8 +7,7 @@
 //! `/sys/block/loopN/loop/backing_file` (the file or device under a loop device),
 //! `slaves/` (what a device-mapper or RAID device sits on), `holders/` (what sits on a
 //! device) and partitions. [`related`] walks down from the target to everything its
-//! bytes land on, then up from each of those to everything that reads or writes the same
-//! bytes, transitively.
+//! bytes land on, then up to everything that reads or writes the same bytes.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -194,8 +193,16 @@ fn above(node: Node, loops: &[LoopDev]) -> Vec<(Node, Via)> {
     out
 }
 
-/// The target and every device or file that shares bytes with it: first everything
-/// below it (transitively), then everything above any of those (transitively).
+/// The target and every device or file that shares bytes with it.
+///
+/// 1. Everything below the target, transitively (all of them get its bytes).
+/// 2. Above each node below: the loop devices over it (a loop device maps all of its
+///    backing store), and a disk's partitions (a partition target is judged with its
+///    whole disk, as before). Not the other holders of a node below: device-mapper and
+///    RAID map only parts of their members, so another logical volume on the same
+///    physical volume shares no bytes with the target.
+/// 3. Everything above the target and above the loop devices of step 2, transitively
+///    (partitions, holders, loop devices): all of it is built on the target's bytes.
 pub fn related(target: Node) -> Vec<Reached> {
     let loops = loops();
     let mut seen: Vec<Reached> = vec![];
@@ -211,19 +218,32 @@ pub fn related(target: Node) -> Vec<Reached> {
         true
     };
     push(&mut seen, target, Via::Target);
-    let mut queue = VecDeque::from([target]);
-    while let Some(n) = queue.pop_front() {
+    let mut down = VecDeque::from([target]);
+    let mut up = VecDeque::from([target]);
+    while let Some(n) = down.pop_front() {
         for b in below(n, &loops) {
             if push(&mut seen, b, Via::Below) {
-                queue.push_back(b);
+                down.push_back(b);
+            }
+        }
+        if n == target {
+            continue;
+        }
+        for (a, via) in above(n, &loops) {
+            let expand = match via {
+                Via::Loop => true,
+                Via::Partition => false,
+                _ => continue,
+            };
+            if push(&mut seen, a, via) && expand {
+                up.push_back(a);
             }
         }
     }
-    let mut queue: VecDeque<Node> = seen.iter().map(|r| r.node).collect();
-    while let Some(n) = queue.pop_front() {
+    while let Some(n) = up.pop_front() {
         for (a, via) in above(n, &loops) {
             if push(&mut seen, a, via) {
-                queue.push_back(a);
+                up.push_back(a);
             }
         }
     }
