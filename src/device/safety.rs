@@ -118,7 +118,8 @@ pub fn check_write_target(target: &Path, destroy: Option<&Path>, region_offset: 
 /// device name: refuse it (plugpull would otherwise create a file there, in RAM) and list
 /// the block devices there are. `/dev/shm` is its own file system and is not refused.
 pub fn check_not_missing_device(target: &Path) -> Result<()> {
-    if fs::symlink_metadata(target).is_ok() {
+    // Followed: a dangling /dev/disk/by-id link names a device that is not there either.
+    if fs::metadata(target).is_ok() {
         return Ok(());
     }
     let parent = target
