@@ -24,6 +24,7 @@ use super::frame::{self, Decoded, FrameType};
 use super::journal::{self, Journal, JournalOptions};
 use super::log::{self, AckLog, LogChecker, LogItem};
 use super::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
+use super::validate::{AckRules, SeqTracker};
 use super::{Ack, RunDescriptor, RunSelector, WitnessEvent, now_ns};
 use crate::cli::ListenArgs;
 use crate::record::RunId;
@@ -102,6 +103,11 @@ struct RunSlot {
     log: Option<AckLog>,
     owner: Option<u64>,
     owner_stream: Option<TcpStream>,
+    /// Each stream's last seq among the run's acks, for the rule that they rise...
+    seqs: SeqTracker,
+    /// ...valid while the open log holds this many acks: a log reopened with a
+    /// different count (its tail was lost) resets the tracker.
+    seqs_at_acks: u64,
 }
 
 struct Shared {
@@ -477,6 +483,8 @@ struct Conn {
     id: u64,
     peer: SocketAddr,
     run: Option<(RunId, Arc<Mutex<RunSlot>>)>,
+    /// The limits of this run's acks, from its descriptor (set with `run`).
+    rules: Option<AckRules>,
     rbuf: RecvBuf,
     out: Vec<u8>,
     scratch: Vec<Ack>,
@@ -500,6 +508,7 @@ impl Conn {
             id,
             peer,
             run: None,
+            rules: None,
             rbuf: RecvBuf::default(),
             out: Vec::new(),
             scratch: Vec::new(),
@@ -894,6 +903,14 @@ impl Conn {
         if self.run.is_some() {
             return Err(End::Protocol("second Hello on one connection".into()));
         }
+        // Before any file is touched: a descriptor no writer can send creates nothing.
+        let rules = AckRules::for_run(&d).map_err(|f| {
+            End::Protocol(format!(
+                "the run descriptor of run {} cannot come from a plugpull writer: {f}; \
+                 nothing was stored",
+                d.run_id
+            ))
+        })?;
         let slot = self.sh.slot(d.run_id);
         let mut s = lock(&slot);
         let opened_here = s.log.is_none();
@@ -968,6 +985,7 @@ impl Conn {
         drop(s);
         self.sh.note_run(&d);
         self.run = Some((d.run_id, slot));
+        self.rules = Some(rules);
         self.sh.event(
             "connect",
             &[
@@ -996,14 +1014,33 @@ impl Conn {
                 "Acks before Hello: a writer must introduce its run first".into(),
             ));
         };
-        let mut s = lock(slot);
-        if s.owner != Some(self.id) {
-            return Err(End::TakenOver);
+        let rules = self.rules.as_ref().expect("set with run");
+        {
+            let mut guard = lock(slot);
+            let s = &mut *guard;
+            if s.owner != Some(self.id) {
+                return Err(End::TakenOver);
+            }
+            let log = s.log.as_mut().expect("owner holds an open log");
+            let appended = log.appended_acks();
+            if s.seqs_at_acks != appended {
+                s.seqs.reset();
+            }
+            // Only acks past the log's end are new (append_acks drops resent ones and
+            // refuses a gap); they are checked before any is appended.
+            if let Some(skip) = appended.checked_sub(first) {
+                let new = &acks[(skip as usize).min(acks.len())..];
+                s.seqs.check_batch(rules, appended, new).map_err(|v| {
+                    End::Protocol(format!(
+                        "{v}; a plugpull writer never sends this: the frame is refused and \
+                         nothing of it is stored"
+                    ))
+                })?;
+            }
+            log.append_acks(first, acks)
+                .map_err(|e| End::Protocol(format!("{e:#}")))?;
+            s.seqs_at_acks = log.appended_acks();
         }
-        let log = s.log.as_mut().expect("owner holds an open log");
-        log.append_acks(first, acks)
-            .map_err(|e| End::Protocol(format!("{e:#}")))?;
-        drop(s);
         self.acks_received += acks.len() as u64;
         self.last_ack_at_ns = Some(now_ns());
         // Even a pure resend of durable acks deserves a Durable reply.
