@@ -47,7 +47,10 @@ impl Witness {
             .unwrap();
         let t0 = Instant::now();
         while TcpStream::connect(&addr).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(20), "witness did not start");
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "witness did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         Witness {
@@ -137,11 +140,7 @@ fn run_with_ten_good_acks(w: &Witness) -> Reader {
             descriptor: descriptor(),
         },
     );
-    assert!(
-        matches!(r.next(), Some(Msg::Welcome { .. })),
-        "{}",
-        w.log()
-    );
+    assert!(matches!(r.next(), Some(Msg::Welcome { .. })), "{}", w.log());
     send(
         &mut r,
         &Msg::Acks {
@@ -272,7 +271,11 @@ fn witness_refuses_impossible_descriptor() {
             |d| d.settings.record_bytes_max = 4097,
             "multiple of 512",
         ),
-        ("empty region", |d| d.settings.region_bytes = 0, "cannot give"),
+        (
+            "empty region",
+            |d| d.settings.region_bytes = 0,
+            "cannot give",
+        ),
     ] {
         let mut d = descriptor();
         change(&mut d);
@@ -358,7 +361,14 @@ fn verify_refuses_a_huge_ack_at_once() {
     let mut a = good(1);
     a.record.sectors = u32::MAX;
     let (code, err, secs) = verify_old_log(&[good(0), a]);
-    assert_eq!(code, Some(3), "want INCONCLUSIVE (3) after {secs:.1} s; stderr:\n{err}");
-    assert!(err.contains("ack 1") && err.contains("4294967295 sectors"), "{err}");
+    assert_eq!(
+        code,
+        Some(3),
+        "want INCONCLUSIVE (3) after {secs:.1} s; stderr:\n{err}"
+    );
+    assert!(
+        err.contains("ack 1") && err.contains("4294967295 sectors"),
+        "{err}"
+    );
     assert!(secs < 5.0, "verify took {secs:.1} s");
 }

@@ -29,14 +29,14 @@ use super::{Ack, RunDescriptor, RunSelector, WitnessEvent, now_ns};
 use crate::cli::ListenArgs;
 use crate::record::RunId;
 use anyhow::Context;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Read at most this much from one socket before committing, so one fast writer's
 /// batch stays bounded and Durable replies keep flowing.
@@ -46,23 +46,38 @@ const READ_CHUNK_BYTES: usize = 256 << 10;
 /// A peer that does not read our replies for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Stack of a connection thread: enough for JSON decoding, small enough that a thousand
-/// idle connections cost little.
+/// writers cost little.
 const CONN_STACK_BYTES: usize = 512 << 10;
 /// Smallest `--max-frame-bytes`: room for a full 4096-ack batch and a run descriptor.
 pub const MIN_MAX_FRAME_BYTES: usize = 256 << 10;
+/// Connections still in their handshake (before Hello or Fetch, and Auth with a key)
+/// held at once; a new one beyond this closes the oldest pending one.
+pub const MAX_PENDING_HANDSHAKES: usize = 256;
+/// Fetch connections served at once, apart from the writers' `max_connections`.
+pub const FETCH_CONNECTIONS: usize = 16;
+/// Largest handshake frame (Auth, Hello, Fetch, Heartbeat) a pending connection may
+/// send, and so its buffer: a Hello's descriptor is a few hundred bytes of JSON.
+pub const HANDSHAKE_BUF_BYTES: usize = 64 << 10;
+/// The gate looks at the stop flag at least this often.
+const GATE_MAX_WAIT: Duration = Duration::from_secs(1);
+/// Connections accepted per gate round, so a flood of connects cannot starve the
+/// pending connections' reads.
+const ACCEPTS_PER_ROUND: usize = 1024;
 /// Fetch replies are written in pieces of about this size.
 const FETCH_FLUSH_BYTES: usize = 1 << 20;
 
 /// Tunables of the witness.
 #[derive(Clone, Debug)]
 pub struct WitnessOptions {
-    /// Connections beyond this are answered with an Error and closed.
+    /// Writer connections (past their Hello) beyond this are answered with an Error and
+    /// closed. Pending handshakes and fetches have caps of their own
+    /// ([`MAX_PENDING_HANDSHAKES`], [`FETCH_CONNECTIONS`]).
     pub max_connections: usize,
     /// A connection that completes no frame for this long is closed (writers send
     /// heartbeats). Counted from the last complete frame, not the last byte.
     pub idle_timeout: Duration,
     /// A connection must complete its handshake (Hello or Fetch, after Auth with a key)
-    /// within this long.
+    /// within this long of connecting; no frame extends it.
     pub handshake_timeout: Duration,
     /// Largest frame (`len` field) accepted from a peer; at most frame::MAX_FRAME_BYTES.
     pub max_frame_bytes: usize,
@@ -78,7 +93,7 @@ impl Default for WitnessOptions {
         WitnessOptions {
             max_connections: 1024,
             idle_timeout: Duration::from_secs(60),
-            handshake_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(5),
             max_frame_bytes: 4 << 20,
             key: None,
             quiet: false,
@@ -123,7 +138,11 @@ struct Shared {
     runs: Mutex<HashMap<RunId, Arc<Mutex<RunSlot>>>>,
     /// Device key -> (start time ns, run): the newest run per device.
     latest: Mutex<HashMap<String, (i64, RunId)>>,
+    /// Connections past their handshake, by id (closed at shutdown).
     conns: Mutex<HashMap<u64, TcpStream>>,
+    /// Writer and fetch connections with a thread, against their caps.
+    writers: AtomicUsize,
+    fetchers: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -215,6 +234,8 @@ impl Witness {
             runs: Mutex::new(HashMap::new()),
             latest: Mutex::new(HashMap::new()),
             conns: Mutex::new(HashMap::new()),
+            writers: AtomicUsize::new(0),
+            fetchers: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
         });
         if replayed.journals > 0 {
@@ -252,8 +273,8 @@ impl Witness {
         }
         let sh = shared.clone();
         let acceptor = std::thread::Builder::new()
-            .name("witness-accept".into())
-            .spawn(move || accept_loop(sh, listener))?;
+            .name("witness-gate".into())
+            .spawn(move || gate_loop(sh, listener))?;
         Ok(Witness {
             addr,
             shared,
@@ -340,72 +361,517 @@ fn recover_dir(sh: &Shared) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
-    loop {
-        let (stream, peer) = match listener.accept() {
-            Ok(x) => x,
+/// Which cap a connection counts against once its first request has arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Writer,
+    Fetch,
+}
+
+/// A connection still in its handshake, owned by the gate thread: a socket, a small
+/// buffer and a deadline, but no thread.
+struct Pending {
+    stream: TcpStream,
+    id: u64,
+    peer: SocketAddr,
+    since: Instant,
+    buf: Vec<u8>,
+    /// Set once Auth/Challenge completed (keyed witness only).
+    session: Option<Session>,
+    /// Frames consumed here (Auth, Heartbeats).
+    frames: u64,
+}
+
+/// How the gate ends a pending connection.
+struct Refusal {
+    /// Event kind: "probe", "disconnect", "error" or "refused".
+    kind: &'static str,
+    detail: String,
+    /// Told to the peer in an Error frame.
+    tell: bool,
+    /// The Error frame is left unsealed: after an authentication failure the peer could
+    /// not check our MAC and would never see the reason.
+    unsealed: bool,
+}
+
+impl Refusal {
+    fn protocol(m: impl Into<String>) -> Refusal {
+        Refusal {
+            kind: "error",
+            detail: m.into(),
+            tell: true,
+            unsealed: false,
+        }
+    }
+    fn auth(m: impl std::fmt::Display) -> Refusal {
+        Refusal {
+            kind: "error",
+            detail: format!("authentication failed: {m}"),
+            tell: true,
+            unsealed: true,
+        }
+    }
+    fn refused(m: String) -> Refusal {
+        Refusal {
+            kind: "refused",
+            detail: m,
+            tell: true,
+            unsealed: false,
+        }
+    }
+}
+
+/// What a pending connection's buffered bytes amount to so far.
+enum Step {
+    Wait,
+    /// The first request (Hello or Fetch) starts the buffer, its MAC checked.
+    Ready(Role),
+    Close(Refusal),
+}
+
+/// Sends `bytes` without blocking; false when the socket did not take all of them (a
+/// peer that does not read during its handshake is dropped, not waited for).
+fn send_now(stream: &TcpStream, bytes: &[u8]) -> bool {
+    use nix::sys::socket::{MsgFlags, send};
+    use std::os::fd::AsRawFd;
+    matches!(
+        send(
+            stream.as_raw_fd(),
+            bytes,
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL
+        ),
+        Ok(n) if n == bytes.len()
+    )
+}
+
+impl Pending {
+    fn new(stream: TcpStream, id: u64, peer: SocketAddr) -> Pending {
+        Pending {
+            stream,
+            id,
+            peer,
+            since: Instant::now(),
+            buf: Vec::new(),
+            session: None,
+            frames: 0,
+        }
+    }
+
+    fn auth_name(&self, sh: &Shared) -> &'static str {
+        match (&sh.opts.key, &self.session) {
+            (None, _) => "none",
+            (Some(_), Some(_)) => "key",
+            (Some(_), None) => "pending",
+        }
+    }
+
+    /// Encodes `m`, sealed when the session is up, and sends it without blocking.
+    fn send(&mut self, m: &Msg, seal: bool) -> bool {
+        let mut out = m.encode();
+        if seal {
+            auth::seal_opt(self.session.as_mut().map(|s| &mut s.sealer), &mut out, 0);
+        }
+        send_now(&self.stream, &out)
+    }
+
+    /// Reads what the socket holds and looks at the buffered frames.
+    fn on_readable(&mut self, sh: &Shared, scratch: &mut [u8]) -> Step {
+        use std::os::fd::AsRawFd;
+        let room = HANDSHAKE_BUF_BYTES.saturating_sub(self.buf.len());
+        let want = room.min(scratch.len()).max(1);
+        let flags = nix::sys::socket::MsgFlags::MSG_DONTWAIT;
+        match nix::sys::socket::recv(self.stream.as_raw_fd(), &mut scratch[..want], flags) {
+            Ok(0) => return self.on_eof(),
+            Ok(n) => self.buf.extend_from_slice(&scratch[..n]),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => return Step::Wait,
             Err(e) => {
-                if sh.stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                sh.log(format_args!("accept failed: {e}"));
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
+                return Step::Close(Refusal {
+                    kind: "disconnect",
+                    detail: format!("connection error: {e}"),
+                    tell: false,
+                    unsealed: false,
+                });
             }
+        }
+        self.advance(sh)
+    }
+
+    fn on_eof(&self) -> Step {
+        let (kind, detail) = if !self.buf.is_empty() {
+            let need = match frame::decode(&self.buf) {
+                Decoded::NeedMore { need } if need > 0 => format!(" of {need}"),
+                _ => String::new(),
+            };
+            return Step::Close(Refusal::protocol(format!(
+                "connection closed in the middle of a frame ({} bytes{need} received)",
+                self.buf.len()
+            )));
+        } else if self.frames == 0 {
+            // A connect-and-close probe (a port check): easy to filter out.
+            ("probe", "connection closed by the peer")
+        } else {
+            (
+                "disconnect",
+                "connection closed by the peer during its handshake",
+            )
         };
+        Step::Close(Refusal {
+            kind,
+            detail: detail.into(),
+            tell: false,
+            unsealed: false,
+        })
+    }
+
+    /// Handles the handshake frames at the start of the buffer: Auth (answered with a
+    /// Challenge), Heartbeats (answered), up to the first request.
+    fn advance(&mut self, sh: &Shared) -> Step {
+        loop {
+            let f = match frame::decode_limited(&self.buf, sh.opts.max_frame_bytes) {
+                Decoded::NeedMore { need } if need > HANDSHAKE_BUF_BYTES => {
+                    return Step::Close(Refusal::protocol(format!(
+                        "a frame of {need} bytes before the handshake is done: Auth, Hello \
+                         and Fetch are at most {HANDSHAKE_BUF_BYTES} bytes"
+                    )));
+                }
+                Decoded::NeedMore { .. } => return Step::Wait,
+                Decoded::Error(e) => {
+                    return Step::Close(Refusal::protocol(format!("bad frame: {e}")));
+                }
+                Decoded::Frame(f) => f,
+            };
+            let (ty, len) = (f.ty, f.len_bytes);
+            if ty == FrameType::Auth {
+                let msg = Msg::decode(&f);
+                if let Err(r) = self.on_auth(sh, msg) {
+                    return Step::Close(r);
+                }
+            } else {
+                if sh.opts.key.is_some() && self.session.is_none() {
+                    return Step::Close(Refusal::auth(
+                        "this witness requires authentication: pass --key-file with the \
+                         witness's key to plugpull write / verify / fetch",
+                    ));
+                }
+                if let Err(e) = auth::check(self.session.as_mut().map(|s| &mut s.opener), &f) {
+                    return Step::Close(Refusal::auth(e));
+                }
+                match ty {
+                    FrameType::Hello => return Step::Ready(Role::Writer),
+                    FrameType::Fetch => return Step::Ready(Role::Fetch),
+                    FrameType::Heartbeat => {
+                        if !self.send(&Msg::Heartbeat, true) {
+                            return Step::Close(Refusal::protocol(
+                                "the peer does not read the witness's replies",
+                            ));
+                        }
+                    }
+                    FrameType::Acks => {
+                        return Step::Close(Refusal::protocol(
+                            "Acks before Hello: a writer must introduce its run first",
+                        ));
+                    }
+                    FrameType::Bye => return Step::Close(Refusal::protocol("Bye before Hello")),
+                    other => {
+                        return Step::Close(Refusal::protocol(format!(
+                            "unexpected {other:?} frame from a writer or fetcher"
+                        )));
+                    }
+                }
+            }
+            self.buf.drain(..len);
+            self.frames += 1;
+        }
+    }
+
+    /// Auth: allowed once, as the first frame, on a keyed witness; answered with the
+    /// witness's nonce.
+    fn on_auth(&mut self, sh: &Shared, msg: anyhow::Result<Msg>) -> Result<(), Refusal> {
+        let Some(key) = sh.opts.key.as_ref() else {
+            return Err(Refusal::auth(
+                "this witness runs without a key: drop --key-file on the client, or restart \
+                 `plugpull listen` with --key-file",
+            ));
+        };
+        if self.session.is_some() || self.frames != 0 {
+            return Err(Refusal::protocol(
+                "Auth must be the first and only handshake frame of a connection",
+            ));
+        }
+        let (version, client_nonce) = match msg {
+            Ok(Msg::Auth { version, nonce }) => (version, nonce),
+            Ok(_) => unreachable!("an Auth frame decodes to Auth"),
+            Err(e) => return Err(Refusal::protocol(format!("bad Auth frame: {e:#}"))),
+        };
+        if version != PROTOCOL_VERSION {
+            return Err(Refusal::protocol(VersionMismatch(version).to_string()));
+        }
+        let witness_nonce = auth::nonce();
+        if !self.send(
+            &Msg::Challenge {
+                nonce: witness_nonce,
+            },
+            false,
+        ) {
+            return Err(Refusal::protocol("the peer does not read the Challenge"));
+        }
+        self.session = Some(Session::witness(key, &client_nonce, &witness_nonce));
+        Ok(())
+    }
+}
+
+/// Accepts connections and carries each through its handshake in this one thread,
+/// polling every pending socket; a connection gets a thread of its own only when its
+/// first request (Hello or Fetch) has arrived, authenticated when keyed.
+///
+/// Why: a thread per connection from accept on let 1,100 idle sockets take every
+/// slot (issue 11, defect 7). Here an idle socket costs a file descriptor and a few
+/// bytes, at most MAX_PENDING_HANDSHAKES are held (a new one drops the oldest), each
+/// for at most the handshake timeout counted from connect, and writers and fetches
+/// have caps of their own.
+fn gate_loop(sh: Arc<Shared>, listener: TcpListener) {
+    if let Err(e) = listener.set_nonblocking(true) {
+        sh.log(format_args!(
+            "cannot make the listening socket non-blocking: {e}"
+        ));
+        return;
+    }
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut scratch = vec![0u8; HANDSHAKE_BUF_BYTES];
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    let limit = sh
+        .opts
+        .handshake_timeout
+        .min(sh.opts.idle_timeout)
+        .max(Duration::from_millis(1));
+    loop {
         if sh.stop.load(Ordering::SeqCst) {
             return;
         }
-        let id = sh.next_conn.fetch_add(1, Ordering::SeqCst);
-        {
-            let mut conns = lock(&sh.conns);
-            if conns.len() >= sh.opts.max_connections {
-                drop(conns);
-                let msg = format!(
-                    "the witness is at its limit of {} connections; try again later or \
-                     raise --max-connections",
-                    sh.opts.max_connections
-                );
-                sh.event(
-                    "refused",
-                    &[("conn", &id), ("peer", &peer), ("detail", &msg)],
-                );
-                // Non-blocking: a peer that does not read must not stall the acceptor.
-                let mut s = stream;
-                let _ = s.set_nonblocking(true);
-                let _ = s.write_all(&Msg::Error { message: msg }.encode());
-                continue;
-            }
-            if let Ok(c) = stream.try_clone() {
-                conns.insert(id, c);
+        let now = Instant::now();
+        let wait = pending
+            .front()
+            .map(|p| (p.since + limit).saturating_duration_since(now))
+            .unwrap_or(GATE_MAX_WAIT)
+            .min(GATE_MAX_WAIT);
+        fds.clear();
+        fds.push(pollfd(&listener));
+        fds.extend(pending.iter().map(|p| pollfd(&p.stream)));
+        if let Err(e) = poll(&mut fds, wait) {
+            sh.log(format_args!("poll failed: {e}"));
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        let now = Instant::now();
+        let ready: Vec<bool> = fds[1..].iter().map(|f| f.revents != 0).collect();
+        let mut keep = VecDeque::with_capacity(pending.len());
+        for (mut p, readable) in pending.drain(..).zip(ready) {
+            let step = if readable {
+                p.on_readable(&sh, &mut scratch)
+            } else {
+                Step::Wait
+            };
+            match step {
+                Step::Wait if now >= p.since + limit => {
+                    let detail = format!(
+                        "no handshake within {:?} ({} frames, {} bytes pending): a writer \
+                         sends Hello (after Auth with a key) right after connecting",
+                        sh.opts.handshake_timeout,
+                        p.frames,
+                        p.buf.len()
+                    );
+                    close_pending(&sh, p, Refusal::protocol(detail).with_kind("disconnect"));
+                }
+                Step::Wait => keep.push_back(p),
+                Step::Ready(role) => hand_over(&sh, p, role),
+                Step::Close(r) => close_pending(&sh, p, r),
             }
         }
-        let sh2 = sh.clone();
-        let t = std::thread::Builder::new()
-            .name(format!("witness-conn-{id}"))
-            .stack_size(CONN_STACK_BYTES)
-            .spawn(move || {
-                let mut c = Conn::new(sh2.clone(), stream, id, peer);
-                c.serve();
-                lock(&sh2.conns).remove(&id);
-            });
-        match t {
-            Ok(h) => {
-                let mut threads = lock(&sh.threads);
-                threads.retain(|t| !t.is_finished());
-                threads.push(h);
+        pending = keep;
+        if fds[0].revents != 0 {
+            accept_all(&sh, &listener, &mut pending);
+        }
+    }
+}
+
+impl Refusal {
+    fn with_kind(mut self, kind: &'static str) -> Refusal {
+        self.kind = kind;
+        self
+    }
+}
+
+fn pollfd(s: &impl std::os::fd::AsRawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// poll(2) on `fds` for at most `wait`; an interrupted call counts as a timeout.
+fn poll(fds: &mut [libc::pollfd], wait: Duration) -> io::Result<()> {
+    let ms = wait.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd structs
+    // for the whole call, which is all poll(2) reads and writes.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+        fds.iter_mut().for_each(|f| f.revents = 0);
+    }
+    Ok(())
+}
+
+/// Accepts every connection waiting on the listener into `pending`, dropping the oldest
+/// pending one when the cap (or the process's file descriptor limit) is reached.
+fn accept_all(sh: &Shared, listener: &TcpListener, pending: &mut VecDeque<Pending>) {
+    for _ in 0..ACCEPTS_PER_ROUND {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                if sh.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                if pending.len() >= MAX_PENDING_HANDSHAKES {
+                    drop_oldest(sh, pending, "");
+                }
+                let id = sh.next_conn.fetch_add(1, Ordering::SeqCst);
+                pending.push_back(Pending::new(stream, id, peer));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                if pending.is_empty() {
+                    sh.log(format_args!(
+                        "accept failed: {e}; every descriptor is in use by writers and \
+                         logs (raise the open-files limit, ulimit -n)"
+                    ));
+                    std::thread::sleep(Duration::from_millis(50));
+                    return;
+                }
+                drop_oldest(sh, pending, " (the witness is out of file descriptors)");
             }
             Err(e) => {
-                sh.event(
-                    "refused",
-                    &[
-                        ("conn", &id),
-                        ("peer", &peer),
-                        ("detail", &format_args!("cannot start a thread: {e}")),
-                    ],
-                );
-                lock(&sh.conns).remove(&id);
+                // ECONNABORTED and the like: that peer is gone; others may wait.
+                sh.log(format_args!("accept failed: {e}"));
+                return;
             }
+        }
+    }
+}
+
+fn drop_oldest(sh: &Shared, pending: &mut VecDeque<Pending>, why: &str) {
+    if let Some(old) = pending.pop_front() {
+        let msg = format!(
+            "the witness has {MAX_PENDING_HANDSHAKES} connections waiting for their \
+             handshake and dropped the oldest, this one{why}: connect again and send \
+             Hello (after Auth) at once"
+        );
+        close_pending(sh, old, Refusal::refused(msg));
+    }
+}
+
+/// Tells the peer why (when it should hear it), logs one event line, closes.
+fn close_pending(sh: &Shared, mut p: Pending, r: Refusal) {
+    if r.tell {
+        p.send(
+            &Msg::Error {
+                message: r.detail.clone(),
+            },
+            !r.unsealed,
+        );
+    }
+    sh.event(
+        r.kind,
+        &[
+            ("conn", &p.id),
+            ("peer", &p.peer),
+            ("run", &"-"),
+            ("auth", &p.auth_name(sh)),
+            ("frames", &p.frames),
+            ("detail", &r.detail),
+        ],
+    );
+    let _ = p.stream.shutdown(Shutdown::Both);
+}
+
+/// Decrements a connection counter when a connection thread ends, panic or not.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Gives a connection whose first request has arrived a thread of its own, if its
+/// role's cap allows.
+fn hand_over(sh: &Arc<Shared>, p: Pending, role: Role) {
+    let (count, cap) = match role {
+        Role::Writer => (&sh.writers, sh.opts.max_connections),
+        Role::Fetch => (&sh.fetchers, FETCH_CONNECTIONS),
+    };
+    if count.fetch_add(1, Ordering::SeqCst) >= cap {
+        count.fetch_sub(1, Ordering::SeqCst);
+        let msg = match role {
+            Role::Writer => format!(
+                "the witness is at its limit of {cap} writer connections; try again later \
+                 or raise --max-connections"
+            ),
+            Role::Fetch => {
+                format!("the witness is serving {cap} fetches already; try again in a moment")
+            }
+        };
+        close_pending(sh, p, Refusal::refused(msg));
+        return;
+    }
+    let (id, peer) = (p.id, p.peer);
+    if let Ok(c) = p.stream.try_clone() {
+        lock(&sh.conns).insert(id, c);
+    }
+    let sh2 = sh.clone();
+    let t = std::thread::Builder::new()
+        .name(format!("witness-conn-{id}"))
+        .stack_size(CONN_STACK_BYTES)
+        .spawn(move || {
+            let counter = match role {
+                Role::Writer => &sh2.writers,
+                Role::Fetch => &sh2.fetchers,
+            };
+            let _slot = Slot(counter);
+            let Pending {
+                stream,
+                buf,
+                session,
+                frames,
+                ..
+            } = p;
+            let mut c = Conn::new(sh2.clone(), stream, id, peer);
+            c.rbuf = RecvBuf::holding(buf);
+            c.session = session;
+            c.frames_received = frames;
+            c.first_frame_authenticated = true;
+            c.serve();
+            lock(&sh2.conns).remove(&id);
+        });
+    match t {
+        Ok(h) => {
+            let mut threads = lock(&sh.threads);
+            threads.retain(|t| !t.is_finished());
+            threads.push(h);
+        }
+        Err(e) => {
+            count.fetch_sub(1, Ordering::SeqCst);
+            lock(&sh.conns).remove(&id);
+            sh.event(
+                "refused",
+                &[
+                    ("conn", &id),
+                    ("peer", &peer),
+                    ("detail", &format_args!("cannot start a thread: {e}")),
+                ],
+            );
         }
     }
 }
@@ -421,6 +887,13 @@ struct RecvBuf {
 }
 
 impl RecvBuf {
+    /// A buffer holding `bytes` already received.
+    fn holding(bytes: Vec<u8>) -> RecvBuf {
+        RecvBuf {
+            filled: bytes.len(),
+            buf: bytes,
+        }
+    }
     fn data(&self) -> &[u8] {
         &self.buf[..self.filled]
     }
@@ -461,8 +934,6 @@ impl RecvBuf {
 enum End {
     Eof,
     Idle,
-    /// No complete frame within the handshake deadline, or a frame left half-sent.
-    Stalled(String),
     /// A frame failed authentication; told with an Error frame.
     Auth(String),
     Bye(String),
@@ -490,6 +961,9 @@ struct Conn {
     scratch: Vec<Ack>,
     /// Set once Auth/Challenge completed (keyed witness only).
     session: Option<Session>,
+    /// The first frame in `rbuf` (the request the gate handed over) already passed
+    /// [`Conn::authenticate`] there.
+    first_frame_authenticated: bool,
     /// When the last complete frame arrived: the idle deadline counts from here.
     last_progress: std::time::Instant,
     frames_received: u64,
@@ -513,6 +987,7 @@ impl Conn {
             out: Vec::new(),
             scratch: Vec::new(),
             session: None,
+            first_frame_authenticated: false,
             last_progress: std::time::Instant::now(),
             frames_received: 0,
             dirty: false,
@@ -536,7 +1011,6 @@ impl Conn {
                     self.partial_note()
                 ),
             ),
-            End::Stalled(m) => ("disconnect", m.clone()),
             End::Auth(m) => ("error", format!("authentication failed: {m}")),
             End::Bye(r) => ("bye", format!("bye: {r}")),
             End::TakenOver => ("disconnect", "taken over by a newer connection".into()),
@@ -547,7 +1021,6 @@ impl Conn {
         let told = match &end {
             End::Protocol(m) | End::Storage(m) => Some(m.clone()),
             End::Auth(m) => Some(format!("authentication failed: {m}")),
-            End::Stalled(m) => Some(m.clone()),
             _ => None,
         };
         if let Some(message) = told {
@@ -629,22 +1102,13 @@ impl Conn {
         self.stream.write_all(&self.out).map_err(End::Io)
     }
 
-    /// Time left before the connection counts as stalled; the handshake deadline until
-    /// the peer has introduced itself, then the idle deadline.
-    fn deadline(&self) -> (Duration, bool) {
-        let handshaking = self.run.is_none();
-        let limit = if handshaking {
-            self.sh
-                .opts
-                .handshake_timeout
-                .min(self.sh.opts.idle_timeout)
-        } else {
-            self.sh.opts.idle_timeout
-        };
-        (
-            limit.saturating_sub(self.last_progress.elapsed()),
-            handshaking,
-        )
+    /// Time left before the connection counts as idle. (Its handshake deadline was
+    /// the gate's: a Conn starts with its first request in `rbuf`.)
+    fn idle_left(&self) -> Duration {
+        self.sh
+            .opts
+            .idle_timeout
+            .saturating_sub(self.last_progress.elapsed())
     }
 
     /// Records how the connection ended in the run's log and gives the run up.
@@ -679,20 +1143,14 @@ impl Conn {
     }
 
     fn serve_loop(&mut self) -> End {
+        // The request the gate handed over is already buffered.
+        if let Some(end) = self.handle_buffered(false) {
+            return end;
+        }
         loop {
-            let (left, handshaking) = self.deadline();
+            let left = self.idle_left();
             if left.is_zero() {
-                return if handshaking {
-                    End::Stalled(format!(
-                        "no handshake within {:?} ({} frames, {} bytes pending): a writer \
-                         sends Hello (after Auth with a key) right after connecting",
-                        self.sh.opts.handshake_timeout,
-                        self.frames_received,
-                        self.rbuf.len()
-                    ))
-                } else {
-                    End::Idle
-                };
+                return End::Idle;
             }
             let _ = self
                 .stream
@@ -729,23 +1187,32 @@ impl Conn {
                     Err(_) => break,
                 }
             }
-            self.last_frame_at_ns = now_ns();
-            let r = self.process_frames();
-            // Commit what arrived before any error: those acks are valid.
-            if let Some(end) = self.commit_and_reply() {
+            if let Some(end) = self.handle_buffered(eof) {
                 return end;
-            }
-            if let Err(end) = r {
-                return end;
-            }
-            if eof {
-                return if self.rbuf.is_empty() {
-                    End::Eof
-                } else {
-                    End::Protocol(self.truncated_msg())
-                };
             }
         }
+    }
+
+    /// Handles every complete frame buffered, commits, and says whether the connection
+    /// ends (`eof`: the peer closed its side after these bytes).
+    fn handle_buffered(&mut self, eof: bool) -> Option<End> {
+        self.last_frame_at_ns = now_ns();
+        let r = self.process_frames();
+        // Commit what arrived before any error: those acks are valid.
+        if let Some(end) = self.commit_and_reply() {
+            return Some(end);
+        }
+        if let Err(end) = r {
+            return Some(end);
+        }
+        if eof {
+            return Some(if self.rbuf.is_empty() {
+                End::Eof
+            } else {
+                End::Protocol(self.truncated_msg())
+            });
+        }
+        None
     }
 
     fn truncated_msg(&self) -> String {
@@ -789,8 +1256,11 @@ impl Conn {
                     off += f.len_bytes;
                     self.frames_received += 1;
                     self.last_progress = std::time::Instant::now();
-                    if let Err(e) = self.authenticate(&f) {
-                        break Err(e);
+                    let checked = std::mem::take(&mut self.first_frame_authenticated);
+                    if !checked {
+                        if let Err(e) = self.authenticate(&f) {
+                            break Err(e);
+                        }
                     }
                     if f.ty == FrameType::Acks {
                         // Hot path: decode acks straight from the read buffer.
@@ -1157,6 +1627,7 @@ pub fn run(a: ListenArgs) -> anyhow::Result<()> {
             frame::MAX_FRAME_BYTES
         );
     }
+    let fds = raise_fd_limit();
     let w = Witness::start(
         &a.bind,
         &a.dir,
@@ -1180,6 +1651,46 @@ pub fn run(a: ListenArgs) -> anyhow::Result<()> {
             "no authentication"
         }
     ));
+    // Each pending handshake, writer, fetch and open run log holds a descriptor.
+    let need = (MAX_PENDING_HANDSHAKES + 2 * a.max_connections + FETCH_CONNECTIONS + 64) as u64;
+    if fds < need {
+        w.shared.event(
+            "warning",
+            &[(
+                "detail",
+                &format_args!(
+                    "the open-files limit is {fds}, below the {need} that \
+                     --max-connections {} needs: raise it (ulimit -n) or lower \
+                     --max-connections",
+                    a.max_connections
+                ),
+            )],
+        );
+    }
     w.wait();
     Ok(())
+}
+
+/// Raises this process's soft open-files limit to its hard limit and returns the limit
+/// in force. The usual soft limit, 1024, is below what the connection caps allow.
+fn raise_fd_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct we pass, which outlives the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 0;
+    }
+    if r.rlim_cur < r.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: r.rlim_max,
+            rlim_max: r.rlim_max,
+        };
+        // SAFETY: setrlimit reads only the struct we pass.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return raised.rlim_cur;
+        }
+    }
+    r.rlim_cur
 }

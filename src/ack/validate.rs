@@ -27,12 +27,24 @@ const SECTOR_BYTES: u64 = SECTOR as u64;
 pub enum DescriptorFault {
     NoStreams,
     /// A record size that is 0 or not a whole number of sectors.
-    RecordSizeNotSectors { bytes: u64 },
-    MinAboveMax { min: u64, max: u64 },
+    RecordSizeNotSectors {
+        bytes: u64,
+    },
+    MinAboveMax {
+        min: u64,
+        max: u64,
+    },
     /// A record this large does not fit the 32-bit sector count of an ack.
-    RecordTooLarge { bytes: u64 },
-    RegionOffsetUnaligned { offset: u64 },
-    RegionEndOverflows { offset: u64, bytes: u64 },
+    RecordTooLarge {
+        bytes: u64,
+    },
+    RegionOffsetUnaligned {
+        offset: u64,
+    },
+    RegionEndOverflows {
+        offset: u64,
+        bytes: u64,
+    },
     /// Each stream's share of the region must hold the largest record.
     RegionTooSmall {
         region_bytes: u64,
@@ -83,13 +95,23 @@ impl std::fmt::Display for DescriptorFault {
 /// Why one ack cannot come from the writer of its run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AckFault {
-    StreamBeyondRun { streams: u16 },
+    StreamBeyondRun {
+        streams: u16,
+    },
     /// Sectors outside the run's record-size range (0 and 2³²−1 included).
-    SizeOutOfRange { min: u32, max: u32 },
+    SizeOutOfRange {
+        min: u32,
+        max: u32,
+    },
     OffsetUnaligned,
-    OutsideRegion { start: u64, end: u64 },
+    OutsideRegion {
+        start: u64,
+        end: u64,
+    },
     /// Not above the previous seq of the same stream.
-    SeqNotRising { previous: u64 },
+    SeqNotRising {
+        previous: u64,
+    },
 }
 
 /// The first ack of a batch or log that breaks a rule.
@@ -520,7 +542,10 @@ mod tests {
         assert_eq!(v.fault, AckFault::SeqNotRising { previous: 2 });
         // Across batches: stream 0 is at 3.
         let v = t.check_batch(&r, 3, &[ack(0, 3, o, 8)]).unwrap_err();
-        assert_eq!((v.ack, v.fault), (3, AckFault::SeqNotRising { previous: 3 }));
+        assert_eq!(
+            (v.ack, v.fault),
+            (3, AckFault::SeqNotRising { previous: 3 })
+        );
         // The refused batches left nothing behind: stream 1 is still at 1.
         t.check_batch(&r, 3, &[ack(1, 2, o, 8), ack(0, 4, o, 8)])
             .unwrap();
@@ -534,7 +559,11 @@ mod tests {
         let mut t = SeqTracker::default();
         let o = 1 << 20;
         let v = t
-            .check_batch(&rules(), 10, &[ack(0, 1, o, 8), ack(0, 2, o, 0), ack(5, 3, o, 8)])
+            .check_batch(
+                &rules(),
+                10,
+                &[ack(0, 1, o, 8), ack(0, 2, o, 0), ack(5, 3, o, 8)],
+            )
             .unwrap_err();
         assert_eq!(v.ack, 11);
         assert!(v.to_string().contains("has 0 sectors"), "{v}");
