@@ -2,20 +2,35 @@
 //! them durable after an fdatasync of the journal shared by all runs (module `journal`),
 //! and serves whole runs to `verify` / `fetch`.
 //!
-//! Why a thread per connection: writers are few (one per drive under test) and each
-//! connection's work is mostly waiting for the journal's next sync; blocking I/O keeps
-//! the code small and each run's durability rule obvious. Why the run slot lock: a
-//! writer that reconnects while its old connection is still half-open must not
-//! interleave appends with it; the newest connection owns the run and the old one stops
-//! at its next step.
+//! Why one gate thread for every handshake, then a thread per connection: before a peer
+//! has sent its request (Hello or Fetch, after Auth with a key) it may be anyone, so it
+//! must cost almost nothing; a thread per socket from accept on let 1,100 idle sockets
+//! lock out every writer and fetch (issue 11). The gate polls all pending sockets, holds
+//! at most [`MAX_PENDING_HANDSHAKES`] (a new one drops the oldest), each for at most the
+//! handshake timeout from connect. After that, writers are few (one per drive under
+//! test) and each connection's work is mostly waiting for the journal's next sync;
+//! blocking I/O keeps the code small and each run's durability rule obvious. Writers and
+//! fetches have separate caps, so neither can starve the other.
 //!
-//! Why one peer cannot stall the others: no lock is ever held across socket I/O. The
-//! global maps (`runs`, `latest`, `conns`) are held for a lookup only; a run's slot lock
-//! is held across its own log append and its wait for the journal sync, which only that
-//! run's connections wait for. A peer that sends slowly is bounded by the idle deadline,
-//! which counts from the last *complete* frame (a byte a second does not keep a
-//! connection alive); one that does not read our replies is bounded by the write
-//! timeout, and blocks only its own thread. Memory per connection is bounded by `READ_BATCH_BYTES + max_frame_bytes`.
+//! Why the run slot lock: a writer that reconnects while its old connection is still
+//! half-open must not interleave appends with it; the newest connection owns the run
+//! and the old one stops at its next step.
+//!
+//! Why one peer cannot stall the others: no lock is ever held across socket I/O, and the
+//! gate never blocks on a socket (it sends with MSG_DONTWAIT and drops a peer that does
+//! not take a small reply). The global maps (`runs`, `latest`, `conns`) are held for a
+//! lookup only; a run's slot lock is held across its own log append and its wait for the
+//! journal sync, which only that run's connections wait for. A writer that sends slowly
+//! is bounded by the idle deadline, which counts from the last *complete* frame (a byte
+//! a second does not keep a connection alive); one that does not read our replies is
+//! bounded by the write timeout, and blocks only its own thread. Memory per pending
+//! connection is bounded by `HANDSHAKE_BUF_BYTES`, per writer by `READ_BATCH_BYTES +
+//! max_frame_bytes`.
+//!
+//! Why validation before every store (module `validate`): an ack no writer can produce
+//! (0 sectors, 2^32-1 sectors, outside the region, a stream the run lacks) would be made
+//! durable and then judged by verify. A Hello's descriptor is checked before its log is
+//! created; each Acks frame before any of it is appended.
 //!
 //! Every connection event is one `key=value` line on stderr (see docs/protocol.md).
 
