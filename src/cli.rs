@@ -72,15 +72,18 @@ pub struct ListenArgs {
     /// durable (`*.journal`, replayed into the logs at start). One witness per directory.
     #[arg(long, default_value = "plugpull-witness")]
     pub dir: PathBuf,
-    /// Most concurrent connections.
+    /// Most concurrent writer connections (after their Hello). Connections still in
+    /// their handshake (at most 256, the oldest dropped first) and fetches (at most 16)
+    /// have limits of their own.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
     /// Close a connection that completes no frame for this long (heartbeats keep
     /// writers alive; a peer trickling bytes does not).
     #[arg(long, value_parser = duration, default_value = "60s")]
     pub idle_timeout: Duration,
-    /// Close a connection that has not sent Hello or Fetch (after Auth) within this long.
-    #[arg(long, value_parser = duration, default_value = "10s")]
+    /// Close a connection that has not sent Hello or Fetch (after Auth) within this long
+    /// of connecting.
+    #[arg(long, value_parser = duration, default_value = "5s")]
     pub handshake_timeout: Duration,
     /// Largest frame accepted from a peer, in bytes (256 KiB to 16 MiB).
     #[arg(long, value_parser = size_usize, default_value = "4M")]

@@ -35,6 +35,8 @@ fn descriptor(w: usize) -> RunDescriptor {
     d.device.target = format!("/dev/load{w}");
     d.device.serial = Some(format!("LOAD{w}"));
     d.settings.seed = w as u64;
+    // ack() puts writer w's acks in stream w; the witness refuses streams a run lacks.
+    d.settings.streams = WRITERS as u16;
     d
 }
 

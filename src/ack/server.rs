@@ -2,20 +2,35 @@
 //! them durable after an fdatasync of the journal shared by all runs (module `journal`),
 //! and serves whole runs to `verify` / `fetch`.
 //!
-//! Why a thread per connection: writers are few (one per drive under test) and each
-//! connection's work is mostly waiting for the journal's next sync; blocking I/O keeps
-//! the code small and each run's durability rule obvious. Why the run slot lock: a
-//! writer that reconnects while its old connection is still half-open must not
-//! interleave appends with it; the newest connection owns the run and the old one stops
-//! at its next step.
+//! Why one gate thread for every handshake, then a thread per connection: before a peer
+//! has sent its request (Hello or Fetch, after Auth with a key) it may be anyone, so it
+//! must cost almost nothing; a thread per socket from accept on let 1,100 idle sockets
+//! lock out every writer and fetch (issue 11). The gate polls all pending sockets, holds
+//! at most [`MAX_PENDING_HANDSHAKES`] (a new one drops the oldest), each for at most the
+//! handshake timeout from connect. After that, writers are few (one per drive under
+//! test) and each connection's work is mostly waiting for the journal's next sync;
+//! blocking I/O keeps the code small and each run's durability rule obvious. Writers and
+//! fetches have separate caps, so neither can starve the other.
 //!
-//! Why one peer cannot stall the others: no lock is ever held across socket I/O. The
-//! global maps (`runs`, `latest`, `conns`) are held for a lookup only; a run's slot lock
-//! is held across its own log append and its wait for the journal sync, which only that
-//! run's connections wait for. A peer that sends slowly is bounded by the idle deadline,
-//! which counts from the last *complete* frame (a byte a second does not keep a
-//! connection alive); one that does not read our replies is bounded by the write
-//! timeout, and blocks only its own thread. Memory per connection is bounded by `READ_BATCH_BYTES + max_frame_bytes`.
+//! Why the run slot lock: a writer that reconnects while its old connection is still
+//! half-open must not interleave appends with it; the newest connection owns the run
+//! and the old one stops at its next step.
+//!
+//! Why one peer cannot stall the others: no lock is ever held across socket I/O, and the
+//! gate never blocks on a socket (it sends with MSG_DONTWAIT and drops a peer that does
+//! not take a small reply). The global maps (`runs`, `latest`, `conns`) are held for a
+//! lookup only; a run's slot lock is held across its own log append and its wait for the
+//! journal sync, which only that run's connections wait for. A writer that sends slowly
+//! is bounded by the idle deadline, which counts from the last *complete* frame (a byte
+//! a second does not keep a connection alive); one that does not read our replies is
+//! bounded by the write timeout, and blocks only its own thread. Memory per pending
+//! connection is bounded by `HANDSHAKE_BUF_BYTES`, per writer by `READ_BATCH_BYTES +
+//! max_frame_bytes`.
+//!
+//! Why validation before every store (module `validate`): an ack no writer can produce
+//! (0 sectors, 2^32-1 sectors, outside the region, a stream the run lacks) would be made
+//! durable and then judged by verify. A Hello's descriptor is checked before its log is
+//! created; each Acks frame before any of it is appended.
 //!
 //! Every connection event is one `key=value` line on stderr (see docs/protocol.md).
 
@@ -24,18 +39,19 @@ use super::frame::{self, Decoded, FrameType};
 use super::journal::{self, Journal, JournalOptions};
 use super::log::{self, AckLog, LogChecker, LogItem};
 use super::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
+use super::validate::{AckRules, SeqTracker};
 use super::{Ack, RunDescriptor, RunSelector, WitnessEvent, now_ns};
 use crate::cli::ListenArgs;
 use crate::record::RunId;
 use anyhow::Context;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Read at most this much from one socket before committing, so one fast writer's
 /// batch stays bounded and Durable replies keep flowing.
@@ -45,23 +61,38 @@ const READ_CHUNK_BYTES: usize = 256 << 10;
 /// A peer that does not read our replies for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Stack of a connection thread: enough for JSON decoding, small enough that a thousand
-/// idle connections cost little.
+/// writers cost little.
 const CONN_STACK_BYTES: usize = 512 << 10;
 /// Smallest `--max-frame-bytes`: room for a full 4096-ack batch and a run descriptor.
 pub const MIN_MAX_FRAME_BYTES: usize = 256 << 10;
+/// Connections still in their handshake (before Hello or Fetch, and Auth with a key)
+/// held at once; a new one beyond this closes the oldest pending one.
+pub const MAX_PENDING_HANDSHAKES: usize = 256;
+/// Fetch connections served at once, apart from the writers' `max_connections`.
+pub const FETCH_CONNECTIONS: usize = 16;
+/// Largest handshake frame (Auth, Hello, Fetch, Heartbeat) a pending connection may
+/// send, and so its buffer: a Hello's descriptor is a few hundred bytes of JSON.
+pub const HANDSHAKE_BUF_BYTES: usize = 64 << 10;
+/// The gate looks at the stop flag at least this often.
+const GATE_MAX_WAIT: Duration = Duration::from_secs(1);
+/// Connections accepted per gate round, so a flood of connects cannot starve the
+/// pending connections' reads.
+const ACCEPTS_PER_ROUND: usize = 1024;
 /// Fetch replies are written in pieces of about this size.
 const FETCH_FLUSH_BYTES: usize = 1 << 20;
 
 /// Tunables of the witness.
 #[derive(Clone, Debug)]
 pub struct WitnessOptions {
-    /// Connections beyond this are answered with an Error and closed.
+    /// Writer connections (past their Hello) beyond this are answered with an Error and
+    /// closed. Pending handshakes and fetches have caps of their own
+    /// ([`MAX_PENDING_HANDSHAKES`], [`FETCH_CONNECTIONS`]).
     pub max_connections: usize,
     /// A connection that completes no frame for this long is closed (writers send
     /// heartbeats). Counted from the last complete frame, not the last byte.
     pub idle_timeout: Duration,
     /// A connection must complete its handshake (Hello or Fetch, after Auth with a key)
-    /// within this long.
+    /// within this long of connecting; no frame extends it.
     pub handshake_timeout: Duration,
     /// Largest frame (`len` field) accepted from a peer; at most frame::MAX_FRAME_BYTES.
     pub max_frame_bytes: usize,
@@ -77,7 +108,7 @@ impl Default for WitnessOptions {
         WitnessOptions {
             max_connections: 1024,
             idle_timeout: Duration::from_secs(60),
-            handshake_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(5),
             max_frame_bytes: 4 << 20,
             key: None,
             quiet: false,
@@ -102,6 +133,11 @@ struct RunSlot {
     log: Option<AckLog>,
     owner: Option<u64>,
     owner_stream: Option<TcpStream>,
+    /// Each stream's last seq among the run's acks, for the rule that they rise...
+    seqs: SeqTracker,
+    /// ...valid while the open log holds this many acks: a log reopened with a
+    /// different count (its tail was lost) resets the tracker.
+    seqs_at_acks: u64,
 }
 
 struct Shared {
@@ -117,7 +153,11 @@ struct Shared {
     runs: Mutex<HashMap<RunId, Arc<Mutex<RunSlot>>>>,
     /// Device key -> (start time ns, run): the newest run per device.
     latest: Mutex<HashMap<String, (i64, RunId)>>,
+    /// Connections past their handshake, by id (closed at shutdown).
     conns: Mutex<HashMap<u64, TcpStream>>,
+    /// Writer and fetch connections with a thread, against their caps.
+    writers: AtomicUsize,
+    fetchers: AtomicUsize,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -209,6 +249,8 @@ impl Witness {
             runs: Mutex::new(HashMap::new()),
             latest: Mutex::new(HashMap::new()),
             conns: Mutex::new(HashMap::new()),
+            writers: AtomicUsize::new(0),
+            fetchers: AtomicUsize::new(0),
             threads: Mutex::new(Vec::new()),
         });
         if replayed.journals > 0 {
@@ -246,8 +288,8 @@ impl Witness {
         }
         let sh = shared.clone();
         let acceptor = std::thread::Builder::new()
-            .name("witness-accept".into())
-            .spawn(move || accept_loop(sh, listener))?;
+            .name("witness-gate".into())
+            .spawn(move || gate_loop(sh, listener))?;
         Ok(Witness {
             addr,
             shared,
@@ -334,72 +376,517 @@ fn recover_dir(sh: &Shared) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn accept_loop(sh: Arc<Shared>, listener: TcpListener) {
-    loop {
-        let (stream, peer) = match listener.accept() {
-            Ok(x) => x,
+/// Which cap a connection counts against once its first request has arrived.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Writer,
+    Fetch,
+}
+
+/// A connection still in its handshake, owned by the gate thread: a socket, a small
+/// buffer and a deadline, but no thread.
+struct Pending {
+    stream: TcpStream,
+    id: u64,
+    peer: SocketAddr,
+    since: Instant,
+    buf: Vec<u8>,
+    /// Set once Auth/Challenge completed (keyed witness only).
+    session: Option<Session>,
+    /// Frames consumed here (Auth, Heartbeats).
+    frames: u64,
+}
+
+/// How the gate ends a pending connection.
+struct Refusal {
+    /// Event kind: "probe", "disconnect", "error" or "refused".
+    kind: &'static str,
+    detail: String,
+    /// Told to the peer in an Error frame.
+    tell: bool,
+    /// The Error frame is left unsealed: after an authentication failure the peer could
+    /// not check our MAC and would never see the reason.
+    unsealed: bool,
+}
+
+impl Refusal {
+    fn protocol(m: impl Into<String>) -> Refusal {
+        Refusal {
+            kind: "error",
+            detail: m.into(),
+            tell: true,
+            unsealed: false,
+        }
+    }
+    fn auth(m: impl std::fmt::Display) -> Refusal {
+        Refusal {
+            kind: "error",
+            detail: format!("authentication failed: {m}"),
+            tell: true,
+            unsealed: true,
+        }
+    }
+    fn refused(m: String) -> Refusal {
+        Refusal {
+            kind: "refused",
+            detail: m,
+            tell: true,
+            unsealed: false,
+        }
+    }
+}
+
+/// What a pending connection's buffered bytes amount to so far.
+enum Step {
+    Wait,
+    /// The first request (Hello or Fetch) starts the buffer, its MAC checked.
+    Ready(Role),
+    Close(Refusal),
+}
+
+/// Sends `bytes` without blocking; false when the socket did not take all of them (a
+/// peer that does not read during its handshake is dropped, not waited for).
+fn send_now(stream: &TcpStream, bytes: &[u8]) -> bool {
+    use nix::sys::socket::{MsgFlags, send};
+    use std::os::fd::AsRawFd;
+    matches!(
+        send(
+            stream.as_raw_fd(),
+            bytes,
+            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL
+        ),
+        Ok(n) if n == bytes.len()
+    )
+}
+
+impl Pending {
+    fn new(stream: TcpStream, id: u64, peer: SocketAddr) -> Pending {
+        Pending {
+            stream,
+            id,
+            peer,
+            since: Instant::now(),
+            buf: Vec::new(),
+            session: None,
+            frames: 0,
+        }
+    }
+
+    fn auth_name(&self, sh: &Shared) -> &'static str {
+        match (&sh.opts.key, &self.session) {
+            (None, _) => "none",
+            (Some(_), Some(_)) => "key",
+            (Some(_), None) => "pending",
+        }
+    }
+
+    /// Encodes `m`, sealed when the session is up, and sends it without blocking.
+    fn send(&mut self, m: &Msg, seal: bool) -> bool {
+        let mut out = m.encode();
+        if seal {
+            auth::seal_opt(self.session.as_mut().map(|s| &mut s.sealer), &mut out, 0);
+        }
+        send_now(&self.stream, &out)
+    }
+
+    /// Reads what the socket holds and looks at the buffered frames.
+    fn on_readable(&mut self, sh: &Shared, scratch: &mut [u8]) -> Step {
+        use std::os::fd::AsRawFd;
+        let room = HANDSHAKE_BUF_BYTES.saturating_sub(self.buf.len());
+        let want = room.min(scratch.len()).max(1);
+        let flags = nix::sys::socket::MsgFlags::MSG_DONTWAIT;
+        match nix::sys::socket::recv(self.stream.as_raw_fd(), &mut scratch[..want], flags) {
+            Ok(0) => return self.on_eof(),
+            Ok(n) => self.buf.extend_from_slice(&scratch[..n]),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => return Step::Wait,
             Err(e) => {
-                if sh.stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                sh.log(format_args!("accept failed: {e}"));
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
+                return Step::Close(Refusal {
+                    kind: "disconnect",
+                    detail: format!("connection error: {e}"),
+                    tell: false,
+                    unsealed: false,
+                });
             }
+        }
+        self.advance(sh)
+    }
+
+    fn on_eof(&self) -> Step {
+        let (kind, detail) = if !self.buf.is_empty() {
+            let need = match frame::decode(&self.buf) {
+                Decoded::NeedMore { need } if need > 0 => format!(" of {need}"),
+                _ => String::new(),
+            };
+            return Step::Close(Refusal::protocol(format!(
+                "connection closed in the middle of a frame ({} bytes{need} received)",
+                self.buf.len()
+            )));
+        } else if self.frames == 0 {
+            // A connect-and-close probe (a port check): easy to filter out.
+            ("probe", "connection closed by the peer")
+        } else {
+            (
+                "disconnect",
+                "connection closed by the peer during its handshake",
+            )
         };
+        Step::Close(Refusal {
+            kind,
+            detail: detail.into(),
+            tell: false,
+            unsealed: false,
+        })
+    }
+
+    /// Handles the handshake frames at the start of the buffer: Auth (answered with a
+    /// Challenge), Heartbeats (answered), up to the first request.
+    fn advance(&mut self, sh: &Shared) -> Step {
+        loop {
+            let f = match frame::decode_limited(&self.buf, sh.opts.max_frame_bytes) {
+                Decoded::NeedMore { need } if need > HANDSHAKE_BUF_BYTES => {
+                    return Step::Close(Refusal::protocol(format!(
+                        "a frame of {need} bytes before the handshake is done: Auth, Hello \
+                         and Fetch are at most {HANDSHAKE_BUF_BYTES} bytes"
+                    )));
+                }
+                Decoded::NeedMore { .. } => return Step::Wait,
+                Decoded::Error(e) => {
+                    return Step::Close(Refusal::protocol(format!("bad frame: {e}")));
+                }
+                Decoded::Frame(f) => f,
+            };
+            let (ty, len) = (f.ty, f.len_bytes);
+            if ty == FrameType::Auth {
+                let msg = Msg::decode(&f);
+                if let Err(r) = self.on_auth(sh, msg) {
+                    return Step::Close(r);
+                }
+            } else {
+                if sh.opts.key.is_some() && self.session.is_none() {
+                    return Step::Close(Refusal::auth(
+                        "this witness requires authentication: pass --key-file with the \
+                         witness's key to plugpull write / verify / fetch",
+                    ));
+                }
+                if let Err(e) = auth::check(self.session.as_mut().map(|s| &mut s.opener), &f) {
+                    return Step::Close(Refusal::auth(e));
+                }
+                match ty {
+                    FrameType::Hello => return Step::Ready(Role::Writer),
+                    FrameType::Fetch => return Step::Ready(Role::Fetch),
+                    FrameType::Heartbeat => {
+                        if !self.send(&Msg::Heartbeat, true) {
+                            return Step::Close(Refusal::protocol(
+                                "the peer does not read the witness's replies",
+                            ));
+                        }
+                    }
+                    FrameType::Acks => {
+                        return Step::Close(Refusal::protocol(
+                            "Acks before Hello: a writer must introduce its run first",
+                        ));
+                    }
+                    FrameType::Bye => return Step::Close(Refusal::protocol("Bye before Hello")),
+                    other => {
+                        return Step::Close(Refusal::protocol(format!(
+                            "unexpected {other:?} frame from a writer or fetcher"
+                        )));
+                    }
+                }
+            }
+            self.buf.drain(..len);
+            self.frames += 1;
+        }
+    }
+
+    /// Auth: allowed once, as the first frame, on a keyed witness; answered with the
+    /// witness's nonce.
+    fn on_auth(&mut self, sh: &Shared, msg: anyhow::Result<Msg>) -> Result<(), Refusal> {
+        let Some(key) = sh.opts.key.as_ref() else {
+            return Err(Refusal::auth(
+                "this witness runs without a key: drop --key-file on the client, or restart \
+                 `plugpull listen` with --key-file",
+            ));
+        };
+        if self.session.is_some() || self.frames != 0 {
+            return Err(Refusal::protocol(
+                "Auth must be the first and only handshake frame of a connection",
+            ));
+        }
+        let (version, client_nonce) = match msg {
+            Ok(Msg::Auth { version, nonce }) => (version, nonce),
+            Ok(_) => unreachable!("an Auth frame decodes to Auth"),
+            Err(e) => return Err(Refusal::protocol(format!("bad Auth frame: {e:#}"))),
+        };
+        if version != PROTOCOL_VERSION {
+            return Err(Refusal::protocol(VersionMismatch(version).to_string()));
+        }
+        let witness_nonce = auth::nonce();
+        if !self.send(
+            &Msg::Challenge {
+                nonce: witness_nonce,
+            },
+            false,
+        ) {
+            return Err(Refusal::protocol("the peer does not read the Challenge"));
+        }
+        self.session = Some(Session::witness(key, &client_nonce, &witness_nonce));
+        Ok(())
+    }
+}
+
+/// Accepts connections and carries each through its handshake in this one thread,
+/// polling every pending socket; a connection gets a thread of its own only when its
+/// first request (Hello or Fetch) has arrived, authenticated when keyed.
+///
+/// Why: a thread per connection from accept on let 1,100 idle sockets take every
+/// slot (issue 11, defect 7). Here an idle socket costs a file descriptor and a few
+/// bytes, at most MAX_PENDING_HANDSHAKES are held (a new one drops the oldest), each
+/// for at most the handshake timeout counted from connect, and writers and fetches
+/// have caps of their own.
+fn gate_loop(sh: Arc<Shared>, listener: TcpListener) {
+    if let Err(e) = listener.set_nonblocking(true) {
+        sh.log(format_args!(
+            "cannot make the listening socket non-blocking: {e}"
+        ));
+        return;
+    }
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut scratch = vec![0u8; HANDSHAKE_BUF_BYTES];
+    let mut fds: Vec<libc::pollfd> = Vec::new();
+    let limit = sh
+        .opts
+        .handshake_timeout
+        .min(sh.opts.idle_timeout)
+        .max(Duration::from_millis(1));
+    loop {
         if sh.stop.load(Ordering::SeqCst) {
             return;
         }
-        let id = sh.next_conn.fetch_add(1, Ordering::SeqCst);
-        {
-            let mut conns = lock(&sh.conns);
-            if conns.len() >= sh.opts.max_connections {
-                drop(conns);
-                let msg = format!(
-                    "the witness is at its limit of {} connections; try again later or \
-                     raise --max-connections",
-                    sh.opts.max_connections
-                );
-                sh.event(
-                    "refused",
-                    &[("conn", &id), ("peer", &peer), ("detail", &msg)],
-                );
-                // Non-blocking: a peer that does not read must not stall the acceptor.
-                let mut s = stream;
-                let _ = s.set_nonblocking(true);
-                let _ = s.write_all(&Msg::Error { message: msg }.encode());
-                continue;
-            }
-            if let Ok(c) = stream.try_clone() {
-                conns.insert(id, c);
+        let now = Instant::now();
+        let wait = pending
+            .front()
+            .map(|p| (p.since + limit).saturating_duration_since(now))
+            .unwrap_or(GATE_MAX_WAIT)
+            .min(GATE_MAX_WAIT);
+        fds.clear();
+        fds.push(pollfd(&listener));
+        fds.extend(pending.iter().map(|p| pollfd(&p.stream)));
+        if let Err(e) = poll(&mut fds, wait) {
+            sh.log(format_args!("poll failed: {e}"));
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        let now = Instant::now();
+        let ready: Vec<bool> = fds[1..].iter().map(|f| f.revents != 0).collect();
+        let mut keep = VecDeque::with_capacity(pending.len());
+        for (mut p, readable) in pending.drain(..).zip(ready) {
+            let step = if readable {
+                p.on_readable(&sh, &mut scratch)
+            } else {
+                Step::Wait
+            };
+            match step {
+                Step::Wait if now >= p.since + limit => {
+                    let detail = format!(
+                        "no handshake within {:?} ({} frames, {} bytes pending): a writer \
+                         sends Hello (after Auth with a key) right after connecting",
+                        sh.opts.handshake_timeout,
+                        p.frames,
+                        p.buf.len()
+                    );
+                    close_pending(&sh, p, Refusal::protocol(detail).with_kind("disconnect"));
+                }
+                Step::Wait => keep.push_back(p),
+                Step::Ready(role) => hand_over(&sh, p, role),
+                Step::Close(r) => close_pending(&sh, p, r),
             }
         }
-        let sh2 = sh.clone();
-        let t = std::thread::Builder::new()
-            .name(format!("witness-conn-{id}"))
-            .stack_size(CONN_STACK_BYTES)
-            .spawn(move || {
-                let mut c = Conn::new(sh2.clone(), stream, id, peer);
-                c.serve();
-                lock(&sh2.conns).remove(&id);
-            });
-        match t {
-            Ok(h) => {
-                let mut threads = lock(&sh.threads);
-                threads.retain(|t| !t.is_finished());
-                threads.push(h);
+        pending = keep;
+        if fds[0].revents != 0 {
+            accept_all(&sh, &listener, &mut pending);
+        }
+    }
+}
+
+impl Refusal {
+    fn with_kind(mut self, kind: &'static str) -> Refusal {
+        self.kind = kind;
+        self
+    }
+}
+
+fn pollfd(s: &impl std::os::fd::AsRawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd: s.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// poll(2) on `fds` for at most `wait`; an interrupted call counts as a timeout.
+fn poll(fds: &mut [libc::pollfd], wait: Duration) -> io::Result<()> {
+    let ms = wait.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd structs
+    // for the whole call, which is all poll(2) reads and writes.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+        fds.iter_mut().for_each(|f| f.revents = 0);
+    }
+    Ok(())
+}
+
+/// Accepts every connection waiting on the listener into `pending`, dropping the oldest
+/// pending one when the cap (or the process's file descriptor limit) is reached.
+fn accept_all(sh: &Shared, listener: &TcpListener, pending: &mut VecDeque<Pending>) {
+    for _ in 0..ACCEPTS_PER_ROUND {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                if sh.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                if pending.len() >= MAX_PENDING_HANDSHAKES {
+                    drop_oldest(sh, pending, "");
+                }
+                let id = sh.next_conn.fetch_add(1, Ordering::SeqCst);
+                pending.push_back(Pending::new(stream, id, peer));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                if pending.is_empty() {
+                    sh.log(format_args!(
+                        "accept failed: {e}; every descriptor is in use by writers and \
+                         logs (raise the open-files limit, ulimit -n)"
+                    ));
+                    std::thread::sleep(Duration::from_millis(50));
+                    return;
+                }
+                drop_oldest(sh, pending, " (the witness is out of file descriptors)");
             }
             Err(e) => {
-                sh.event(
-                    "refused",
-                    &[
-                        ("conn", &id),
-                        ("peer", &peer),
-                        ("detail", &format_args!("cannot start a thread: {e}")),
-                    ],
-                );
-                lock(&sh.conns).remove(&id);
+                // ECONNABORTED and the like: that peer is gone; others may wait.
+                sh.log(format_args!("accept failed: {e}"));
+                return;
             }
+        }
+    }
+}
+
+fn drop_oldest(sh: &Shared, pending: &mut VecDeque<Pending>, why: &str) {
+    if let Some(old) = pending.pop_front() {
+        let msg = format!(
+            "the witness has {MAX_PENDING_HANDSHAKES} connections waiting for their \
+             handshake and dropped the oldest, this one{why}: connect again and send \
+             Hello (after Auth) at once"
+        );
+        close_pending(sh, old, Refusal::refused(msg));
+    }
+}
+
+/// Tells the peer why (when it should hear it), logs one event line, closes.
+fn close_pending(sh: &Shared, mut p: Pending, r: Refusal) {
+    if r.tell {
+        p.send(
+            &Msg::Error {
+                message: r.detail.clone(),
+            },
+            !r.unsealed,
+        );
+    }
+    sh.event(
+        r.kind,
+        &[
+            ("conn", &p.id),
+            ("peer", &p.peer),
+            ("run", &"-"),
+            ("auth", &p.auth_name(sh)),
+            ("frames", &p.frames),
+            ("detail", &r.detail),
+        ],
+    );
+    let _ = p.stream.shutdown(Shutdown::Both);
+}
+
+/// Decrements a connection counter when a connection thread ends, panic or not.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Gives a connection whose first request has arrived a thread of its own, if its
+/// role's cap allows.
+fn hand_over(sh: &Arc<Shared>, p: Pending, role: Role) {
+    let (count, cap) = match role {
+        Role::Writer => (&sh.writers, sh.opts.max_connections),
+        Role::Fetch => (&sh.fetchers, FETCH_CONNECTIONS),
+    };
+    if count.fetch_add(1, Ordering::SeqCst) >= cap {
+        count.fetch_sub(1, Ordering::SeqCst);
+        let msg = match role {
+            Role::Writer => format!(
+                "the witness is at its limit of {cap} writer connections; try again later \
+                 or raise --max-connections"
+            ),
+            Role::Fetch => {
+                format!("the witness is serving {cap} fetches already; try again in a moment")
+            }
+        };
+        close_pending(sh, p, Refusal::refused(msg));
+        return;
+    }
+    let (id, peer) = (p.id, p.peer);
+    if let Ok(c) = p.stream.try_clone() {
+        lock(&sh.conns).insert(id, c);
+    }
+    let sh2 = sh.clone();
+    let t = std::thread::Builder::new()
+        .name(format!("witness-conn-{id}"))
+        .stack_size(CONN_STACK_BYTES)
+        .spawn(move || {
+            let counter = match role {
+                Role::Writer => &sh2.writers,
+                Role::Fetch => &sh2.fetchers,
+            };
+            let _slot = Slot(counter);
+            let Pending {
+                stream,
+                buf,
+                session,
+                frames,
+                ..
+            } = p;
+            let mut c = Conn::new(sh2.clone(), stream, id, peer);
+            c.rbuf = RecvBuf::holding(buf);
+            c.session = session;
+            c.frames_received = frames;
+            c.first_frame_authenticated = true;
+            c.serve();
+            lock(&sh2.conns).remove(&id);
+        });
+    match t {
+        Ok(h) => {
+            let mut threads = lock(&sh.threads);
+            threads.retain(|t| !t.is_finished());
+            threads.push(h);
+        }
+        Err(e) => {
+            count.fetch_sub(1, Ordering::SeqCst);
+            lock(&sh.conns).remove(&id);
+            sh.event(
+                "refused",
+                &[
+                    ("conn", &id),
+                    ("peer", &peer),
+                    ("detail", &format_args!("cannot start a thread: {e}")),
+                ],
+            );
         }
     }
 }
@@ -415,6 +902,13 @@ struct RecvBuf {
 }
 
 impl RecvBuf {
+    /// A buffer holding `bytes` already received.
+    fn holding(bytes: Vec<u8>) -> RecvBuf {
+        RecvBuf {
+            filled: bytes.len(),
+            buf: bytes,
+        }
+    }
     fn data(&self) -> &[u8] {
         &self.buf[..self.filled]
     }
@@ -455,8 +949,6 @@ impl RecvBuf {
 enum End {
     Eof,
     Idle,
-    /// No complete frame within the handshake deadline, or a frame left half-sent.
-    Stalled(String),
     /// A frame failed authentication; told with an Error frame.
     Auth(String),
     Bye(String),
@@ -477,11 +969,16 @@ struct Conn {
     id: u64,
     peer: SocketAddr,
     run: Option<(RunId, Arc<Mutex<RunSlot>>)>,
+    /// The limits of this run's acks, from its descriptor (set with `run`).
+    rules: Option<AckRules>,
     rbuf: RecvBuf,
     out: Vec<u8>,
     scratch: Vec<Ack>,
     /// Set once Auth/Challenge completed (keyed witness only).
     session: Option<Session>,
+    /// The first frame in `rbuf` (the request the gate handed over) already passed
+    /// [`Conn::authenticate`] there.
+    first_frame_authenticated: bool,
     /// When the last complete frame arrived: the idle deadline counts from here.
     last_progress: std::time::Instant,
     frames_received: u64,
@@ -500,10 +997,12 @@ impl Conn {
             id,
             peer,
             run: None,
+            rules: None,
             rbuf: RecvBuf::default(),
             out: Vec::new(),
             scratch: Vec::new(),
             session: None,
+            first_frame_authenticated: false,
             last_progress: std::time::Instant::now(),
             frames_received: 0,
             dirty: false,
@@ -527,7 +1026,6 @@ impl Conn {
                     self.partial_note()
                 ),
             ),
-            End::Stalled(m) => ("disconnect", m.clone()),
             End::Auth(m) => ("error", format!("authentication failed: {m}")),
             End::Bye(r) => ("bye", format!("bye: {r}")),
             End::TakenOver => ("disconnect", "taken over by a newer connection".into()),
@@ -538,7 +1036,6 @@ impl Conn {
         let told = match &end {
             End::Protocol(m) | End::Storage(m) => Some(m.clone()),
             End::Auth(m) => Some(format!("authentication failed: {m}")),
-            End::Stalled(m) => Some(m.clone()),
             _ => None,
         };
         if let Some(message) = told {
@@ -620,22 +1117,13 @@ impl Conn {
         self.stream.write_all(&self.out).map_err(End::Io)
     }
 
-    /// Time left before the connection counts as stalled; the handshake deadline until
-    /// the peer has introduced itself, then the idle deadline.
-    fn deadline(&self) -> (Duration, bool) {
-        let handshaking = self.run.is_none();
-        let limit = if handshaking {
-            self.sh
-                .opts
-                .handshake_timeout
-                .min(self.sh.opts.idle_timeout)
-        } else {
-            self.sh.opts.idle_timeout
-        };
-        (
-            limit.saturating_sub(self.last_progress.elapsed()),
-            handshaking,
-        )
+    /// Time left before the connection counts as idle. (Its handshake deadline was
+    /// the gate's: a Conn starts with its first request in `rbuf`.)
+    fn idle_left(&self) -> Duration {
+        self.sh
+            .opts
+            .idle_timeout
+            .saturating_sub(self.last_progress.elapsed())
     }
 
     /// Records how the connection ended in the run's log and gives the run up.
@@ -670,20 +1158,14 @@ impl Conn {
     }
 
     fn serve_loop(&mut self) -> End {
+        // The request the gate handed over is already buffered.
+        if let Some(end) = self.handle_buffered(false) {
+            return end;
+        }
         loop {
-            let (left, handshaking) = self.deadline();
+            let left = self.idle_left();
             if left.is_zero() {
-                return if handshaking {
-                    End::Stalled(format!(
-                        "no handshake within {:?} ({} frames, {} bytes pending): a writer \
-                         sends Hello (after Auth with a key) right after connecting",
-                        self.sh.opts.handshake_timeout,
-                        self.frames_received,
-                        self.rbuf.len()
-                    ))
-                } else {
-                    End::Idle
-                };
+                return End::Idle;
             }
             let _ = self
                 .stream
@@ -720,23 +1202,32 @@ impl Conn {
                     Err(_) => break,
                 }
             }
-            self.last_frame_at_ns = now_ns();
-            let r = self.process_frames();
-            // Commit what arrived before any error: those acks are valid.
-            if let Some(end) = self.commit_and_reply() {
+            if let Some(end) = self.handle_buffered(eof) {
                 return end;
-            }
-            if let Err(end) = r {
-                return end;
-            }
-            if eof {
-                return if self.rbuf.is_empty() {
-                    End::Eof
-                } else {
-                    End::Protocol(self.truncated_msg())
-                };
             }
         }
+    }
+
+    /// Handles every complete frame buffered, commits, and says whether the connection
+    /// ends (`eof`: the peer closed its side after these bytes).
+    fn handle_buffered(&mut self, eof: bool) -> Option<End> {
+        self.last_frame_at_ns = now_ns();
+        let r = self.process_frames();
+        // Commit what arrived before any error: those acks are valid.
+        if let Some(end) = self.commit_and_reply() {
+            return Some(end);
+        }
+        if let Err(end) = r {
+            return Some(end);
+        }
+        if eof {
+            return Some(if self.rbuf.is_empty() {
+                End::Eof
+            } else {
+                End::Protocol(self.truncated_msg())
+            });
+        }
+        None
     }
 
     fn truncated_msg(&self) -> String {
@@ -780,8 +1271,11 @@ impl Conn {
                     off += f.len_bytes;
                     self.frames_received += 1;
                     self.last_progress = std::time::Instant::now();
-                    if let Err(e) = self.authenticate(&f) {
-                        break Err(e);
+                    let checked = std::mem::take(&mut self.first_frame_authenticated);
+                    if !checked {
+                        if let Err(e) = self.authenticate(&f) {
+                            break Err(e);
+                        }
                     }
                     if f.ty == FrameType::Acks {
                         // Hot path: decode acks straight from the read buffer.
@@ -894,6 +1388,14 @@ impl Conn {
         if self.run.is_some() {
             return Err(End::Protocol("second Hello on one connection".into()));
         }
+        // Before any file is touched: a descriptor no writer can send creates nothing.
+        let rules = AckRules::for_run(&d).map_err(|f| {
+            End::Protocol(format!(
+                "the run descriptor of run {} cannot come from a plugpull writer: {f}; \
+                 nothing was stored",
+                d.run_id
+            ))
+        })?;
         let slot = self.sh.slot(d.run_id);
         let mut s = lock(&slot);
         let opened_here = s.log.is_none();
@@ -968,6 +1470,7 @@ impl Conn {
         drop(s);
         self.sh.note_run(&d);
         self.run = Some((d.run_id, slot));
+        self.rules = Some(rules);
         self.sh.event(
             "connect",
             &[
@@ -996,14 +1499,33 @@ impl Conn {
                 "Acks before Hello: a writer must introduce its run first".into(),
             ));
         };
-        let mut s = lock(slot);
-        if s.owner != Some(self.id) {
-            return Err(End::TakenOver);
+        let rules = self.rules.as_ref().expect("set with run");
+        {
+            let mut guard = lock(slot);
+            let s = &mut *guard;
+            if s.owner != Some(self.id) {
+                return Err(End::TakenOver);
+            }
+            let log = s.log.as_mut().expect("owner holds an open log");
+            let appended = log.appended_acks();
+            if s.seqs_at_acks != appended {
+                s.seqs.reset();
+            }
+            // Only acks past the log's end are new (append_acks drops resent ones and
+            // refuses a gap); they are checked before any is appended.
+            if let Some(skip) = appended.checked_sub(first) {
+                let new = &acks[(skip as usize).min(acks.len())..];
+                s.seqs.check_batch(rules, appended, new).map_err(|v| {
+                    End::Protocol(format!(
+                        "{v}; a plugpull writer never sends this: the frame is refused and \
+                         nothing of it is stored"
+                    ))
+                })?;
+            }
+            log.append_acks(first, acks)
+                .map_err(|e| End::Protocol(format!("{e:#}")))?;
+            s.seqs_at_acks = log.appended_acks();
         }
-        let log = s.log.as_mut().expect("owner holds an open log");
-        log.append_acks(first, acks)
-            .map_err(|e| End::Protocol(format!("{e:#}")))?;
-        drop(s);
         self.acks_received += acks.len() as u64;
         self.last_ack_at_ns = Some(now_ns());
         // Even a pure resend of durable acks deserves a Durable reply.
@@ -1120,6 +1642,7 @@ pub fn run(a: ListenArgs) -> anyhow::Result<()> {
             frame::MAX_FRAME_BYTES
         );
     }
+    let fds = raise_fd_limit();
     let w = Witness::start(
         &a.bind,
         &a.dir,
@@ -1143,6 +1666,46 @@ pub fn run(a: ListenArgs) -> anyhow::Result<()> {
             "no authentication"
         }
     ));
+    // Each pending handshake, writer, fetch and open run log holds a descriptor.
+    let need = (MAX_PENDING_HANDSHAKES + 2 * a.max_connections + FETCH_CONNECTIONS + 64) as u64;
+    if fds < need {
+        w.shared.event(
+            "warning",
+            &[(
+                "detail",
+                &format_args!(
+                    "the open-files limit is {fds}, below the {need} that \
+                     --max-connections {} needs: raise it (ulimit -n) or lower \
+                     --max-connections",
+                    a.max_connections
+                ),
+            )],
+        );
+    }
     w.wait();
     Ok(())
+}
+
+/// Raises this process's soft open-files limit to its hard limit and returns the limit
+/// in force. The usual soft limit, 1024, is below what the connection caps allow.
+fn raise_fd_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct we pass, which outlives the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return 0;
+    }
+    if r.rlim_cur < r.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: r.rlim_max,
+            rlim_max: r.rlim_max,
+        };
+        // SAFETY: setrlimit reads only the struct we pass.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return raised.rlim_cur;
+        }
+    }
+    r.rlim_cur
 }

@@ -263,6 +263,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         );
     }
     let log = load_run(&a)?;
+    crate::ack::validate::refuse_impossible_run(&log)?;
     if !a.target.exists() {
         // The run is named explicitly: a target that was there for the run and is gone
         // now is the "dead device" finding, not a usage error.

@@ -1,0 +1,591 @@
+//! What a run descriptor and its acks must look like for a plugpull writer to have sent
+//! them. The witness refuses anything else before it stores it; verify refuses to judge
+//! a log that holds anything else.
+//!
+//! Why: an ack is a promise verify checks byte by byte. An entry no writer can produce
+//! (0 sectors, 2³²−1 sectors, an unaligned offset, a stream the run does not have) was
+//! made durable and then judged: a 0-sector ack counted as intact, a 2 TiB one cost
+//! verify 43 s of CPU. These rules are what the writer guarantees by construction
+//! (src/write/plan.rs): sector-aligned records within the region, sizes within the
+//! run's record-size range, streams numbered below the run's count, and each stream's
+//! sequence numbers rising in the order its acks are sent (verify's "later record"
+//! rule relies on that). Every check costs a few comparisons per ack.
+//!
+//! Not checked, because the descriptor does not say enough: which stream's share of the
+//! region a record lies in (the shares depend on the device's block size, which the
+//! descriptor does not carry), and the writer's clocks.
+
+use super::{Ack, RunDescriptor, RunLog};
+use crate::exit::{ExitCode, INCONCLUSIVE};
+use crate::record::{RecordId, SECTOR};
+use std::collections::HashMap;
+
+const SECTOR_BYTES: u64 = SECTOR as u64;
+
+/// Why a run descriptor cannot come from a plugpull writer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DescriptorFault {
+    NoStreams,
+    /// A record size that is 0 or not a whole number of sectors.
+    RecordSizeNotSectors {
+        bytes: u64,
+    },
+    MinAboveMax {
+        min: u64,
+        max: u64,
+    },
+    /// A record this large does not fit the 32-bit sector count of an ack.
+    RecordTooLarge {
+        bytes: u64,
+    },
+    RegionOffsetUnaligned {
+        offset: u64,
+    },
+    RegionEndOverflows {
+        offset: u64,
+        bytes: u64,
+    },
+    /// Each stream's share of the region must hold the largest record.
+    RegionTooSmall {
+        region_bytes: u64,
+        streams: u16,
+        record_max: u64,
+    },
+}
+
+impl std::fmt::Display for DescriptorFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DescriptorFault::NoStreams => f.write_str("it has 0 streams (at least 1)"),
+            DescriptorFault::RecordSizeNotSectors { bytes } => write!(
+                f,
+                "its record size {bytes} is not a positive multiple of {SECTOR} bytes"
+            ),
+            DescriptorFault::MinAboveMax { min, max } => write!(
+                f,
+                "its smallest record size ({min} bytes) is above its largest ({max} bytes)"
+            ),
+            DescriptorFault::RecordTooLarge { bytes } => write!(
+                f,
+                "its largest record ({bytes} bytes) has more sectors than an ack can carry \
+                 (2^32 - 1)"
+            ),
+            DescriptorFault::RegionOffsetUnaligned { offset } => write!(
+                f,
+                "its region offset {offset} is not a multiple of {SECTOR} bytes"
+            ),
+            DescriptorFault::RegionEndOverflows { offset, bytes } => write!(
+                f,
+                "its region ({bytes} bytes at offset {offset}) ends past the largest byte \
+                 offset"
+            ),
+            DescriptorFault::RegionTooSmall {
+                region_bytes,
+                streams,
+                record_max,
+            } => write!(
+                f,
+                "its region ({region_bytes} bytes) cannot give each of its {streams} streams \
+                 room for a {record_max}-byte record"
+            ),
+        }
+    }
+}
+
+/// Why one ack cannot come from the writer of its run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AckFault {
+    StreamBeyondRun {
+        streams: u16,
+    },
+    /// Sectors outside the run's record-size range (0 and 2³²−1 included).
+    SizeOutOfRange {
+        min: u32,
+        max: u32,
+    },
+    OffsetUnaligned,
+    OutsideRegion {
+        start: u64,
+        end: u64,
+    },
+    /// Not above the previous seq of the same stream.
+    SeqNotRising {
+        previous: u64,
+    },
+}
+
+/// The first ack of a batch or log that breaks a rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Its ack number in the run.
+    pub ack: u64,
+    pub record: RecordId,
+    pub fault: AckFault,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = &self.record;
+        write!(
+            f,
+            "ack {} (stream {}, seq {}, {} sectors at offset {}) ",
+            self.ack, r.stream, r.seq, r.sectors, r.offset
+        )?;
+        match &self.fault {
+            AckFault::StreamBeyondRun { streams } => {
+                write!(f, "names stream {} but the run has {streams}", r.stream)
+            }
+            AckFault::SizeOutOfRange { min, max } => write!(
+                f,
+                "has {} sectors but the run's records are {min} to {max} sectors",
+                r.sectors
+            ),
+            AckFault::OffsetUnaligned => {
+                write!(f, "has an offset that is not a multiple of {SECTOR} bytes")
+            }
+            AckFault::OutsideRegion { start, end } => write!(
+                f,
+                "lies outside the run's region [{start}, {end}) of the target"
+            ),
+            AckFault::SeqNotRising { previous } => write!(
+                f,
+                "does not follow seq {previous} of its stream: a stream's seqs rise with \
+                 every ack"
+            ),
+        }
+    }
+}
+
+/// The limits a run's acks must keep, from a checked descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AckRules {
+    streams: u16,
+    min_sectors: u32,
+    max_sectors: u32,
+    region_start: u64,
+    region_end: u64,
+}
+
+impl AckRules {
+    /// Checks the descriptor and returns its acks' limits.
+    pub fn for_run(d: &RunDescriptor) -> Result<AckRules, DescriptorFault> {
+        let s = &d.settings;
+        if s.streams == 0 {
+            return Err(DescriptorFault::NoStreams);
+        }
+        for bytes in [s.record_bytes_min, s.record_bytes_max] {
+            if bytes == 0 || bytes % SECTOR_BYTES != 0 {
+                return Err(DescriptorFault::RecordSizeNotSectors { bytes });
+            }
+        }
+        if s.record_bytes_min > s.record_bytes_max {
+            return Err(DescriptorFault::MinAboveMax {
+                min: s.record_bytes_min,
+                max: s.record_bytes_max,
+            });
+        }
+        let max_sectors = u32::try_from(s.record_bytes_max / SECTOR_BYTES).map_err(|_| {
+            DescriptorFault::RecordTooLarge {
+                bytes: s.record_bytes_max,
+            }
+        })?;
+        if s.region_offset % SECTOR_BYTES != 0 {
+            return Err(DescriptorFault::RegionOffsetUnaligned {
+                offset: s.region_offset,
+            });
+        }
+        let region_end = s.region_offset.checked_add(s.region_bytes).ok_or(
+            DescriptorFault::RegionEndOverflows {
+                offset: s.region_offset,
+                bytes: s.region_bytes,
+            },
+        )?;
+        // The writer's rule (Plan::validate) with the smallest block size it allows; a
+        // larger block size only makes the shares smaller.
+        let share = s.region_bytes / s.streams as u64 / SECTOR_BYTES * SECTOR_BYTES;
+        if share < s.record_bytes_max {
+            return Err(DescriptorFault::RegionTooSmall {
+                region_bytes: s.region_bytes,
+                streams: s.streams,
+                record_max: s.record_bytes_max,
+            });
+        }
+        Ok(AckRules {
+            streams: s.streams,
+            min_sectors: (s.record_bytes_min / SECTOR_BYTES) as u32,
+            max_sectors,
+            region_start: s.region_offset,
+            region_end,
+        })
+    }
+
+    /// The rules that need no other ack: stream, size, alignment, region.
+    pub fn check(&self, r: &RecordId) -> Result<(), AckFault> {
+        if r.stream >= self.streams {
+            return Err(AckFault::StreamBeyondRun {
+                streams: self.streams,
+            });
+        }
+        if r.sectors < self.min_sectors || r.sectors > self.max_sectors {
+            return Err(AckFault::SizeOutOfRange {
+                min: self.min_sectors,
+                max: self.max_sectors,
+            });
+        }
+        if r.offset % SECTOR_BYTES != 0 {
+            return Err(AckFault::OffsetUnaligned);
+        }
+        let end = r.offset.checked_add(r.len_bytes());
+        if r.offset < self.region_start || end.is_none_or(|e| e > self.region_end) {
+            return Err(AckFault::OutsideRegion {
+                start: self.region_start,
+                end: self.region_end,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The last seq seen per stream, so each stream's seqs can be checked to rise across
+/// batches. A stream not seen yet accepts any seq.
+#[derive(Clone, Debug, Default)]
+pub struct SeqTracker {
+    last: HashMap<u16, u64>,
+    /// Seqs of the batch being checked; merged into `last` only when the whole batch
+    /// passes, so a refused batch leaves the tracker as it was.
+    batch: HashMap<u16, u64>,
+}
+
+impl SeqTracker {
+    /// Forgets every stream (the acks it saw are no longer the log's).
+    pub fn reset(&mut self) {
+        self.last.clear();
+    }
+
+    /// Checks `acks`, numbered from `first`, against `rules` and the seqs seen so far.
+    /// All or nothing: on success the tracker has seen them, on failure nothing changed.
+    pub fn check_batch(
+        &mut self,
+        rules: &AckRules,
+        first: u64,
+        acks: &[Ack],
+    ) -> Result<(), Violation> {
+        self.batch.clear();
+        for (i, a) in acks.iter().enumerate() {
+            let r = &a.record;
+            let prev = self
+                .batch
+                .get(&r.stream)
+                .or_else(|| self.last.get(&r.stream))
+                .copied();
+            let fault = rules.check(r).err().or(match prev {
+                Some(p) if r.seq <= p => Some(AckFault::SeqNotRising { previous: p }),
+                _ => None,
+            });
+            if let Some(fault) = fault {
+                self.batch.clear();
+                return Err(Violation {
+                    ack: first + i as u64,
+                    record: *r,
+                    fault,
+                });
+            }
+            self.batch.insert(r.stream, r.seq);
+        }
+        self.last.extend(self.batch.drain());
+        Ok(())
+    }
+}
+
+/// The acks of a log that break a rule: the first, and how many in all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogViolations {
+    pub first: Violation,
+    pub count: u64,
+}
+
+/// Checks a whole run as loaded from a log or a fetch: its descriptor, then every ack
+/// in order. `Ok(None)` when everything could come from a writer.
+pub fn check_run(
+    d: &RunDescriptor,
+    acks: &[Ack],
+) -> Result<Option<LogViolations>, DescriptorFault> {
+    let rules = AckRules::for_run(d)?;
+    let mut seqs = SeqTracker::default();
+    let mut found: Option<LogViolations> = None;
+    for (i, a) in acks.iter().enumerate() {
+        if let Err(v) = seqs.check_batch(&rules, i as u64, std::slice::from_ref(a)) {
+            match &mut found {
+                Some(f) => f.count += 1,
+                None => found = Some(LogViolations { first: v, count: 1 }),
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// For verify: an error (exit 3, INCONCLUSIVE) when `log` holds anything a writer
+/// cannot produce, so such a log is never judged. Logs written before the witness
+/// checked acks, or edited by hand, can hold them.
+pub fn refuse_impossible_run(log: &RunLog) -> anyhow::Result<()> {
+    let run = log.descriptor.run_id;
+    let why = match check_run(&log.descriptor, &log.acks) {
+        Ok(None) => return Ok(()),
+        Ok(Some(v)) => format!(
+            "{} of its {} acks cannot come from a plugpull writer; the first: {}",
+            v.count,
+            log.acks.len(),
+            v.first
+        ),
+        Err(f) => format!("its run descriptor cannot come from a plugpull writer: {f}"),
+    };
+    Err(ExitCode(
+        INCONCLUSIVE,
+        format!(
+            "INCONCLUSIVE: the ack log of run {run} is damaged or forged: {why}. No verdict: \
+             judging the drive against it would be meaningless. Use the witness's own copy \
+             of the log (verify --witness), or find where this file came from"
+        ),
+    )
+    .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ack::msg::tests::sample_descriptor;
+
+    /// sample_descriptor: region [0, 1 MiB), 4096-byte records, one stream; here with
+    /// two streams and 4 KiB..64 KiB records at offset 1 MiB.
+    fn desc() -> RunDescriptor {
+        let mut d = sample_descriptor(1);
+        d.settings.streams = 2;
+        d.settings.region_offset = 1 << 20;
+        d.settings.record_bytes_max = 64 << 10;
+        d
+    }
+
+    fn rules() -> AckRules {
+        AckRules::for_run(&desc()).unwrap()
+    }
+
+    fn rec(stream: u16, seq: u64, offset: u64, sectors: u32) -> RecordId {
+        RecordId {
+            stream,
+            seq,
+            offset,
+            sectors,
+            write_time_ns: 1,
+        }
+    }
+
+    fn ack(stream: u16, seq: u64, offset: u64, sectors: u32) -> Ack {
+        Ack {
+            record: rec(stream, seq, offset, sectors),
+            flushed_ns: 2,
+        }
+    }
+
+    fn fault_of(d: impl FnOnce(&mut RunDescriptor)) -> DescriptorFault {
+        let mut x = desc();
+        d(&mut x);
+        AckRules::for_run(&x).unwrap_err()
+    }
+
+    #[test]
+    fn a_writer_descriptor_passes() {
+        let r = rules();
+        assert_eq!(r.min_sectors, 8);
+        assert_eq!(r.max_sectors, 128);
+        assert_eq!((r.region_start, r.region_end), (1 << 20, 2 << 20));
+    }
+
+    #[test]
+    fn descriptor_needs_a_stream() {
+        assert_eq!(
+            fault_of(|d| d.settings.streams = 0),
+            DescriptorFault::NoStreams
+        );
+    }
+
+    #[test]
+    fn descriptor_record_sizes_are_whole_sectors() {
+        assert_eq!(
+            fault_of(|d| d.settings.record_bytes_min = 0),
+            DescriptorFault::RecordSizeNotSectors { bytes: 0 }
+        );
+        assert_eq!(
+            fault_of(|d| d.settings.record_bytes_max = 4097),
+            DescriptorFault::RecordSizeNotSectors { bytes: 4097 }
+        );
+    }
+
+    #[test]
+    fn descriptor_min_is_not_above_max() {
+        assert_eq!(
+            fault_of(|d| d.settings.record_bytes_min = 128 << 10),
+            DescriptorFault::MinAboveMax {
+                min: 128 << 10,
+                max: 64 << 10
+            }
+        );
+    }
+
+    #[test]
+    fn descriptor_record_fits_an_ack() {
+        let bytes = (u32::MAX as u64 + 1) * 512;
+        assert_eq!(
+            fault_of(|d| {
+                d.settings.record_bytes_max = bytes;
+                d.settings.region_bytes = u64::MAX / 2;
+            }),
+            DescriptorFault::RecordTooLarge { bytes }
+        );
+    }
+
+    #[test]
+    fn descriptor_region_offset_is_aligned() {
+        assert_eq!(
+            fault_of(|d| d.settings.region_offset = 1000),
+            DescriptorFault::RegionOffsetUnaligned { offset: 1000 }
+        );
+    }
+
+    #[test]
+    fn descriptor_region_end_fits() {
+        assert!(matches!(
+            fault_of(|d| d.settings.region_offset = u64::MAX / 512 * 512),
+            DescriptorFault::RegionEndOverflows { .. }
+        ));
+    }
+
+    #[test]
+    fn descriptor_region_holds_a_largest_record_per_stream() {
+        // Empty region.
+        assert!(matches!(
+            fault_of(|d| d.settings.region_bytes = 0),
+            DescriptorFault::RegionTooSmall { .. }
+        ));
+        // Two streams of 64 KiB records need 128 KiB; one sector less is too small.
+        assert!(matches!(
+            fault_of(|d| d.settings.region_bytes = (128 << 10) - 512),
+            DescriptorFault::RegionTooSmall { .. }
+        ));
+        let mut d = desc();
+        d.settings.region_bytes = 128 << 10;
+        assert!(AckRules::for_run(&d).is_ok());
+        // An unaligned region size is what `write --size 1000000` gives: allowed.
+        d.settings.region_bytes = 1_000_000;
+        assert!(AckRules::for_run(&d).is_ok());
+    }
+
+    #[test]
+    fn ack_stream_must_exist() {
+        let r = rules();
+        assert_eq!(r.check(&rec(1, 1, 1 << 20, 8)), Ok(()));
+        assert_eq!(
+            r.check(&rec(2, 1, 1 << 20, 8)),
+            Err(AckFault::StreamBeyondRun { streams: 2 })
+        );
+    }
+
+    #[test]
+    fn ack_size_within_record_range() {
+        let r = rules();
+        let range = Err(AckFault::SizeOutOfRange { min: 8, max: 128 });
+        for sectors in [0, 7, 129, u32::MAX] {
+            assert_eq!(r.check(&rec(0, 1, 1 << 20, sectors)), range, "{sectors}");
+        }
+        for sectors in [8, 9, 128] {
+            assert_eq!(r.check(&rec(0, 1, 1 << 20, sectors)), Ok(()), "{sectors}");
+        }
+    }
+
+    #[test]
+    fn ack_offset_sector_aligned() {
+        let r = rules();
+        assert_eq!(
+            r.check(&rec(0, 1, (1 << 20) + 100, 8)),
+            Err(AckFault::OffsetUnaligned)
+        );
+        assert_eq!(r.check(&rec(0, 1, (1 << 20) + 512, 8)), Ok(()));
+    }
+
+    #[test]
+    fn ack_inside_region() {
+        let r = rules();
+        let outside = Err(AckFault::OutsideRegion {
+            start: 1 << 20,
+            end: 2 << 20,
+        });
+        // Before the region, ending past it, and far past it.
+        assert_eq!(r.check(&rec(0, 1, (1 << 20) - 4096, 8)), outside);
+        assert_eq!(r.check(&rec(0, 1, (2 << 20) - 512, 8)), outside);
+        assert_eq!(r.check(&rec(0, 1, u64::MAX / 512 * 512, 8)), outside);
+        // The last record that fits.
+        assert_eq!(r.check(&rec(0, 1, (2 << 20) - 4096, 8)), Ok(()));
+    }
+
+    #[test]
+    fn seqs_rise_per_stream_within_and_across_batches() {
+        let r = rules();
+        let mut t = SeqTracker::default();
+        let o = 1 << 20;
+        // Interleaved streams, each rising; gaps are fine.
+        t.check_batch(&r, 0, &[ack(0, 1, o, 8), ack(1, 1, o, 8), ack(0, 3, o, 8)])
+            .unwrap();
+        // A repeat within a batch.
+        let v = t
+            .check_batch(&r, 3, &[ack(1, 2, o, 8), ack(1, 2, o, 8)])
+            .unwrap_err();
+        assert_eq!(v.ack, 4);
+        assert_eq!(v.fault, AckFault::SeqNotRising { previous: 2 });
+        // Across batches: stream 0 is at 3.
+        let v = t.check_batch(&r, 3, &[ack(0, 3, o, 8)]).unwrap_err();
+        assert_eq!(
+            (v.ack, v.fault),
+            (3, AckFault::SeqNotRising { previous: 3 })
+        );
+        // The refused batches left nothing behind: stream 1 is still at 1.
+        t.check_batch(&r, 3, &[ack(1, 2, o, 8), ack(0, 4, o, 8)])
+            .unwrap();
+        // A reset forgets.
+        t.reset();
+        t.check_batch(&r, 5, &[ack(0, 1, o, 8)]).unwrap();
+    }
+
+    #[test]
+    fn a_refused_batch_reports_its_first_bad_ack() {
+        let mut t = SeqTracker::default();
+        let o = 1 << 20;
+        let v = t
+            .check_batch(
+                &rules(),
+                10,
+                &[ack(0, 1, o, 8), ack(0, 2, o, 0), ack(5, 3, o, 8)],
+            )
+            .unwrap_err();
+        assert_eq!(v.ack, 11);
+        assert!(v.to_string().contains("has 0 sectors"), "{v}");
+        // Nothing of it was kept: seq 1 of stream 0 is still acceptable.
+        t.check_batch(&rules(), 10, &[ack(0, 1, o, 8)]).unwrap();
+    }
+
+    #[test]
+    fn check_run_counts_every_bad_ack() {
+        let o = 1 << 20;
+        let acks = [
+            ack(0, 1, o, 8),
+            ack(0, 2, o, 0),
+            ack(0, 3, o + 1, 8),
+            ack(0, 4, o, 8),
+        ];
+        let v = check_run(&desc(), &acks).unwrap().unwrap();
+        assert_eq!(v.count, 2);
+        assert_eq!(v.first.ack, 1);
+        assert_eq!(check_run(&desc(), &acks[..1]).unwrap(), None);
+        let mut bad = desc();
+        bad.settings.streams = 0;
+        assert_eq!(check_run(&bad, &acks), Err(DescriptorFault::NoStreams));
+    }
+}
