@@ -1374,6 +1374,111 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 
+    fn run_log(seed: u8, acks: u64) -> RunLog {
+        RunLog {
+            descriptor: sample_descriptor(seed),
+            acks: (0..acks).map(ack).collect(),
+            events: vec![event("bye")],
+        }
+    }
+
+    fn key(secret: &str) -> Key {
+        Key::from_secret(secret.as_bytes()).unwrap()
+    }
+
+    /// Ends of every frame of a file, in order.
+    fn frame_ends(bytes: &[u8]) -> Vec<usize> {
+        let mut ends = vec![];
+        let mut at = 0;
+        while let Decoded::Frame(f) = frame::decode(&bytes[at..]) {
+            at += f.len_bytes;
+            ends.push(at);
+        }
+        ends
+    }
+
+    /// Issue 11, defect 1: `verify --acks` trusted its file, so one cut where a frame
+    /// ends passed. Every such cut is now "not whole"; only the full file is.
+    #[test]
+    fn log_cut_short_at_frame_boundary_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.acklog");
+        write_log_file(&p, &run_log(9, 3 * FILE_ACKS_PER_FRAME as u64 + 5)).unwrap();
+        let full = std::fs::read(&p).unwrap();
+        let ends = frame_ends(&full);
+        assert_eq!(*ends.last().unwrap(), full.len());
+        let (_, w) = read_log_file_checked(&p, None).unwrap();
+        assert!(w.whole, "{w:?}");
+        for &cut in &ends[1..ends.len() - 1] {
+            std::fs::write(&p, &full[..cut]).unwrap();
+            let (_, w) = read_log_file_checked(&p, None).unwrap();
+            assert!(!w.whole, "cut at {cut}: {w:?}");
+        }
+    }
+
+    /// Any one flipped bit of a fetched log: an error (header, descriptor) or "not
+    /// whole", never whole.
+    #[test]
+    fn every_bit_flip_in_a_fetched_log_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.acklog");
+        write_log_file(&p, &run_log(10, 12)).unwrap();
+        let full = std::fs::read(&p).unwrap();
+        for pos in 0..full.len() {
+            let mut b = full.clone();
+            b[pos] ^= 1 << (pos % 8);
+            std::fs::write(&p, &b).unwrap();
+            if let Ok((_, w)) = read_log_file_checked(&p, None) {
+                assert!(!w.whole, "flip at {pos}: {w:?}");
+            }
+        }
+    }
+
+    /// A forger who edits the acks and writes a fresh unkeyed mark passes the digest;
+    /// only a signed mark checked with the key catches that.
+    #[test]
+    fn forged_log_is_detected_only_with_a_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.acklog");
+        let (good, other) = (
+            key("the witness key, 32 bytes long.."),
+            key("another key entirely, also long"),
+        );
+        let log = run_log(11, 100);
+        write_log_file_keyed(&p, &log, Some(&good)).unwrap();
+        assert!(read_log_file_checked(&p, Some(&good)).unwrap().1.whole);
+        let (_, w) = read_log_file_checked(&p, None).unwrap();
+        assert!(w.whole && w.how.contains("not checked"), "{w:?}");
+        assert!(!read_log_file_checked(&p, Some(&other)).unwrap().1.whole);
+        // Forged: one ack dropped, a new mark computed without the key.
+        let mut forged = log.clone();
+        forged.acks.pop();
+        write_log_file(&p, &forged).unwrap();
+        assert!(
+            read_log_file_checked(&p, None).unwrap().1.whole,
+            "the digest alone cannot tell"
+        );
+        let (_, w) = read_log_file_checked(&p, Some(&good)).unwrap();
+        assert!(!w.whole && w.how.contains("not signed"), "{w:?}");
+        // Forged with a mark signed by a key that is not the witness's.
+        write_log_file_keyed(&p, &forged, Some(&other)).unwrap();
+        let (_, w) = read_log_file_checked(&p, Some(&good)).unwrap();
+        assert!(!w.whole && w.how.contains("signature"), "{w:?}");
+    }
+
+    /// A fetched file dropped into a witness directory is not appended to.
+    #[test]
+    fn witness_refuses_to_append_to_a_fetched_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let rl = run_log(12, 10);
+        let p = log_path(dir.path(), rl.descriptor.run_id);
+        write_log_file(&p, &rl).unwrap();
+        let before = std::fs::read(&p).unwrap();
+        let e = format!("{:#}", AckLog::open(&p).err().expect("refused"));
+        assert!(e.contains("end mark"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), before);
+    }
+
     #[test]
     fn write_log_file_round_trips() {
         let dir = tempfile::tempdir().unwrap();
