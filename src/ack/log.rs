@@ -183,33 +183,82 @@ fn frame_total(have: &[u8]) -> Result<usize, String> {
 /// Moves `w` past a bad frame to the next offset holding a valid frame of an accepted
 /// type; returns false (with `w` at EOF) if there is none.
 fn resync<R: Read>(w: &mut Window<R>, accept: fn(FrameType) -> bool) -> io::Result<bool> {
+    let type_ok: [bool; 256] = std::array::from_fn(|b| {
+        b as u8 & frame::FLAG_MAC == 0 && FrameType::from_u8(b as u8).is_some_and(accept)
+    });
+    w.advance(1);
     loop {
-        w.advance(1);
         w.fill(frame::MIN_FRAME_BYTES)?;
-        let n = w.have().len();
-        if n < frame::MIN_FRAME_BYTES {
+        let h = w.have();
+        if h.len() < frame::MIN_FRAME_BYTES {
+            let n = h.len();
             w.advance(n);
             return Ok(false);
         }
-        if valid_frame_at(w, accept)? {
-            return Ok(true);
+        // A frame can start only where its type byte is one this file may hold: skip to
+        // the next such offset in one go (megabytes of damage stay cheap to cross).
+        let next = h[frame::LEN_BYTES..]
+            .iter()
+            .position(|&b| type_ok[b as usize]);
+        match next {
+            None => {
+                let n = h.len() - frame::LEN_BYTES;
+                w.advance(n);
+            }
+            Some(i) => {
+                w.advance(i);
+                if valid_frame_at(w)? {
+                    return Ok(true);
+                }
+                w.advance(1);
+            }
         }
     }
 }
 
-/// Whether a valid frame of an accepted type starts at `w`'s position. Checks the type
-/// byte before any checksum, so scanning megabytes of damage stays cheap.
-fn valid_frame_at<R: Read>(w: &mut Window<R>, accept: fn(FrameType) -> bool) -> io::Result<bool> {
-    let tb = w.have()[frame::LEN_BYTES];
-    // File frames never carry MACs.
-    if tb & frame::FLAG_MAC != 0 || !FrameType::from_u8(tb).is_some_and(accept) {
-        return Ok(false);
-    }
+/// Payload bytes [`plausible`] looks at.
+const PLAUSIBLE_PREFIX_BYTES: usize = 24;
+
+/// Whether a valid frame starts at `w`'s position (its type byte already accepted).
+/// Checks the length and the payload's shape before any checksum, so candidates inside
+/// damaged ack data cost little.
+fn valid_frame_at<R: Read>(w: &mut Window<R>) -> io::Result<bool> {
     let Ok(total) = frame_total(w.have()) else {
         return Ok(false);
     };
+    let head = frame::LEN_BYTES + 1;
+    w.fill(total.min(head + PLAUSIBLE_PREFIX_BYTES))?;
+    let h = w.have();
+    let ty = FrameType::from_u8(h[frame::LEN_BYTES]).expect("accepted type");
+    let len = total - frame::LEN_BYTES - frame::CRC_BYTES;
+    let prefix = &h[head.min(h.len())..h.len().min(total - frame::CRC_BYTES)];
+    if !plausible(ty, len, prefix) {
+        return Ok(false);
+    }
     w.fill(total)?;
     Ok(matches!(frame::decode(w.have()), Decoded::Frame(_)))
+}
+
+/// Whether a frame of type `ty` with `len` (type + payload) bytes whose payload starts
+/// with `p` has the shape every such frame plugpull writes has.
+fn plausible(ty: FrameType, len: usize, p: &[u8]) -> bool {
+    let payload = len - 1;
+    match ty {
+        FrameType::FileHeader => payload == 10,
+        FrameType::JournalHeader => payload == 18,
+        FrameType::Descriptor | FrameType::Event => p.first() == Some(&b'{'),
+        FrameType::LogEnd => payload == END_MARK_BYTES || payload == END_MARK_BYTES + 32,
+        FrameType::Acks => {
+            let entries = payload.checked_sub(msg::ACKS_HEADER_BYTES);
+            entries.is_some_and(|e| e % msg::ACK_ENTRY_BYTES == 0)
+                && p.len() >= msg::ACKS_HEADER_BYTES
+                && u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize
+                    == entries.unwrap_or(0) / msg::ACK_ENTRY_BYTES
+        }
+        // Run id, then a log offset below 2^48: its top two bytes are zero.
+        FrameType::JournalWrite => payload >= 24 && p.len() >= 24 && p[22..24] == [0, 0],
+        _ => true,
+    }
 }
 
 /// A read-ahead buffer over `r` that knows the input offset of its first byte.
