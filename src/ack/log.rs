@@ -1,7 +1,7 @@
 //! The durable ack log: one append-only file of frames per run, `<run id hex>.acklog`.
 //!
 //! ```text
-//! FileHeader(magic "PPACKLOG", version) | Descriptor(JSON) | { Acks | Event }*
+//! FileHeader(magic "PPACKLOG", version) | Descriptor(JSON) | { Acks | Event }* [ LogEnd ]
 //! ```
 //!
 //! Why frames with checksums and a torn-tail rule: the witness may be killed in the
@@ -12,8 +12,19 @@
 //! such a frame. Why group commit: one sync per batch of frames instead of per ack is
 //! what lets one witness keep up with writers producing >100k acks/s.
 //!
-//! `plugpull fetch -o FILE` writes this same format, so `verify --acks` reads either with
-//! [`read_log_file`].
+//! Why a torn tail is only what has no valid frame after it (and at most
+//! [`MAX_TORN_TAIL_BYTES`], one commit): a crash tears only the last append, while a bad
+//! frame with valid frames after it is damage (a disk error, an edit), and the frames
+//! after it hold acks the witness confirmed. Cutting there destroyed them, and reading
+//! only up to it made verify judge a fraction of the run and say PASS. So every reader
+//! resynchronises past damage, keeps every valid frame and names the damage
+//! ([`DAMAGE_EVENT`] events); recovery refuses a damaged log and leaves it byte for byte.
+//!
+//! Why an end mark (LogEnd): a file cut at a frame boundary, spliced from two logs or
+//! edited with fixed-up checksums looks like a good log. `plugpull fetch -o` ends its
+//! file in a mark with the ack count and a BLAKE3 digest of everything before it (a MAC
+//! with the witness key when given), and [`read_log_file_checked`] says whether the file
+//! is whole. `verify --acks` reads either format with it.
 
 use super::auth::Key;
 use super::frame::{self, Decoded, FrameType};
