@@ -193,6 +193,12 @@ fn listen_never_truncates_corruption_followed_by_valid_frames() {
     let v = verify_witness(&target, &w, &run_id);
     assert_eq!(v.code, 3, "{v:?}");
     assert_names_damage(&v);
+    // A fetched copy carries the damage along (its end mark cannot hide it).
+    let copy = d.path().join("fetched-damaged.acklog");
+    fetch(&w, &run_id, &copy);
+    let v = verify_file(&target, &copy);
+    assert_eq!(v.code, 3, "{v:?}");
+    assert_names_damage(&v);
     assert!(
         fs::read(&path).unwrap() == damaged,
         "the witness changed the damaged log"
