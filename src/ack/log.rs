@@ -133,7 +133,7 @@ pub fn scan_frames_resync<R: Read>(
         }
         let at = w.offset;
         let bad = match frame_total(w.have()) {
-            Err(why) => Some((why, 0)),
+            Err(why) => Some(why),
             Ok(total) => {
                 w.fill(total)?;
                 match frame::decode(w.have()) {
@@ -141,10 +141,10 @@ pub fn scan_frames_resync<R: Read>(
                         each(&f, after.as_ref()).with_context(|| format!("frame at byte {at}"))?;
                         None
                     }
-                    Decoded::Error(e) => Some((e.to_string(), total)),
-                    Decoded::NeedMore { .. } => Some((
-                        format!("torn frame: {} of {total} bytes present", w.have().len()),
-                        total,
+                    Decoded::Error(e) => Some(e.to_string()),
+                    Decoded::NeedMore { .. } => Some(format!(
+                        "torn frame: {} of {total} bytes present",
+                        w.have().len()
                     )),
                 }
             }
@@ -156,7 +156,7 @@ pub fn scan_frames_resync<R: Read>(
                 end.valid_len_bytes = w.offset;
                 after = None;
             }
-            Some((why, _)) => {
+            Some(why) => {
                 if resync(&mut w, accept)? {
                     let d = Damage {
                         offset: at,
