@@ -23,10 +23,12 @@
 //! every entry that journal holds is in them.
 //!
 //! File format (docs/protocol.md): frames of the ack-log codec (module `frame`), a
-//! `JournalHeader` frame then `JournalWrite` frames; a torn tail is ignored, as in logs.
+//! `JournalHeader` frame then `JournalWrite` frames. A torn tail (nothing valid after
+//! it) is ignored, as in logs; damage (a bad frame with valid entries after it) stops
+//! [`replay`] before it writes anything, and [`overlay`] reports it.
 
 use super::frame::{self, FrameType};
-use super::log::{self, scan_frames};
+use super::log::{self, Damage, scan_frames_resync};
 use crate::record::RunId;
 use anyhow::{Context, bail};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -99,7 +101,19 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
     // Check every journal before writing anything: a damaged one stops the start with
     // every file as it was.
     for (_, path) in &journals {
-        read_journal(path, |_, _, _| Ok(()))?;
+        if let Some(d) = read_journal(path, |_, _, _| Ok(()))?.first() {
+            bail!(
+                "witness journal {} is damaged: {d}, so this is not a torn tail. The \
+                 witness does not start on {} and changed nothing there: the entries after \
+                 the damage are acks it confirmed. Keep a copy of the directory. To start \
+                 anyway, move {} out of it: acks that only this journal held (those \
+                 confirmed shortly before the witness stopped) will then be missing from \
+                 their logs",
+                path.display(),
+                dir.display(),
+                path.display()
+            );
+        }
     }
     // Each run's log and its length as replay extends it.
     let mut logs: HashMap<RunId, Option<(File, u64)>> = HashMap::new();
@@ -154,9 +168,13 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
 /// read from disk), without changing any file. After the witness's machine lost power,
 /// its logs may lack acks that only the journal holds until `plugpull listen` replays
 /// it; reading a log straight from the witness directory must still see them.
-pub fn overlay(dir: &Path, logs: &mut HashMap<RunId, Vec<u8>>) -> anyhow::Result<()> {
+///
+/// Returns the damage found in the journals (entries after it are applied too); which
+/// runs the damaged bytes belonged to is unknown, so a reader names it for every log.
+pub fn overlay(dir: &Path, logs: &mut HashMap<RunId, Vec<u8>>) -> anyhow::Result<Vec<String>> {
+    let mut damage = vec![];
     for (_, path) in list_journals(dir)? {
-        read_journal(&path, |run, offset, data| {
+        let found = read_journal(&path, |run, offset, data| {
             let Some(bytes) = logs.get_mut(&run) else {
                 return Ok(());
             };
@@ -172,8 +190,13 @@ pub fn overlay(dir: &Path, logs: &mut HashMap<RunId, Vec<u8>>) -> anyhow::Result
             bytes[start..end].copy_from_slice(data);
             Ok(())
         })?;
+        damage.extend(
+            found
+                .iter()
+                .map(|d| format!("witness journal {} is damaged: {d}", path.display())),
+        );
     }
-    Ok(())
+    Ok(damage)
 }
 
 /// Whether `dir` holds journal files (then its logs are read through [`overlay`]).
@@ -204,22 +227,34 @@ fn list_journals(dir: &Path) -> anyhow::Result<Vec<(u64, PathBuf)>> {
     Ok(found.into_iter().collect())
 }
 
-/// Calls `each(run, offset, data)` for every complete entry of one journal file, in order.
-/// A torn or damaged tail ends the file (those entries were never reported durable).
+/// Frame types a journal file may hold (what resynchronisation after a bad frame looks
+/// for: the log frames inside entries do not count).
+fn is_journal_frame(t: FrameType) -> bool {
+    matches!(t, FrameType::JournalHeader | FrameType::JournalWrite)
+}
+
+/// Calls `each(run, offset, data)` for every complete entry of one journal file, in order,
+/// and returns the damage found: bad bytes with valid entries after them, whose entries
+/// `each` still gets. A torn tail (bad bytes with nothing valid after them) ends the
+/// file: those entries were never reported durable.
 fn read_journal(
     path: &Path,
     mut each: impl FnMut(RunId, u64, &[u8]) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<Damage>> {
     let f = match File::open(path) {
         Ok(f) => f,
         // A live witness checkpointed it since it was listed: its entries are in the logs,
         // and were in their page cache before anyone listed the journals.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
         Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
     };
     let mut frames = 0u64;
-    let end = scan_frames(io::BufReader::with_capacity(1 << 20, f), |fr| {
+    let reader = io::BufReader::with_capacity(1 << 20, f);
+    let end = scan_frames_resync(reader, is_journal_frame, |fr, damage| {
         frames += 1;
+        if frames == 1 && damage.is_some() {
+            bail!("the journal header is damaged");
+        }
         match (frames, fr.ty) {
             (1, FrameType::JournalHeader) => {
                 let p = fr.payload;
@@ -260,7 +295,7 @@ fn read_journal(
             );
         }
     }
-    Ok(())
+    Ok(end.damage)
 }
 
 pub(crate) fn encode_header(out: &mut Vec<u8>, generation: u64) {
@@ -734,6 +769,66 @@ mod tests {
         drop(j);
         let p = log::log_path(dir.path(), runs[1].run_id);
         assert_eq!(read_log_file(&p).unwrap().acks, acks);
+    }
+
+    /// Issue 11, defect 1, for the journal: a bad entry with valid entries after it is
+    /// corruption. Replay refuses with every file as it was (the journal is not deleted,
+    /// no log is written), and reading a log through the journal names the damage.
+    #[test]
+    fn journal_corruption_is_not_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = sample_descriptor(32);
+        let (j, mut logs) = logs_with_journal(
+            dir.path(),
+            JournalOptions::default(),
+            std::slice::from_ref(&d),
+        );
+        let created = logs[0].durable_len_bytes();
+        let mut ends = vec![];
+        for c in 0..3u64 {
+            let acks: Vec<Ack> = (c * 5..c * 5 + 5).map(ack).collect();
+            logs[0].append_acks(c * 5, &acks).unwrap();
+            logs[0].commit().unwrap();
+        }
+        let generation = j.generation();
+        drop(logs);
+        drop(j);
+        let jp = journal_path(dir.path(), generation);
+        let full = std::fs::read(&jp).unwrap();
+        let mut at = 0;
+        while let frame::Decoded::Frame(f) = frame::decode(&full[at..]) {
+            at += f.len_bytes;
+            ends.push(at);
+        }
+        assert_eq!(ends.len(), 4, "header and three entries");
+        let lp = log::log_path(dir.path(), d.run_id);
+        lose_unsynced_appends(&lp, created);
+        let log_before = std::fs::read(&lp).unwrap();
+        // Every byte of the first two entries (the third is the tail).
+        for pos in ends[0]..ends[2] {
+            let mut bytes = full.clone();
+            bytes[pos] ^= 1 << (pos % 8);
+            std::fs::write(&jp, &bytes).unwrap();
+            let e = replay(dir.path()).err().map(|e| format!("{e:#}"));
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("damaged") && e.contains("byte")),
+                "flip at {pos}: {e:?}"
+            );
+            assert!(
+                std::fs::read(&jp).unwrap() == bytes,
+                "flip at {pos}: journal changed"
+            );
+            assert!(
+                std::fs::read(&lp).unwrap() == log_before,
+                "flip at {pos}: log changed"
+            );
+            let r = read_log_file(&lp).unwrap();
+            assert!(
+                r.events.iter().any(|e| e.kind == log::DAMAGE_EVENT),
+                "flip at {pos}: reading through the journal names the damage"
+            );
+        }
     }
 
     #[test]
