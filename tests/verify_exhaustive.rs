@@ -1,0 +1,578 @@
+//! Exhaustive small-trace check of verify itself.
+//!
+//! Why: the scenario tests and the simulated drive sample crash states at random, so a
+//! rule of verify's decision table that is wrong for one rare combination (a torn record
+//! under a newer unacknowledged one, a sector reverted two generations back) can hide
+//! for ever. Here the traces are small enough to enumerate EVERY state a drive can leave
+//! after a cut, and the real verify (`verify::verify_device`, reading an in-memory
+//! device through the same scan and decision table as `plugpull verify`) must agree with
+//! a small oracle on every one of them.
+//!
+//! The state space. A trace is writes (stamped records of 1-3 sectors) and flushes. A cut
+//! lands after some prefix of it; the acknowledged records are the writes before the
+//! prefix's last flush. After the cut every sector of the region holds one generation:
+//! what was there before the run (zeros or another run's record), or that sector of any
+//! write of the prefix that covers it. Every combination is enumerated:
+//! - legal (an honest drive may leave it): each sector holds its last flushed generation
+//!   or any unflushed write covering it. Choosing freely per sector is exactly "any
+//!   subset of the unflushed writes, applied in any order, each torn at any sector
+//!   boundaries";
+//! - every other combination is a lying drive's: acknowledged sectors lost, torn, or
+//!   reverted to any older generation.
+//!
+//! Only the longest prefix for each set of acknowledged records is enumerated: a shorter
+//! prefix with the same acks leaves a subset of the same states (its sectors have fewer
+//! generations to choose from).
+//!
+//! The oracle knows the ground truth (which write each sector came from), never decodes
+//! a stamp, and judges each acknowledged record on the sectors where no later
+//! acknowledged record covers it (the design's "latest acknowledged record per sector").
+
+mod common;
+
+use plugpull::ack::{Ack, RunLog};
+use plugpull::device::Device;
+use plugpull::device::mem::MemDevice;
+use plugpull::record::{RecordId, RunId, SECTOR, fill_record};
+use plugpull::rng::{Rng, RunKey};
+use plugpull::verify::report::{Report, Verdict};
+use plugpull::verify::verify_device;
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SECTOR_U64: u64 = SECTOR as u64;
+/// Writer clock of the first operation; operations are 1 ms apart.
+const T0_NS: u64 = 1_700_000_000_000_000_000;
+const OP_NS: u64 = 1_000_000;
+
+/// One step of a trace, as the test writes it.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// A record of `len` sectors at sector `at` of the region, by `stream`.
+    W { stream: u16, at: u64, len: u64 },
+    /// A flush that succeeds: every earlier write is acknowledged.
+    F,
+}
+
+/// A trace and the region it writes.
+struct Trace {
+    name: String,
+    /// Region size in sectors; the region starts at byte 0 of the device.
+    sectors: u64,
+    ops: Vec<Op>,
+}
+
+/// One write of a trace, numbered in trace order.
+#[derive(Clone, Copy, Debug)]
+struct Write {
+    rec: RecordId,
+    /// Sector range [first, end) of the region.
+    first: u64,
+    end: u64,
+    /// The flush that acknowledged it (writer clock), if the prefix has one after it.
+    flushed_ns: Option<u64>,
+}
+
+/// What a sector holds after the cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gen {
+    /// What was there before the run.
+    Before,
+    /// Sector `first..end` of write number `.0`.
+    Write(usize),
+}
+
+/// What was on the region before the run: even sectors zeros, odd sectors a record of
+/// another run (so both "lost" and "stale" records arise).
+fn before_sector(s: u64) -> Vec<u8> {
+    let mut b = vec![0u8; SECTOR];
+    if s % 2 == 1 {
+        let other = RunId([0xee; 16]);
+        let rec = RecordId {
+            stream: 0,
+            seq: 1000 + s,
+            offset: s * SECTOR_U64,
+            sectors: 1,
+            write_time_ns: 1,
+        };
+        fill_record(&mut b, &RunKey::new(other), other, &rec);
+    }
+    b
+}
+
+/// The writes of the first `prefix` ops, numbered, with their acks as of the prefix's end.
+fn writes_of(t: &Trace, prefix: usize) -> Vec<Write> {
+    let mut seq = BTreeMap::<u16, u64>::new();
+    let mut out: Vec<Write> = vec![];
+    let mut unacked_from = 0;
+    for (i, op) in t.ops[..prefix].iter().enumerate() {
+        let now = T0_NS + i as u64 * OP_NS;
+        match *op {
+            Op::W { stream, at, len } => {
+                assert!(at + len <= t.sectors, "{}: write past the region", t.name);
+                let s = seq.entry(stream).or_insert(0);
+                *s += 1;
+                out.push(Write {
+                    rec: RecordId {
+                        stream,
+                        seq: *s,
+                        offset: at * SECTOR_U64,
+                        sectors: len as u32,
+                        write_time_ns: now,
+                    },
+                    first: at,
+                    end: at + len,
+                    flushed_ns: None,
+                });
+            }
+            Op::F => {
+                for w in &mut out[unacked_from..] {
+                    w.flushed_ns = Some(now);
+                }
+                unacked_from = out.len();
+            }
+        }
+    }
+    out
+}
+
+/// Per sector of the region: every generation it may hold after the cut, the one that
+/// was there first.
+fn generations(t: &Trace, writes: &[Write]) -> Vec<Vec<Gen>> {
+    (0..t.sectors)
+        .map(|s| {
+            let mut g = vec![Gen::Before];
+            g.extend(
+                (0..writes.len())
+                    .filter(|&w| writes[w].first <= s && s < writes[w].end)
+                    .map(Gen::Write),
+            );
+            g
+        })
+        .collect()
+}
+
+/// The oracle's view of one sector of one acknowledged record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Truth {
+    /// The record's own bytes.
+    Own,
+    /// A later write (acknowledged or not), or a later acknowledged record covers the
+    /// sector and takes over its promise.
+    Later,
+    /// An earlier write of this run: the record's write never landed.
+    Earlier,
+    /// Zeros: nothing.
+    Zeros,
+    /// Another run's record.
+    OtherRun,
+}
+
+/// The class the oracle gives one acknowledged record, from its sectors' truths.
+fn oracle_class(truths: &[Truth]) -> &'static str {
+    let own = truths.iter().filter(|&&t| t == Truth::Own).count();
+    let bad = truths
+        .iter()
+        .filter(|&&t| matches!(t, Truth::Earlier | Truth::Zeros | Truth::OtherRun))
+        .count();
+    if bad == 0 {
+        if own == truths.len() {
+            "intact"
+        } else {
+            "superseded"
+        }
+    } else if own > 0 {
+        // Part of the record landed, part did not.
+        "shorn"
+    } else if truths.contains(&Truth::OtherRun) {
+        // Nothing of it landed and another run's data is where it should be.
+        "stale"
+    } else {
+        "lost"
+    }
+}
+
+/// What the oracle expects verify to report for one state.
+#[derive(Debug, PartialEq)]
+struct Expected {
+    verdict: Verdict,
+    counts: BTreeMap<String, u64>,
+    /// (stream, seq, class) of every failing record.
+    failing: Vec<(u16, u64, String)>,
+    ordering_holes: u64,
+}
+
+fn oracle(writes: &[Write], state: &[Gen]) -> Expected {
+    let acked: Vec<usize> = (0..writes.len())
+        .filter(|&w| writes[w].flushed_ns.is_some())
+        .collect();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut classes = vec![];
+    for &r in &acked {
+        let w = &writes[r];
+        let truths: Vec<Truth> = (w.first..w.end)
+            .map(|s| {
+                let covered_later = acked
+                    .iter()
+                    .any(|&l| l > r && writes[l].first <= s && s < writes[l].end);
+                if covered_later {
+                    return Truth::Later;
+                }
+                match state[s as usize] {
+                    Gen::Write(x) if x == r => Truth::Own,
+                    Gen::Write(x) if x > r => Truth::Later,
+                    Gen::Write(_) => Truth::Earlier,
+                    Gen::Before if s % 2 == 1 => Truth::OtherRun,
+                    Gen::Before => Truth::Zeros,
+                }
+            })
+            .collect();
+        let c = oracle_class(&truths);
+        *counts.entry(c.to_string()).or_default() += 1;
+        classes.push((r, c));
+    }
+    let failed = |c: &str| !matches!(c, "intact" | "superseded");
+    let newest_survivor = classes
+        .iter()
+        .filter(|(_, c)| *c == "intact")
+        .map(|&(r, _)| writes[r].rec.write_time_ns)
+        .max();
+    let mut failing = vec![];
+    let mut ordering_holes = 0;
+    for &(r, c) in &classes {
+        if failed(c) {
+            let w = &writes[r];
+            failing.push((w.rec.stream, w.rec.seq, c.to_string()));
+            ordering_holes += newest_survivor.is_some_and(|t| t > w.flushed_ns.unwrap()) as u64;
+        }
+    }
+    failing.sort();
+    let verdict = if acked.is_empty() {
+        Verdict::Inconclusive
+    } else if failing.is_empty() {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    };
+    Expected {
+        verdict,
+        counts,
+        failing,
+        ordering_holes,
+    }
+}
+
+/// Verify's report in the oracle's terms.
+fn observed(r: &Report) -> Expected {
+    let mut failing: Vec<(u16, u64, String)> = r
+        .findings
+        .iter()
+        .map(|f| (f.stream, f.seq, f.class.name().to_string()))
+        .collect();
+    failing.sort();
+    Expected {
+        verdict: r.verdict,
+        counts: r
+            .counts
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| (k.to_string(), *n))
+            .collect(),
+        failing,
+        ordering_holes: r.ordering_holes.count,
+    }
+}
+
+/// Whether an honest drive may leave `state`: every sector holds its last flushed
+/// generation or a write that was not flushed yet.
+fn is_legal(writes: &[Write], state: &[Gen]) -> bool {
+    state.iter().enumerate().all(|(s, g)| {
+        let s = s as u64;
+        let last_flushed = (0..writes.len())
+            .rev()
+            .find(|&w| writes[w].flushed_ns.is_some() && writes[w].first <= s && s < writes[w].end)
+            .map_or(Gen::Before, Gen::Write);
+        *g == last_flushed || matches!(*g, Gen::Write(w) if writes[w].flushed_ns.is_none())
+    })
+}
+
+fn describe(state: &[Gen]) -> String {
+    state
+        .iter()
+        .map(|g| match g {
+            Gen::Before => "-".to_string(),
+            Gen::Write(w) => format!("w{w}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// What checking one trace found.
+#[derive(Default)]
+struct Tally {
+    states: u64,
+    legal: u64,
+    /// States where the oracle says an acknowledged record was lost.
+    failing: u64,
+    mismatches: u64,
+    /// The first few mismatches, described.
+    examples: Vec<String>,
+    /// How often each class was expected (all records of all states).
+    classes: BTreeMap<String, u64>,
+}
+
+/// The prefixes to cut at: the longest one for each set of acknowledged records (just
+/// before every flush, and the whole trace).
+fn cut_points(t: &Trace) -> Vec<usize> {
+    let mut cuts: Vec<usize> = (0..t.ops.len())
+        .filter(|&i| matches!(t.ops[i], Op::F))
+        .collect();
+    cuts.push(t.ops.len());
+    cuts
+}
+
+/// Runs verify on every state of every cut point of `t`.
+fn check_trace(t: &Trace, tally: &mut Tally) {
+    let run = RunId([0x5a; 16]);
+    let key = RunKey::new(run);
+    let dev = Arc::new(MemDevice::new((t.sectors * SECTOR_U64) as usize));
+    let before: Vec<Vec<u8>> = (0..t.sectors).map(before_sector).collect();
+    let mut descriptor = common::test_descriptor(run);
+    descriptor.settings.region_bytes = t.sectors * SECTOR_U64;
+    descriptor.settings.record_bytes_min = SECTOR_U64;
+    descriptor.settings.record_bytes_max = 3 * SECTOR_U64;
+    descriptor.settings.streams = 1 + t
+        .ops
+        .iter()
+        .filter_map(|o| match o {
+            Op::W { stream, .. } => Some(*stream),
+            Op::F => None,
+        })
+        .max()
+        .unwrap_or(0);
+    for prefix in cut_points(t) {
+        let writes = writes_of(t, prefix);
+        let bytes: Vec<Vec<u8>> = writes
+            .iter()
+            .map(|w| {
+                let mut b = vec![0u8; w.rec.len_bytes() as usize];
+                fill_record(&mut b, &key, run, &w.rec);
+                b
+            })
+            .collect();
+        let log = RunLog {
+            descriptor: descriptor.clone(),
+            acks: writes
+                .iter()
+                .filter_map(|w| {
+                    w.flushed_ns.map(|f| Ack {
+                        record: w.rec,
+                        flushed_ns: f,
+                    })
+                })
+                .collect(),
+            events: vec![],
+        };
+        let gens = generations(t, &writes);
+        let mut pick = vec![0usize; gens.len()];
+        loop {
+            let state: Vec<Gen> = pick.iter().zip(&gens).map(|(&k, g)| g[k]).collect();
+            dev.edit(|img| {
+                for (s, g) in state.iter().enumerate() {
+                    let src = match *g {
+                        Gen::Before => &before[s][..],
+                        Gen::Write(w) => {
+                            let k = (s as u64 - writes[w].first) as usize;
+                            &bytes[w][k * SECTOR..(k + 1) * SECTOR]
+                        }
+                    };
+                    img[s * SECTOR..(s + 1) * SECTOR].copy_from_slice(src);
+                }
+            });
+            let want = oracle(&writes, &state);
+            let report = verify_device(dev.clone(), &log, Duration::from_secs(30));
+            let got = observed(&report);
+            let legal = is_legal(&writes, &state);
+            tally.states += 1;
+            tally.legal += legal as u64;
+            tally.failing += (want.verdict == Verdict::Fail) as u64;
+            for (c, n) in &want.counts {
+                *tally.classes.entry(c.clone()).or_default() += n;
+            }
+            let honest_accused = legal && got.verdict == Verdict::Fail;
+            if got != want || honest_accused {
+                tally.mismatches += 1;
+                if tally.examples.len() < 5 {
+                    tally.examples.push(format!(
+                        "{} cut after op {prefix}, sectors [{}] (legal: {legal}):\n  oracle {want:?}\n  verify {got:?}",
+                        t.name,
+                        describe(&state)
+                    ));
+                }
+            }
+            if !next_state(&mut pick, &gens) {
+                break;
+            }
+        }
+    }
+}
+
+/// Steps `pick` (one generation index per sector) to the next state, counting in mixed
+/// radix; false once every state was visited.
+fn next_state(pick: &mut [usize], gens: &[Vec<Gen>]) -> bool {
+    for (k, g) in pick.iter_mut().zip(gens) {
+        *k += 1;
+        if *k < g.len() {
+            return true;
+        }
+        *k = 0;
+    }
+    false
+}
+
+fn w(stream: u16, at: u64, len: u64) -> Op {
+    Op::W { stream, at, len }
+}
+
+/// One stream writing a ring of `sectors` sectors sequentially, records of the given
+/// lengths; a record that would cross the end starts again at 0. Flushes after the
+/// writes numbered in `flush_after` (1-based counts of writes so far).
+fn ring(name: &str, sectors: u64, lens: &[u64], flush_after: &[usize]) -> Trace {
+    let mut ops = vec![];
+    let mut at = 0;
+    for (i, &len) in lens.iter().enumerate() {
+        if at + len > sectors {
+            at = 0;
+        }
+        ops.push(w(0, at, len));
+        at += len;
+        if flush_after.contains(&(i + 1)) {
+            ops.push(Op::F);
+        }
+    }
+    Trace {
+        name: name.to_string(),
+        sectors,
+        ops,
+    }
+}
+
+/// Random overlapping writes of 1-3 sectors by one stream, a flush after each write with
+/// probability 1/3.
+fn random_overlaps(seed: u64, sectors: u64, writes: usize) -> Trace {
+    let mut rng = Rng::new(seed);
+    let mut ops = vec![];
+    for _ in 0..writes {
+        let len = rng.range(1, 4);
+        let at = rng.below(sectors - len + 1);
+        ops.push(w(0, at, len));
+        if rng.below(3) == 0 {
+            ops.push(Op::F);
+        }
+    }
+    Trace {
+        name: format!("random overlaps (seed {seed})"),
+        sectors,
+        ops,
+    }
+}
+
+/// Two streams, each a ring in its own half of the region, interleaved, shared flushes.
+fn two_streams() -> Trace {
+    let ops = vec![
+        w(0, 0, 2),
+        w(1, 3, 2),
+        Op::F,
+        w(0, 2, 1),
+        w(1, 5, 1),
+        w(0, 0, 1),
+        Op::F,
+        w(1, 3, 3),
+        w(0, 1, 2),
+        w(1, 4, 1),
+    ];
+    Trace {
+        name: "two streams".into(),
+        sectors: 6,
+        ops,
+    }
+}
+
+fn traces() -> Vec<Trace> {
+    vec![
+        // A ring wrapping twice, flushed every few writes.
+        ring("ring wrap", 6, &[2, 3, 1, 3, 2, 1, 2, 3, 1], &[2, 5, 7]),
+        // Ten writes between two flushes: the honest drive's freedom at its largest.
+        ring(
+            "ten writes between flushes",
+            5,
+            &[2, 1, 3, 1, 2, 1, 2, 1, 1, 1, 2],
+            &[1, 11],
+        ),
+        random_overlaps(11, 6, 9),
+        random_overlaps(12, 5, 9),
+        two_streams(),
+    ]
+}
+
+#[test]
+fn verify_agrees_with_the_oracle_on_every_crash_state_of_small_traces() {
+    let t0 = Instant::now();
+    let mut total = Tally::default();
+    for t in traces() {
+        let mut tally = Tally::default();
+        let t1 = Instant::now();
+        check_trace(&t, &mut tally);
+        let line = format!(
+            "  {}: {} states ({} legal, {} failing), {} mismatches, {:.1} s\n",
+            t.name,
+            tally.states,
+            tally.legal,
+            tally.failing,
+            tally.mismatches,
+            t1.elapsed().as_secs_f64()
+        );
+        std::io::stderr().write_all(line.as_bytes()).unwrap();
+        total.states += tally.states;
+        total.legal += tally.legal;
+        total.failing += tally.failing;
+        total.mismatches += tally.mismatches;
+        total.examples.extend(tally.examples);
+        for (c, n) in tally.classes {
+            *total.classes.entry(c).or_default() += n;
+        }
+    }
+    let msg = format!(
+        "verify_exhaustive: {} crash states ({} legal, {} with a lost acknowledged record), {} mismatches, {:.1} s; records expected per class: {:?}\n",
+        total.states,
+        total.legal,
+        total.failing,
+        total.mismatches,
+        t0.elapsed().as_secs_f64(),
+        total.classes,
+    );
+    std::io::stderr().write_all(msg.as_bytes()).unwrap();
+    assert_eq!(
+        total.mismatches,
+        0,
+        "verify disagrees with the oracle:\n{}",
+        total.examples.join("\n")
+    );
+    // The enumeration must have reached every outcome it claims to cover.
+    assert!(total.legal > 0 && total.failing > 0);
+    for c in ["intact", "superseded", "lost", "shorn", "stale"] {
+        assert!(
+            total.classes.get(c).copied().unwrap_or(0) > 0,
+            "no state made a record {c}: the traces do not cover it"
+        );
+    }
+}
+
+/// The device is read through the trait; MemDevice must report the sector size verify
+/// assumes, or the enumeration above would test something else.
+#[test]
+fn the_in_memory_device_has_512_byte_blocks() {
+    assert_eq!(MemDevice::new(4096).logical_block_bytes() as usize, SECTOR);
+}
