@@ -298,12 +298,13 @@ fn is_legal(writes: &[Write], state: &[Gen]) -> bool {
     })
 }
 
-fn describe(state: &[Gen]) -> String {
-    state
+/// The varying sectors of a state, e.g. "s0=w3 s1=- s2=w1" (- = what was there before).
+fn describe(varying: &[usize], state: &[Gen]) -> String {
+    varying
         .iter()
-        .map(|g| match g {
-            Gen::Before => "-".to_string(),
-            Gen::Write(w) => format!("w{w}"),
+        .map(|&s| match state[s] {
+            Gen::Before => format!("s{s}=-"),
+            Gen::Write(w) => format!("s{s}=w{w}"),
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -333,25 +334,39 @@ fn cut_points(t: &Trace) -> Vec<usize> {
     cuts
 }
 
+/// The run as the witness holds it after a cut: the acknowledged writes.
+fn run_log(t: &Trace, run: RunId, writes: &[Write]) -> RunLog {
+    let mut descriptor = common::test_descriptor(run);
+    descriptor.settings.region_bytes = t.sectors * SECTOR_U64;
+    descriptor.settings.record_bytes_min = SECTOR_U64;
+    descriptor.settings.record_bytes_max = 3 * SECTOR_U64;
+    descriptor.settings.streams = 1 + writes.iter().map(|w| w.rec.stream).max().unwrap_or(0);
+    RunLog {
+        descriptor,
+        acks: writes
+            .iter()
+            .filter_map(|w| {
+                w.flushed_ns.map(|f| Ack {
+                    record: w.rec,
+                    flushed_ns: f,
+                })
+            })
+            .collect(),
+        events: vec![],
+    }
+}
+
 /// Runs verify on every state of every cut point of `t`.
 fn check_trace(t: &Trace, tally: &mut Tally) {
     let run = RunId([0x5a; 16]);
     let key = RunKey::new(run);
     let dev = Arc::new(MemDevice::new((t.sectors * SECTOR_U64) as usize));
     let before: Vec<Vec<u8>> = (0..t.sectors).map(before_sector).collect();
-    let mut descriptor = common::test_descriptor(run);
-    descriptor.settings.region_bytes = t.sectors * SECTOR_U64;
-    descriptor.settings.record_bytes_min = SECTOR_U64;
-    descriptor.settings.record_bytes_max = 3 * SECTOR_U64;
-    descriptor.settings.streams = 1 + t
-        .ops
-        .iter()
-        .filter_map(|o| match o {
-            Op::W { stream, .. } => Some(*stream),
-            Op::F => None,
-        })
-        .max()
-        .unwrap_or(0);
+    dev.edit(|img| {
+        for (s, b) in before.iter().enumerate() {
+            img[s * SECTOR..(s + 1) * SECTOR].copy_from_slice(b);
+        }
+    });
     for prefix in cut_points(t) {
         let writes = writes_of(t, prefix);
         let bytes: Vec<Vec<u8>> = writes
@@ -362,26 +377,20 @@ fn check_trace(t: &Trace, tally: &mut Tally) {
                 b
             })
             .collect();
-        let log = RunLog {
-            descriptor: descriptor.clone(),
-            acks: writes
-                .iter()
-                .filter_map(|w| {
-                    w.flushed_ns.map(|f| Ack {
-                        record: w.rec,
-                        flushed_ns: f,
-                    })
-                })
-                .collect(),
-            events: vec![],
-        };
+        let log = run_log(t, run, &writes);
         let gens = generations(t, &writes);
-        let mut pick = vec![0usize; gens.len()];
+        // Only sectors some write covers can differ between states.
+        let varying: Vec<usize> = (0..gens.len()).filter(|&s| gens[s].len() > 1).collect();
+        let radix: Vec<usize> = varying.iter().map(|&s| gens[s].len()).collect();
+        let mut pick = vec![0usize; varying.len()];
+        let mut state = vec![Gen::Before; gens.len()];
         loop {
-            let state: Vec<Gen> = pick.iter().zip(&gens).map(|(&k, g)| g[k]).collect();
+            for (&s, &k) in varying.iter().zip(&pick) {
+                state[s] = gens[s][k];
+            }
             dev.edit(|img| {
-                for (s, g) in state.iter().enumerate() {
-                    let src = match *g {
+                for &s in &varying {
+                    let src = match state[s] {
                         Gen::Before => &before[s][..],
                         Gen::Write(w) => {
                             let k = (s as u64 - writes[w].first) as usize;
@@ -391,40 +400,60 @@ fn check_trace(t: &Trace, tally: &mut Tally) {
                     img[s * SECTOR..(s + 1) * SECTOR].copy_from_slice(src);
                 }
             });
-            let want = oracle(&writes, &state);
             let report = verify_device(dev.clone(), &log, Duration::from_secs(30));
-            let got = observed(&report);
-            let legal = is_legal(&writes, &state);
-            tally.states += 1;
-            tally.legal += legal as u64;
-            tally.failing += (want.verdict == Verdict::Fail) as u64;
-            for (c, n) in &want.counts {
-                *tally.classes.entry(c.clone()).or_default() += n;
-            }
-            let honest_accused = legal && got.verdict == Verdict::Fail;
-            if got != want || honest_accused {
-                tally.mismatches += 1;
-                if tally.examples.len() < 5 {
-                    tally.examples.push(format!(
-                        "{} cut after op {prefix}, sectors [{}] (legal: {legal}):\n  oracle {want:?}\n  verify {got:?}",
-                        t.name,
-                        describe(&state)
-                    ));
-                }
-            }
-            if !next_state(&mut pick, &gens) {
+            let what = || {
+                format!(
+                    "{} cut after op {prefix}, {}",
+                    t.name,
+                    describe(&varying, &state)
+                )
+            };
+            tally.record(&writes, &state, &report, what);
+            if !next_state(&mut pick, &radix) {
                 break;
             }
         }
     }
 }
 
-/// Steps `pick` (one generation index per sector) to the next state, counting in mixed
-/// radix; false once every state was visited.
-fn next_state(pick: &mut [usize], gens: &[Vec<Gen>]) -> bool {
-    for (k, g) in pick.iter_mut().zip(gens) {
+impl Tally {
+    /// Judges one state: verify's report against the oracle's, and never a FAIL for a
+    /// state an honest drive may leave.
+    fn record(
+        &mut self,
+        writes: &[Write],
+        state: &[Gen],
+        report: &Report,
+        what: impl Fn() -> String,
+    ) {
+        let want = oracle(writes, state);
+        let got = observed(report);
+        let legal = is_legal(writes, state);
+        self.states += 1;
+        self.legal += legal as u64;
+        self.failing += (want.verdict == Verdict::Fail) as u64;
+        for (c, n) in &want.counts {
+            *self.classes.entry(c.clone()).or_default() += n;
+        }
+        let honest_accused = legal && got.verdict == Verdict::Fail;
+        if got != want || honest_accused {
+            self.mismatches += 1;
+            if self.examples.len() < 5 {
+                self.examples.push(format!(
+                    "{} (legal: {legal}):\n  oracle {want:?}\n  verify {got:?}",
+                    what()
+                ));
+            }
+        }
+    }
+}
+
+/// Steps `pick` to the next combination, counting in mixed radix; false once every
+/// combination was visited.
+fn next_state(pick: &mut [usize], radix: &[usize]) -> bool {
+    for (k, &r) in pick.iter_mut().zip(radix) {
         *k += 1;
-        if *k < g.len() {
+        if *k < r {
             return true;
         }
         *k = 0;
@@ -511,10 +540,39 @@ fn traces() -> Vec<Trace> {
             &[2, 1, 3, 1, 2, 1, 2, 1, 1, 1, 2],
             &[1, 11],
         ),
+        // Ten writes after the last flush, all over the same 4 sectors.
+        ring(
+            "ten unflushed writes on 4 sectors",
+            4,
+            &[1, 2, 3, 1, 2, 2, 1, 3, 1, 2, 1, 2],
+            &[2],
+        ),
         random_overlaps(11, 6, 9),
         random_overlaps(12, 5, 9),
         two_streams(),
+        across_read_chunks(),
     ]
+}
+
+/// Records that straddle the boundary between verify's 2 MiB read chunks (read by its
+/// two reader threads): a record at sector 0 stretches the span past one chunk.
+fn across_read_chunks() -> Trace {
+    let chunk = (2 << 20) / SECTOR_U64;
+    // Few states: each verify here reads (and allocates buffers for) two 2 MiB chunks.
+    let ops = vec![
+        w(0, 0, 1),
+        w(0, chunk - 1, 2),
+        Op::F,
+        w(0, chunk - 2, 3),
+        w(0, chunk, 1),
+        Op::F,
+        w(0, chunk - 1, 2),
+    ];
+    Trace {
+        name: "across verify's read chunks".into(),
+        sectors: chunk + 3,
+        ops,
+    }
 }
 
 #[test]
