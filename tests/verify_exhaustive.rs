@@ -27,6 +27,12 @@
 //! The oracle knows the ground truth (which write each sector came from), never decodes
 //! a stamp, and judges each acknowledged record on the sectors where no later
 //! acknowledged record covers it (the design's "latest acknowledged record per sector").
+//! Per state, verify's verdict, class counts, failing records (stream, seq, class) and
+//! ordering holes must equal the oracle's, and a legal state must never FAIL.
+//!
+//! Not enumerated here: flipped bits and misdirected (flying) writes; the sectors are
+//! always whole generations at their own address. tests/verify_damage.rs and the
+//! simulated drive's scenarios cover those classes.
 
 mod common;
 
