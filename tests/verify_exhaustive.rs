@@ -37,10 +37,10 @@
 mod common;
 
 use plugpull::ack::{Ack, RunLog};
-use plugpull::device::Device;
 use plugpull::device::mem::MemDevice;
 use plugpull::record::{RecordId, RunId, SECTOR, fill_record};
 use plugpull::rng::{Rng, RunKey};
+use plugpull::verify::distribution::bucket_125;
 use plugpull::verify::report::{Report, Verdict};
 use plugpull::verify::verify_device;
 use std::collections::BTreeMap;
@@ -208,66 +208,76 @@ struct Expected {
     /// (stream, seq, class) of every failing record.
     failing: Vec<(u16, u64, String)>,
     ordering_holes: u64,
+    /// Records per (ack-timeline bucket, class): the report's only per-record trace of
+    /// intact and superseded records, so they are checked per flush, not just in total.
+    timeline: BTreeMap<(usize, String), u64>,
+}
+
+/// What acknowledged record `r`'s sectors hold, as the oracle sees them.
+fn truths_of(writes: &[Write], acked: &[usize], r: usize, state: &[Gen]) -> Vec<Truth> {
+    let w = &writes[r];
+    (w.first..w.end)
+        .map(|s| {
+            let covered_later = acked
+                .iter()
+                .any(|&l| l > r && writes[l].first <= s && s < writes[l].end);
+            if covered_later {
+                return Truth::Later;
+            }
+            match state[s as usize] {
+                Gen::Write(x) if x == r => Truth::Own,
+                Gen::Write(x) if x > r => Truth::Later,
+                Gen::Write(_) => Truth::Earlier,
+                Gen::Before if s % 2 == 1 => Truth::OtherRun,
+                Gen::Before => Truth::Zeros,
+            }
+        })
+        .collect()
 }
 
 fn oracle(writes: &[Write], state: &[Gen]) -> Expected {
     let acked: Vec<usize> = (0..writes.len())
         .filter(|&w| writes[w].flushed_ns.is_some())
         .collect();
-    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut classes = vec![];
-    for &r in &acked {
-        let w = &writes[r];
-        let truths: Vec<Truth> = (w.first..w.end)
-            .map(|s| {
-                let covered_later = acked
-                    .iter()
-                    .any(|&l| l > r && writes[l].first <= s && s < writes[l].end);
-                if covered_later {
-                    return Truth::Later;
-                }
-                match state[s as usize] {
-                    Gen::Write(x) if x == r => Truth::Own,
-                    Gen::Write(x) if x > r => Truth::Later,
-                    Gen::Write(_) => Truth::Earlier,
-                    Gen::Before if s % 2 == 1 => Truth::OtherRun,
-                    Gen::Before => Truth::Zeros,
-                }
-            })
-            .collect();
-        let c = oracle_class(&truths);
-        *counts.entry(c.to_string()).or_default() += 1;
-        classes.push((r, c));
-    }
-    let failed = |c: &str| !matches!(c, "intact" | "superseded");
+    let classes: Vec<(usize, &str)> = acked
+        .iter()
+        .map(|&r| (r, oracle_class(&truths_of(writes, &acked, r, state))))
+        .collect();
+    let flushed = |r: usize| writes[r].flushed_ns.expect("acknowledged");
+    let last_ack = acked.iter().map(|&r| flushed(r)).max().unwrap_or(0);
     let newest_survivor = classes
         .iter()
         .filter(|(_, c)| *c == "intact")
         .map(|&(r, _)| writes[r].rec.write_time_ns)
         .max();
-    let mut failing = vec![];
-    let mut ordering_holes = 0;
+    let mut e = Expected {
+        verdict: Verdict::Inconclusive,
+        counts: BTreeMap::new(),
+        failing: vec![],
+        ordering_holes: 0,
+        timeline: BTreeMap::new(),
+    };
     for &(r, c) in &classes {
-        if failed(c) {
-            let w = &writes[r];
-            failing.push((w.rec.stream, w.rec.seq, c.to_string()));
-            ordering_holes += newest_survivor.is_some_and(|t| t > w.flushed_ns.unwrap()) as u64;
+        *e.counts.entry(c.to_string()).or_default() += 1;
+        let ms = (last_ack - flushed(r)) as f64 / 1e6;
+        *e.timeline
+            .entry((bucket_125(ms), c.to_string()))
+            .or_default() += 1;
+        if !matches!(c, "intact" | "superseded") {
+            e.failing
+                .push((writes[r].rec.stream, writes[r].rec.seq, c.to_string()));
+            e.ordering_holes += newest_survivor.is_some_and(|t| t > flushed(r)) as u64;
         }
     }
-    failing.sort();
-    let verdict = if acked.is_empty() {
+    e.failing.sort();
+    e.verdict = if acked.is_empty() {
         Verdict::Inconclusive
-    } else if failing.is_empty() {
+    } else if e.failing.is_empty() {
         Verdict::Pass
     } else {
         Verdict::Fail
     };
-    Expected {
-        verdict,
-        counts,
-        failing,
-        ordering_holes,
-    }
+    e
 }
 
 /// Verify's report in the oracle's terms.
@@ -278,6 +288,12 @@ fn observed(r: &Report) -> Expected {
         .map(|f| (f.stream, f.seq, f.class.name().to_string()))
         .collect();
     failing.sort();
+    let mut timeline = BTreeMap::new();
+    for b in &r.ack_timeline {
+        for (c, n) in &b.counts {
+            timeline.insert((bucket_125(b.from_ms), c.to_string()), *n);
+        }
+    }
     Expected {
         verdict: r.verdict,
         counts: r
@@ -288,6 +304,7 @@ fn observed(r: &Report) -> Expected {
             .collect(),
         failing,
         ordering_holes: r.ordering_holes.count,
+        timeline,
     }
 }
 
@@ -632,11 +649,4 @@ fn verify_agrees_with_the_oracle_on_every_crash_state_of_small_traces() {
             "no state made a record {c}: the traces do not cover it"
         );
     }
-}
-
-/// The device is read through the trait; MemDevice must report the sector size verify
-/// assumes, or the enumeration above would test something else.
-#[test]
-fn the_in_memory_device_has_512_byte_blocks() {
-    assert_eq!(MemDevice::new(4096).logical_block_bytes() as usize, SECTOR);
 }
