@@ -86,7 +86,7 @@ struct Write {
 enum Gen {
     /// What was there before the run.
     Before,
-    /// Sector `first..end` of write number `.0`.
+    /// This sector of write number `.0` (trace order).
     Write(usize),
 }
 
