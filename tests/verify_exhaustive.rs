@@ -30,9 +30,10 @@
 //! Per state, verify's verdict, class counts, failing records (stream, seq, class) and
 //! ordering holes must equal the oracle's, and a legal state must never FAIL.
 //!
-//! Not enumerated here: flipped bits and misdirected (flying) writes; the sectors are
-//! always whole generations at their own address. tests/verify_damage.rs and the
-//! simulated drive's scenarios cover those classes.
+//! Flying writes are checked apart (`check_flying_writes`): after every write landed,
+//! each acknowledged record lands whole at every other place instead of its own.
+//! Not enumerated here: flipped bits (tests/verify_damage.rs and the simulated drive's
+//! scenarios cover them).
 
 mod common;
 
@@ -88,6 +89,9 @@ enum Gen {
     Before,
     /// This sector of write number `.0` (trace order).
     Write(usize),
+    /// Sector `.1` of write `.0`, landed here instead of at its own address (a flying
+    /// write).
+    Flying(usize, usize),
 }
 
 /// What was on the region before the run: even sectors zeros, odd sectors a record of
@@ -174,16 +178,22 @@ enum Truth {
     Zeros,
     /// Another run's record.
     OtherRun,
+    /// A sector of this run whose home is elsewhere (a flying write landed here).
+    Misplaced,
 }
 
-/// The class the oracle gives one acknowledged record, from its sectors' truths.
-fn oracle_class(truths: &[Truth]) -> &'static str {
+/// The class the oracle gives one acknowledged record, from its sectors' truths and
+/// whether a copy of it landed elsewhere in the span verify reads.
+fn oracle_class(truths: &[Truth], landed_elsewhere: bool) -> &'static str {
     let own = truths.iter().filter(|&&t| t == Truth::Own).count();
     let bad = truths
         .iter()
         .filter(|&&t| matches!(t, Truth::Earlier | Truth::Zeros | Truth::OtherRun))
         .count();
-    if bad == 0 {
+    if truths.contains(&Truth::Misplaced) {
+        // Another record's flying write landed on it.
+        "misdirected"
+    } else if bad == 0 {
         if own == truths.len() {
             "intact"
         } else {
@@ -192,6 +202,9 @@ fn oracle_class(truths: &[Truth]) -> &'static str {
     } else if own > 0 {
         // Part of the record landed, part did not.
         "shorn"
+    } else if landed_elsewhere {
+        // Nothing of it at home, but it is on the drive: at the wrong address.
+        "misdirected"
     } else if truths.contains(&Truth::OtherRun) {
         // Nothing of it landed and another run's data is where it should be.
         "stale"
@@ -230,6 +243,7 @@ fn truths_of(writes: &[Write], acked: &[usize], r: usize, state: &[Gen]) -> Vec<
                 Gen::Write(_) => Truth::Earlier,
                 Gen::Before if s % 2 == 1 => Truth::OtherRun,
                 Gen::Before => Truth::Zeros,
+                Gen::Flying(..) => Truth::Misplaced,
             }
         })
         .collect()
@@ -239,9 +253,20 @@ fn oracle(writes: &[Write], state: &[Gen]) -> Expected {
     let acked: Vec<usize> = (0..writes.len())
         .filter(|&w| writes[w].flushed_ns.is_some())
         .collect();
+    // Verify reads from the first acknowledged sector to the last.
+    let span = acked.iter().map(|&r| writes[r].first).min().unwrap_or(0) as usize
+        ..acked.iter().map(|&r| writes[r].end).max().unwrap_or(0) as usize;
+    let landed_elsewhere = |r: usize| {
+        state[span.clone()]
+            .iter()
+            .any(|g| matches!(*g, Gen::Flying(x, _) if x == r))
+    };
     let classes: Vec<(usize, &str)> = acked
         .iter()
-        .map(|&r| (r, oracle_class(&truths_of(writes, &acked, r, state))))
+        .map(|&r| {
+            let truths = truths_of(writes, &acked, r, state);
+            (r, oracle_class(&truths, landed_elsewhere(r)))
+        })
         .collect();
     let flushed = |r: usize| writes[r].flushed_ns.expect("acknowledged");
     let last_ack = acked.iter().map(|&r| flushed(r)).max().unwrap_or(0);
@@ -328,6 +353,7 @@ fn describe(varying: &[usize], state: &[Gen]) -> String {
         .map(|&s| match state[s] {
             Gen::Before => format!("s{s}=-"),
             Gen::Write(w) => format!("s{s}=w{w}"),
+            Gen::Flying(w, i) => format!("s{s}=w{w}[{i}]"),
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -379,28 +405,60 @@ fn run_log(t: &Trace, run: RunId, writes: &[Write]) -> RunLog {
     }
 }
 
-/// Runs verify on every state of every cut point of `t`.
-fn check_trace(t: &Trace, tally: &mut Tally) {
-    let run = RunId([0x5a; 16]);
-    let key = RunKey::new(run);
-    let dev = Arc::new(MemDevice::new((t.sectors * SECTOR_U64) as usize));
-    let before: Vec<Vec<u8>> = (0..t.sectors).map(before_sector).collect();
-    dev.edit(|img| {
-        for (s, b) in before.iter().enumerate() {
-            img[s * SECTOR..(s + 1) * SECTOR].copy_from_slice(b);
-        }
-    });
-    for prefix in cut_points(t) {
-        let writes = writes_of(t, prefix);
-        let bytes: Vec<Vec<u8>> = writes
+const RUN: RunId = RunId([0x5a; 16]);
+
+/// The in-memory drive of one cut point, and the bytes each generation puts on it.
+struct Image {
+    dev: Arc<MemDevice>,
+    before: Vec<Vec<u8>>,
+    /// Each write's record, as the writer would have written it.
+    bytes: Vec<Vec<u8>>,
+}
+
+impl Image {
+    /// A drive holding what was there before the run.
+    fn new(t: &Trace, writes: &[Write]) -> Image {
+        let key = RunKey::new(RUN);
+        let dev = Arc::new(MemDevice::new((t.sectors * SECTOR_U64) as usize));
+        let before: Vec<Vec<u8>> = (0..t.sectors).map(before_sector).collect();
+        dev.edit(|img| {
+            for (s, b) in before.iter().enumerate() {
+                img[s * SECTOR..(s + 1) * SECTOR].copy_from_slice(b);
+            }
+        });
+        let bytes = writes
             .iter()
             .map(|w| {
                 let mut b = vec![0u8; w.rec.len_bytes() as usize];
-                fill_record(&mut b, &key, run, &w.rec);
+                fill_record(&mut b, &key, RUN, &w.rec);
                 b
             })
             .collect();
-        let log = run_log(t, run, &writes);
+        Image { dev, before, bytes }
+    }
+
+    /// Puts `state`'s generations on `sectors` of the drive.
+    fn paint(&self, state: &[Gen], sectors: &[usize], writes: &[Write]) {
+        self.dev.edit(|img| {
+            for &s in sectors {
+                let (src, k) = match state[s] {
+                    Gen::Before => (&self.before[s], 0),
+                    Gen::Write(w) => (&self.bytes[w], (s as u64 - writes[w].first) as usize),
+                    Gen::Flying(w, i) => (&self.bytes[w], i),
+                };
+                img[s * SECTOR..(s + 1) * SECTOR]
+                    .copy_from_slice(&src[k * SECTOR..(k + 1) * SECTOR]);
+            }
+        });
+    }
+}
+
+/// Runs verify on every state of every cut point of `t`.
+fn check_trace(t: &Trace, tally: &mut Tally) {
+    for prefix in cut_points(t) {
+        let writes = writes_of(t, prefix);
+        let img = Image::new(t, &writes);
+        let log = run_log(t, RUN, &writes);
         let gens = generations(t, &writes);
         // Only sectors some write covers can differ between states.
         let varying: Vec<usize> = (0..gens.len()).filter(|&s| gens[s].len() > 1).collect();
@@ -411,19 +469,8 @@ fn check_trace(t: &Trace, tally: &mut Tally) {
             for (&s, &k) in varying.iter().zip(&pick) {
                 state[s] = gens[s][k];
             }
-            dev.edit(|img| {
-                for &s in &varying {
-                    let src = match state[s] {
-                        Gen::Before => &before[s][..],
-                        Gen::Write(w) => {
-                            let k = (s as u64 - writes[w].first) as usize;
-                            &bytes[w][k * SECTOR..(k + 1) * SECTOR]
-                        }
-                    };
-                    img[s * SECTOR..(s + 1) * SECTOR].copy_from_slice(src);
-                }
-            });
-            let report = verify_device(dev.clone(), &log, Duration::from_secs(30));
+            img.paint(&state, &varying, &writes);
+            let report = verify_device(img.dev.clone(), &log, Duration::from_secs(30));
             let what = || {
                 format!(
                     "{} cut after op {prefix}, {}",
@@ -440,6 +487,17 @@ fn check_trace(t: &Trace, tally: &mut Tally) {
 }
 
 impl Tally {
+    fn absorb(&mut self, other: Tally) {
+        self.states += other.states;
+        self.legal += other.legal;
+        self.failing += other.failing;
+        self.mismatches += other.mismatches;
+        self.examples.extend(other.examples);
+        for (c, n) in other.classes {
+            *self.classes.entry(c).or_default() += n;
+        }
+    }
+
     /// Judges one state: verify's report against the oracle's, and never a FAIL for a
     /// state an honest drive may leave.
     fn record(
@@ -467,6 +525,45 @@ impl Tally {
                     what()
                 ));
             }
+        }
+    }
+}
+
+/// Flying writes, after every write of `t` landed: one acknowledged record lands whole
+/// at another place of the region instead of its own, whose sectors keep what the other
+/// writes left there. Every acknowledged record, every other landing place.
+fn check_flying_writes(t: &Trace, tally: &mut Tally) {
+    let writes = writes_of(t, t.ops.len());
+    let img = Image::new(t, &writes);
+    let log = run_log(t, RUN, &writes);
+    let all: Vec<usize> = (0..t.sectors as usize).collect();
+    // The newest write at each sector, leaving out write `skip`.
+    let newest = |s: usize, skip: Option<usize>| {
+        (0..writes.len())
+            .rev()
+            .find(|&w| Some(w) != skip && writes[w].first <= s as u64 && (s as u64) < writes[w].end)
+            .map_or(Gen::Before, Gen::Write)
+    };
+    for x in (0..writes.len()).filter(|&x| writes[x].flushed_ns.is_some()) {
+        let (first, len) = (
+            writes[x].first as usize,
+            (writes[x].end - writes[x].first) as usize,
+        );
+        for at in (0..=all.len() - len).filter(|&at| at != first) {
+            let mut state: Vec<Gen> = all.iter().map(|&s| newest(s, Some(x))).collect();
+            for i in 0..len {
+                state[at + i] = Gen::Flying(x, i);
+            }
+            img.paint(&state, &all, &writes);
+            let report = verify_device(img.dev.clone(), &log, Duration::from_secs(30));
+            let what = || {
+                format!(
+                    "{}: w{x} landed at s{at}, {}",
+                    t.name,
+                    describe(&all, &state)
+                )
+            };
+            tally.record(&writes, &state, &report, what);
         }
     }
 }
@@ -603,27 +700,26 @@ fn verify_agrees_with_the_oracle_on_every_crash_state_of_small_traces() {
     let t0 = Instant::now();
     let mut total = Tally::default();
     for t in traces() {
-        let mut tally = Tally::default();
         let t1 = Instant::now();
+        let (mut tally, mut flying) = (Tally::default(), Tally::default());
         check_trace(&t, &mut tally);
+        // Every landing place of every record: too many verifies of 2 MiB chunks.
+        if t.sectors <= 64 {
+            check_flying_writes(&t, &mut flying);
+        }
         let line = format!(
-            "  {}: {} states ({} legal, {} failing), {} mismatches, {:.1} s\n",
+            "  {}: {} states ({} legal, {} failing) and {} with a flying write, {} mismatches, {:.1} s\n",
             t.name,
             tally.states,
             tally.legal,
             tally.failing,
-            tally.mismatches,
+            flying.states,
+            tally.mismatches + flying.mismatches,
             t1.elapsed().as_secs_f64()
         );
         std::io::stderr().write_all(line.as_bytes()).unwrap();
-        total.states += tally.states;
-        total.legal += tally.legal;
-        total.failing += tally.failing;
-        total.mismatches += tally.mismatches;
-        total.examples.extend(tally.examples);
-        for (c, n) in tally.classes {
-            *total.classes.entry(c).or_default() += n;
-        }
+        total.absorb(tally);
+        total.absorb(flying);
     }
     let msg = format!(
         "verify_exhaustive: {} crash states ({} legal, {} with a lost acknowledged record), {} mismatches, {:.1} s; records expected per class: {:?}\n",
@@ -643,7 +739,14 @@ fn verify_agrees_with_the_oracle_on_every_crash_state_of_small_traces() {
     );
     // The enumeration must have reached every outcome it claims to cover.
     assert!(total.legal > 0 && total.failing > 0);
-    for c in ["intact", "superseded", "lost", "shorn", "stale"] {
+    for c in [
+        "intact",
+        "superseded",
+        "lost",
+        "shorn",
+        "stale",
+        "misdirected",
+    ] {
         assert!(
             total.classes.get(c).copied().unwrap_or(0) > 0,
             "no state made a record {c}: the traces do not cover it"
