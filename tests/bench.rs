@@ -69,6 +69,14 @@ struct Counts {
     flushes: AtomicU64,
     /// Writes that were not followed by a flush before the next write (flushing methods).
     unflushed_then_written: AtomicU64,
+    /// Every write ('W') and every flush that reached the device ('F'), in order.
+    trace: Mutex<String>,
+}
+
+impl Counts {
+    fn log(&self, op: char) {
+        self.trace.lock().unwrap().push(op);
+    }
 }
 
 /// An in-process device: no storage, a configurable sleep per flush, and counters. Opened
@@ -90,6 +98,7 @@ impl Device for TestDevice {
     }
     fn write_at(&self, _buf: &[u8], _offset: u64) -> io::Result<()> {
         self.counts.writes.fetch_add(1, SeqCst);
+        self.counts.log('W');
         match self.method {
             FlushMethod::Dsync => self.do_flush(),
             FlushMethod::None => Ok(()),
@@ -122,6 +131,7 @@ impl TestDevice {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
         self.counts.flushes.fetch_add(1, SeqCst);
+        self.counts.log('F');
         if !self.flush_sleep.is_zero() {
             std::thread::sleep(self.flush_sleep);
         }
@@ -314,6 +324,40 @@ fn every_method_flushes_exactly_once_per_write() {
     let opener = TestOpener::new(Duration::ZERO);
     let report = run(&opener, &id, &cfg);
     assert!(report.all_ok());
+    let d = report
+        .durability
+        .as_ref()
+        .expect("the run has a durability table");
+    let opened = opener.opened.lock().unwrap();
+    // Opened in order: the sweep's device, one per method, then the durability table's.
+    let (method, counts) = &opened[1 + rows.len()];
+    assert_eq!(*method, d.flush_method);
+    let trace = counts.trace.lock().unwrap().clone();
+    assert_eq!(
+        trace,
+        durability_trace(d),
+        "the durability table's writes and flushes"
+    );
+}
+
+/// The writes and flushes the durability table's rows say they did: each mode starts
+/// with a flush that empties the cache, then no-flush writes its records, flush-at-end
+/// writes them and flushes once, and flush-every-record flushes after each one.
+fn durability_trace(d: &bench::durability::Durability) -> String {
+    use bench::durability::FlushMode;
+    let mut want = String::new();
+    for row in &d.rows {
+        assert_eq!(row.bytes % d.record_bytes, 0, "{row:?}");
+        let records = (row.bytes / d.record_bytes) as usize;
+        assert!(records > 0, "{row:?}");
+        want.push('F');
+        match row.mode {
+            FlushMode::NoFlush => want.push_str(&"W".repeat(records)),
+            FlushMode::FlushAtEnd => want.push_str(&format!("{}F", "W".repeat(records))),
+            FlushMode::FlushEveryRecord => want.push_str(&"WF".repeat(records)),
+        }
+    }
+    want
 }
 
 #[test]

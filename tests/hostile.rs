@@ -9,10 +9,11 @@ use common::{bin, free_port, run, test_descriptor};
 use plugpull::ack::auth::{Key, Session};
 use plugpull::ack::client::{AckSender, ClientOptions, fetch_with_key};
 use plugpull::ack::frame::{self, FrameType};
-use plugpull::ack::log::log_path;
+use plugpull::ack::log::{LOG_EXTENSION, log_path};
 use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
 use plugpull::ack::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -158,7 +159,13 @@ impl Harness {
     }
 
     /// The three promises, checked after each hostile case.
-    fn check(mut self) {
+    fn check(self) {
+        self.check_allowing(&[])
+    }
+
+    /// `check`, where the test itself started the runs in `allowed` on authenticated
+    /// connections: their logs may be in the directory as well.
+    fn check_allowing(mut self, allowed: &[u8]) {
         assert!(
             self.child.try_wait().unwrap().is_none(),
             "witness died: {}",
@@ -197,7 +204,40 @@ impl Harness {
             "witness died: {}",
             self.log()
         );
-        let _ = std::fs::read_dir(&self.dir).unwrap();
+        self.check_dir(allowed);
+    }
+
+    /// Nothing a hostile peer sent made the witness create a file: the directory holds
+    /// the logs of the harness's two runs (and of `allowed` runs) and no file named after
+    /// any other run of this test.
+    fn check_dir(&self, allowed: &[u8]) {
+        let name = |r: u8| format!("{}.{LOG_EXTENSION}", descriptor(r).run_id.hex());
+        let (mut logs, mut others) = (BTreeSet::new(), vec![]);
+        for e in std::fs::read_dir(&self.dir).unwrap() {
+            let n = e.unwrap().file_name().into_string().unwrap();
+            if n.ends_with(&format!(".{LOG_EXTENSION}")) {
+                logs.insert(n);
+            } else {
+                others.push(n);
+            }
+        }
+        for r in [1, 2] {
+            assert!(logs.contains(&name(r)), "run {r}'s log is gone: {logs:?}");
+        }
+        let legit: Vec<String> = [1, 2].iter().chain(allowed).map(|&r| name(r)).collect();
+        for l in &logs {
+            assert!(
+                legit.contains(l),
+                "a log for a run no test started: {l} (directory: {logs:?} {others:?})"
+            );
+        }
+        for r in (3..=9).filter(|r| !allowed.contains(r)) {
+            let hex = descriptor(r).run_id.hex();
+            assert!(
+                !others.iter().any(|o| o.contains(&hex)),
+                "a file for hostile run {r}: {others:?}"
+            );
+        }
     }
 }
 
@@ -355,7 +395,8 @@ fn replayed_frame_from_another_connection() {
     c.write_all(&f).unwrap();
     let e = read_error(&mut c);
     assert!(e.contains("MAC check failed on frame 1"), "{e}");
-    h.check();
+    // Connection A started run 5 legitimately before it went away.
+    h.check_allowing(&[5]);
 }
 
 #[test]

@@ -497,14 +497,71 @@ fn unreachable_witness_gives_a_clear_error() {
     assert!(m.contains("is `plugpull listen` running there?"), "{m}");
 }
 
+/// One witness process takes every kind of abuse in turn (junk, bad frames, a writer
+/// that vanishes mid-frame, a writer that vanishes without a Bye, a burst of abandoned
+/// connections); afterwards that same process (not a fresh one) is still running, still
+/// in the foreground, and still serves a new writer and the runs it already held.
 #[test]
 fn witness_process_is_alive_after_all_that() {
-    // Cheap smoke check that `listen` stays in the foreground.
     let tmp = tempfile::tempdir().unwrap();
-    let mut w = WitnessProc::start(&tmp.path().join("w"), free_port(), "alive.log");
+    let dir = tmp.path().join("w");
+    let mut w = WitnessProc::start(&dir, free_port(), "alive.log");
+    let a = descriptor(9, "host-alive");
+    send_run(&w.addr, &a, 300);
+
+    // Junk of every length, and frames that are wrong in each way.
+    let mut rng = plugpull::rng::Rng::new(5);
+    for n in [1usize, 3, 4, 17, 4096] {
+        let junk: Vec<u8> = (0..n).map(|_| rng.next_u64() as u8).collect();
+        let mut s = TcpStream::connect(&w.addr).unwrap();
+        let _ = s.write_all(&junk);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    }
+    let mut bad_crc = Msg::Heartbeat.encode();
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 1;
+    assert!(error_reply(&w.addr, &bad_crc, false).contains("checksum"));
+    assert!(error_reply(&w.addr, &u32::MAX.to_le_bytes(), false).contains("exceeds"));
+    // A writer that dies in the middle of a frame, and one that dies without a Bye.
+    let hello = Msg::Hello {
+        version: PROTOCOL_VERSION,
+        resume: false,
+        descriptor: descriptor(10, "host-dies"),
+    }
+    .encode();
+    let mut s = TcpStream::connect(&w.addr).unwrap();
+    s.write_all(&hello[..hello.len() / 2]).unwrap();
+    drop(s);
+    let gone = AckSender::connect(&w.addr, &descriptor(11, "host-gone"), opts()).unwrap();
+    for i in 0..50 {
+        gone.push(ack(i));
+    }
+    drop(gone);
+    // A burst of connections that say nothing and vanish.
+    let idle: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(&w.addr).unwrap())
+        .collect();
+    drop(idle);
+
+    // The process attacked is the one still running.
     std::thread::sleep(Duration::from_millis(200));
-    assert!(w.alive());
-    assert!(w.log().contains("listening on"), "{}", w.log());
+    assert!(w.alive(), "the witness died: {}", w.log());
+    assert_eq!(
+        w.log().matches("listening on").count(),
+        1,
+        "the witness started more than once: {}",
+        w.log()
+    );
+    // And it still does its job: the run it held, and a new writer.
+    let got = fetch(&w.addr, &RunSelector::Run(a.run_id)).unwrap();
+    assert_eq!(got.acks, (0..300).map(ack).collect::<Vec<_>>());
+    let b = descriptor(12, "host-after");
+    send_run(&w.addr, &b, 100);
+    let got = fetch(&w.addr, &RunSelector::Run(b.run_id)).unwrap();
+    assert_eq!(got.acks, (0..100).map(ack).collect::<Vec<_>>());
+    assert!(w.alive(), "the witness died: {}", w.log());
 }
 
 /// One writer pushing as fast as it can: every ack ends up durable, none lost or
