@@ -77,7 +77,12 @@ impl FileIdentity {
         let canonical = fs::canonicalize(path).ok()?;
         let fsid = nix::sys::statvfs::statvfs(path)
             .ok()
-            .map(|s| s.filesystem_id() as u64)
+            // c_ulong: 32 bits on 32-bit targets.
+            .map(|s| {
+                #[allow(clippy::unnecessary_cast)]
+                let id = s.filesystem_id() as u64;
+                id
+            })
             .filter(|&id| id != 0)
             .map(|id| format!("{id:016x}"));
         Some(FileIdentity {

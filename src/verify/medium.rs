@@ -153,3 +153,121 @@ pub fn within<T: Send + 'static>(
     });
     rx.recv_timeout(limit).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ack::{Ack, RunDescriptor, WriterSettings};
+    use crate::device::mem::MemDevice;
+    use crate::record::{RecordId, fill_record};
+    use crate::rng::RunKey;
+
+    /// Writes one 4 KiB record of `run` at `offset`, stamped `time`; returns its ack.
+    fn put(dev: &MemDevice, run: RunId, offset: u64, time: u64) -> Ack {
+        let record = RecordId {
+            stream: 0,
+            seq: time,
+            offset,
+            sectors: 8,
+            write_time_ns: time,
+        };
+        let mut buf = vec![0u8; 4096];
+        fill_record(&mut buf, &RunKey::new(run), run, &record);
+        dev.write_at(&buf, offset).unwrap();
+        Ack {
+            record,
+            flushed_ns: time,
+        }
+    }
+
+    fn log(run: RunId, region: (u64, u64), acks: Vec<Ack>) -> RunLog {
+        RunLog {
+            descriptor: RunDescriptor {
+                run_id: run,
+                format_version: crate::record::FORMAT_VERSION,
+                plugpull_version: String::new(),
+                host: String::new(),
+                started_at: String::new(),
+                device: Default::default(),
+                settings: WriterSettings {
+                    region_offset: region.0,
+                    region_bytes: region.1,
+                    record_bytes_min: 4096,
+                    record_bytes_max: 4096,
+                    placement: "sequential".into(),
+                    streams: 1,
+                    flush: crate::device::FlushMethod::Fdatasync,
+                    direct: true,
+                    seed: 0,
+                },
+                command: vec![],
+            },
+            acks,
+            events: vec![],
+        }
+    }
+
+    #[test]
+    fn find_run_sees_the_runs_stamp_and_no_other() {
+        let (r1, r2) = (RunId([1; 16]), RunId([2; 16]));
+        let dev = MemDevice::new(8 << 20);
+        // One record of r1 deep in a 4 MiB region: found at its acked home.
+        let a = put(&dev, r1, 3 << 20, 10);
+        let l1 = log(r1, (1 << 20, 4 << 20), vec![a]);
+        let s = find_run(&dev, r1, &run_points(&l1));
+        assert!(s.found && s.sectors > 0, "{s:?}");
+        // Another run's log over the same region: its stamps are not there.
+        let l2 = log(r2, (1 << 20, 4 << 20), vec![]);
+        let s = find_run(&dev, r2, &run_points(&l2));
+        assert!(!s.found, "{s:?}");
+        assert!(s.sectors >= SPREAD_POINTS, "sampled the region: {s:?}");
+    }
+
+    #[test]
+    fn newest_stamp_is_the_newest_intact_one() {
+        let (r1, r2) = (RunId([1; 16]), RunId([2; 16]));
+        let dev = MemDevice::new(64 << 20);
+        assert_eq!(newest_stamp(&dev).newest, None, "a blank device has none");
+        put(&dev, r1, 0, 100);
+        // Beyond the first MiB, at a power of two.
+        put(&dev, r2, 16 << 20, 200);
+        let s = newest_stamp(&dev);
+        assert_eq!(s.newest.map(|st| st.run), Some(r2), "{s:?}");
+        // A damaged newer record does not count: its content fails its CRC.
+        dev.edit(|b| b[(16 << 20) + 100] ^= 1);
+        dev.edit(|b| {
+            for i in 1..8 {
+                b[(16 << 20) + i * 512 + 100] ^= 1;
+            }
+        });
+        let s = newest_stamp(&dev);
+        assert_eq!(s.newest.map(|st| st.run), Some(r1), "{s:?}");
+    }
+
+    #[test]
+    fn within_gives_up_on_a_hung_read() {
+        struct Hung;
+        impl Device for Hung {
+            fn size_bytes(&self) -> u64 {
+                1 << 20
+            }
+            fn logical_block_bytes(&self) -> u32 {
+                512
+            }
+            fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+                Ok(())
+            }
+            fn flush(&self) -> std::io::Result<()> {
+                Ok(())
+            }
+            fn read_at(&self, _: &mut [u8], _: u64) -> std::io::Result<()> {
+                std::thread::sleep(Duration::from_secs(30));
+                Ok(())
+            }
+        }
+        let t0 = std::time::Instant::now();
+        let r = within(Arc::new(Hung), Duration::from_millis(100), newest_stamp);
+        assert!(r.is_none());
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+}
