@@ -59,8 +59,8 @@ pub struct FileIdentity {
     pub path: String,
     /// Inode number (`st_ino`).
     pub inode: u64,
-    /// Device number of the file system (`st_dev`, "major:minor"). Reported, not
-    /// compared: it can change across reboots and remounts.
+    /// Device number of the file system (`st_dev`, "major:minor"). It can change
+    /// across reboots and remounts, so it only stands in for the path (see `same_file`).
     pub fs_dev: String,
     /// The file system's id (`statvfs` `f_fsid`, 16 hex digits) when the kernel gives
     /// one: derived from the file system UUID on ext4 and btrfs, so it survives reboots.
@@ -94,11 +94,15 @@ impl FileIdentity {
         })
     }
 
-    /// Same bytes: same inode and offset, on the same file system (by `fsid` when both
-    /// know it, which lets the mount point move; else by path).
+    /// Same bytes: same inode and offset, at the same path, on the same file system.
+    /// With an `fsid` on both sides, either the path or the file system's device
+    /// number may have changed (a new mount point; a device renumbered at boot), not
+    /// both (two clones of one file system share an fsid).
     fn same_file(&self, other: &FileIdentity) -> bool {
         let same_place = match (&self.fsid, &other.fsid) {
-            (Some(a), Some(b)) => a == b,
+            (Some(a), Some(b)) => {
+                a == b && (self.path == other.path || self.fs_dev == other.fs_dev)
+            }
             _ => self.path == other.path,
         };
         same_place && self.inode == other.inode && self.offset == other.offset
@@ -393,8 +397,9 @@ mod tests {
         let copy = d.path().join("copy");
         fs::copy(&a, &copy).unwrap();
         assert!(!identify(&copy).same_medium(&ia));
-        // A file replaced at the same path (new inode) is another medium too.
-        fs::remove_file(&b).unwrap();
+        // A file replaced at the same path is another medium too (the old one is kept
+        // under another name so that its inode number cannot be reused).
+        fs::rename(&b, d.path().join("b.old")).unwrap();
         fs::write(&b, vec![1u8; 4096]).unwrap();
         assert!(!identify(&b).same_medium(&ib));
     }
@@ -450,12 +455,18 @@ mod tests {
         };
         assert!(direct.same_medium(&l7));
         assert_eq!(direct.key(), l7.key());
-        // The file system moved to another mount point: the fsid still says it is the
-        // same file; without an fsid the path has to agree.
+        // The file system moved to another mount point: the fsid and device number
+        // still say it is the same file; without an fsid the path has to agree.
         let moved = file_id("/mnt/t.img", 12, Some("00000000deadbeef"));
-        assert!(loop_dev(2, moved).same_medium(&l1));
+        assert!(loop_dev(2, moved.clone()).same_medium(&l1));
         let moved_no_fsid = file_id("/mnt/t.img", 12, None);
         assert!(!loop_dev(2, moved_no_fsid).same_medium(&l1));
+        // A clone of the file system (same fsid) mounted elsewhere on another device.
+        let clone = FileIdentity {
+            fs_dev: "7:3".into(),
+            ..moved
+        };
+        assert!(!loop_dev(2, clone).same_medium(&l1));
     }
 
     fn disk(
