@@ -8,6 +8,13 @@
 //! WWN/serial, a loop device's backing file, a file's inode and file system) or when the
 //! drive's own sectors carry the run's stamps (a copy of a target, an image restored
 //! elsewhere). Anything else is refused unless the user says `--allow-identity-mismatch`.
+//!
+//! The stamps only name a run when the identity key finds none: a drive that kept its
+//! identity is always judged by its newest run, even when that run left no stamp (a
+//! drive that lost everything must FAIL, not PASS on an older run's leftovers). The
+//! limit: a drive whose identity changed *and* that lost every record of its newest run
+//! would be judged by the older run its stamps name; verify says on stderr which run it
+//! took from the stamps and why.
 
 use super::medium::{self, Sample};
 use crate::ack::auth::Key;
