@@ -191,9 +191,17 @@ pub struct VerifyArgs {
     /// The witness's pre-shared key file, to authenticate the fetched acks.
     #[arg(long, value_name = "PATH", requires = "witness")]
     pub key_file: Option<PathBuf>,
-    /// The run to verify (32 hex digits); default: the latest run for this device.
+    /// The run to verify (32 hex digits); default: the latest run for this drive, found
+    /// by its identity (WWN/serial, a loop device's backing file, a file's inode and file
+    /// system), else by the run stamps on the drive.
     #[arg(long)]
     pub run: Option<String>,
+    /// Verify even when TARGET is not the drive the run was written to (another
+    /// WWN/serial, backing file or file) and carries none of the run's stamps. Without
+    /// it such a run is refused (exit 2): judging a drive by another drive's records
+    /// reports them all lost.
+    #[arg(long)]
+    pub allow_identity_mismatch: bool,
     /// Print the report as JSON on stdout (format in docs/report.md).
     #[arg(long)]
     pub json: bool,

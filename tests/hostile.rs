@@ -567,12 +567,15 @@ fn real_run(tmp: &Path, name: &str, w: &common::WitnessProc) -> (PathBuf, PathBu
 }
 
 fn verify_json(target: &Path, log: &Path) -> (i32, serde_json::Value, String) {
+    // The hostile contents sit in another file than the run wrote to, most without a
+    // stamp of the run: judging them against the run is asked for explicitly.
     let r = run([
         "verify",
         target.to_str().unwrap(),
         "--acks",
         log.to_str().unwrap(),
         "--json",
+        "--allow-identity-mismatch",
     ]);
     assert!(
         !r.stderr.contains("panicked"),

@@ -8,9 +8,11 @@
 
 pub mod classify;
 pub mod distribution;
+pub mod medium;
 pub mod progress;
 pub mod report;
 pub mod scan;
+pub mod select;
 
 use crate::ack::{Ack, RunLog, RunSelector};
 use crate::cli::VerifyArgs;
@@ -262,11 +264,20 @@ pub fn load_run_checked(a: &VerifyArgs) -> Result<LoadedRun> {
             .witness
             .as_deref()
             .expect("clap requires --witness or --acks");
-        let sel = match run {
-            Some(r) => RunSelector::Run(r),
-            None => RunSelector::LatestForDevice(identity::identify(&a.target).key()),
+        let log = match run {
+            Some(r) => {
+                crate::ack::client::fetch_with_key(witness, &RunSelector::Run(r), key.as_ref())?
+            }
+            None => select::latest_for_target(
+                &select::Witness {
+                    addr: witness,
+                    key: key.as_ref(),
+                },
+                &a.target,
+                &identity::identify(&a.target),
+                a.read_timeout,
+            )?,
         };
-        let log = crate::ack::client::fetch_with_key(witness, &sel, key.as_ref())?;
         let how = format!(
             "fetched from the witness, which counted {} acks and sent them all{}",
             log.acks.len(),
@@ -331,6 +342,13 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         return print_report(&a, &report);
     }
     let device = identity::identify(&a.target);
+    select::check_identity(
+        &log,
+        &a.target,
+        &device,
+        a.allow_identity_mismatch,
+        a.read_timeout,
+    )?;
     let mut report = match FileDevice::open_read(&a.target) {
         Ok(dev) => {
             let bar = progress::ScanBar::new(a.quiet);

@@ -1,0 +1,273 @@
+//! What the medium itself says about the runs on it: every sector plugpull writes carries
+//! a stamp with its run id (src/record.rs), so a sample of sectors tells which run wrote
+//! there. Verify uses it when the identity of a target does not settle which run it
+//! holds: a copy of a target, a drive renamed beyond recognition.
+//!
+//! Only a sample is read (a few thousand sectors at most), so this is quick on any size
+//! of drive; it can miss a run that left only a few records far from where it looks.
+//! That is fine for its two uses: finding *a* stamp of a named run (its acked records'
+//! own offsets are read), and proposing a run id when nothing else names one (the user
+//! is told which run was chosen and why).
+
+use crate::ack::RunLog;
+use crate::device::{AlignedBuf, Device};
+use crate::record::{RunId, SECTOR, Stamp, content_matches, decode_stamp};
+use std::collections::BTreeSet;
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+/// Points spread evenly over a range when sampling it.
+const SPREAD_POINTS: u64 = 1024;
+/// Acknowledged records whose home sector is read when looking for a run's stamps.
+const ACK_POINTS: usize = 1024;
+/// Read whole at the start of the target: most runs start at offset 0.
+const HEAD_BYTES: u64 = 1 << 20;
+
+/// What a sample of the medium found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sample {
+    /// Sectors read.
+    pub sectors: u64,
+    /// For [`find_run`]: whether a stamp of the run was among them.
+    pub found: bool,
+    /// For [`newest_stamp`]: the newest valid stamp (by its write time) among them.
+    pub newest: Option<Stamp>,
+}
+
+/// Reads the sectors at `points` (sector-aligned byte offsets) and folds every sector
+/// into `visit`, which returns true to stop. A read error or end of device ends the
+/// sample: what was read so far stands.
+fn read_points(
+    dev: &dyn Device,
+    points: &BTreeSet<u64>,
+    mut visit: impl FnMut(&[u8]) -> bool,
+) -> u64 {
+    let block = (dev.logical_block_bytes() as u64).max(SECTOR as u64);
+    let size = dev.size_bytes() / block * block;
+    let mut buf = AlignedBuf::new(block as usize);
+    let (mut sectors, mut last_block) = (0u64, None);
+    for &p in points {
+        let at = p / block * block;
+        if at + block > size {
+            break;
+        }
+        if last_block == Some(at) {
+            continue;
+        }
+        last_block = Some(at);
+        if dev.read_at(&mut buf, at).is_err() {
+            break;
+        }
+        for s in buf.chunks_exact(SECTOR) {
+            sectors += 1;
+            if visit(s) {
+                return sectors;
+            }
+        }
+    }
+    sectors
+}
+
+/// `count` sector-aligned points spread evenly over [start, end).
+fn spread(start: u64, end: u64, count: u64) -> impl Iterator<Item = u64> {
+    let step = (end.saturating_sub(start) / count.max(1)).max(SECTOR as u64);
+    (0..count)
+        .map(move |i| start + i * step)
+        .take_while(move |&p| p < end)
+        .map(|p| p / SECTOR as u64 * SECTOR as u64)
+}
+
+/// Where to look for stamps of `log`'s run: the home of acknowledged records (the
+/// newest ones and a spread of the rest), and a spread over the run's region.
+pub fn run_points(log: &RunLog) -> BTreeSet<u64> {
+    let acks = &log.acks;
+    let every = (acks.len() / ACK_POINTS).max(1);
+    let mut points: BTreeSet<u64> = acks
+        .iter()
+        .step_by(every)
+        .map(|a| a.record.offset)
+        .collect();
+    points.extend(
+        acks.iter()
+            .rev()
+            .take(ACK_POINTS / 4)
+            .map(|a| a.record.offset),
+    );
+    let s = &log.descriptor.settings;
+    points.extend(spread(
+        s.region_offset,
+        s.region_offset.saturating_add(s.region_bytes),
+        SPREAD_POINTS,
+    ));
+    points
+}
+
+/// Looks for any stamp of `run` at `points` (from [`run_points`]).
+pub fn find_run(dev: &dyn Device, run: RunId, points: &BTreeSet<u64>) -> Sample {
+    let mut found = false;
+    let sectors = read_points(dev, points, |sector| {
+        found = decode_stamp(sector).is_ok_and(|st| st.run == run);
+        found
+    });
+    Sample {
+        sectors,
+        found,
+        newest: None,
+    }
+}
+
+/// The newest valid stamp (checksum and content intact) in a sample of the whole of
+/// `dev`: its first MiB, a spread over all of it, and every power-of-two offset.
+pub fn newest_stamp(dev: &dyn Device) -> Sample {
+    let size = dev.size_bytes();
+    let mut points: BTreeSet<u64> = (0..HEAD_BYTES.min(size)).step_by(SECTOR).collect();
+    points.extend(spread(0, size, SPREAD_POINTS));
+    points.extend((20..64).map(|k| 1u64 << k).take_while(|&p| p < size));
+    let mut newest: Option<Stamp> = None;
+    let sectors = read_points(dev, &points, |sector| {
+        if let Ok(st) = decode_stamp(sector) {
+            let newer = newest.is_none_or(|n| st.record.write_time_ns > n.record.write_time_ns);
+            if newer && content_matches(sector, &st) {
+                newest = Some(st);
+            }
+        }
+        false
+    });
+    Sample {
+        sectors,
+        found: newest.is_some(),
+        newest,
+    }
+}
+
+/// Runs `f` on `dev` in a thread and gives up after `limit` (a drive that hangs on
+/// reads must not hang verify): None then. The thread is left to finish on its own.
+pub fn within<T: Send + 'static>(
+    dev: Arc<dyn Device>,
+    limit: Duration,
+    f: impl FnOnce(&dyn Device) -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f(&*dev));
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ack::{Ack, RunDescriptor, WriterSettings};
+    use crate::device::mem::MemDevice;
+    use crate::record::{RecordId, fill_record};
+    use crate::rng::RunKey;
+
+    /// Writes one 4 KiB record of `run` at `offset`, stamped `time`; returns its ack.
+    fn put(dev: &MemDevice, run: RunId, offset: u64, time: u64) -> Ack {
+        let record = RecordId {
+            stream: 0,
+            seq: time,
+            offset,
+            sectors: 8,
+            write_time_ns: time,
+        };
+        let mut buf = vec![0u8; 4096];
+        fill_record(&mut buf, &RunKey::new(run), run, &record);
+        dev.write_at(&buf, offset).unwrap();
+        Ack {
+            record,
+            flushed_ns: time,
+        }
+    }
+
+    fn log(run: RunId, region: (u64, u64), acks: Vec<Ack>) -> RunLog {
+        RunLog {
+            descriptor: RunDescriptor {
+                run_id: run,
+                format_version: crate::record::FORMAT_VERSION,
+                plugpull_version: String::new(),
+                host: String::new(),
+                started_at: String::new(),
+                device: Default::default(),
+                settings: WriterSettings {
+                    region_offset: region.0,
+                    region_bytes: region.1,
+                    record_bytes_min: 4096,
+                    record_bytes_max: 4096,
+                    placement: "sequential".into(),
+                    streams: 1,
+                    flush: crate::device::FlushMethod::Fdatasync,
+                    direct: true,
+                    seed: 0,
+                },
+                command: vec![],
+            },
+            acks,
+            events: vec![],
+        }
+    }
+
+    #[test]
+    fn find_run_sees_the_runs_stamp_and_no_other() {
+        let (r1, r2) = (RunId([1; 16]), RunId([2; 16]));
+        let dev = MemDevice::new(8 << 20);
+        // One record of r1 deep in a 4 MiB region: found at its acked home.
+        let a = put(&dev, r1, 3 << 20, 10);
+        let l1 = log(r1, (1 << 20, 4 << 20), vec![a]);
+        let s = find_run(&dev, r1, &run_points(&l1));
+        assert!(s.found && s.sectors > 0, "{s:?}");
+        // Another run's log over the same region: its stamps are not there.
+        let l2 = log(r2, (1 << 20, 4 << 20), vec![]);
+        let s = find_run(&dev, r2, &run_points(&l2));
+        assert!(!s.found, "{s:?}");
+        assert!(s.sectors >= SPREAD_POINTS, "sampled the region: {s:?}");
+    }
+
+    #[test]
+    fn newest_stamp_is_the_newest_intact_one() {
+        let (r1, r2) = (RunId([1; 16]), RunId([2; 16]));
+        let dev = MemDevice::new(64 << 20);
+        assert_eq!(newest_stamp(&dev).newest, None, "a blank device has none");
+        put(&dev, r1, 0, 100);
+        // Beyond the first MiB, at a power of two.
+        put(&dev, r2, 16 << 20, 200);
+        let s = newest_stamp(&dev);
+        assert_eq!(s.newest.map(|st| st.run), Some(r2), "{s:?}");
+        // A damaged newer record does not count: its content fails its CRC.
+        dev.edit(|b| b[(16 << 20) + 100] ^= 1);
+        dev.edit(|b| {
+            for i in 1..8 {
+                b[(16 << 20) + i * 512 + 100] ^= 1;
+            }
+        });
+        let s = newest_stamp(&dev);
+        assert_eq!(s.newest.map(|st| st.run), Some(r1), "{s:?}");
+    }
+
+    #[test]
+    fn within_gives_up_on_a_hung_read() {
+        struct Hung;
+        impl Device for Hung {
+            fn size_bytes(&self) -> u64 {
+                1 << 20
+            }
+            fn logical_block_bytes(&self) -> u32 {
+                512
+            }
+            fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+                Ok(())
+            }
+            fn flush(&self) -> std::io::Result<()> {
+                Ok(())
+            }
+            fn read_at(&self, _: &mut [u8], _: u64) -> std::io::Result<()> {
+                std::thread::sleep(Duration::from_secs(30));
+                Ok(())
+            }
+        }
+        let t0 = std::time::Instant::now();
+        let r = within(Arc::new(Hung), Duration::from_millis(100), newest_stamp);
+        assert!(r.is_none());
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+}
