@@ -207,6 +207,10 @@ impl TargetPlan {
         };
         id.kind = "file".into();
         id.size_bytes = self.file_bytes();
+        // The directory's inode is not the file's, and the file has none yet: a file this
+        // run creates is named by its canonical path (identity::Medium::Path), which
+        // verify matches against the file's own identity later.
+        id.file = None;
         id
     }
 
