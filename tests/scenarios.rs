@@ -81,6 +81,70 @@ fn scratch() -> tempfile::TempDir {
     }
 }
 
+/// A cycle's scratch directory that is kept when the cycle fails: on a panic its files
+/// (backing image and sidecar, oracle, drive daemon logs, witness log, writer output,
+/// verify's report) are copied to `$PLUGPULL_FAILURE_DIR/<name>` (default
+/// `target/scenario-failures/<name>`), so a rare failure can be studied after the fact.
+/// Declared first in a cycle, it is dropped last: after the drive is unmounted.
+struct Scratch {
+    dir: tempfile::TempDir,
+    name: String,
+}
+
+impl Scratch {
+    fn new(name: String) -> Scratch {
+        Scratch {
+            dir: scratch(),
+            name,
+        }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    /// Writes `text` to the file `name` in the scratch directory (kept on failure).
+    fn save(&self, name: &str, text: &str) {
+        std::fs::write(self.path().join(name), text).unwrap();
+    }
+}
+
+/// Copies the regular files under `from` (not mount points: a dead FUSE mount would
+/// hang the copy) into `to`.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let name = e.file_name();
+        if name == "mnt" || name == "fs" {
+            continue;
+        }
+        let ft = e.file_type()?;
+        if ft.is_dir() {
+            copy_tree(&e.path(), &to.join(&name))?;
+        } else if ft.is_file() {
+            std::fs::copy(e.path(), to.join(&name))?;
+        }
+    }
+    Ok(())
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let root = std::env::var_os("PLUGPULL_FAILURE_DIR").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/scenario-failures"),
+            PathBuf::from,
+        );
+        let to = root.join(&self.name);
+        let msg = match copy_tree(self.path(), &to) {
+            Ok(()) => format!("failed cycle kept in {}\n", to.display()),
+            Err(e) => format!("could not keep the failed cycle in {}: {e}\n", to.display()),
+        };
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), msg.as_bytes());
+    }
+}
+
 fn umount(path: &Path) {
     let ok = Command::new("umount")
         .arg(path)
@@ -108,6 +172,10 @@ impl Drive {
     fn start(dir: &Path, profile: &str, seed: u64, mib: u64) -> Drive {
         let mnt = dir.join("mnt");
         std::fs::create_dir_all(&mnt).unwrap();
+        let n = (1..)
+            .find(|n| !dir.join(format!("simdrive-{n}.log")).exists())
+            .unwrap();
+        let log = std::fs::File::create(dir.join(format!("simdrive-{n}.log"))).unwrap();
         let mut child = Command::new(common::bin())
             .arg("simdrive")
             .arg(&mnt)
@@ -118,7 +186,7 @@ impl Drive {
             .arg("--oracle")
             .arg(dir.join("oracle.jsonl"))
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("starting plugpull simdrive");
         let out = child.stdout.take().unwrap();
@@ -302,8 +370,10 @@ fn start_writer(target: &Path, witness: &str, size: &str, seed: u64) -> Proc {
 }
 
 /// Waits for the writer after the cut: it must have seen the target fail (exit 4).
-fn writer_result(w: Proc, ctx: &str) -> RunId {
+fn writer_result(w: Proc, ctx: &str, dir: &Scratch) -> RunId {
     let (code, out, err) = w.wait(Duration::from_secs(60));
+    dir.save("writer.out", &out);
+    dir.save("writer.err", &err);
     assert_eq!(
         code, 4,
         "{ctx}: the writer should have seen the cut (exit 4)\nstdout:\n{out}\nstderr:\n{err}"
@@ -317,7 +387,13 @@ fn writer_result(w: Proc, ctx: &str) -> RunId {
     RunId::parse(v["run_id"].as_str().unwrap()).unwrap()
 }
 
-fn verify(target: &Path, witness: &str, run: RunId, ctx: &str) -> (i32, serde_json::Value) {
+fn verify(
+    target: &Path,
+    witness: &str,
+    run: RunId,
+    ctx: &str,
+    dir: &Scratch,
+) -> (i32, serde_json::Value) {
     let mut args: Vec<std::ffi::OsString> = vec!["verify".into(), target.into()];
     let run_hex = run.hex();
     for a in [
@@ -332,6 +408,8 @@ fn verify(target: &Path, witness: &str, run: RunId, ctx: &str) -> (i32, serde_js
         args.push(a.into());
     }
     let r = common::run(args);
+    dir.save("verify.json", &r.stdout);
+    dir.save("verify.err", &r.stderr);
     assert!(
         r.code == 0 || r.code == 1,
         "{ctx}: verify exited {} (0 or 1 expected)\n{r:?}",
@@ -343,6 +421,20 @@ fn verify(target: &Path, witness: &str, run: RunId, ctx: &str) -> (i32, serde_js
 /// A seeded delay before the cut, long enough for the writer to be under way.
 fn cut_delay(seed: u64) -> Duration {
     Duration::from_millis(Rng::new(seed ^ 0xC07).range(250, 700))
+}
+
+/// A profile spec as a file name: `misdirected,p=0.25` → `misdirected_p_0.25`.
+fn file_name(profile: &str) -> String {
+    profile
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Where the writer writes on the drive.
@@ -361,7 +453,7 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via) -> (i32, Findings) {
         "seed {seed} profile {profile} via {via:?} (reproduce: PLUGPULL_SEED={seed} PLUGPULL_PROFILE='{profile}')"
     );
     eprintln!("scenario: {ctx}");
-    let dir = scratch();
+    let dir = Scratch::new(format!("{seed}-{}-{via:?}", file_name(profile)));
     let witness = WitnessProc::start(&dir.path().join("witness"));
     let mut drive = Drive::start(dir.path(), profile, seed, mib);
     let mut lp = (via == Via::Loop).then(|| LoopDev::attach(&drive.file()));
@@ -369,7 +461,7 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via) -> (i32, Findings) {
     let writer = start_writer(&target, &witness.addr, &format!("{mib}M"), seed);
     std::thread::sleep(cut_delay(seed));
     drive.cut();
-    let run = writer_result(writer, &ctx);
+    let run = writer_result(writer, &ctx, &dir);
     if let Some(l) = &mut lp {
         l.detach();
     }
@@ -380,7 +472,7 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via) -> (i32, Findings) {
     let dead = profile.starts_with("dead");
     let lp2 = (via == Via::Loop && !dead).then(|| LoopDev::attach(&drive2.file()));
     let target2 = lp2.as_ref().map_or_else(|| drive2.file(), |l| l.path());
-    let (code, report) = verify(&target2, &witness.addr, run, &ctx);
+    let (code, report) = verify(&target2, &witness.addr, run, &ctx, &dir);
 
     let log = fetch(&witness.addr, &RunSelector::Run(run)).expect("fetching the acks");
     let max_end = log.acks.iter().map(|a| a.record.end()).max().unwrap_or(0);
@@ -510,7 +602,7 @@ fn loop_device_honest_passes_lying_fails() {
 fn ext4_cycle(profile: &str, seed: u64) -> i32 {
     let ctx = format!("ext4 seed {seed} profile {profile} (reproduce: PLUGPULL_SEED={seed})");
     eprintln!("scenario: {ctx}");
-    let dir = scratch();
+    let dir = Scratch::new(format!("{seed}-{}-ext4", file_name(profile)));
     let fsdir = dir.path().join("fs");
     let target = fsdir.join("plugpull.target");
     let witness = WitnessProc::start(&dir.path().join("witness"));
@@ -552,7 +644,7 @@ fn ext4_cycle(profile: &str, seed: u64) -> i32 {
         let w = start_writer(&target, &witness.addr, "16M", seed);
         std::thread::sleep(cut_delay(seed));
         d.cut();
-        let run = writer_result(w, &ctx);
+        let run = writer_result(w, &ctx, &dir);
         // I/O errors are expected: the drive is gone.
         fs.unmount();
         lp.detach();
@@ -562,7 +654,7 @@ fn ext4_cycle(profile: &str, seed: u64) -> i32 {
     let d = Drive::start(dir.path(), "honest", seed.wrapping_add(2), DRIVE_MIB);
     let lp = LoopDev::attach(&d.file());
     let _fs = Ext4::mount(&lp.path(), &fsdir); // journal recovery
-    let (code, report) = verify(&target, &witness.addr, run, &ctx);
+    let (code, report) = verify(&target, &witness.addr, run, &ctx, &dir);
     eprintln!(
         "  verdict {}, counts {}",
         report["verdict"], report["counts"]
