@@ -9,7 +9,9 @@
 # writer output, verify report) is kept under OUT/failures/, its output in OUT/runs/.
 #
 # Usage: scripts/false-alarm-soak.sh [RUNS] [HOGS] [OUT]   (root and /dev/fuse needed)
-# Defaults: 300 runs, 2 hogs per CPU, OUT=target/false-alarm-soak.
+# Defaults: 300 runs, 2 hogs per CPU, OUT=target/false-alarm-soak. The test binary is
+# built and copied to OUT first (so a rebuild during the soak changes nothing), or taken
+# from $SCENARIOS_EXE. It runs target/debug/plugpull: do not rebuild that meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,10 +20,15 @@ hogs=${2:-$((2 * $(nproc)))}
 out=${3:-target/false-alarm-soak}
 test=loop_device_honest_passes_lying_fails
 
-exe=$(cargo test --test scenarios --no-run 2>&1 | sed -n 's/.*Executable tests\/scenarios.rs (\(.*\))/\1/p')
-[ -x "$exe" ] || { echo "could not build the scenarios test binary" >&2; exit 2; }
 rm -rf "$out"
 mkdir -p "$out/runs" "$out/failures"
+exe=${SCENARIOS_EXE:-}
+if [ -z "$exe" ]; then
+    built=$(cargo test --test scenarios --no-run 2>&1 | sed -n 's/.*Executable tests\/scenarios.rs (\(.*\))/\1/p')
+    [ -x "$built" ] || { echo "could not build the scenarios test binary" >&2; exit 2; }
+    exe="$out/scenarios"
+    cp "$built" "$exe"
+fi
 
 hog_pids=()
 stop_hogs() {

@@ -19,9 +19,15 @@
 //! Verdicts: honest profiles PASS (exit 0); a faulty one FAILs (exit 1) exactly when the
 //! oracle names damage to an acknowledged record, else PASSes.
 //!
+//! The cut is an event, not a sleep: the daemon is killed once the witness holds a seeded
+//! number of durable acks (a few more may land while the kill is under way), so a loaded
+//! machine changes how long a cycle takes, not what it tests, and "nothing was
+//! acknowledged before the cut" cannot happen.
+//!
 //! Seeds: every cycle prints its seed. `PLUGPULL_SEED=S` fixes the base seed (profile i
-//! uses S + i) and `PLUGPULL_PROFILE=P` runs one profile; the drive's decisions replay
-//! exactly, the cut instant is a seeded delay and so replays only approximately.
+//! uses S + i) and `PLUGPULL_PROFILE=P` runs one profile; the drive's decisions and the
+//! ack count the cut waits for replay exactly (thread timing around the kill does not).
+//! A failed cycle keeps its files (see `Scratch`) and prints where.
 //!
 //! Needs root and /dev/fuse (and losetup, mkfs.ext4 for the block-device tests);
 //! without them every test prints why it was skipped, and fails when
@@ -41,8 +47,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Drive size: large enough that the writer's ring never wraps in a sub-second run.
+/// Drive size: large enough that the writer's ring never wraps before the cut.
 const DRIVE_MIB: u64 = 64;
+
+/// Cut after this many durable acks (seeded within the range): from the very first ack,
+/// where a run is youngest, to a few hundred.
+const EARLY_AND_LATE_CUTS: (u64, u64) = (1, 300);
+
+/// For the every-profile suite: enough flushed writes that each profile's fault (p = 0.05
+/// for shorn and corrupt) is all but certain (0.95^200 < 1e-4), and few enough that the
+/// 4 MiB drives' rings do not wrap (1024 records of 4 KiB).
+const CUTS_WITH_FAULTS: (u64, u64) = (200, 400);
 
 /// Proceeds when root with /dev/fuse and every tool in `tools`; else skips (or fails,
 /// with PLUGPULL_REQUIRE_ALL_TESTS=1) through `common::skip_unless`.
@@ -322,6 +337,12 @@ impl Drop for Ext4 {
 struct Proc(Option<Child>);
 
 impl Proc {
+    /// The exit code if the process has exited.
+    fn exited(&mut self) -> Option<i32> {
+        let c = self.0.as_mut()?;
+        c.try_wait().ok()?.map(|st| st.code().unwrap_or(-1))
+    }
+
     /// Waits up to `limit`; returns exit code, stdout, stderr.
     fn wait(mut self, limit: Duration) -> (i32, String, String) {
         let mut c = self.0.take().unwrap();
@@ -418,9 +439,45 @@ fn verify(
     (r.code, r.json())
 }
 
-/// A seeded delay before the cut, long enough for the writer to be under way.
-fn cut_delay(seed: u64) -> Duration {
-    Duration::from_millis(Rng::new(seed ^ 0xC07).range(250, 700))
+/// How many acknowledgements the witness must hold durably before the cut: a seeded
+/// number in `[min, max]`, so the cut is an event of the run (replays exactly with the
+/// seed), not a wall-clock delay that a loaded machine stretches or shrinks.
+fn acks_before_cut(seed: u64, (min, max): (u64, u64)) -> u64 {
+    Rng::new(seed ^ 0xC07).range(min, max)
+}
+
+/// The run the writer registered with the witness: the one `.acklog` in its directory.
+fn run_on_witness(witness: &WitnessProc) -> Option<RunId> {
+    std::fs::read_dir(&witness.dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .find_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            RunId::parse(name.strip_suffix(".acklog")?)
+        })
+}
+
+/// Blocks until the witness holds at least `n` durable acks of the writer's run (the
+/// event the cut is timed on). Panics, with the writer's output, if the writer exits
+/// first or a minute passes.
+fn wait_for_acks(witness: &WitnessProc, writer: &mut Proc, n: u64, ctx: &str) {
+    let t0 = Instant::now();
+    loop {
+        let durable = run_on_witness(witness)
+            .and_then(|run| fetch(&witness.addr, &RunSelector::Run(run)).ok())
+            .map_or(0, |log| log.acks.len() as u64);
+        if durable >= n {
+            return;
+        }
+        if let Some(code) = writer.exited() {
+            panic!("{ctx}: the writer exited ({code}) with {durable} of {n} acks before the cut");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{ctx}: only {durable} of {n} acks after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// A profile spec as a file name: `misdirected,p=0.25` → `misdirected_p_0.25`.
@@ -448,7 +505,7 @@ enum Via {
 
 /// One power-cut cycle; returns verify's exit code and its findings, after asserting
 /// that they equal the oracle's.
-fn cycle(profile: &str, mib: u64, seed: u64, via: Via) -> (i32, Findings) {
+fn cycle(profile: &str, mib: u64, seed: u64, via: Via, cut_at: (u64, u64)) -> (i32, Findings) {
     let ctx = format!(
         "seed {seed} profile {profile} via {via:?} (reproduce: PLUGPULL_SEED={seed} PLUGPULL_PROFILE='{profile}')"
     );
@@ -458,8 +515,9 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via) -> (i32, Findings) {
     let mut drive = Drive::start(dir.path(), profile, seed, mib);
     let mut lp = (via == Via::Loop).then(|| LoopDev::attach(&drive.file()));
     let target = lp.as_ref().map_or_else(|| drive.file(), |l| l.path());
-    let writer = start_writer(&target, &witness.addr, &format!("{mib}M"), seed);
-    std::thread::sleep(cut_delay(seed));
+    let mut writer = start_writer(&target, &witness.addr, &format!("{mib}M"), seed);
+    let n = acks_before_cut(seed, cut_at);
+    wait_for_acks(&witness, &mut writer, n, &ctx);
     drive.cut();
     let run = writer_result(writer, &ctx, &dir);
     if let Some(l) = &mut lp {
@@ -551,7 +609,7 @@ fn every_profile_over_fuse_verify_equals_oracle() {
     let mut classes = std::collections::BTreeSet::new();
     for (i, p, mib) in profiles() {
         let seed = base.wrapping_add(i as u64);
-        let (code, found) = cycle(p, mib, seed, Via::File);
+        let (code, found) = cycle(p, mib, seed, Via::File, CUTS_WITH_FAULTS);
         if p.starts_with("honest") {
             assert_eq!(code, 0, "seed {seed} {p}: an honest drive must PASS");
         }
@@ -581,12 +639,18 @@ fn loop_device_honest_passes_lying_fails() {
         return;
     }
     let base = base_seed();
-    let (code, _) = cycle("honest", DRIVE_MIB, base, Via::Loop);
+    let (code, _) = cycle("honest", DRIVE_MIB, base, Via::Loop, EARLY_AND_LATE_CUTS);
     assert_eq!(
         code, 0,
         "seed {base}: honest drive behind a loop device must PASS"
     );
-    let (code, found) = cycle("lying", DRIVE_MIB, base.wrapping_add(1), Via::Loop);
+    let (code, found) = cycle(
+        "lying",
+        DRIVE_MIB,
+        base.wrapping_add(1),
+        Via::Loop,
+        EARLY_AND_LATE_CUTS,
+    );
     assert_eq!(
         code,
         1,
@@ -641,8 +705,9 @@ fn ext4_cycle(profile: &str, seed: u64) -> i32 {
         let mut d = Drive::start(dir.path(), profile, seed.wrapping_add(1), DRIVE_MIB);
         let mut lp = LoopDev::attach(&d.file());
         let mut fs = Ext4::mount(&lp.path(), &fsdir);
-        let w = start_writer(&target, &witness.addr, "16M", seed);
-        std::thread::sleep(cut_delay(seed));
+        let mut w = start_writer(&target, &witness.addr, "16M", seed);
+        let n = acks_before_cut(seed, EARLY_AND_LATE_CUTS);
+        wait_for_acks(&witness, &mut w, n, &ctx);
         d.cut();
         let run = writer_result(w, &ctx, &dir);
         // I/O errors are expected: the drive is gone.
