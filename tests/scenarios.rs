@@ -745,3 +745,38 @@ fn ext4_on_loop_honest_passes_lying_fails() {
         base + 1
     );
 }
+
+/// Run only by `skip_gate_prints_the_skip_and_fails_ci`, in a child process: a test whose
+/// requirement is never met.
+#[test]
+#[ignore = "a probe, run by skip_gate_prints_the_skip_and_fails_ci"]
+fn skip_gate_probe() {
+    assert!(!common::skip_unless(
+        false,
+        "the probe's requirement is never met"
+    ));
+}
+
+/// `common::skip_unless`: a skip is printed past the harness's output capture, and with
+/// PLUGPULL_REQUIRE_ALL_TESTS=1 (CI) it is a failure.
+#[test]
+fn skip_gate_prints_the_skip_and_fails_ci() {
+    let probe = |require: &str| {
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--include-ignored", "--exact", "skip_gate_probe"])
+            .env("PLUGPULL_REQUIRE_ALL_TESTS", require)
+            .output()
+            .unwrap()
+    };
+    let skipped = probe("0");
+    let err = String::from_utf8_lossy(&skipped.stderr);
+    assert!(skipped.status.success(), "{err}");
+    assert!(
+        err.contains("SKIPPED skip_gate_probe: the probe's requirement is never met"),
+        "the skip is not visible in the test output:\n{err}"
+    );
+    let required = probe("1");
+    let out = String::from_utf8_lossy(&required.stdout);
+    assert!(!required.status.success(), "{out}");
+    assert!(out.contains("would be skipped"), "{out}");
+}
