@@ -580,10 +580,11 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via, cut_at: (u64, u64)) -> (i
         Want::AsTheOracleSays => {}
     }
     eprintln!(
-        "  {} acked, verdict {}, {} finding(s) = oracle",
+        "  {} acked, verdict {}, {} finding(s) = oracle, verify read for {:.0} ms",
         log.acks.len(),
         report["verdict"],
-        found.len()
+        found.len(),
+        report["verify_ms"].as_f64().unwrap_or(-1.0)
     );
     (code, found)
 }
