@@ -252,8 +252,16 @@ impl Drop for Drive {
 }
 
 /// A loop device with direct I/O over a file; detached on drop.
+///
+/// Other processes on this machine attach and detach loop devices at any time, and a
+/// freed /dev/loopN is often taken at once. So the device is only ever touched while
+/// it still backs our file (sysfs `loop/backing_file`): a detach never retries blindly by
+/// number, which could detach another process's device, and a cycle checks that the
+/// device verify read was still ours before and after (else verify read someone
+/// else's data, and its verdict says nothing about our drive).
 struct LoopDev {
     dev: Option<String>,
+    file: PathBuf,
 }
 
 impl LoopDev {
@@ -268,26 +276,61 @@ impl LoopDev {
             "losetup --direct-io=on failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        LoopDev {
+        let lp = LoopDev {
             dev: Some(String::from_utf8_lossy(&out.stdout).trim().to_string()),
-        }
+            file: file.to_owned(),
+        };
+        assert!(
+            lp.is_ours(),
+            "{} does not back {} right after losetup attached it",
+            lp.path().display(),
+            file.display()
+        );
+        lp
     }
     fn path(&self) -> PathBuf {
         PathBuf::from(self.dev.as_ref().unwrap())
     }
+    /// A sysfs attribute of the loop device (`backing_file`, `dio`).
+    fn sysfs(dev: &str, name: &str) -> Option<String> {
+        let n = dev.strip_prefix("/dev/")?;
+        std::fs::read_to_string(format!("/sys/block/{n}/loop/{name}"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+    /// Whether the device still backs the file we attached.
+    fn is_ours(&self) -> bool {
+        self.dev.as_deref().is_some_and(|d| {
+            Self::sysfs(d, "backing_file").is_some_and(|b| Path::new(&b) == self.file)
+        })
+    }
+    /// Whether the kernel does direct I/O to the backing file (`--direct-io=on` took).
+    fn direct_io(&self) -> bool {
+        self.dev
+            .as_deref()
+            .and_then(|d| Self::sysfs(d, "dio"))
+            .is_some_and(|v| v == "1")
+    }
     fn detach(&mut self) {
-        if let Some(d) = self.dev.take() {
-            for _ in 0..50 {
-                let ok = Command::new("losetup")
-                    .args(["-d", &d])
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success());
-                if ok {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(100));
+        // Retry only while the device is still ours (an opener may hold it briefly).
+        for _ in 0..50 {
+            if !self.is_ours() {
+                self.dev = None;
+                return;
             }
+            let ok = Command::new("losetup")
+                .arg("-d")
+                .arg(self.path())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                self.dev = None;
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if let Some(d) = self.dev.take() {
             eprintln!("warning: could not detach {d}");
         }
     }
@@ -536,6 +579,22 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via, cut_at: (u64, u64)) -> (i
     let lp2 = (via == Via::Loop && !dead).then(|| LoopDev::attach(&drive2.file()));
     let target2 = lp2.as_ref().map_or_else(|| drive2.file(), |l| l.path());
     let (code, report) = verify(&target2, &witness.addr, run, &ctx, &dir);
+    if let Some(l) = &lp2 {
+        // lp2 was ours right after attach (checked there); if it is not now, another
+        // process took the number while verify read it, and this cycle tested nothing.
+        assert!(
+            l.is_ours(),
+            "{ctx}: test environment: {} stopped backing our drive during verify",
+            l.path().display()
+        );
+    }
+    let loop_note = lp2.as_ref().map_or(String::new(), |l| {
+        format!(
+            ", read via {} dio={}",
+            l.path().display(),
+            l.direct_io() as u8
+        )
+    });
 
     let log = fetch(&witness.addr, &RunSelector::Run(run)).expect("fetching the acks");
     let max_end = log.acks.iter().map(|a| a.record.end()).max().unwrap_or(0);
@@ -580,7 +639,7 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via, cut_at: (u64, u64)) -> (i
         Want::AsTheOracleSays => {}
     }
     eprintln!(
-        "  {} acked, verdict {}, {} finding(s) = oracle, verify read for {:.0} ms",
+        "  {} acked, verdict {}, {} finding(s) = oracle, verify read for {:.0} ms{loop_note}",
         log.acks.len(),
         report["verdict"],
         found.len(),
