@@ -17,7 +17,8 @@
 //!   the one flushed-but-unacked write cannot supersede an acknowledged one; asserted).
 //!
 //! Verdicts: honest profiles PASS (exit 0); a faulty one FAILs (exit 1) exactly when the
-//! oracle names damage to an acknowledged record, else PASSes.
+//! oracle names damage to an acknowledged record, else PASSes; a lying drive (cut after
+//! 20+ acks) always FAILs with lost records (see `Want`).
 //!
 //! The cut is an event, not a sleep: the daemon is killed once the witness holds a seeded
 //! number of durable acks (a few more may land while the kill is under way), so a loaded
@@ -31,8 +32,8 @@
 //!
 //! Needs root and /dev/fuse (and losetup, mkfs.ext4 for the block-device tests);
 //! without them every test prints why it was skipped, and fails when
-//! PLUGPULL_REQUIRE_ALL_TESTS=1 (CI): see `common::skip_unless`. Mounts, loop devices and child
-//! processes are cleaned up by Drop guards even when an assertion fails.
+//! PLUGPULL_REQUIRE_ALL_TESTS=1 (CI): see `common::skip_unless`. Mounts, loop devices
+//! and child processes are cleaned up by Drop guards even when an assertion fails.
 
 mod common;
 
