@@ -208,7 +208,8 @@ pub struct VerifyArgs {
     /// Only the verdict line.
     #[arg(long, short)]
     pub quiet: bool,
-    /// A read that takes longer than this marks the rest of the target unreadable.
+    /// A read that takes longer than this marks the rest of the target unreadable; with
+    /// no damage seen in what was read, the verdict is then INCONCLUSIVE (exit 3).
     #[arg(long, value_parser = duration, default_value = "30s")]
     pub read_timeout: Duration,
     /// Read the run's whole region, not just the span its acknowledged records cover, so

@@ -32,6 +32,9 @@ pub struct ScanResult {
     pub bytes_read: u64,
     /// Ranges that could not be read: (offset, len, reason).
     pub unreadable: Vec<(u64, u64, String)>,
+    /// (offset, len) left unread because a read did not complete within the timeout.
+    /// Unlike a failed read this says nothing about the data (see `verify::timed_out`).
+    pub timed_out: Option<(u64, u64)>,
 }
 
 struct Chunk {
@@ -73,6 +76,7 @@ pub fn scan_with_progress(
             found_elsewhere,
             bytes_read: 0,
             unreadable,
+            timed_out: None,
         };
     }
     let block = dev.logical_block_bytes().max(512) as u64;
@@ -106,6 +110,7 @@ pub fn scan_with_progress(
     let mut next = 0usize;
     let mut active: Vec<usize> = vec![];
     let mut bytes_read = 0;
+    let mut timed_out = None;
 
     {
         // Stages: READERS readers take alternate chunks, so a read is always in flight
@@ -186,6 +191,7 @@ pub fn scan_with_progress(
                     Err(_) => {
                         // A hung read: mark the rest unreadable and stop waiting. The reader
                         // thread is abandoned (it exits with the process).
+                        timed_out = Some((at, readable_end - at));
                         unreadable.push((
                             at,
                             readable_end - at,
@@ -277,6 +283,7 @@ pub fn scan_with_progress(
         found_elsewhere,
         bytes_read,
         unreadable,
+        timed_out,
     }
 }
 
