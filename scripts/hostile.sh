@@ -117,9 +117,11 @@ begin() {
   NRUNS[$1]=$((NRUNS[$1] + 1))
   say "case $1 run ${NRUNS[$1]}: ${TITLE[$1]}"
 }
-why() { # the work directory is shortened to $WORK, so runs read alike
+why() { # run ids, the work directory and run numbers are elided, so runs read alike
   local m=$*
-  WHY[$CUR]+="${m//$WORK/\$WORK}"$'\n'
+  m=${m//$WORK/\$WORK}
+  m=$(sed -E 's/[0-9a-f]{32}/<run>/g; s#\$WORK/c([0-9])\.[0-9]+#$WORK/c\1.N#g' <<<"$m")
+  WHY[$CUR]+="$m"$'\n'
 }
 bad() {
   CUR_BAD=1
@@ -312,6 +314,12 @@ def splice(src, dst):
     open(dst, "wb").write(b[:end] + b[tail:])
     print(end, tail)
 
+def cut2(path):
+    """Cuts a log to its first two frames (header and descriptor), in place."""
+    b = open(path, "rb").read()
+    o, n, _ = frames(b)[1]
+    os.truncate(path, o + n)
+
 def descriptor(src):
     b = open(src, "rb").read()
     o, n, ty = frames(b)[1]
@@ -403,6 +411,8 @@ def hold(addr, n, ready):
 cmd = sys.argv[1]
 if cmd == "hold":
     hold(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+elif cmd == "cut2":
+    cut2(sys.argv[2])
 elif cmd == "descriptor":
     descriptor(sys.argv[2])
 elif cmd == "forge":
@@ -429,6 +439,7 @@ row 1a "one flipped bit at 1/5 of the ack log: verify" "exit 3 naming the damage
 row 1b "the same damaged log in a witness directory: listen" "log kept byte for byte"
 row 1c "ack log cut short at a frame boundary: verify" "exit 2 or 3, not PASS"
 row 1d "ack log with acks spliced out of the middle: verify" "exit 2 or 3, not PASS"
+row 1e "witness journal with a flipped bit, after a power loss: listen" "journal kept byte for byte"
 
 case1() {
   local d=$WORK/c1.$1 t=$SHM_PREFIX.c1.$1 rc run wpid
@@ -507,6 +518,61 @@ case1() {
     bad "acks spliced out of the log: verify exit $rc, want 2 or 3: $(grep -m1 VERDICT "$d/v-splice" || first_line "$d/v-splice")"
   end
   rm -f "$t"
+  journal_damage "$d"
+}
+
+# The journal has the same reader as the log. A witness killed at power loss keeps only
+# what it fsync'd: the logs' header and descriptor, and the journal (which holds every
+# confirmed ack). Damage inside the journal with valid entries after it must not make
+# the restart replay the part before the damage and delete the journal.
+journal_damage() { # DIR
+  local d=$1/journal wpid j rc jsum
+  mkdir -p "$d"
+  begin 1e
+  if ! start_witness "$d/wd" "$d/listen.err"; then
+    bad "setup: listen did not start"
+    stop_pid "$W_PID"
+    end
+    return
+  fi
+  wpid=$W_PID
+  pp "$d/write" 60 write "$SHM_PREFIX.c1j" --witness "$W_ADDR" --size 8M --duration 2s -q
+  rc=$?
+  kill -KILL "$wpid"
+  stop_pid "$wpid"
+  rm -f "$SHM_PREFIX.c1j"
+  j=$(ls -S "$d/wd"/*.journal 2>/dev/null | head -1)
+  if [[ $rc != 0 || -z $j ]]; then
+    bad "setup: write exited $rc, journal '${j}': $(first_line "$d/write")"
+    end
+    return
+  fi
+  # Power loss: every log falls back to what was fsync'd, its header and descriptor.
+  local log
+  for log in "$d/wd"/*.acklog; do helper cut2 "$log"; done
+  helper flip "$j" "$d/journal.flipped" >/dev/null && cp "$d/journal.flipped" "$j"
+  jsum=$(sum "$j")
+  if start_witness "$d/wd" "$d/listen2.err"; then
+    stop_pid "$W_PID"
+  else
+    stop_pid "$W_PID"
+    why "note: listen did not start on the damaged journal: $(grep -v '^\s*$' "$d/listen2.err" | tail -1 | cut -c1-160)"
+  fi
+  # Kept means: its bytes are still in the witness directory (under its name, or moved
+  # aside under another); its own checksum also decides "nothing lost".
+  kept_somewhere "$d/wd" "$jsum" ||
+    bad "listen did not keep the damaged journal ($(stat -c '%s bytes' "$j" 2>/dev/null || echo gone) now, was $(stat -c %s "$d/journal.flipped") bytes): $(grep -m1 -i 'replayed\|journal' "$d/listen2.err" | cut -c1-160)"
+  end
+}
+
+kept_somewhere() { # DIR SHA256 : whether some file under DIR has these contents
+  local f
+  checked
+  while IFS= read -r -d '' f; do
+    [[ $(sum "$f") == "$2" ]] && return 0
+  done < <(find "$1" -type f -print0)
+  mark_lost "no file in $1 holds the damaged journal's bytes any more"
+  return 1
 }
 
 # ---------------------------------------------------------------------------------------
@@ -525,7 +591,7 @@ plug_refused() { # OUT RC WHAT
 }
 
 case2() {
-  local d=$WORK/c2.$1 rc dev
+  local d=$WORK/c2.$1 rc dev i
   mkdir -p "$d"
   begin 2a
   {
@@ -752,10 +818,12 @@ case5() {
     return
   fi
   begin 5b
-  local img=$d/loop.img dev dev2 plug=""
+  local img=$d/loop.img dev dev2 plug="" run
   truncate -s 8M "$img"
   truncate -s 1M "$d/placeholder.img"
-  if attach_loop "$img" && dev=$LOOP && pp "$d/w-loop" 60 write "$dev" --witness "$WITNESS" --count 500; then
+  if attach_loop "$img" && dev=$LOOP &&
+    pp "$d/w-loop" 60 write "$dev" --witness "$WITNESS" --count 500 --json -q &&
+    run=$(json_field "$d/w-loop" run_id); then
     detach_loop "$dev"
     # Keep the old number busy so the drive comes back under another name, as after a
     # reboot. Another process may take it first; either way the number changes.
@@ -771,7 +839,8 @@ case5() {
       snap "$img"
       pp "$d/v-loop" 60 verify "$dev2" --witness "$WITNESS"
       rc=$?
-      [[ $rc == 0 ]] || bad "written as $dev, verify $dev2: exit $rc, want 0: $(first_line "$d/v-loop")"
+      [[ $rc == 0 ]] || bad "written as $dev, verify $dev2: exit $rc, want 0: $(grep -m1 VERDICT "$d/v-loop" || first_line "$d/v-loop")"
+      [[ $rc != 1 ]] || grep -q "$run" "$d/v-loop" || bad "verify $dev2 checked another drive's run, not $run"
       detach_loop "$dev2"
     fi
     [[ -n $plug ]] && detach_loop "$plug"
@@ -886,7 +955,7 @@ row 7a "1,100 idle sockets to listen: a writer and a fetch" "both succeed within
 row 7b "the same against a keyed witness (--key-file)" "both succeed within ${FLOOD_DEADLINE}s, ≤ $THREAD_LIMIT witness threads"
 
 flood() { # ROW DIR [key file]
-  local d=$2 key=${3:-} kargs=() rc run hpid threads rss log
+  local d=$2 key=${3:-} kargs=() rc run hpid threads rss log i
   ((${#key})) && kargs=(--key-file "$key")
   begin "$1"
   mkdir -p "$d"
@@ -1003,7 +1072,7 @@ for c in $CASES; do
     echo "hostile.sh: no case $c (cases: 1 to 8)" >&2
     exit 2
   }
-  for ((i = 1; i <= RUNS; i++)); do "case$c" "$i"; done
+  for ((run_no = 1; run_no <= RUNS; run_no++)); do "case$c" "$run_no"; done
 done
 
 # The table.
