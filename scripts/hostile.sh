@@ -1078,7 +1078,7 @@ done
 # The table.
 broken=0
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo "?")
-echo "Hostile cases, $(date -u '+%Y-%m-%d %H:%M UTC'), $("$PLUGPULL" --version 2>&1) (tree $rev), $(uname -r), root: $([[ $IS_ROOT == 1 ]] && echo yes || echo no), $((SECONDS - START)) s"
+echo "Hostile cases, $(date -u '+%Y-%m-%d %H:%M UTC'): $("$PLUGPULL" --version 2>&1) at $PLUGPULL (built $(date -u -r "$PLUGPULL" '+%Y-%m-%d %H:%M UTC')), script from tree $rev, kernel $(uname -r), root: $([[ $IS_ROOT == 1 ]] && echo yes || echo no), $RUNS runs per case, $((SECONDS - START)) s"
 echo
 echo "| case | runs | expected | outcome | nothing lost |"
 echo "|------|-----:|----------|---------|--------------|"
