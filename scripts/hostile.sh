@@ -59,7 +59,7 @@ SHM_PREFIX=/dev/shm/plugpull-hostile.$$
 PIDS=()   # processes we started (witnesses, socket holders)
 MOUNTS=() # mount points we mounted
 LOOPS=()  # loop devices we attached (names printed by losetup --show)
-EXTRA=()  # files outside WORK we created
+EXTRA=()  # paths outside WORK that did not exist before; removed if a regular file
 
 cleanup() {
   local i
@@ -73,7 +73,8 @@ cleanup() {
   for ((i = ${#LOOPS[@]} - 1; i >= 0; i--)); do
     losetup -d "${LOOPS[i]}" 2>/dev/null
   done
-  rm -f "${EXTRA[@]}" "$SHM_PREFIX".*
+  for i in "${EXTRA[@]}"; do [[ -f $i ]] && rm -f "$i"; done
+  rm -f "$SHM_PREFIX".*
   if [[ ${HOSTILE_KEEP:-0} == 1 ]]; then
     echo "hostile.sh: work directory kept: $WORK" >&2
   else
@@ -436,7 +437,7 @@ WITNESS=$W_ADDR
 # never cut confirmed acks out of a damaged log.
 
 row 1a "one flipped bit at 1/5 of the ack log: verify" "exit 3 naming the damage (not PASS)"
-row 1b "the same damaged log in a witness directory: listen" "log kept byte for byte"
+row 1b "the witness's own log, one bit flipped at 1/5: listen" "log kept byte for byte"
 row 1c "ack log cut short at a frame boundary: verify" "exit 2 or 3, not PASS"
 row 1d "ack log with acks spliced out of the middle: verify" "exit 2 or 3, not PASS"
 row 1e "witness journal with a flipped bit, after a power loss: listen" "journal kept byte for byte"
@@ -483,9 +484,10 @@ case1() {
   fi
   end
 
+  # The witness's own log of the run, damaged the same way, in a directory of its own.
   begin 1b
   mkdir -p "$d/wd"
-  cp "$d/flipped" "$d/wd/$run.acklog"
+  helper flip "$W_DIR/$run.acklog" "$d/wd/$run.acklog" >/dev/null
   local before after
   before=$(stat -c %s "$d/wd/$run.acklog")
   snap "$d/wd/$run.acklog"
@@ -751,6 +753,7 @@ case4() {
     skip_row 4a "/dev/sdzz exists on this machine: the case needs a name that does not"
     skip_row 4b "/dev/sdzz exists on this machine: the case needs a name that does not"
   else
+    EXTRA+=(/dev/sdzz)
     begin 4a
     before=$(dev_files)
     pp "$d/w-sdzz" 60 write /dev/sdzz --witness "$WITNESS" --size 4M --count 16
@@ -1089,7 +1092,10 @@ for r in "${ROWS[@]}"; do
     echo "| $r ${TITLE[$r]} | 0 | ${EXPECT[$r]} | skipped: ${SKIPPED[$r]} | - |"
     continue
   fi
-  if ((NBAD[$r])); then
+  if ((NRUNS[$r] == 0)); then
+    outcome="BROKEN: never ran"
+    broken=1
+  elif ((NBAD[$r])); then
     outcome="BROKEN ${NBAD[$r]}/${NRUNS[$r]}"
     broken=1
   else
