@@ -52,7 +52,7 @@ command -v python3 >/dev/null || {
 }
 IS_ROOT=0
 [[ $(id -u) == 0 ]] && IS_ROOT=1
-NOT_ROOT="needs root (loop devices, mounts, /dev); run as root"
+NOT_ROOT="needs root, run the script as root"
 
 WORK=$(mktemp -d /var/tmp/plugpull-hostile.XXXXXX) || exit 2
 SHM_PREFIX=/dev/shm/plugpull-hostile.$$
@@ -617,7 +617,7 @@ case2() {
   end
 
   if ((!IS_ROOT)); then
-    skip_row 2c "$NOT_ROOT"
+    skip_row 2c "$NOT_ROOT (a loop device)"
     return
   fi
   begin 2c
@@ -675,9 +675,9 @@ fs_intact() {
 case3() {
   local d=$WORK/c3.$1 rc top
   if ((!IS_ROOT)); then
-    skip_row 3a "$NOT_ROOT"
-    skip_row 3b "$NOT_ROOT"
-    skip_row 3c "$NOT_ROOT"
+    skip_row 3a "$NOT_ROOT (loop devices and a mount)"
+    skip_row 3b "$NOT_ROOT (loop devices and a mount)"
+    skip_row 3c "$NOT_ROOT (loop devices and a mount)"
     return
   fi
   begin 3a
@@ -817,7 +817,7 @@ case5() {
   end
 
   if ((!IS_ROOT)); then
-    skip_row 5b "$NOT_ROOT"
+    skip_row 5b "$NOT_ROOT (loop devices)"
     return
   fi
   begin 5b
