@@ -26,6 +26,8 @@
 # if it did not exist before and plugpull created it. Loop devices are remembered by the
 # name `losetup --show` printed, never guessed; everything is undone on exit, also on
 # Ctrl-C.
+# The cases are called by name ("case$c"), which shellcheck cannot follow:
+# shellcheck disable=SC2329
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 2
@@ -121,6 +123,7 @@ begin() {
 why() { # run ids, the work directory and run numbers are elided, so runs read alike
   local m=$*
   m=${m//$WORK/\$WORK}
+  # shellcheck disable=SC2016 # $WORK is literal text here
   m=$(sed -E 's/[0-9a-f]{32}/<run>/g; s#\$WORK/c([0-9])\.[0-9]+#$WORK/c\1.N#g' <<<"$m")
   WHY[$CUR]+="$m"$'\n'
 }
@@ -543,6 +546,7 @@ journal_damage() { # DIR
   kill -KILL "$wpid"
   stop_pid "$wpid"
   rm -f "$SHM_PREFIX.c1j"
+  # shellcheck disable=SC2012 # journal names are hex digits; ls -S sorts by size
   j=$(ls -S "$d/wd"/*.journal 2>/dev/null | head -1)
   if [[ $rc != 0 || -z $j ]]; then
     bad "setup: write exited $rc, journal '${j}': $(first_line "$d/write")"
@@ -760,7 +764,7 @@ case4() {
     rc=$?
     checked
     [[ $(dev_files) == "$before" ]] || mark_lost "a regular file appeared in /dev"
-    missing_device "$d/w-sdzz" $rc "write /dev/sdzz"
+    missing_device "$d/w-sdzz" "$rc" "write /dev/sdzz"
     end
 
     begin 4b
@@ -769,7 +773,7 @@ case4() {
     rc=$?
     checked
     [[ $(dev_files) == "$before" ]] || mark_lost "a regular file appeared in /dev"
-    missing_device "$d/b-sdzz" $rc "bench /dev/sdzz"
+    missing_device "$d/b-sdzz" "$rc" "bench /dev/sdzz"
     end
   fi
 
