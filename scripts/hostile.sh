@@ -11,7 +11,8 @@
 #   | case | runs | expected | outcome (ok / BROKEN k/n) | nothing lost |
 #
 # followed by the reason of every failed check. Exit status: 0 when every case that ran
-# is ok, 1 when any case is BROKEN, 2 when the script itself could not run.
+# is ok and lost nothing, 1 when any case is BROKEN or lost something, 2 when the script
+# itself could not run. Cases that need root are skipped, with the reason, without it.
 #
 # Usage: scripts/hostile.sh            (as root for the loop-device and mount cases)
 # Env:   PLUGPULL=path/to/plugpull     binary under test (default target/release/plugpull,
