@@ -310,7 +310,14 @@ fn power_loss_of_the_witness_host_loses_nothing_confirmed() {
     // ...and the restarted witness has put every confirmed ack back into it.
     let w = WitnessProc::start(&dir, port, "power2.log");
     assert!(w.log().contains("replayed"), "{}", w.log());
-    assert_eq!(std::fs::read(&path).unwrap()[..log.len()], log[..]);
+    // Replay restores what the journal confirmed, byte for byte. An event frame the
+    // witness appended after the last commit (the writer's goodbye) was never synced, so
+    // the replayed log may end before it: compare the bytes both have.
+    let replayed = std::fs::read(&path).unwrap();
+    let both = replayed.len().min(log.len());
+    assert!(both > created_len(&log), "replay restored nothing");
+    assert_eq!(replayed[..both], log[..both]);
+    assert_eq!(read_log_file(&path).unwrap().acks, expect);
     let got = fetch(&w.addr, &RunSelector::Run(d.run_id)).unwrap();
     assert_eq!(got.acks, expect);
 }
