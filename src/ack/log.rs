@@ -18,13 +18,13 @@
 use super::frame::{self, Decoded, FrameType};
 use super::journal::{self, Journal};
 use super::msg::{self, LOG_VERSION, Msg};
+use super::storage::{self, FileReader, FsStorage, Storage, StorageFile};
 use super::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use crate::record::RunId;
 use anyhow::{Context, bail};
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -197,24 +197,35 @@ impl LogChecker {
 /// (module `journal`): after the witness's machine lost power, acks it confirmed may sit
 /// only in the journal until `plugpull listen` starts again and replays it.
 pub fn read_log_file(path: &Path) -> anyhow::Result<RunLog> {
-    let mut logs = read_log_files(&[path])?;
+    read_log_file_from(&FsStorage, path)
+}
+
+/// [`read_log_file`] on `storage`.
+pub fn read_log_file_from(storage: &dyn Storage, path: &Path) -> anyhow::Result<RunLog> {
+    let mut logs = read_log_files_from(storage, &[path])?;
     Ok(logs.pop().expect("one log per path"))
 }
 
 /// [`read_log_file`] for several logs, reading each witness directory's journal once.
 pub fn read_log_files(paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
+    read_log_files_from(&FsStorage, paths)
+}
+
+/// [`read_log_files`] on `storage`.
+pub fn read_log_files_from(storage: &dyn Storage, paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
     // Logs named by their run inside a directory with a journal: read whole, overlaid.
-    let keys: Vec<Option<(PathBuf, RunId)>> = paths.iter().map(|p| in_journaled_dir(p)).collect();
+    let keys: Vec<Option<(PathBuf, RunId)>> =
+        paths.iter().map(|p| in_journaled_dir(storage, p)).collect();
     let mut whole: HashMap<PathBuf, HashMap<RunId, Vec<u8>>> = HashMap::new();
     for (path, key) in paths.iter().zip(&keys) {
         if let Some((dir, run)) = key {
-            let bytes = std::fs::read(path)
+            let bytes = storage::read_all(storage, path)
                 .with_context(|| format!("reading ack log {}", path.display()))?;
             whole.entry(dir.clone()).or_default().insert(*run, bytes);
         }
     }
     for (dir, logs) in &mut whole {
-        journal::overlay(dir, logs)?;
+        journal::overlay(storage, dir, logs)?;
     }
     paths
         .iter()
@@ -222,22 +233,24 @@ pub fn read_log_files(paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
         .map(|(path, key)| match key {
             Some((dir, run)) => read_log_bytes(path, &whole[dir][run][..]),
             None => {
-                let f = File::open(path)
+                let f = storage
+                    .open_read(path)
                     .with_context(|| format!("opening ack log {}", path.display()))?;
-                read_log_bytes(path, io::BufReader::with_capacity(256 << 10, f))
+                let r = FileReader::new(&*f);
+                read_log_bytes(path, io::BufReader::with_capacity(256 << 10, r))
             }
         })
         .collect()
 }
 
 /// The directory and run of a log named `<run id>.acklog` in a directory with a journal.
-fn in_journaled_dir(path: &Path) -> Option<(PathBuf, RunId)> {
+fn in_journaled_dir(storage: &dyn Storage, path: &Path) -> Option<(PathBuf, RunId)> {
     let run = RunId::parse(path.file_stem()?.to_str()?)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    journal::has_journal(dir).then(|| (dir.to_path_buf(), run))
+    journal::has_journal(storage, dir).then(|| (dir.to_path_buf(), run))
 }
 
 fn read_log_bytes(path: &Path, r: impl Read) -> anyhow::Result<RunLog> {
@@ -299,9 +312,9 @@ pub fn write_log_file(path: &Path, log: &RunLog) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> anyhow::Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+pub(crate) fn sync_dir(storage: &dyn Storage, dir: &Path) -> anyhow::Result<()> {
+    storage
+        .sync_dir(dir)
         .with_context(|| format!("fsync of directory {}", dir.display()))
 }
 
@@ -321,7 +334,7 @@ pub struct Recovery {
 /// run ([`AckLog::with_journal`]). Only after `commit` returns are the appended acks
 /// durable.
 pub struct AckLog {
-    file: File,
+    file: Box<dyn StorageFile>,
     journal: Option<Arc<Journal>>,
     path: PathBuf,
     descriptor: RunDescriptor,
@@ -337,13 +350,14 @@ pub struct AckLog {
 impl AckLog {
     /// Creates a new log with header and descriptor, durable (file and directory entry)
     /// before it returns. Fails if the file exists.
-    pub fn create(dir: &Path, desc: &RunDescriptor) -> anyhow::Result<AckLog> {
+    pub fn create(
+        storage: &dyn Storage,
+        dir: &Path,
+        desc: &RunDescriptor,
+    ) -> anyhow::Result<AckLog> {
         let path = log_path(dir, desc.run_id);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let file = storage
+            .create_new(&path)
             .with_context(|| format!("creating ack log {}", path.display()))?;
         let mut log = AckLog {
             file,
@@ -362,22 +376,23 @@ impl AckLog {
         .encode_into(&mut log.pending);
         Msg::Descriptor(desc.clone()).encode_into(&mut log.pending);
         log.commit()?;
-        sync_dir(dir)?;
+        sync_dir(storage, dir)?;
         Ok(log)
     }
 
     /// Opens an existing log for appending: scans it, truncates a torn or damaged tail
     /// (keeping every complete frame before it) and makes the truncation durable.
-    pub fn open(path: &Path) -> anyhow::Result<(AckLog, Recovery)> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
+    pub fn open(storage: &dyn Storage, path: &Path) -> anyhow::Result<(AckLog, Recovery)> {
+        let file = storage
             .open(path)
             .with_context(|| format!("opening ack log {}", path.display()))?;
-        let file_len = file.metadata()?.len();
+        let file_len = file
+            .len()
+            .with_context(|| format!("opening ack log {}", path.display()))?;
         let mut checker = LogChecker::default();
         let mut scratch = Vec::new();
-        let end = scan_frames(io::BufReader::with_capacity(256 << 10, &file), |fr| {
+        let reader = FileReader::new(&*file);
+        let end = scan_frames(io::BufReader::with_capacity(256 << 10, reader), |fr| {
             checker.check(fr, &mut scratch).map(|_| ())
         })
         .with_context(|| format!("recovering ack log {}", path.display()))?;
@@ -416,17 +431,20 @@ impl AckLog {
     /// Opens the log of `desc`'s run, or creates it. A log left without a complete
     /// descriptor by a crash during creation held no durable ack and is rewritten.
     pub fn open_or_create(
+        storage: &dyn Storage,
         dir: &Path,
         desc: &RunDescriptor,
     ) -> anyhow::Result<(AckLog, Option<Recovery>)> {
         let path = log_path(dir, desc.run_id);
-        match std::fs::metadata(&path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((AckLog::create(dir, desc)?, None)),
+        match storage.exists(&path) {
+            Ok(false) => Ok((AckLog::create(storage, dir, desc)?, None)),
             Err(e) => Err(e).with_context(|| format!("inspecting {}", path.display())),
-            Ok(_) => {
-                if let Some(why) = creation_torn(&path)? {
-                    std::fs::remove_file(&path)?;
-                    let log = AckLog::create(dir, desc)?;
+            Ok(true) => {
+                if let Some(why) = creation_torn(storage, &path)? {
+                    storage
+                        .remove(&path)
+                        .with_context(|| format!("removing {}", path.display()))?;
+                    let log = AckLog::create(storage, dir, desc)?;
                     return Ok((
                         log,
                         Some(Recovery {
@@ -435,7 +453,7 @@ impl AckLog {
                         }),
                     ));
                 }
-                let (log, rec) = AckLog::open(&path)?;
+                let (log, rec) = AckLog::open(storage, &path)?;
                 if log.descriptor != *desc {
                     bail!(
                         "run {} is already logged with a different run descriptor; a \
@@ -513,7 +531,7 @@ impl AckLog {
         let start = self.durable_len_bytes;
         let res = self
             .file
-            .write_all_at(&self.pending, start)
+            .write_at(&self.pending, start)
             .map_err(anyhow::Error::from)
             .and_then(|()| match &self.journal {
                 // The log write above comes first: a checkpoint relies on it.
@@ -544,11 +562,13 @@ impl AckLog {
 
 /// If `path` is a log whose creation was interrupted (a prefix of header + descriptor,
 /// nothing else), says why; such a file never held an ack.
-fn creation_torn(path: &Path) -> anyhow::Result<Option<String>> {
-    let f = File::open(path)?;
+fn creation_torn(storage: &dyn Storage, path: &Path) -> anyhow::Result<Option<String>> {
+    let f = storage
+        .open_read(path)
+        .with_context(|| format!("opening {}", path.display()))?;
     let mut frames = 0;
     let mut header_ok = true;
-    let end = scan_frames(io::BufReader::new(&f), |fr| {
+    let end = scan_frames(io::BufReader::new(FileReader::new(&*f)), |fr| {
         frames += 1;
         if frames == 1 && fr.ty != FrameType::FileHeader {
             header_ok = false;
@@ -566,12 +586,12 @@ fn creation_torn(path: &Path) -> anyhow::Result<Option<String>> {
 }
 
 /// Reads the descriptor of a log without reading its acks (for the witness's index).
-pub fn read_descriptor(path: &Path) -> anyhow::Result<RunDescriptor> {
-    let f = File::open(path)?;
+pub fn read_descriptor(storage: &dyn Storage, path: &Path) -> anyhow::Result<RunDescriptor> {
+    let f = storage.open_read(path)?;
     let mut checker = LogChecker::default();
     let mut scratch = Vec::new();
     // Stop after the second frame by returning a sentinel error.
-    let r = scan_frames(io::BufReader::new(f), |fr| {
+    let r = scan_frames(io::BufReader::new(FileReader::new(&*f)), |fr| {
         checker.check(fr, &mut scratch)?;
         if checker.descriptor.is_some() {
             bail!(StopScan);
@@ -614,7 +634,7 @@ mod tests {
     fn append_commit_reopen_read() {
         let dir = tempfile::tempdir().unwrap();
         let d = sample_descriptor(1);
-        let mut log = AckLog::create(dir.path(), &d).unwrap();
+        let mut log = AckLog::create(&FsStorage, dir.path(), &d).unwrap();
         let acks: Vec<Ack> = (0..10).map(ack).collect();
         assert_eq!(log.append_acks(0, &acks[..6]).unwrap(), 6);
         log.append_event(&event("connect"));
@@ -626,21 +646,21 @@ mod tests {
         assert_eq!(log.commit().unwrap(), 10);
         drop(log);
 
-        let (log, rec) = AckLog::open(&log_path(dir.path(), d.run_id)).unwrap();
+        let (log, rec) = AckLog::open(&FsStorage, &log_path(dir.path(), d.run_id)).unwrap();
         assert_eq!(rec, Recovery::default());
         assert_eq!(log.durable_acks(), 10);
         let r = read_log_file(&log_path(dir.path(), d.run_id)).unwrap();
         assert_eq!(r.descriptor, d);
         assert_eq!(r.acks, acks);
         assert_eq!(r.events, vec![event("connect")]);
-        assert_eq!(read_descriptor(log.path()).unwrap(), d);
+        assert_eq!(read_descriptor(&FsStorage, log.path()).unwrap(), d);
     }
 
     #[test]
     fn torn_tail_truncated_at_every_cut() {
         let dir = tempfile::tempdir().unwrap();
         let d = sample_descriptor(2);
-        let mut log = AckLog::create(dir.path(), &d).unwrap();
+        let mut log = AckLog::create(&FsStorage, dir.path(), &d).unwrap();
         let acks: Vec<Ack> = (0..30).map(ack).collect();
         let mut ends = vec![log.durable_len_bytes()];
         for c in acks.chunks(10) {
@@ -659,7 +679,7 @@ mod tests {
             // read-only reading tolerates the tail and leaves the file alone
             assert_eq!(read_log_file(&path).unwrap().acks.len(), complete * 10);
             assert_eq!(std::fs::metadata(&path).unwrap().len(), cut as u64);
-            let (log, rec) = AckLog::open(&path).unwrap();
+            let (log, rec) = AckLog::open(&FsStorage, &path).unwrap();
             assert_eq!(log.durable_acks(), complete as u64 * 10, "cut {cut}");
             assert_eq!(rec.truncated_bytes, cut as u64 - keep);
             assert_eq!(std::fs::metadata(&path).unwrap().len(), keep);
@@ -670,7 +690,7 @@ mod tests {
     fn garbage_tail_and_bit_flip_truncated() {
         let dir = tempfile::tempdir().unwrap();
         let d = sample_descriptor(3);
-        let mut log = AckLog::create(dir.path(), &d).unwrap();
+        let mut log = AckLog::create(&FsStorage, dir.path(), &d).unwrap();
         log.append_acks(0, &[ack(0), ack(1)]).unwrap();
         log.commit().unwrap();
         let keep = log.durable_len_bytes();
@@ -683,7 +703,7 @@ mod tests {
         bytes[last] ^= 0x40;
         bytes.extend_from_slice(b"garbage garbage");
         std::fs::write(&path, &bytes).unwrap();
-        let (log, rec) = AckLog::open(&path).unwrap();
+        let (log, rec) = AckLog::open(&FsStorage, &path).unwrap();
         assert_eq!(log.durable_acks(), 2);
         assert!(rec.reason.unwrap().contains("checksum"));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), keep);
@@ -703,7 +723,7 @@ mod tests {
         Msg::Descriptor(d.clone()).encode_into(&mut desc_frame);
         header.extend_from_slice(&desc_frame[..desc_frame.len() - 5]);
         std::fs::write(&path, &header).unwrap();
-        let (log, rec) = AckLog::open_or_create(dir.path(), &d).unwrap();
+        let (log, rec) = AckLog::open_or_create(&FsStorage, dir.path(), &d).unwrap();
         assert!(rec.unwrap().reason.unwrap().contains("interrupted"));
         assert_eq!(log.durable_acks(), 0);
         drop(log);
@@ -711,7 +731,7 @@ mod tests {
         let other = sample_descriptor(5);
         let p2 = log_path(dir.path(), other.run_id);
         std::fs::write(&p2, b"this is somebody's file, not a log").unwrap();
-        assert!(AckLog::open_or_create(dir.path(), &other).is_err());
+        assert!(AckLog::open_or_create(&FsStorage, dir.path(), &other).is_err());
         assert_eq!(
             std::fs::read(&p2).unwrap(),
             b"this is somebody's file, not a log"
@@ -720,7 +740,7 @@ mod tests {
         let before = std::fs::read(&path).unwrap();
         let mut forged = d.clone();
         forged.host = "evil".into();
-        assert!(AckLog::open_or_create(dir.path(), &forged).is_err());
+        assert!(AckLog::open_or_create(&FsStorage, dir.path(), &forged).is_err());
         assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 

@@ -16,6 +16,7 @@ pub mod journal;
 pub mod log;
 pub mod msg;
 pub mod server;
+pub mod storage;
 
 use crate::device::FlushMethod;
 use crate::device::identity::DeviceIdentity;

@@ -24,6 +24,7 @@ use super::frame::{self, Decoded, FrameType};
 use super::journal::{self, Journal, JournalOptions};
 use super::log::{self, AckLog, LogChecker, LogItem};
 use super::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
+use super::storage::FsStorage;
 use super::{Ack, RunDescriptor, RunSelector, WitnessEvent, now_ns};
 use crate::cli::ListenArgs;
 use crate::record::RunId;
@@ -197,8 +198,12 @@ impl Witness {
         let dir_lock = lock_dir(dir)?;
         // Replay first: a log must hold everything its journal confirmed before recovery
         // decides where its torn tail starts.
-        let replayed = journal::replay(dir)?;
-        let journal = Arc::new(Journal::open(dir, opts.journal.clone())?);
+        let replayed = journal::replay(&FsStorage, dir)?;
+        let journal = Arc::new(Journal::open(
+            FsStorage::shared(),
+            dir,
+            opts.journal.clone(),
+        )?);
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
             _dir_lock: dir_lock,
@@ -313,7 +318,7 @@ fn recover_dir(sh: &Shared) -> anyhow::Result<()> {
         if path.extension().and_then(|x| x.to_str()) != Some(log::LOG_EXTENSION) {
             continue;
         }
-        match AckLog::open(&path) {
+        match AckLog::open(&FsStorage, &path) {
             Ok((l, rec)) => {
                 if rec.truncated_bytes > 0 {
                     sh.log(format_args!(
@@ -898,7 +903,7 @@ impl Conn {
         let mut s = lock(&slot);
         let opened_here = s.log.is_none();
         if opened_here {
-            match AckLog::open_or_create(&self.sh.dir, &d) {
+            match AckLog::open_or_create(&FsStorage, &self.sh.dir, &d) {
                 Ok((l, rec)) => {
                     if let Some(r) = rec.filter(|r| r.reason.is_some()) {
                         self.sh.log(format_args!(
