@@ -107,12 +107,13 @@ pub fn replay(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Replayed> {
         read_journal(storage, path, |_, _, _| Ok(()))?;
     }
     // Each run's log and its length as replay extends it.
-    let mut logs: HashMap<RunId, Option<(Box<dyn StorageFile>, u64)>> = HashMap::new();
+    type OpenLog = Option<(Box<dyn StorageFile>, u64)>;
+    let mut logs: HashMap<RunId, OpenLog> = HashMap::new();
     for (_, path) in &journals {
         read_journal(storage, path, |run, offset, data| {
             let log = logs.entry(run).or_insert_with(|| {
                 let f = storage.open(&log::log_path(dir, run)).ok()?;
-                let len = f.len().ok()?;
+                let len = f.size().ok()?;
                 Some((f, len))
             });
             let Some((f, len)) = log else {
@@ -590,7 +591,7 @@ fn checkpoint(inner: &Inner, job: &Checkpoint) -> anyhow::Result<(Box<dyn Storag
         .open(&job.path)
         .with_context(|| format!("checkpoint: opening {}", job.path.display()))?;
     let mut len = old
-        .len()
+        .size()
         .with_context(|| format!("checkpoint: opening {}", job.path.display()))?;
     while len > 0 {
         len = len.saturating_sub(CHECKPOINT_TRUNCATE_STEP_BYTES);

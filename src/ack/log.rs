@@ -387,7 +387,7 @@ impl AckLog {
             .open(path)
             .with_context(|| format!("opening ack log {}", path.display()))?;
         let file_len = file
-            .len()
+            .size()
             .with_context(|| format!("opening ack log {}", path.display()))?;
         let mut checker = LogChecker::default();
         let mut scratch = Vec::new();

@@ -29,7 +29,7 @@ use std::sync::Arc;
 /// An open file of a [`Storage`].
 pub trait StorageFile: Send + Sync {
     /// Length in bytes as reads see it now (including writes not yet durable).
-    fn len(&self) -> io::Result<u64>;
+    fn size(&self) -> io::Result<u64>;
     /// Reads at most `buf.len()` bytes at `offset`; returns how many (0 at end of file).
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
     /// Writes all of `data` at `offset`, extending the file (with zeros before it, if
@@ -77,7 +77,7 @@ impl FsStorage {
 }
 
 impl StorageFile for File {
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         Ok(self.metadata()?.len())
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
@@ -159,7 +159,7 @@ impl Read for FileReader<'_> {
 /// The whole content of `path`.
 pub fn read_all(storage: &dyn Storage, path: &Path) -> io::Result<Vec<u8>> {
     let f = storage.open_read(path)?;
-    let mut out = Vec::with_capacity(f.len()? as usize);
+    let mut out = Vec::with_capacity(f.size()? as usize);
     FileReader::new(&*f).read_to_end(&mut out)?;
     Ok(out)
 }
@@ -185,7 +185,7 @@ mod tests {
         s.sync_dir(dir.path()).unwrap();
         assert_eq!(read_all(&s, &p).unwrap(), b"hello\0world");
         f.set_len(5).unwrap();
-        assert_eq!(f.len().unwrap(), 5);
+        assert_eq!(f.size().unwrap(), 5);
         let q = dir.path().join("b");
         s.rename(&p, &q).unwrap();
         assert_eq!(s.list(dir.path()).unwrap(), vec![q.clone()]);

@@ -432,7 +432,7 @@ impl SimFile {
 }
 
 impl StorageFile for SimFile {
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         let mut d = self.disk.lock();
         d.enter(self.boot)?;
         Ok(d.inodes[self.inode].current.len() as u64)
@@ -484,7 +484,7 @@ mod tests {
             s.sync_dir(&dir()).unwrap();
             f.write_at(&[2; 1500], 1500).unwrap();
             disk.cut_now();
-            assert!(f.len().is_err(), "a handle of a cut boot fails");
+            assert!(f.size().is_err(), "a handle of a cut boot fails");
             let s = disk.boot(None);
             let got = read_all(&*s, &p).unwrap();
             assert!(got.len() >= 1500, "seed {seed}");
