@@ -30,12 +30,12 @@ use plugpull::ack::journal::{self, Journal, JournalOptions};
 use plugpull::ack::log::{self, AckLog, Recovery};
 use plugpull::ack::storage::Storage;
 use plugpull::ack::storage::sim::{CutStats, SimDisk};
-use plugpull::ack::{Ack, RunDescriptor, WitnessEvent};
+use plugpull::ack::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use plugpull::record::{RecordId, RunId};
 use plugpull::rng::Rng;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -113,7 +113,7 @@ impl Case {
 }
 
 /// What running one case saw.
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq)]
 struct Outcome {
     /// Boots that ended in a cut at an operation (each followed by recovery and checks).
     cut_points: u64,
@@ -123,6 +123,9 @@ struct Outcome {
     first_boot_cut: bool,
     durable_acks_checked: u64,
     faults: CutStats,
+    /// Logs found after a cut with data after a hole past their valid frames: later
+    /// writes that survived earlier ones, which replay must repair.
+    out_of_order_logs: u64,
 }
 
 /// How a boot ended when no check failed.
@@ -144,6 +147,7 @@ struct Boot<'a> {
     dir: PathBuf,
     rng: Rng,
     rotate_bytes: u64,
+    out_of_order_logs: u64,
 }
 
 impl Boot<'_> {
@@ -161,18 +165,19 @@ impl Boot<'_> {
         log::log_path(&self.dir, descriptor(self.case.seed, run).run_id)
     }
 
-    /// Checks what a read of run `run` returned: its descriptor, every durable ack, and
-    /// nothing that was not appended. Returns the ack count.
-    fn check_acks(
-        &self,
-        view: &str,
-        run: u64,
-        model: &RunModel,
-        desc: &RunDescriptor,
-        acks: &[Ack],
-    ) -> Result<u64, Failure> {
+    /// Checks what a read of run `run` returned: its descriptor, every durable ack,
+    /// nothing that was not appended, and no damage reported (a power cut is not damage:
+    /// calling it that would make verify say INCONCLUSIVE about an honest drive).
+    fn check_log(&self, view: &str, run: u64, model: &RunModel, l: &RunLog) -> Result<(), Failure> {
+        if let Some(e) = l.events.iter().find(|e| e.kind == log::DAMAGE_EVENT) {
+            return Err(format!(
+                "{view}: run {run}: a power cut was reported as damage: {}",
+                e.detail
+            ));
+        }
+        let acks = &l.acks;
         let n = acks.len() as u64;
-        if *desc != descriptor(self.case.seed, run) {
+        if l.descriptor != descriptor(self.case.seed, run) {
             return Err(format!("{view}: run {run} has another run's descriptor"));
         }
         if n < model.durable {
@@ -194,19 +199,27 @@ impl Boot<'_> {
                 acks[i as usize]
             ));
         }
-        Ok(n)
+        Ok(())
     }
 
     /// Verify's view before the witness restarts: logs read with the journals overlaid.
-    fn check_overlay(&self, models: &[RunModel]) -> Result<Option<BootEnd>, Failure> {
-        for (run, m) in models.iter().enumerate().filter(|(_, m)| m.created) {
-            let path = self.log_path(run as u64);
-            match log::read_log_file_from(&*self.storage, &path) {
-                Ok(l) => {
-                    self.check_acks("before replay", run as u64, m, &l.descriptor, &l.acks)?;
-                }
-                Err(e) => return self.error("reading a log before replay", e).map(Some),
+    fn check_overlay(&mut self, models: &[RunModel]) -> Result<Option<BootEnd>, Failure> {
+        let runs: Vec<u64> = (0..MAX_RUNS)
+            .filter(|&r| models[r as usize].created)
+            .collect();
+        let paths: Vec<PathBuf> = runs.iter().map(|&r| self.log_path(r)).collect();
+        for path in &paths {
+            if let Some(bytes) = self.disk.peek(path) {
+                self.out_of_order_logs += data_after_a_hole(&bytes) as u64;
             }
+        }
+        let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+        let read = match log::read_log_files_from(&*self.storage, &paths) {
+            Ok(r) => r,
+            Err(e) => return self.error("reading the logs before replay", e).map(Some),
+        };
+        for (&run, l) in runs.iter().zip(&read) {
+            self.check_log("before replay", run, &models[run as usize], l)?;
         }
         Ok(None)
     }
@@ -240,6 +253,16 @@ impl Boot<'_> {
                 opened.insert(path, r);
             }
         }
+        // What fetch and verify read from the recovered logs, all at once.
+        let recovered: Vec<PathBuf> = (0..MAX_RUNS)
+            .map(|r| self.log_path(r))
+            .filter(|p| opened.get(p).is_some_and(Result::is_ok))
+            .collect();
+        let paths: Vec<&Path> = recovered.iter().map(PathBuf::as_path).collect();
+        let mut read = match log::read_log_files_from(&*self.storage, &paths) {
+            Ok(r) => recovered.iter().cloned().zip(r).collect::<HashMap<_, _>>(),
+            Err(e) => return self.error("reading the recovered logs", e).map(Err),
+        };
         let mut logs = HashMap::new();
         for (run, m) in models.iter_mut().enumerate() {
             let run = run as u64;
@@ -248,10 +271,7 @@ impl Boot<'_> {
                 Some(Ok((l, _))) => {
                     // Nothing invented even in a run whose creation never returned.
                     let n = l.durable_acks();
-                    let read = match log::read_log_file_from(&*self.storage, &path) {
-                        Ok(r) => r,
-                        Err(e) => return self.error("reading a recovered log", e).map(Err),
-                    };
+                    let read = read.remove(&path).expect("read with the others");
                     if read.acks.len() as u64 != n {
                         return Err(format!(
                             "run {run}: recovery reports {n} durable acks but the log \
@@ -259,7 +279,7 @@ impl Boot<'_> {
                             read.acks.len()
                         ));
                     }
-                    self.check_acks("after recovery", run, m, &read.descriptor, &read.acks)?;
+                    self.check_log("after recovery", run, m, &read)?;
                     // The Welcome reports this count durable from now on.
                     m.durable = n;
                     m.created = true;
@@ -341,6 +361,16 @@ impl Boot<'_> {
     }
 }
 
+/// Whether `log` holds data after a zero sector that lies past its valid frames.
+fn data_after_a_hole(log: &[u8]) -> bool {
+    let valid = log::scan_frames(log, |_| Ok(())).map_or(0, |e| e.valid_len_bytes) as usize;
+    let first_sector = valid.div_ceil(512) * 512;
+    let hole = (first_sector..log.len().saturating_sub(512))
+        .step_by(512)
+        .find(|&s| log[s..s + 512].iter().all(|&b| b == 0));
+    hole.is_some_and(|s| log[s + 512..].iter().any(|&b| b != 0))
+}
+
 /// Runs one case; `Err` names the first broken promise.
 fn run_case(case: &Case) -> Result<Outcome, Failure> {
     let disk = SimDisk::new(case.seed);
@@ -360,8 +390,10 @@ fn run_case(case: &Case) -> Result<Outcome, Failure> {
             dir: PathBuf::from(DIR),
             rng: rng.fork(k as u64),
             rotate_bytes,
+            out_of_order_logs: 0,
         };
         let end = run_boot(&mut boot, &mut models, last)?;
+        out.out_of_order_logs += boot.out_of_order_logs;
         if k == 0 {
             out.first_boot_ops = disk.ops();
             out.first_boot_cut = matches!(end, BootEnd::Cut);
@@ -440,6 +472,7 @@ fn witness_storage_keeps_every_durable_ack_across_cuts_at_every_operation() {
     let t0 = Instant::now();
     let (mut points, mut exhaustive, mut random, mut cases, mut durable) = (0, 0, 0, 0, 0);
     let mut faults = CutStats::default();
+    let mut out_of_order = 0;
     let mut add = |f: &CutStats| {
         faults.writes_dropped += f.writes_dropped;
         faults.writes_kept += f.writes_kept;
@@ -450,11 +483,19 @@ fn witness_storage_keeps_every_durable_ack_across_cuts_at_every_operation() {
     while points < target {
         // A short sequence: count its operations, then cut at each one.
         let steps = 12;
-        let probe = run_or_panic(&Case {
+        let probe_case = Case {
             seed,
             cuts: vec![None],
             steps,
-        });
+        };
+        let probe = run_or_panic(&probe_case);
+        // One seed must replay one case exactly, or a printed seed reproduces nothing.
+        assert_eq!(
+            run_or_panic(&probe_case),
+            probe,
+            "case {}: two runs of one seed differ",
+            probe_case.id()
+        );
         let mut pick = Rng::new(seed ^ 0xC075);
         for n in 1..=probe.first_boot_ops {
             let case = Case {
@@ -473,6 +514,7 @@ fn witness_storage_keeps_every_durable_ack_across_cuts_at_every_operation() {
             random += out.cut_points - 1;
             points += out.cut_points;
             durable += out.durable_acks_checked;
+            out_of_order += out.out_of_order_logs;
             add(&out.faults);
             cases += 1;
         }
@@ -486,6 +528,7 @@ fn witness_storage_keeps_every_durable_ack_across_cuts_at_every_operation() {
         random += out.cut_points;
         points += out.cut_points;
         durable += out.durable_acks_checked;
+        out_of_order += out.out_of_order_logs;
         add(&out.faults);
         cases += 1;
         seed += 1;
@@ -495,7 +538,8 @@ fn witness_storage_keeps_every_durable_ack_across_cuts_at_every_operation() {
          short sequences, {random} at random operations), {cases} cases, seeds 1..{seed}, \
          {durable} durable acks checked after the last cut of each case: 0 lost, 0 \
          invented, {:.1} s; unsynced changes at the cuts: {} dropped, {} kept ({} of them \
-         torn), {} name changes dropped",
+         torn), {} name changes dropped; {out_of_order} times a log held data after a \
+         hole (later writes survived earlier ones) and every check still held",
         t0.elapsed().as_secs_f64(),
         faults.writes_dropped,
         faults.writes_kept,
@@ -503,5 +547,13 @@ fn witness_storage_keeps_every_durable_ack_across_cuts_at_every_operation() {
         faults.name_changes_dropped
     );
     assert!(faults.writes_dropped > 0 && faults.writes_kept > 0 && faults.writes_torn > 0);
+    // Rare per cut (it needs several unsynced log writes and a cut that keeps only a
+    // later one), but in every run of 10,000 cuts it happened dozens of times.
+    if target >= 10_000 {
+        assert!(
+            out_of_order > 0,
+            "no cut left a log with later writes kept and earlier lost"
+        );
+    }
     assert!(points >= target);
 }

@@ -28,6 +28,8 @@ pub const NONCE_BYTES: usize = 16;
 pub const MIN_KEY_FILE_BYTES: usize = 16;
 /// Context string that turns a key file's bytes into the pre-shared key.
 const KEY_CONTEXT: &str = "plugpull 2025 witness pre-shared key v1";
+/// Context string that turns the pre-shared key into the key of log end-mark MACs.
+const LOG_MARK_CONTEXT: &str = "plugpull 2025 ack log end mark v1";
 /// Prefix of the session-key derivation input.
 const SESSION_LABEL: &[u8] = b"plugpull session v1";
 
@@ -68,6 +70,13 @@ impl Key {
         let bytes = std::fs::read(path)
             .with_context(|| format!("reading the key file {}", path.display()))?;
         Key::from_secret(&bytes).with_context(|| format!("key file {}", path.display()))
+    }
+
+    /// The MAC of a log file's end mark (module `log`): keyed BLAKE3 under a key derived
+    /// from this one for that purpose only, so a mark's MAC is never a valid frame MAC.
+    pub fn log_mark_mac(&self, data: &[u8]) -> [u8; 32] {
+        let mark_key = blake3::derive_key(LOG_MARK_CONTEXT, &self.0);
+        *blake3::keyed_hash(&mark_key, data).as_bytes()
     }
 
     /// The session key of one connection.

@@ -9,9 +9,9 @@
 
 use super::auth::{self, Key, Opener, Sealer, Session};
 use super::frame::{self, Decoded, FrameType};
-use super::log::write_log_file;
+use super::log;
 use super::msg::{self, Msg, PROTOCOL_VERSION};
-use super::{Ack, RunDescriptor, RunLog, RunSelector};
+use super::{Ack, RunDescriptor, RunLog, RunSelector, WitnessEvent};
 use crate::cli::FetchArgs;
 use crate::record::RunId;
 use anyhow::{Context, anyhow, bail};
@@ -678,7 +678,10 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> anyho
     let mut opener = session.map(|x| x.opener);
     let mut descriptor = None;
     let mut acks = Vec::new();
-    let mut events = Vec::new();
+    let mut events: Vec<WitnessEvent> = Vec::new();
+    // Number the next Acks frame should start at, and acks skipped over: a damaged
+    // witness log has gaps, which it must name in a damage event.
+    let (mut next_ack, mut skipped) = (0u64, 0u64);
     loop {
         let m = r
             .next(&mut s, opener.as_mut())
@@ -686,18 +689,26 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> anyho
         match m {
             Some(Msg::FetchRun(d)) if descriptor.is_none() => descriptor = Some(d),
             Some(Msg::Acks { first, acks: a }) if descriptor.is_some() => {
-                if first != acks.len() as u64 {
+                if first < next_ack {
                     bail!(
-                        "the witness sent acks from {first} after {} acks: broken fetch stream",
-                        acks.len()
+                        "the witness sent acks from {first} after ack {next_ack}: broken \
+                         fetch stream"
                     );
                 }
+                skipped += first - next_ack;
+                next_ack = first + a.len() as u64;
                 acks.extend_from_slice(&a);
             }
             Some(Msg::Event(e)) if descriptor.is_some() => events.push(e),
             Some(Msg::FetchEnd { acks: n }) if descriptor.is_some() => {
                 if n != acks.len() as u64 {
                     bail!("the witness announced {n} acks but sent {}", acks.len());
+                }
+                if skipped > 0 && !events.iter().any(|e| e.kind == log::DAMAGE_EVENT) {
+                    bail!(
+                        "the witness skipped {skipped} acks without naming damage in its \
+                         log: broken fetch stream"
+                    );
                 }
                 break;
             }
@@ -724,7 +735,12 @@ pub fn run_fetch(a: FetchArgs) -> anyhow::Result<()> {
     };
     let key = auth::load_key(a.key_file.as_deref())?;
     let log = fetch_with_key(&a.witness, &sel, key.as_ref())?;
-    write_log_file(&a.output, &log)?;
+    // The end mark lets `verify --acks` prove the file whole; signed with the key if any.
+    log::write_log_file_keyed(&a.output, &log, key.as_ref())?;
+    let damage = log::damage_details(&log);
+    for d in &damage {
+        eprintln!("warning: {d}");
+    }
     if a.json {
         let out = serde_json::json!({
             "format": "plugpull-fetch/1",
@@ -732,6 +748,7 @@ pub fn run_fetch(a: FetchArgs) -> anyhow::Result<()> {
             "acks": log.acks.len(),
             "witness_events": log.events.len(),
             "output": a.output.display().to_string(),
+            "damage": damage,
         });
         println!("{out}");
     } else {

@@ -45,6 +45,9 @@ pub enum FrameType {
     JournalHeader = 0x04,
     /// A copy of bytes appended to a run's log, in the witness journal.
     JournalWrite = 0x05,
+    /// Last frame of a `plugpull fetch` output file: ack count, frame count, byte count
+    /// and a running digest of everything before it, optionally signed (module `log`).
+    LogEnd = 0x06,
     Hello = 0x10,
     /// Writer or fetcher to a keyed witness: the client's handshake nonce.
     Auth = 0x17,
@@ -71,6 +74,7 @@ impl FrameType {
             0x03 => Event,
             0x04 => JournalHeader,
             0x05 => JournalWrite,
+            0x06 => LogEnd,
             0x10 => Hello,
             0x17 => Auth,
             0x18 => Challenge,
@@ -150,6 +154,8 @@ pub struct Frame<'a> {
     pub authenticated: &'a [u8],
     /// Bytes of input this frame occupied, prefix and checksum included.
     pub len_bytes: usize,
+    /// Those bytes: the whole frame as it was in the input (what a log digest covers).
+    pub raw: &'a [u8],
 }
 
 /// Result of trying to decode one frame at the start of a buffer.
@@ -215,6 +221,7 @@ pub fn decode_limited(buf: &[u8], max_len: usize) -> Decoded<'_> {
             mac,
             authenticated: &buf[..payload_end],
             len_bytes: total,
+            raw: &buf[..total],
         }),
         None => Decoded::Error(FrameError::UnknownType(tb)),
     }

@@ -85,12 +85,18 @@ fn scratch_path() -> PathBuf {
 }
 
 /// Ack-log recovery on arbitrary file contents: the read-only scan and the real
-/// truncating recovery must agree, the recovered file must be a prefix of the input,
-/// and recovering again must cut nothing.
+/// truncating recovery must agree; a recovered file is a prefix of the input cut only
+/// by a torn tail (never damage followed by valid frames), and recovering again cuts
+/// nothing; a refused file is left byte for byte.
 pub fn log_recovery(data: &[u8]) {
     let mut checker = LogChecker::default();
     let mut scratch = Vec::new();
-    let read_only = log::scan_frames(data, |f| checker.check(f, &mut scratch).map(|_| ()));
+    let read_only = log::scan_frames_resync(data, log::is_log_frame, |f, damage| {
+        if let Some(d) = damage {
+            checker.note_damage(d);
+        }
+        checker.check(f, &mut scratch).map(|_| ())
+    });
 
     let path = scratch_path();
     {
@@ -100,6 +106,8 @@ pub fn log_recovery(data: &[u8]) {
     let opened = AckLog::open(&FsStorage, &path);
     match (&read_only, &opened) {
         (Ok(end), Ok((l, rec))) => {
+            assert!(end.damage.is_empty(), "recovery accepted a damaged log");
+            assert!(end.tail_bytes <= log::MAX_TORN_TAIL_BYTES);
             let on_disk = std::fs::read(&path).expect("read back");
             assert_eq!(on_disk.len() as u64, end.valid_len_bytes);
             assert_eq!(
@@ -116,10 +124,20 @@ pub fn log_recovery(data: &[u8]) {
             let read = log::read_log_file(&path).expect("recovered log reads");
             assert_eq!(read.acks.len() as u64, checker.acks);
         }
-        (Ok(_), Err(_)) => assert!(
-            checker.descriptor.is_none(),
-            "scan accepted a log with a descriptor that recovery refused"
-        ),
+        (Ok(end), Err(_)) => {
+            assert!(
+                checker.descriptor.is_none()
+                    || !end.damage.is_empty()
+                    || end.tail_bytes > log::MAX_TORN_TAIL_BYTES
+                    || checker.has_end_mark(),
+                "scan accepted a log with a descriptor that recovery refused"
+            );
+            assert_eq!(
+                std::fs::read(&path).expect("read back"),
+                data,
+                "refused but modified"
+            );
+        }
         // A semantic error (foreign or damaged file): recovery must refuse too, and
         // leave the file alone.
         (Err(_), Ok(_)) => panic!("recovery accepted a log the read-only scan refused"),
@@ -167,7 +185,11 @@ pub fn journal_replay(data: &[u8]) {
     let replayed = journal::replay(&FsStorage, &dir);
     let on_disk = std::fs::read(&log_path).expect("read back log");
     match (overlaid, replayed) {
-        (Ok(()), Ok(r)) => {
+        (Ok(damage), Ok(r)) => {
+            assert!(
+                damage.is_empty(),
+                "replay accepted a damaged journal: {damage:?}"
+            );
             assert_eq!(
                 on_disk, seen[&JOURNAL_FUZZ_RUN],
                 "replay and overlay disagree"
@@ -181,7 +203,10 @@ pub fn journal_replay(data: &[u8]) {
                 "second replay found work"
             );
         }
-        (Err(_), Err(_)) => {
+        (Ok(damage), Err(e)) if damage.is_empty() => {
+            panic!("replay refused a journal overlay read whole: {e:#}")
+        }
+        (Err(_), Err(_)) | (Ok(_), Err(_)) => {
             assert_eq!(on_disk, JOURNAL_FUZZ_LOG, "refused journal changed the log");
             assert_eq!(
                 std::fs::read(&journal_path).expect("journal kept"),
@@ -189,7 +214,6 @@ pub fn journal_replay(data: &[u8]) {
                 "refused journal was modified"
             );
         }
-        (Ok(()), Err(e)) => panic!("replay refused a journal overlay read: {e:#}"),
         (Err(e), Ok(_)) => panic!("replay accepted a journal overlay refused: {e:#}"),
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -26,11 +26,11 @@
 //! `JournalHeader` frame then `JournalWrite` frames; a torn tail is ignored, as in logs.
 
 use super::frame::{self, FrameType};
-use super::log::{self, scan_frames};
+use super::log::{self, Damage, scan_frames_resync};
 use super::storage::{FileReader, Storage, StorageFile};
 use crate::record::RunId;
 use anyhow::{Context, bail};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -104,11 +104,25 @@ pub fn replay(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Replayed> {
     // Check every journal before writing anything: a damaged one stops the start with
     // every file as it was.
     for (_, path) in &journals {
-        read_journal(storage, path, |_, _, _| Ok(()))?;
+        if let Some(d) = read_journal(storage, path, |_, _, _| Ok(()))?.first() {
+            bail!(
+                "witness journal {} is damaged: {d}, so this is not a torn tail. The \
+                 witness does not start on {} and changed nothing there: the entries after \
+                 the damage are acks it confirmed. Keep a copy of the directory. To start \
+                 anyway, move {} out of it: acks that only this journal held (those \
+                 confirmed shortly before the witness stopped) will then be missing from \
+                 their logs",
+                path.display(),
+                dir.display(),
+                path.display()
+            );
+        }
     }
     // Each run's log and its length as replay extends it.
     type OpenLog = Option<(Box<dyn StorageFile>, u64)>;
-    let mut logs: HashMap<RunId, OpenLog> = HashMap::new();
+    // Ordered, so the order of the syncs below (and a simulated cut among them) does not
+    // depend on hashing.
+    let mut logs: BTreeMap<RunId, OpenLog> = BTreeMap::new();
     for (_, path) in &journals {
         read_journal(storage, path, |run, offset, data| {
             let log = logs.entry(run).or_insert_with(|| {
@@ -159,13 +173,17 @@ pub fn replay(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Replayed> {
 /// read from disk), without changing any file. After the witness's machine lost power,
 /// its logs may lack acks that only the journal holds until `plugpull listen` replays
 /// it; reading a log straight from the witness directory must still see them.
+///
+/// Returns the damage found in the journals (entries after it are applied too); which
+/// runs the damaged bytes belonged to is unknown, so a reader names it for every log.
 pub fn overlay(
     storage: &dyn Storage,
     dir: &Path,
     logs: &mut HashMap<RunId, Vec<u8>>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<String>> {
+    let mut damage = vec![];
     for (_, path) in list_journals(storage, dir)? {
-        read_journal(storage, &path, |run, offset, data| {
+        let found = read_journal(storage, &path, |run, offset, data| {
             let Some(bytes) = logs.get_mut(&run) else {
                 return Ok(());
             };
@@ -181,8 +199,13 @@ pub fn overlay(
             bytes[start..end].copy_from_slice(data);
             Ok(())
         })?;
+        damage.extend(
+            found
+                .iter()
+                .map(|d| format!("witness journal {} is damaged: {d}", path.display())),
+        );
     }
-    Ok(())
+    Ok(damage)
 }
 
 /// Whether `dir` holds journal files (then its logs are read through [`overlay`]).
@@ -213,50 +236,59 @@ fn list_journals(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Vec<(u64, 
     Ok(found.into_iter().collect())
 }
 
-/// Calls `each(run, offset, data)` for every complete entry of one journal file, in order.
-/// A torn or damaged tail ends the file (those entries were never reported durable).
+/// Frame types a journal file may hold (what resynchronisation after a bad frame looks
+/// for: the log frames inside entries do not count).
+fn is_journal_frame(t: FrameType) -> bool {
+    matches!(t, FrameType::JournalHeader | FrameType::JournalWrite)
+}
+
+/// Calls `each(run, offset, data)` for every complete entry of one journal file, in order,
+/// and returns the damage found: bad bytes with valid entries after them, whose entries
+/// `each` still gets. A torn tail (bad bytes with nothing valid after them) ends the
+/// file: those entries were never reported durable.
 fn read_journal(
     storage: &dyn Storage,
     path: &Path,
     mut each: impl FnMut(RunId, u64, &[u8]) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<Damage>> {
     let f = match storage.open_read(path) {
         Ok(f) => f,
         // A live witness checkpointed it since it was listed: its entries are in the logs,
         // and were in their page cache before anyone listed the journals.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
         Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
     };
     let mut frames = 0u64;
-    let end = scan_frames(
-        io::BufReader::with_capacity(1 << 20, FileReader::new(&*f)),
-        |fr| {
-            frames += 1;
-            match (frames, fr.ty) {
-                (1, FrameType::JournalHeader) => {
-                    let p = fr.payload;
-                    if p.len() != 18 || p[..8] != JOURNAL_MAGIC {
-                        bail!("bad journal header");
-                    }
-                    let version = u16::from_le_bytes([p[8], p[9]]);
-                    if version != JOURNAL_VERSION {
-                        bail!(
-                            "journal format version {version} is not supported (this build \
+    let reader = io::BufReader::with_capacity(1 << 20, FileReader::new(&*f));
+    let end = scan_frames_resync(reader, is_journal_frame, |fr, damage| {
+        frames += 1;
+        if frames == 1 && damage.is_some() {
+            bail!("the journal header is damaged");
+        }
+        match (frames, fr.ty) {
+            (1, FrameType::JournalHeader) => {
+                let p = fr.payload;
+                if p.len() != 18 || p[..8] != JOURNAL_MAGIC {
+                    bail!("bad journal header");
+                }
+                let version = u16::from_le_bytes([p[8], p[9]]);
+                if version != JOURNAL_VERSION {
+                    bail!(
+                        "journal format version {version} is not supported (this build \
                          reads version {JOURNAL_VERSION}); start the plugpull version that \
                          wrote it once, so it replays the journal"
-                        );
-                    }
-                    Ok(())
+                    );
                 }
-                (1, _) => bail!("the first frame is not a journal header"),
-                (_, FrameType::JournalWrite) => {
-                    let (run, offset, data) = decode_entry(fr.payload)?;
-                    each(run, offset, data)
-                }
-                (_, t) => bail!("a {t:?} frame does not belong in a journal"),
+                Ok(())
             }
-        },
-    )
+            (1, _) => bail!("the first frame is not a journal header"),
+            (_, FrameType::JournalWrite) => {
+                let (run, offset, data) = decode_entry(fr.payload)?;
+                each(run, offset, data)
+            }
+            (_, t) => bail!("a {t:?} frame does not belong in a journal"),
+        }
+    })
     .with_context(|| {
         format!(
             "reading witness journal {}: if it is not plugpull's, move it out of the \
@@ -273,7 +305,7 @@ fn read_journal(
             );
         }
     }
-    Ok(())
+    Ok(end.damage)
 }
 
 pub(crate) fn encode_header(out: &mut Vec<u8>, generation: u64) {
@@ -363,7 +395,7 @@ struct State {
     /// Syncs started so far: what is queued now goes out with sync number `syncs + 1`.
     syncs: u64,
     /// Runs with entries in the current file: what its checkpoint must fdatasync.
-    touched: HashSet<RunId>,
+    touched: BTreeSet<RunId>,
     /// The next journal file, created ahead so rotating never waits for a create.
     next: Option<(Box<dyn StorageFile>, u64)>,
     /// Set when a write, fdatasync or checkpoint failed: nothing more can be confirmed.
@@ -374,7 +406,7 @@ struct State {
 /// A full journal file whose logs are to be made durable before it is deleted.
 struct Checkpoint {
     path: PathBuf,
-    runs: HashSet<RunId>,
+    runs: BTreeSet<RunId>,
     next_generation: u64,
 }
 
@@ -408,7 +440,7 @@ impl Journal {
                 appended_seq: 0,
                 durable_seq: 0,
                 syncs: 0,
-                touched: HashSet::new(),
+                touched: BTreeSet::new(),
                 next: Some(next),
                 failed: None,
                 closed: false,
@@ -790,6 +822,68 @@ mod tests {
         drop(j);
         let p = log::log_path(dir.path(), runs[1].run_id);
         assert_eq!(read_log_file(&p).unwrap().acks, acks);
+    }
+
+    /// Issue 11, defect 1, for the journal: a bad entry with valid entries after it is
+    /// corruption. Replay refuses with every file as it was (the journal is not deleted,
+    /// no log is written), and reading a log through the journal names the damage.
+    #[test]
+    fn journal_corruption_is_not_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = sample_descriptor(32);
+        let (j, mut logs) = logs_with_journal(
+            dir.path(),
+            JournalOptions::default(),
+            std::slice::from_ref(&d),
+        );
+        let created = logs[0].durable_len_bytes();
+        let mut ends = vec![];
+        for c in 0..3u64 {
+            let acks: Vec<Ack> = (c * 5..c * 5 + 5).map(ack).collect();
+            logs[0].append_acks(c * 5, &acks).unwrap();
+            logs[0].commit().unwrap();
+        }
+        let generation = j.generation();
+        drop(logs);
+        drop(j);
+        let jp = journal_path(dir.path(), generation);
+        let full = std::fs::read(&jp).unwrap();
+        let mut at = 0;
+        while let frame::Decoded::Frame(f) = frame::decode(&full[at..]) {
+            at += f.len_bytes;
+            ends.push(at);
+        }
+        assert_eq!(ends.len(), 4, "header and three entries");
+        let lp = log::log_path(dir.path(), d.run_id);
+        lose_unsynced_appends(&lp, created);
+        let log_before = std::fs::read(&lp).unwrap();
+        // Every byte of the first two entries (the third is the tail).
+        for pos in ends[0]..ends[2] {
+            let mut bytes = full.clone();
+            bytes[pos] ^= 1 << (pos % 8);
+            std::fs::write(&jp, &bytes).unwrap();
+            let e = replay(&FsStorage, dir.path())
+                .err()
+                .map(|e| format!("{e:#}"));
+            assert!(
+                e.as_deref()
+                    .is_some_and(|e| e.contains("damaged") && e.contains("byte")),
+                "flip at {pos}: {e:?}"
+            );
+            assert!(
+                std::fs::read(&jp).unwrap() == bytes,
+                "flip at {pos}: journal changed"
+            );
+            assert!(
+                std::fs::read(&lp).unwrap() == log_before,
+                "flip at {pos}: log changed"
+            );
+            let r = read_log_file(&lp).unwrap();
+            assert!(
+                r.events.iter().any(|e| e.kind == log::DAMAGE_EVENT),
+                "flip at {pos}: reading through the journal names the damage"
+            );
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! `plugpull fetch -o FILE` writes this same format, so `verify --acks` reads either with
 //! [`read_log_file`].
 
+use super::auth::Key;
 use super::frame::{self, Decoded, FrameType};
 use super::journal::{self, Journal};
 use super::msg::{self, LOG_VERSION, Msg};
@@ -32,107 +33,308 @@ use std::sync::Arc;
 pub const LOG_EXTENSION: &str = "acklog";
 /// Acks per frame when the witness or fetch writes a whole run at once.
 pub const FILE_ACKS_PER_FRAME: usize = 4096;
+/// `WitnessEvent::kind` of the event that names damage found in a log or journal.
+pub const DAMAGE_EVENT: &str = "log-damage";
+/// Most bytes one commit appends to a log, and so the longest tail a crash can tear.
+pub const MAX_TORN_TAIL_BYTES: u64 = 32 << 20;
 
 /// Where the log of `run` lives in the witness directory.
 pub fn log_path(dir: &Path, run: RunId) -> PathBuf {
     dir.join(format!("{}.{LOG_EXTENSION}", run.hex()))
 }
 
+/// Unreadable bytes with a valid frame after them: damage, never a torn tail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// Offset in the file where the unreadable bytes start (where a frame should be).
+    pub offset: u64,
+    /// Unreadable bytes, up to the next valid frame.
+    pub bytes: u64,
+    /// What was wrong with the bytes at `offset`.
+    pub why: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} bytes unreadable at byte {} ({}), valid frames after them",
+            self.bytes, self.offset, self.why
+        )
+    }
+}
+
 /// How a scan of frames ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScanEnd {
-    /// Bytes of complete, valid frames from the start.
+    /// End of the last valid frame: nothing readable follows it.
     pub valid_len_bytes: u64,
-    /// Why the scan stopped before the end of the input (torn or damaged tail), if it did.
+    /// Bytes after the last valid frame: a torn tail, if short enough for the file kind.
+    pub tail_bytes: u64,
+    /// Why those bytes are not a frame, if there are any.
     pub tail: Option<String>,
+    /// Unreadable ranges with valid frames after them, in file order.
+    pub damage: Vec<Damage>,
 }
 
-/// Reads frames from `r`, calling `each` for every valid one, until EOF or the first
-/// torn or damaged frame. A torn or damaged frame is not an error (it is the expected
-/// result of a crash mid-append) and is reported in [`ScanEnd::tail`]; an error from
-/// `each` (a valid frame whose content makes no sense here) is.
+/// Frame types an ack log file may hold. After a bad frame, only a valid frame of one
+/// of these types proves the bad one was not the tail.
+pub fn is_log_frame(t: FrameType) -> bool {
+    matches!(
+        t,
+        FrameType::FileHeader
+            | FrameType::Descriptor
+            | FrameType::Acks
+            | FrameType::Event
+            | FrameType::LogEnd
+    )
+}
+
+/// Reads frames from `r`, calling `each` for every valid one, until EOF. See
+/// [`scan_frames_resync`]; frames after damage are passed on too.
 pub fn scan_frames<R: Read>(
-    mut r: R,
+    r: R,
     mut each: impl FnMut(&frame::Frame<'_>) -> anyhow::Result<()>,
 ) -> anyhow::Result<ScanEnd> {
-    let mut buf: Vec<u8> = Vec::with_capacity(64 << 10);
+    scan_frames_resync(r, is_log_frame, |f, _| each(f))
+}
+
+/// Reads frames from `r`, calling `each` for every valid one, until EOF.
+///
+/// A bad frame (wrong checksum, impossible length, cut short) is not an error. The scan
+/// looks for a valid frame of a type `accept`s at every later offset: if one is found,
+/// the bytes in between are [`Damage`] (handed to `each` with the first frame after
+/// it) and the scan goes on from there; if none is, they are the tail
+/// ([`ScanEnd::tail`]), the expected result of a crash mid-append. An error from `each`
+/// (a valid frame whose content makes no sense here) ends the scan with that error.
+pub fn scan_frames_resync<R: Read>(
+    r: R,
+    accept: fn(FrameType) -> bool,
+    mut each: impl FnMut(&frame::Frame<'_>, Option<&Damage>) -> anyhow::Result<()>,
+) -> anyhow::Result<ScanEnd> {
+    let mut w = Window::new(r);
     let mut end = ScanEnd::default();
+    let mut after: Option<Damage> = None;
     loop {
-        buf.clear();
-        buf.resize(frame::LEN_BYTES, 0);
-        let got = read_full(&mut r, &mut buf[..])?;
-        if got == 0 {
+        w.fill(frame::LEN_BYTES)?;
+        if w.have().is_empty() {
             return Ok(end);
         }
-        if got < frame::LEN_BYTES {
-            end.tail = Some(format!("torn frame: {got} bytes of a length prefix"));
-            return Ok(end);
-        }
-        let len = u32::from_le_bytes(buf[..4].try_into().unwrap()) as usize;
-        // Check the length before sizing the buffer by it.
-        if len > frame::MAX_FRAME_BYTES || len == 0 {
-            if let Decoded::Error(e) = frame::decode(&buf) {
-                end.tail = Some(e.to_string());
+        let at = w.offset;
+        let bad = match frame_total(w.have()) {
+            Err(why) => Some((why, 0)),
+            Ok(total) => {
+                w.fill(total)?;
+                match frame::decode(w.have()) {
+                    Decoded::Frame(f) => {
+                        each(&f, after.as_ref()).with_context(|| format!("frame at byte {at}"))?;
+                        None
+                    }
+                    Decoded::Error(e) => Some((e.to_string(), total)),
+                    Decoded::NeedMore { .. } => Some((
+                        format!("torn frame: {} of {total} bytes present", w.have().len()),
+                        total,
+                    )),
+                }
             }
-            return Ok(end);
-        }
-        let total = frame::LEN_BYTES + len + frame::CRC_BYTES;
-        buf.resize(total, 0);
-        let got = read_full(&mut r, &mut buf[frame::LEN_BYTES..])?;
-        if got < total - frame::LEN_BYTES {
-            end.tail = Some(format!(
-                "torn frame: {} of {total} bytes present",
-                got + frame::LEN_BYTES
-            ));
-            return Ok(end);
-        }
-        match frame::decode(&buf) {
-            Decoded::Frame(f) => {
-                each(&f).with_context(|| format!("frame at byte {}", end.valid_len_bytes))?;
-                end.valid_len_bytes += total as u64;
+        };
+        match bad {
+            None => {
+                let total = frame_total(w.have()).expect("checked above");
+                w.advance(total);
+                end.valid_len_bytes = w.offset;
+                after = None;
             }
-            Decoded::Error(e) => {
-                end.tail = Some(e.to_string());
-                return Ok(end);
+            Some((why, _)) => {
+                if resync(&mut w, accept)? {
+                    let d = Damage {
+                        offset: at,
+                        bytes: w.offset - at,
+                        why,
+                    };
+                    end.damage.push(d.clone());
+                    after = Some(d);
+                } else {
+                    end.tail_bytes = w.offset - end.valid_len_bytes;
+                    end.tail = Some(why);
+                    return Ok(end);
+                }
             }
-            Decoded::NeedMore { .. } => unreachable!("whole frame buffered"),
         }
     }
 }
 
-/// Like `read_exact`, but returns how many bytes arrived before EOF.
-fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+/// The whole size of the frame at the start of `have` from its length prefix, or why
+/// that prefix cannot start a frame.
+fn frame_total(have: &[u8]) -> Result<usize, String> {
+    if have.len() < frame::LEN_BYTES {
+        return Err(format!(
+            "torn frame: {} bytes of a length prefix",
+            have.len()
+        ));
+    }
+    match frame::decode(&have[..frame::LEN_BYTES]) {
+        Decoded::NeedMore { need } => Ok(need),
+        Decoded::Error(e) => Err(e.to_string()),
+        Decoded::Frame(_) => unreachable!("a length prefix alone is never a frame"),
+    }
+}
+
+/// Moves `w` past a bad frame to the next offset holding a valid frame of an accepted
+/// type; returns false (with `w` at EOF) if there is none.
+fn resync<R: Read>(w: &mut Window<R>, accept: fn(FrameType) -> bool) -> io::Result<bool> {
+    loop {
+        w.advance(1);
+        w.fill(frame::MIN_FRAME_BYTES)?;
+        let n = w.have().len();
+        if n < frame::MIN_FRAME_BYTES {
+            w.advance(n);
+            return Ok(false);
+        }
+        if valid_frame_at(w, accept)? {
+            return Ok(true);
         }
     }
-    Ok(n)
+}
+
+/// Whether a valid frame of an accepted type starts at `w`'s position. Checks the type
+/// byte before any checksum, so scanning megabytes of damage stays cheap.
+fn valid_frame_at<R: Read>(w: &mut Window<R>, accept: fn(FrameType) -> bool) -> io::Result<bool> {
+    let tb = w.have()[frame::LEN_BYTES];
+    // File frames never carry MACs.
+    if tb & frame::FLAG_MAC != 0 || !FrameType::from_u8(tb).is_some_and(accept) {
+        return Ok(false);
+    }
+    let Ok(total) = frame_total(w.have()) else {
+        return Ok(false);
+    };
+    w.fill(total)?;
+    Ok(matches!(frame::decode(w.have()), Decoded::Frame(_)))
+}
+
+/// A read-ahead buffer over `r` that knows the input offset of its first byte.
+struct Window<R> {
+    r: R,
+    buf: Vec<u8>,
+    start: usize,
+    eof: bool,
+    /// Input offset of `buf[start]`.
+    offset: u64,
+}
+
+impl<R: Read> Window<R> {
+    fn new(r: R) -> Window<R> {
+        Window {
+            r,
+            buf: Vec::with_capacity(64 << 10),
+            start: 0,
+            eof: false,
+            offset: 0,
+        }
+    }
+
+    fn have(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.start += n;
+        self.offset += n as u64;
+    }
+
+    /// Buffers at least `n` bytes from the current position, fewer only at EOF.
+    fn fill(&mut self, n: usize) -> io::Result<()> {
+        let have = self.buf.len() - self.start;
+        if have >= n || self.eof {
+            return Ok(());
+        }
+        self.buf.drain(..self.start);
+        self.start = 0;
+        // At least double what is buffered, so the copies above stay linear overall.
+        let want = (n - have).max(have).max(64 << 10);
+        // read_to_end (which retries EINTR) grows the buffer as bytes arrive instead of
+        // zeroing `want` bytes first: most files scanned are far smaller than 64 KiB, and
+        // in debug builds the zeroing dominated tests/witness_crash.rs.
+        let got = (&mut self.r).take(want as u64).read_to_end(&mut self.buf)?;
+        self.eof = got < want;
+        Ok(())
+    }
 }
 
 /// Checks the order of frames in a log (header, descriptor, then contiguous acks and
-/// events) and hands out what they hold. Shared by recovery, read_log_file and fetch.
+/// events, and in `plugpull fetch` output an end mark) and hands out what they hold.
+/// Shared by recovery, read_log_file and fetch. It also keeps the running digest and
+/// the damage that [`LogChecker::note_damage`] reports, so a reader can tell whether
+/// the log proved it is whole ([`LogChecker::wholeness`]).
 #[derive(Default)]
 pub struct LogChecker {
     pub descriptor: Option<RunDescriptor>,
+    /// Acks read from frames that checked (what a fetch announces in FetchEnd).
     pub acks: u64,
+    /// Number the next Acks frame must start at.
+    next_ack: u64,
     frames: u64,
-    seen_header: bool,
+    /// Damage met so far, in file order.
+    pub damage: Vec<LogDamage>,
+    /// Set by `note_damage`, cleared by the next Acks frame: it may start past
+    /// `next_ack` (the acks in between were lost to the damage).
+    gap_allowed: bool,
+    /// BLAKE3 of every frame before the end mark, and how many bytes that was.
+    digest: blake3::Hasher,
+    digested_bytes: u64,
+    /// The end mark, and how many frames came after it (there should be none).
+    mark: Option<EndMark>,
+    frames_after_mark: u64,
+    key: Option<Key>,
+}
+
+/// Damage in a log and what it cost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogDamage {
+    pub damage: Damage,
+    /// Acks read before the damage.
+    pub acks_before: u64,
+    /// Acks the damaged bytes held, when an Acks frame after them tells.
+    pub acks_lost: Option<u64>,
 }
 
 /// One checked item of a log.
 pub enum LogItem<'a> {
     Header,
     Descriptor(&'a RunDescriptor),
-    Acks { first: u64, acks: &'a [Ack] },
+    Acks {
+        first: u64,
+        acks: &'a [Ack],
+    },
     Event(WitnessEvent),
+    /// The end mark of a `plugpull fetch` output file (checked by `wholeness`).
+    EndMark,
 }
 
 impl LogChecker {
+    /// A checker that also checks the MAC of a signed end mark with `key`.
+    pub fn with_key(key: Option<&Key>) -> LogChecker {
+        LogChecker {
+            key: key.cloned(),
+            ..LogChecker::default()
+        }
+    }
+
+    /// Whether an end mark was read (a `plugpull fetch` output file).
+    pub fn has_end_mark(&self) -> bool {
+        self.mark.is_some()
+    }
+
+    /// Records that the bytes before the next frame were damaged.
+    pub fn note_damage(&mut self, d: &Damage) {
+        self.damage.push(LogDamage {
+            damage: d.clone(),
+            acks_before: self.acks,
+            acks_lost: None,
+        });
+        self.gap_allowed = true;
+    }
+
     /// Checks one frame. `scratch` is reused to decode ack batches without allocating.
     pub fn check<'s>(
         &'s mut self,
@@ -147,12 +349,22 @@ impl LogChecker {
                 self.frames
             );
         }
+        if self.frames <= 2 && !self.damage.is_empty() {
+            bail!(
+                "the log's header or run descriptor is damaged ({}): the file cannot say \
+                 which run it belongs to",
+                self.damage[0].damage
+            );
+        }
+        if self.mark.is_some() {
+            self.frames_after_mark += 1;
+        } else if f.ty != FrameType::LogEnd {
+            self.digest.update(f.raw);
+            self.digested_bytes += f.raw.len() as u64;
+        }
         match (self.frames, f.ty) {
             (1, FrameType::FileHeader) => match Msg::decode(f)? {
-                Msg::FileHeader { version } if version == LOG_VERSION => {
-                    self.seen_header = true;
-                    Ok(LogItem::Header)
-                }
+                Msg::FileHeader { version } if version == LOG_VERSION => Ok(LogItem::Header),
                 Msg::FileHeader { version } => bail!(
                     "ack log format version {version} is not supported (this build reads \
                      version {LOG_VERSION}); use the plugpull version that wrote it"
@@ -168,14 +380,9 @@ impl LogChecker {
             (_, FrameType::Acks) => {
                 scratch.clear();
                 let first = msg::decode_acks_into(f.payload, scratch)?;
-                if first != self.acks {
-                    bail!(
-                        "ack log is inconsistent: a batch starts at ack {first} but {} acks \
-                         precede it (the file was edited or damaged)",
-                        self.acks
-                    );
-                }
+                self.check_numbering(first)?;
                 self.acks += scratch.len() as u64;
+                self.next_ack = first + scratch.len() as u64;
                 Ok(LogItem::Acks {
                     first,
                     acks: scratch,
@@ -185,13 +392,236 @@ impl LogChecker {
                 Msg::Event(e) => Ok(LogItem::Event(e)),
                 _ => unreachable!(),
             },
+            (_, FrameType::LogEnd) => {
+                let m = EndMark::decode(f.payload)?;
+                if self.mark.is_none() {
+                    self.mark = Some(m);
+                }
+                Ok(LogItem::EndMark)
+            }
             (_, t) => bail!("ack log holds a {t:?} frame, which belongs only on the wire"),
         }
     }
+
+    /// An Acks frame continues the numbering, or starts past it right after damage.
+    fn check_numbering(&mut self, first: u64) -> anyhow::Result<()> {
+        let gap_allowed = std::mem::take(&mut self.gap_allowed);
+        if gap_allowed && first >= self.next_ack {
+            if let Some(d) = self.damage.last_mut() {
+                d.acks_lost = Some(first - self.next_ack);
+            }
+            return Ok(());
+        }
+        if first != self.next_ack {
+            bail!(
+                "ack log is inconsistent: a batch starts at ack {first} but {} acks \
+                 precede it (the file was edited or damaged)",
+                self.next_ack
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether the scanned log proved it holds every ack, nothing more and nothing less:
+    /// only a `plugpull fetch` output file whose end mark matches can.
+    pub fn wholeness(&self, end: &ScanEnd) -> Wholeness {
+        let not = |how: String| Wholeness { whole: false, how };
+        let Some(m) = &self.mark else {
+            return not(
+                "the log has no end mark, so nothing proves it whole: it may have been cut \
+                 short (a witness's own log, or a file fetched by an older plugpull, has \
+                 none either: fetch the run again with `plugpull fetch`)"
+                    .into(),
+            );
+        };
+        if !self.damage.is_empty() {
+            return not("the log is damaged (see the damage)".into());
+        }
+        if self.frames_after_mark > 0 || end.tail_bytes > 0 {
+            return not(format!(
+                "{} frames and {} unreadable bytes follow the end mark: something was \
+                 appended to the file",
+                self.frames_after_mark, end.tail_bytes
+            ));
+        }
+        let (frames_before, ours) = (self.frames - 1, *self.digest.finalize().as_bytes());
+        if (m.acks, m.frames, m.bytes) != (self.acks, frames_before, self.digested_bytes) {
+            return not(format!(
+                "the end mark counts {} acks in {} frames and {} bytes, the file holds {} \
+                 acks in {frames_before} frames and {} bytes: it was cut short, spliced or \
+                 edited",
+                m.acks, m.frames, m.bytes, self.acks, self.digested_bytes
+            ));
+        }
+        if m.digest != ours {
+            return not(
+                "the digest in the end mark does not match the file: it was spliced or \
+                 edited after it was fetched"
+                    .into(),
+            );
+        }
+        match (&m.mac, &self.key) {
+            (Some(mac), Some(key)) if *mac == key.log_mark_mac(&m.signed) => Wholeness {
+                whole: true,
+                how: "the end mark is signed with the witness key and matches the file".into(),
+            },
+            (Some(_), Some(_)) => not(
+                "the end mark's signature does not match: the file was forged, or it was \
+                 fetched with a different --key-file"
+                    .into(),
+            ),
+            (Some(_), None) => Wholeness {
+                whole: true,
+                how: "the end mark's digest matches the file (that catches damage and \
+                      careless edits); its signature was not checked: pass --key-file to \
+                      also rule out forgery"
+                    .into(),
+            },
+            (None, Some(_)) => not(
+                "the end mark is not signed although --key-file was given: fetch the run \
+                 with --key-file to get a signed log"
+                    .into(),
+            ),
+            (None, None) => Wholeness {
+                whole: true,
+                how: "the end mark's digest matches the file (that catches damage and \
+                      careless edits, not forgery: anyone can recompute it; fetch and \
+                      verify with --key-file for a signed mark)"
+                    .into(),
+            },
+        }
+    }
+
+    /// Events naming the damage this scan met, for a reader's RunLog (kind
+    /// [`DAMAGE_EVENT`]); `what` names the file.
+    pub fn damage_events(&self, what: &str, end: &ScanEnd) -> Vec<WitnessEvent> {
+        let mut out: Vec<WitnessEvent> = self
+            .damage
+            .iter()
+            .map(|d| {
+                let lost = match d.acks_lost {
+                    Some(n) => format!("{n} acks lost with them"),
+                    None => "how many acks were lost is unknown".into(),
+                };
+                damage_event(
+                    d.acks_before,
+                    format!("{what} is damaged: {}; {lost}", d.damage),
+                )
+            })
+            .collect();
+        if end.tail_bytes > MAX_TORN_TAIL_BYTES {
+            out.push(damage_event(
+                self.acks,
+                format!(
+                    "{what} is damaged: its last {} bytes, from byte {}, are unreadable ({}), \
+                     more than one commit of the witness can leave torn",
+                    end.tail_bytes,
+                    end.valid_len_bytes,
+                    end.tail.as_deref().unwrap_or("?")
+                ),
+            ));
+        }
+        out
+    }
+}
+
+/// A [`DAMAGE_EVENT`] with `detail`.
+pub fn damage_event(acks_before: u64, detail: String) -> WitnessEvent {
+    WitnessEvent {
+        at_ns: super::now_ns(),
+        kind: DAMAGE_EVENT.into(),
+        peer: String::new(),
+        durable_acks: acks_before,
+        last_ack_at_ns: None,
+        detail,
+    }
+}
+
+/// The details of the damage events of a run (empty when its log was whole).
+pub fn damage_details(log: &RunLog) -> Vec<String> {
+    log.events
+        .iter()
+        .filter(|e| e.kind == DAMAGE_EVENT)
+        .map(|e| e.detail.clone())
+        .collect()
+}
+
+/// Whether a log proved it is whole, and how (or why not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wholeness {
+    pub whole: bool,
+    pub how: String,
+}
+
+/// Magic at the start of a LogEnd payload.
+pub const END_MARK_MAGIC: [u8; 8] = *b"PPLOGEND";
+/// Bytes of a LogEnd payload before the optional MAC.
+const END_MARK_BYTES: usize = 8 + 8 + 8 + 8 + 32 + 1;
+/// LogEnd flag: a 32-byte MAC follows.
+const END_MARK_KEYED: u8 = 1;
+
+/// The last frame of a `plugpull fetch` output file (layout in docs/protocol.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct EndMark {
+    acks: u64,
+    frames: u64,
+    bytes: u64,
+    digest: [u8; 32],
+    mac: Option<[u8; 32]>,
+    /// The payload bytes the MAC covers.
+    signed: Vec<u8>,
+}
+
+impl EndMark {
+    fn decode(p: &[u8]) -> anyhow::Result<EndMark> {
+        if p.len() < END_MARK_BYTES || p[..8] != END_MARK_MAGIC {
+            bail!("the log's end mark is malformed (magic or length)");
+        }
+        let u64_at = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
+        let keyed = p[END_MARK_BYTES - 1] & END_MARK_KEYED != 0;
+        let want = END_MARK_BYTES + if keyed { 32 } else { 0 };
+        if p.len() != want {
+            bail!("the log's end mark is {} bytes, expected {want}", p.len());
+        }
+        Ok(EndMark {
+            acks: u64_at(8),
+            frames: u64_at(16),
+            bytes: u64_at(24),
+            digest: p[32..64].try_into().unwrap(),
+            mac: keyed.then(|| p[END_MARK_BYTES..].try_into().unwrap()),
+            signed: p[..END_MARK_BYTES].to_vec(),
+        })
+    }
+}
+
+/// Appends the end mark of a file holding `acks` acks in `frames` frames of `bytes`
+/// bytes with BLAKE3 `digest`, signed with `key` if given.
+fn encode_end_mark(
+    out: &mut Vec<u8>,
+    acks: u64,
+    frames: u64,
+    bytes: u64,
+    digest: &[u8; 32],
+    key: Option<&Key>,
+) {
+    let mut p = Vec::with_capacity(END_MARK_BYTES + 32);
+    p.extend_from_slice(&END_MARK_MAGIC);
+    p.extend_from_slice(&acks.to_le_bytes());
+    p.extend_from_slice(&frames.to_le_bytes());
+    p.extend_from_slice(&bytes.to_le_bytes());
+    p.extend_from_slice(digest);
+    p.push(if key.is_some() { END_MARK_KEYED } else { 0 });
+    if let Some(k) = key {
+        let mac = k.log_mark_mac(&p);
+        p.extend_from_slice(&mac);
+    }
+    frame::encode_into(out, FrameType::LogEnd, &p);
 }
 
 /// Reads a whole log (a witness log or `plugpull fetch` output) without modifying it.
-/// A torn tail is tolerated: the complete frames before it are returned.
+/// A torn tail is tolerated: the complete frames before it are returned. Damage (bad
+/// bytes with valid frames after them) is tolerated too: every valid frame is read, and
+/// the damage is named in [`DAMAGE_EVENT`] events of the returned log.
 ///
 /// A log inside a witness directory is read together with the directory's journal
 /// (module `journal`): after the witness's machine lost power, acks it confirmed may sit
@@ -206,6 +636,16 @@ pub fn read_log_file_from(storage: &dyn Storage, path: &Path) -> anyhow::Result<
     Ok(logs.pop().expect("one log per path"))
 }
 
+/// [`read_log_file`], also saying whether the file proved it is whole (its end mark,
+/// checked with `key` when given).
+pub fn read_log_file_checked(
+    path: &Path,
+    key: Option<&Key>,
+) -> anyhow::Result<(RunLog, Wholeness)> {
+    let mut logs = read_log_files_checked(&FsStorage, &[path], key)?;
+    Ok(logs.pop().expect("one log per path"))
+}
+
 /// [`read_log_file`] for several logs, reading each witness directory's journal once.
 pub fn read_log_files(paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
     read_log_files_from(&FsStorage, paths)
@@ -213,6 +653,17 @@ pub fn read_log_files(paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
 
 /// [`read_log_files`] on `storage`.
 pub fn read_log_files_from(storage: &dyn Storage, paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
+    Ok(read_log_files_checked(storage, paths, None)?
+        .into_iter()
+        .map(|(l, _)| l)
+        .collect())
+}
+
+fn read_log_files_checked(
+    storage: &dyn Storage,
+    paths: &[&Path],
+    key: Option<&Key>,
+) -> anyhow::Result<Vec<(RunLog, Wholeness)>> {
     // Logs named by their run inside a directory with a journal: read whole, overlaid.
     let keys: Vec<Option<(PathBuf, RunId)>> =
         paths.iter().map(|p| in_journaled_dir(storage, p)).collect();
@@ -224,21 +675,33 @@ pub fn read_log_files_from(storage: &dyn Storage, paths: &[&Path]) -> anyhow::Re
             whole.entry(dir.clone()).or_default().insert(*run, bytes);
         }
     }
+    let mut journal_damage: HashMap<PathBuf, Vec<String>> = HashMap::new();
     for (dir, logs) in &mut whole {
-        journal::overlay(storage, dir, logs)?;
+        journal_damage.insert(dir.clone(), journal::overlay(storage, dir, logs)?);
     }
     paths
         .iter()
         .zip(&keys)
-        .map(|(path, key)| match key {
-            Some((dir, run)) => read_log_bytes(path, &whole[dir][run][..]),
-            None => {
-                let f = storage
-                    .open_read(path)
-                    .with_context(|| format!("opening ack log {}", path.display()))?;
-                let r = FileReader::new(&*f);
-                read_log_bytes(path, io::BufReader::with_capacity(256 << 10, r))
+        .map(|(path, dir_run)| {
+            let (mut log, wholeness) = match dir_run {
+                Some((dir, run)) => read_log_bytes(path, &whole[dir][run][..], key)?,
+                None => {
+                    let f = storage
+                        .open_read(path)
+                        .with_context(|| format!("opening ack log {}", path.display()))?;
+                    let r = FileReader::new(&*f);
+                    read_log_bytes(path, io::BufReader::with_capacity(256 << 10, r), key)?
+                }
+            };
+            if let Some((dir, _)) = dir_run {
+                for d in &journal_damage[dir] {
+                    log.events.push(damage_event(
+                        0,
+                        format!("{d}; acks of this run that only the journal held may be missing"),
+                    ));
+                }
             }
+            Ok((log, wholeness))
         })
         .collect()
 }
@@ -253,63 +716,114 @@ fn in_journaled_dir(storage: &dyn Storage, path: &Path) -> Option<(PathBuf, RunI
     journal::has_journal(storage, dir).then(|| (dir.to_path_buf(), run))
 }
 
-fn read_log_bytes(path: &Path, r: impl Read) -> anyhow::Result<RunLog> {
-    let mut checker = LogChecker::default();
+fn read_log_bytes(
+    path: &Path,
+    r: impl Read,
+    key: Option<&Key>,
+) -> anyhow::Result<(RunLog, Wholeness)> {
+    let mut checker = LogChecker::with_key(key);
     let mut scratch = Vec::new();
     let mut acks = Vec::new();
     let mut events = Vec::new();
-    scan_frames(r, |fr| {
+    let end = scan_frames_resync(r, is_log_frame, |fr, damage| {
+        if let Some(d) = damage {
+            checker.note_damage(d);
+        }
         match checker.check(fr, &mut scratch)? {
             LogItem::Acks { acks: a, .. } => acks.extend_from_slice(a),
             LogItem::Event(e) => events.push(e),
-            LogItem::Header | LogItem::Descriptor(_) => {}
+            LogItem::Header | LogItem::Descriptor(_) | LogItem::EndMark => {}
         }
         Ok(())
     })
     .with_context(|| format!("reading ack log {}", path.display()))?;
-    let Some(descriptor) = checker.descriptor else {
+    let Some(descriptor) = checker.descriptor.clone() else {
         bail!(
             "{} holds no complete run descriptor: not a plugpull ack log, or the witness \
              was killed while creating it",
             path.display()
         );
     };
-    Ok(RunLog {
-        descriptor,
-        acks,
-        events,
-    })
+    events.extend(checker.damage_events(&format!("ack log {}", path.display()), &end));
+    let wholeness = checker.wholeness(&end);
+    Ok((
+        RunLog {
+            descriptor,
+            acks,
+            events,
+        },
+        wholeness,
+    ))
 }
 
 /// Writes `log` as a log file (what `plugpull fetch -o` produces) and fsyncs it. Written
 /// to a temporary name and renamed, so a crash never leaves a half file under `path`.
+/// It ends in an unsigned end mark; see [`write_log_file_keyed`].
 pub fn write_log_file(path: &Path, log: &RunLog) -> anyhow::Result<()> {
+    write_log_file_keyed(path, log, None)
+}
+
+/// [`write_log_file`] with an end mark signed with `key` when given: the ack count,
+/// the frame count, the byte count and the BLAKE3 digest of every byte before it.
+pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> anyhow::Result<()> {
+    let tmp = path.with_extension("acklog.tmp");
+    let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut out = DigestingWriter {
+        f: &mut f,
+        digest: blake3::Hasher::new(),
+        bytes: 0,
+        frames: 0,
+    };
     let mut buf = Vec::with_capacity(1 << 20);
     Msg::FileHeader {
         version: LOG_VERSION,
     }
     .encode_into(&mut buf);
     Msg::Descriptor(log.descriptor.clone()).encode_into(&mut buf);
-    let tmp = path.with_extension("acklog.tmp");
-    let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    out.frames += 2;
     let mut first = 0u64;
     for chunk in log.acks.chunks(FILE_ACKS_PER_FRAME) {
         msg::encode_acks_into(&mut buf, first, chunk.iter());
+        out.frames += 1;
         first += chunk.len() as u64;
         if buf.len() >= 1 << 20 {
-            f.write_all(&buf)?;
+            out.write(&buf)
+                .with_context(|| format!("writing {}", tmp.display()))?;
             buf.clear();
         }
     }
     for e in &log.events {
         Msg::Event(e.clone()).encode_into(&mut buf);
+        out.frames += 1;
     }
+    out.write(&buf)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    buf.clear();
+    let digest = *out.digest.finalize().as_bytes();
+    let (frames, bytes) = (out.frames, out.bytes);
+    encode_end_mark(&mut buf, first, frames, bytes, &digest, key);
     f.write_all(&buf)
         .and_then(|()| f.sync_all())
         .with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path)
         .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
     Ok(())
+}
+
+/// Writes whole frames to a file, keeping the digest and counts the end mark needs.
+struct DigestingWriter<'a> {
+    f: &'a mut File,
+    digest: blake3::Hasher,
+    bytes: u64,
+    frames: u64,
+}
+
+impl DigestingWriter<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<()> {
+        self.digest.update(b);
+        self.bytes += b.len() as u64;
+        self.f.write_all(b)
+    }
 }
 
 pub(crate) fn sync_dir(storage: &dyn Storage, dir: &Path) -> anyhow::Result<()> {
@@ -380,8 +894,14 @@ impl AckLog {
         Ok(log)
     }
 
-    /// Opens an existing log for appending: scans it, truncates a torn or damaged tail
-    /// (keeping every complete frame before it) and makes the truncation durable.
+    /// Opens an existing log for appending: scans it, truncates a torn tail (keeping
+    /// every complete frame before it) and makes the truncation durable.
+    ///
+    /// A torn tail is only what follows the last valid frame, and at most
+    /// [`MAX_TORN_TAIL_BYTES`]. Anything else is damage: bad bytes with a valid frame
+    /// after them, or an unreadable tail longer than any commit. Then this refuses with
+    /// the file exactly as it was, because the frames after the damage hold acks the
+    /// witness confirmed.
     pub fn open(storage: &dyn Storage, path: &Path) -> anyhow::Result<(AckLog, Recovery)> {
         let file = storage
             .open(path)
@@ -392,11 +912,18 @@ impl AckLog {
         let mut checker = LogChecker::default();
         let mut scratch = Vec::new();
         let reader = FileReader::new(&*file);
-        let end = scan_frames(io::BufReader::with_capacity(256 << 10, reader), |fr| {
-            checker.check(fr, &mut scratch).map(|_| ())
-        })
+        let end = scan_frames_resync(
+            io::BufReader::with_capacity(256 << 10, reader),
+            is_log_frame,
+            |fr, damage| {
+                if let Some(d) = damage {
+                    checker.note_damage(d);
+                }
+                checker.check(fr, &mut scratch).map(|_| ())
+            },
+        )
         .with_context(|| format!("recovering ack log {}", path.display()))?;
-        let Some(descriptor) = checker.descriptor else {
+        let Some(descriptor) = checker.descriptor.clone() else {
             bail!(
                 "{} holds no complete run descriptor ({} bytes): the witness was killed \
                  while creating it, or it is not an ack log",
@@ -404,6 +931,18 @@ impl AckLog {
                 file_len
             );
         };
+        if let Some(why) = not_recoverable(&checker, &end) {
+            bail!(
+                "ack log {} {why}. The witness leaves it exactly as it is and accepts no \
+                 more acks for run {}. Its acks stay readable: `plugpull verify TARGET \
+                 --acks {}` (or through this witness) reports them and names the damage. \
+                 Keep a copy of the file; move it out of the witness directory to silence \
+                 this",
+                path.display(),
+                descriptor.run_id,
+                path.display()
+            );
+        }
         let mut rec = Recovery::default();
         if end.valid_len_bytes < file_len {
             rec.truncated_bytes = file_len - end.valid_len_bytes;
@@ -560,6 +1099,37 @@ impl AckLog {
     }
 }
 
+/// Why a scanned log must not be opened for appending (and its tail not cut), if so.
+fn not_recoverable(checker: &LogChecker, end: &ScanEnd) -> Option<String> {
+    if let Some(d) = checker.damage.first() {
+        return Some(format!(
+            "is damaged: {}; so this is not a torn tail{}",
+            d.damage,
+            match d.acks_lost {
+                Some(n) => format!(" ({n} acks lost with the damaged bytes)"),
+                None => String::new(),
+            }
+        ));
+    }
+    if end.tail_bytes > MAX_TORN_TAIL_BYTES {
+        return Some(format!(
+            "is damaged: its last {} bytes, from byte {}, are unreadable ({}), more than \
+             the {MAX_TORN_TAIL_BYTES} bytes one commit can leave torn",
+            end.tail_bytes,
+            end.valid_len_bytes,
+            end.tail.as_deref().unwrap_or("?")
+        ));
+    }
+    if checker.mark.is_some() {
+        return Some(
+            "ends in an end mark: it is `plugpull fetch` output, not a log this witness \
+             appends to"
+                .into(),
+        );
+    }
+    None
+}
+
 /// If `path` is a log whose creation was interrupted (a prefix of header + descriptor,
 /// nothing else), says why; such a file never held an ack.
 fn creation_torn(storage: &dyn Storage, path: &Path) -> anyhow::Result<Option<String>> {
@@ -575,7 +1145,8 @@ fn creation_torn(storage: &dyn Storage, path: &Path) -> anyhow::Result<Option<St
         }
         Ok(())
     })?;
-    if frames < 2 && header_ok && end.tail.as_deref().is_none_or(|t| t.starts_with("torn")) {
+    let torn = end.damage.is_empty() && end.tail.as_deref().is_none_or(|t| t.starts_with("torn"));
+    if frames < 2 && header_ok && torn {
         return Ok(Some(format!(
             "log creation was interrupted ({} frames, {})",
             frames,
@@ -707,6 +1278,75 @@ mod tests {
         assert_eq!(log.durable_acks(), 2);
         assert!(rec.reason.unwrap().contains("checksum"));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), keep);
+    }
+
+    /// A log of `commits` commits of 10 acks each (one Acks frame per commit); returns
+    /// its path and the end of every frame from the descriptor on.
+    fn log_of_commits(dir: &Path, seed: u8, commits: u64) -> (PathBuf, Vec<u64>) {
+        let mut log = AckLog::create(&FsStorage, dir, &sample_descriptor(seed)).unwrap();
+        let mut ends = vec![log.durable_len_bytes()];
+        for c in 0..commits {
+            let acks: Vec<Ack> = (c * 10..c * 10 + 10).map(ack).collect();
+            log.append_acks(c * 10, &acks).unwrap();
+            log.commit().unwrap();
+            ends.push(log.durable_len_bytes());
+        }
+        (log.path().to_path_buf(), ends)
+    }
+
+    /// Issue 11, defect 1: one bad frame with valid frames after it is corruption, not a
+    /// torn tail. Opening refuses and leaves the file byte for byte; reading keeps every
+    /// valid frame and names the damage. At every byte of every frame but the last.
+    #[test]
+    fn corruption_followed_by_valid_frames_is_never_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, ends) = log_of_commits(dir.path(), 7, 4);
+        let full = std::fs::read(&path).unwrap();
+        for pos in ends[0]..ends[3] {
+            let mut bytes = full.clone();
+            bytes[pos as usize] ^= 1 << (pos % 8);
+            std::fs::write(&path, &bytes).unwrap();
+            let e = AckLog::open(&FsStorage, &path)
+                .err()
+                .map(|e| format!("{e:#}"));
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains("damaged")),
+                "{pos}: {e:?}"
+            );
+            assert!(
+                std::fs::read(&path).unwrap() == bytes,
+                "flip at {pos} changed the file"
+            );
+            let r = read_log_file(&path).unwrap();
+            let damage: Vec<_> = r.events.iter().filter(|e| e.kind == DAMAGE_EVENT).collect();
+            assert_eq!(damage.len(), 1, "flip at {pos}: {:?}", r.events);
+            let frame = ends.iter().rposition(|&e| e <= pos).unwrap();
+            assert!(
+                damage[0]
+                    .detail
+                    .contains(&format!("at byte {}", ends[frame])),
+                "flip at {pos}: {}",
+                damage[0].detail
+            );
+            assert_eq!(
+                r.acks.len(),
+                30,
+                "flip at {pos}: the other frames' acks are read"
+            );
+        }
+    }
+
+    /// A tail with nothing valid after it is torn only up to what one commit can append;
+    /// more is damage, kept for someone to look at.
+    #[test]
+    fn unreadable_tail_longer_than_one_commit_is_not_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = log_of_commits(dir.path(), 8, 2);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.resize(bytes.len() + MAX_TORN_TAIL_BYTES as usize + 1, 0xab);
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(AckLog::open(&FsStorage, &path).is_err());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), bytes.len() as u64);
     }
 
     #[test]

@@ -375,6 +375,7 @@ impl Msg {
             FrameType::JournalHeader | FrameType::JournalWrite => {
                 bail!("a {:?} frame belongs only in the witness journal", f.ty)
             }
+            FrameType::LogEnd => bail!("a LogEnd frame belongs only at the end of a log file"),
         })
     }
 }

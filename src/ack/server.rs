@@ -332,7 +332,14 @@ fn recover_dir(sh: &Shared) -> anyhow::Result<()> {
                 sh.note_run(l.descriptor());
                 n += 1;
             }
-            Err(e) => sh.log(format_args!("skipping {}: {e:#}", path.display())),
+            Err(e) => {
+                sh.log(format_args!("skipping {}: {e:#}", path.display()));
+                // A damaged log stays fetchable (verify then names the damage), also
+                // by device: otherwise an older run of the device would be served.
+                if let Ok(d) = log::read_descriptor(&FsStorage, &path) {
+                    sh.note_run(&d);
+                }
+            }
         }
     }
     sh.log(format_args!("{n} run logs in {}", sh.dir.display()));
@@ -1070,10 +1077,14 @@ impl Conn {
         let mut out = Vec::with_capacity(FETCH_FLUSH_BYTES * 2);
         let stream = &mut self.stream;
         let mut sealer = self.session.as_mut().map(|s| &mut s.sealer);
-        let r = log::scan_frames(io::BufReader::new(file.take(limit)), |f| {
+        let reader = io::BufReader::new(file.take(limit));
+        let r = log::scan_frames_resync(reader, log::is_log_frame, |f, damage| {
+            if let Some(d) = damage {
+                checker.note_damage(d);
+            }
             let start = out.len();
             match checker.check(f, &mut scratch)? {
-                LogItem::Header => {}
+                LogItem::Header | LogItem::EndMark => {}
                 LogItem::Descriptor(d) => Msg::FetchRun(d.clone()).encode_into(&mut out),
                 LogItem::Acks { .. } | LogItem::Event(_) => {
                     frame::encode_into(&mut out, f.ty, f.payload)
@@ -1088,13 +1099,21 @@ impl Conn {
             }
             Ok(())
         });
-        if let Err(e) = r {
-            return Err(End::Storage(format!("reading {}: {e:#}", path.display())));
-        }
+        let end = match r {
+            Ok(end) => end,
+            Err(e) => return Err(End::Storage(format!("reading {}: {e:#}", path.display()))),
+        };
         if checker.descriptor.is_none() {
             return Err(End::Protocol(format!(
                 "run {run}'s log has no complete descriptor yet"
             )));
+        }
+        // Damage in the log reaches the fetcher as events, so verify cannot say PASS.
+        let what = format!("the witness's ack log {}", path.display());
+        for e in checker.damage_events(&what, &end) {
+            let start = out.len();
+            Msg::Event(e).encode_into(&mut out);
+            auth::seal_opt(sealer.as_deref_mut(), &mut out, start);
         }
         let start = out.len();
         Msg::FetchEnd { acks: checker.acks }.encode_into(&mut out);

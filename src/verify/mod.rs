@@ -17,7 +17,9 @@ use crate::cli::VerifyArgs;
 use crate::device::{Device, FileDevice, identity};
 use anyhow::{Context, Result, bail};
 use classify::{RecordClass, classify_record};
-use report::{Finding, LossWindow, MAX_FINDINGS, OrderingHoles, REPORT_FORMAT, Report, Verdict};
+use report::{
+    AckLogCheck, Finding, LossWindow, MAX_FINDINGS, OrderingHoles, REPORT_FORMAT, Report, Verdict,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,6 +68,7 @@ pub fn verify_device_with_progress(
     report.bytes_read = result.bytes_read;
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.run = Some(log.descriptor.clone());
+    report.note_log_damage(crate::ack::log::damage_details(log));
     report
 }
 
@@ -174,6 +177,7 @@ fn judge(
             newest_survivor_submitted_ns: newest_survivor,
         },
         dead_device: None,
+        ack_log: AckLogCheck::default(),
         unreadable_ranges: vec![],
         findings_truncated: lost_records as usize > findings.len(),
         findings,
@@ -219,11 +223,27 @@ pub fn dead_device_report(log: &RunLog, why: String) -> Report {
     r.summary = format!("the device is dead: {why}");
     r.dead_device = Some(why);
     r.run = Some(log.descriptor.clone());
+    r.note_log_damage(crate::ack::log::damage_details(log));
     r
+}
+
+/// Where a run's acks came from and whether they proved they are all of them.
+pub struct LoadedRun {
+    pub log: RunLog,
+    /// "witness HOST:PORT" or the file's path.
+    pub source: String,
+    pub wholeness: crate::ack::log::Wholeness,
 }
 
 /// Loads the run's acks from a log file or the witness.
 pub fn load_run(a: &VerifyArgs) -> Result<RunLog> {
+    Ok(load_run_checked(a)?.log)
+}
+
+/// [`load_run`], also saying whether the acks are provably all of them: a file must end
+/// in a matching end mark (module `ack::log`); a fetch from the witness ends in the
+/// witness's count of what it sent, over the (authenticated, with a key) connection.
+pub fn load_run_checked(a: &VerifyArgs) -> Result<LoadedRun> {
     let run = match &a.run {
         Some(r) => Some(
             crate::record::RunId::parse(r)
@@ -231,9 +251,11 @@ pub fn load_run(a: &VerifyArgs) -> Result<RunLog> {
         ),
         None => None,
     };
-    let log = if let Some(path) = &a.acks {
-        crate::ack::log::read_log_file(path)
-            .with_context(|| format!("reading acks from {}", path.display()))?
+    let key = crate::ack::auth::load_key(a.key_file.as_deref())?;
+    let (log, source, wholeness) = if let Some(path) = &a.acks {
+        let (log, wholeness) = crate::ack::log::read_log_file_checked(path, key.as_ref())
+            .with_context(|| format!("reading acks from {}", path.display()))?;
+        (log, path.display().to_string(), wholeness)
     } else {
         let witness = a
             .witness
@@ -243,15 +265,29 @@ pub fn load_run(a: &VerifyArgs) -> Result<RunLog> {
             Some(r) => RunSelector::Run(r),
             None => RunSelector::LatestForDevice(identity::identify(&a.target).key()),
         };
-        let key = crate::ack::auth::load_key(a.key_file.as_deref())?;
-        crate::ack::client::fetch_with_key(witness, &sel, key.as_ref())?
+        let log = crate::ack::client::fetch_with_key(witness, &sel, key.as_ref())?;
+        let how = format!(
+            "fetched from the witness, which counted {} acks and sent them all{}",
+            log.acks.len(),
+            if key.is_some() {
+                " over a connection authenticated with --key-file"
+            } else {
+                ""
+            }
+        );
+        let whole = crate::ack::log::Wholeness { whole: true, how };
+        (log, format!("witness {witness}"), whole)
     };
     if let Some(r) = run {
         if log.descriptor.run_id != r {
             bail!("the ack log is for run {}, not {r}", log.descriptor.run_id);
         }
     }
-    Ok(log)
+    Ok(LoadedRun {
+        log,
+        source,
+        wholeness,
+    })
 }
 
 pub fn run(a: VerifyArgs) -> Result<i32> {
@@ -261,7 +297,14 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
             a.target.display()
         );
     }
-    let log = load_run(&a)?;
+    let LoadedRun {
+        log,
+        source,
+        wholeness,
+    } = load_run_checked(&a)?;
+    let note = |r: &mut Report| {
+        r.note_log_wholeness(source.clone(), wholeness.whole, wholeness.how.clone())
+    };
     if !a.target.exists() {
         // The run is named explicitly: a target that was there for the run and is gone
         // now is the "dead device" finding, not a usage error.
@@ -282,6 +325,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
             ),
         );
         report.target = a.target.display().to_string();
+        note(&mut report);
         return print_report(&a, &report);
     }
     let device = identity::identify(&a.target);
@@ -302,6 +346,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
     };
     report.target = a.target.display().to_string();
     report.device = Some(device);
+    note(&mut report);
     print_report(&a, &report)
 }
 

@@ -80,6 +80,32 @@ pub struct OrderingHoles {
     pub newest_survivor_submitted_ns: Option<u64>,
 }
 
+/// What the ack log proved about itself (docs/report.md, `ack_log`).
+#[derive(Clone, Debug, Serialize)]
+pub struct AckLogCheck {
+    /// Where the acks came from: "witness HOST:PORT", a file path, or "caller" (library
+    /// use: the caller vouches for the log).
+    pub source: String,
+    /// Whether the log proved it holds every acknowledged record, nothing more or less.
+    pub whole: bool,
+    /// How it proved that, or why it could not.
+    pub wholeness: String,
+    /// Damage found in the log or the witness journal: where, how many bytes, how many
+    /// acks lost when known. Empty when none.
+    pub damage: Vec<String>,
+}
+
+impl Default for AckLogCheck {
+    fn default() -> Self {
+        AckLogCheck {
+            source: "caller".into(),
+            whole: true,
+            wholeness: "not checked: the caller handed over the acks".into(),
+            damage: vec![],
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub format: &'static str,
@@ -94,6 +120,10 @@ pub struct Report {
     pub ordering_holes: OrderingHoles,
     /// Set when the target could not be opened or read at all.
     pub dead_device: Option<String>,
+    /// Whether the ack log was whole and undamaged. A damaged log or one that cannot
+    /// prove it is whole never gives PASS; a FAIL stays FAIL (the readable acks prove
+    /// the loss).
+    pub ack_log: AckLogCheck,
     /// Ranges that returned errors or hung: [offset, len, reason].
     pub unreadable_ranges: Vec<(u64, u64, String)>,
     pub findings: Vec<Finding>,
@@ -113,6 +143,51 @@ pub struct Report {
 impl Report {
     pub fn counts_zero() -> BTreeMap<&'static str, u64> {
         RecordClass::ALL.iter().map(|c| (c.name(), 0)).collect()
+    }
+
+    /// Records damage found in the ack log. Without a FAIL, the verdict becomes
+    /// INCONCLUSIVE: the acks lost to the damage were never checked.
+    pub fn note_log_damage(&mut self, damage: Vec<String>) {
+        if damage.is_empty() {
+            return;
+        }
+        let first = damage[0].clone();
+        let more = match damage.len() {
+            1 => String::new(),
+            n => format!(" (and {} more places)", n - 1),
+        };
+        self.ack_log.damage = damage;
+        self.ack_log.whole = false;
+        self.ack_log.wholeness = "the log is damaged".into();
+        if self.verdict == Verdict::Fail {
+            self.summary += &format!("; the ack log is also damaged: {first}{more}");
+        } else {
+            self.verdict = Verdict::Inconclusive;
+            self.summary = format!(
+                "the ack log is damaged, so acknowledged records it lost were not checked: \
+                 {first}{more} (of the {} records it still holds, none failed)",
+                self.acked_records
+            );
+        }
+    }
+
+    /// Records whether the ack log proved it is whole. Without a FAIL, a log that
+    /// cannot prove it is whole gives INCONCLUSIVE.
+    pub fn note_log_wholeness(&mut self, source: String, whole: bool, how: String) {
+        self.ack_log.source = source;
+        if !self.ack_log.damage.is_empty() {
+            return;
+        }
+        self.ack_log.whole = whole;
+        self.ack_log.wholeness = how.clone();
+        if !whole && self.verdict == Verdict::Pass {
+            self.verdict = Verdict::Inconclusive;
+            self.summary = format!(
+                "all {} acknowledged records in the ack log survived, but the log cannot \
+                 prove it holds every ack: {how}",
+                self.acked_records
+            );
+        }
     }
 
     /// The human summary.
@@ -158,6 +233,12 @@ impl Report {
         o += "\n";
         if let Some(d) = &self.dead_device {
             o += &format!("dead device: {d}\n");
+        }
+        for d in &self.ack_log.damage {
+            o += &format!("ack log damage: {d}\n");
+        }
+        if !self.ack_log.whole && self.ack_log.damage.is_empty() {
+            o += &format!("ack log not proven whole: {}\n", self.ack_log.wholeness);
         }
         o += &format!(
             "acknowledged records: {} ({})\n",

@@ -196,6 +196,13 @@ impl SimDisk {
     pub fn stats(&self) -> CutStats {
         self.lock().stats.clone()
     }
+
+    /// The bytes of `path` as reads see them, without counting an operation (for tests
+    /// that inspect what a cut left).
+    pub fn peek(&self, path: &Path) -> Option<Vec<u8>> {
+        let d = self.lock();
+        d.names.get(path).map(|&i| d.inodes[i].current.clone())
+    }
 }
 
 impl Disk {
