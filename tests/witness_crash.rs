@@ -24,7 +24,10 @@
 //! Environment:
 //! - `PLUGPULL_WITNESS_CUTS=N`: check at least N cut points (default 10,000; the soak
 //!   figure in docs/performance.md is 1,000,000 with a release build);
-//! - `PLUGPULL_WITNESS_CASE="SEED:C1,C2,..."`: replay one case (printed on failure).
+//! - `PLUGPULL_WITNESS_CASE="SEED:STEPS:C1,C2,..."`: replay one case (printed on
+//!   failure);
+//! - `PLUGPULL_WITNESS_TEARS=scattered`: a torn write keeps any subset of its sectors,
+//!   not only a prefix (beyond the simulated drive's fault model; see docs/protocol.md).
 
 use plugpull::ack::journal::{self, Journal, JournalOptions};
 use plugpull::ack::log::{self, AckLog, Recovery};
@@ -374,6 +377,7 @@ fn data_after_a_hole(log: &[u8]) -> bool {
 /// Runs one case; `Err` names the first broken promise.
 fn run_case(case: &Case) -> Result<Outcome, Failure> {
     let disk = SimDisk::new(case.seed);
+    disk.set_scattered_tears(std::env::var("PLUGPULL_WITNESS_TEARS").as_deref() == Ok("scattered"));
     let mut rng = Rng::new(case.seed);
     // Small journals rotate and checkpoint every few commits; large ones leave the logs
     // with many unsynced writes when the power goes.

@@ -117,6 +117,8 @@ struct Disk {
     durable_names: BTreeMap<PathBuf, usize>,
     pending_names: Vec<NameOp>,
     stats: CutStats,
+    /// Tears keep any subset of a write's sectors, not only a prefix.
+    scattered_tears: bool,
 }
 
 /// The simulated disk, shared by every boot; see the module doc.
@@ -150,6 +152,7 @@ impl SimDisk {
                 durable_names: BTreeMap::new(),
                 pending_names: Vec::new(),
                 stats: CutStats::default(),
+                scattered_tears: false,
             }),
         })
     }
@@ -173,6 +176,12 @@ impl SimDisk {
             disk: self.clone(),
             boot: d.boot,
         })
+    }
+
+    /// From now on a torn write keeps any subset of its sectors (page cache writeback
+    /// may persist a later page of one write and not an earlier one), not only a prefix.
+    pub fn set_scattered_tears(&self, on: bool) {
+        self.lock().scattered_tears = on;
     }
 
     /// Cuts power now (the same faults as a cut at an operation).
@@ -251,14 +260,16 @@ impl Disk {
                     self.stats.writes_dropped += 1;
                     continue;
                 }
-                let op = match op {
+                let ops = match op {
                     DataOp::Write { offset, data } if Some(k) == last_write => {
                         self.maybe_tear(*offset, data)
                     }
-                    other => other.clone(),
+                    other => vec![other.clone()],
                 };
                 self.stats.writes_kept += 1;
-                apply_data(&mut self.inodes[i].durable, &op);
+                for op in &ops {
+                    apply_data(&mut self.inodes[i].durable, op);
+                }
             }
             let inode = &mut self.inodes[i];
             inode.current.clone_from(&inode.durable);
@@ -266,8 +277,13 @@ impl Disk {
     }
 
     /// A write that may be torn: half the time only a prefix of it up to a sector
-    /// boundary (in file offsets) survives.
-    fn maybe_tear(&mut self, offset: u64, data: &[u8]) -> DataOp {
+    /// boundary (in file offsets) survives, or with scattered tears any subset of its
+    /// sector pieces.
+    fn maybe_tear(&mut self, offset: u64, data: &[u8]) -> Vec<DataOp> {
+        let piece = |from: u64, to: u64| DataOp::Write {
+            offset: from,
+            data: data[(from - offset) as usize..(to - offset) as usize].to_vec(),
+        };
         let first = offset.div_ceil(SECTOR_U64) * SECTOR_U64;
         let end = offset + data.len() as u64;
         // Sector boundaries strictly inside the write.
@@ -277,18 +293,22 @@ impl Disk {
             first + SECTOR_U64
         };
         if inside >= end || !self.faults.chance(0.5) {
-            return DataOp::Write {
-                offset,
-                data: data.to_vec(),
-            };
+            return vec![piece(offset, end)];
+        }
+        self.stats.writes_torn += 1;
+        if self.scattered_tears {
+            let mut cuts = vec![offset];
+            cuts.extend((inside..end).step_by(SECTOR));
+            cuts.push(end);
+            return cuts
+                .windows(2)
+                .filter(|_| self.faults.chance(0.5))
+                .map(|w| piece(w[0], w[1]))
+                .collect();
         }
         let boundaries = (end - 1 - inside) / SECTOR_U64 + 1;
         let cut = inside + self.faults.below(boundaries) * SECTOR_U64;
-        self.stats.writes_torn += 1;
-        DataOp::Write {
-            offset,
-            data: data[..(cut - offset) as usize].to_vec(),
-        }
+        vec![piece(offset, cut)]
     }
 
     fn inode_of(&self, path: &Path) -> io::Result<usize> {
