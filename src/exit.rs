@@ -6,7 +6,8 @@ pub const PASS: i32 = 0;
 pub const FAIL: i32 = 1;
 /// Any command: usage error or tool error (bad flags, unreachable witness, refused target).
 pub const ERROR: i32 = 2;
-/// verify: no verdict possible (no acks for the run, nothing to compare).
+/// verify: no verdict possible (no acks for the run; or the ack log is damaged or cannot
+/// prove it is whole, and the acks it holds show no loss).
 pub const INCONCLUSIVE: i32 = 3;
 /// write: the target failed mid-run (I/O error: what a power cut looks like).
 pub const TARGET_FAILED: i32 = 4;

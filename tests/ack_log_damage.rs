@@ -193,6 +193,12 @@ fn listen_never_truncates_corruption_followed_by_valid_frames() {
     let v = verify_witness(&target, &w, &run_id);
     assert_eq!(v.code, 3, "{v:?}");
     assert_names_damage(&v);
+    // A fetched copy carries the damage along (its end mark cannot hide it).
+    let copy = d.path().join("fetched-damaged.acklog");
+    fetch(&w, &run_id, &copy);
+    let v = verify_file(&target, &copy);
+    assert_eq!(v.code, 3, "{v:?}");
+    assert_names_damage(&v);
     assert!(
         fs::read(&path).unwrap() == damaged,
         "the witness changed the damaged log"
@@ -294,4 +300,90 @@ fn hand_edited_log_is_detected() {
     let v = verify_file(&target, &log);
     assert_eq!(v.code, 3, "{v:?}");
     assert!(v.json()["ack_log"]["whole"] == false, "{v:?}");
+}
+
+/// With `--key-file`, fetch signs the end mark: a forger who drops an ack and writes a
+/// fresh (unsigned, digest-correct) mark is caught by verify with the key. Without the
+/// key only the digest is checked, and the report says the forgery check was not made.
+#[test]
+fn forged_log_is_detected_with_the_witness_key() {
+    let d = ram_tempdir();
+    let key = d.path().join("witness.key");
+    fs::write(&key, "a secret shared by witness, writer and verify\n").unwrap();
+    let k = key.to_str().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(bin())
+        .args(["listen", "--bind", &addr, "--key-file", k, "--dir"])
+        .arg(d.path().join("w"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "witness did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let target = d.path().join("t.img");
+    let r = run([
+        "write",
+        target.to_str().unwrap(),
+        "--witness",
+        &addr,
+        "--key-file",
+        k,
+        "--size",
+        "8M",
+        "--count",
+        "300",
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let run_id = r.json()["run_id"].as_str().unwrap().to_string();
+    let log = d.path().join("run.acklog");
+    let f = run([
+        "fetch",
+        "--witness",
+        &addr,
+        "--key-file",
+        k,
+        "--run",
+        &run_id,
+        "-o",
+    ]
+    .into_iter()
+    .chain([log.to_str().unwrap()]));
+    assert_eq!(f.code, 0, "{f:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let verify_keyed = |extra: &[&str]| {
+        let mut a = vec!["verify", target.to_str().unwrap(), "--acks"];
+        a.push(log.to_str().unwrap());
+        a.push("--json");
+        a.extend_from_slice(extra);
+        run(a)
+    };
+    let v = verify_keyed(&["--key-file", k]);
+    assert_eq!(v.code, 0, "the signed log passes with the key: {v:?}");
+    assert!(
+        v.json()["ack_log"]["wholeness"]
+            .as_str()
+            .unwrap()
+            .contains("signed")
+    );
+    // Forge: one ack fewer, a fresh mark whose digest matches (no key needed for that).
+    let mut forged = plugpull::ack::log::read_log_file(&log).unwrap();
+    forged.acks.pop();
+    plugpull::ack::log::write_log_file(&log, &forged).unwrap();
+    let v = verify_keyed(&["--key-file", k]);
+    assert_eq!(v.code, 3, "{v:?}");
+    assert!(v.json()["ack_log"]["whole"] == false, "{v:?}");
+    let v = verify_keyed(&[]);
+    assert_eq!(
+        v.code, 0,
+        "without the key only the digest is checked: {v:?}"
+    );
 }

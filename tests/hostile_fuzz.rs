@@ -122,7 +122,22 @@ fn seeds_log() -> Vec<Vec<u8>> {
         ..log
     };
     write_log_file(&p, &empty).unwrap();
-    vec![good, torn, std::fs::read(&p).unwrap()]
+    let fetched_empty = std::fs::read(&p).unwrap();
+    // A witness's own log (no end mark: what recovery opens), and the same log with a
+    // damaged frame that valid frames follow (what recovery must refuse).
+    let d = descriptor();
+    let mut w =
+        plugpull::ack::log::AckLog::create(&plugpull::ack::storage::FsStorage, tmp.path(), &d)
+            .unwrap();
+    for i in 0..3 {
+        w.append_acks(i * 2, &[ack(i * 2), ack(i * 2 + 1)]).unwrap();
+        w.commit().unwrap();
+    }
+    let witness = std::fs::read(w.path()).unwrap();
+    let mut damaged = witness.clone();
+    let at = witness.len() - 3 * (9 + 12 + 2 * 40) + 20;
+    damaged[at] ^= 0x08;
+    vec![good, torn, fetched_empty, witness, damaged]
 }
 
 fn seeds_record() -> Vec<Vec<u8>> {

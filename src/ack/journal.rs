@@ -23,7 +23,9 @@
 //! every entry that journal holds is in them.
 //!
 //! File format (docs/protocol.md): frames of the ack-log codec (module `frame`), a
-//! `JournalHeader` frame then `JournalWrite` frames; a torn tail is ignored, as in logs.
+//! `JournalHeader` frame then `JournalWrite` frames. A torn tail (nothing valid after
+//! it) is ignored, as in logs; damage (a bad frame with valid entries after it) stops
+//! [`replay`] before it writes anything, and [`overlay`] reports it.
 
 use super::frame::{self, FrameType};
 use super::log::{self, Damage, scan_frames_resync};

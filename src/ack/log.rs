@@ -1,7 +1,7 @@
 //! The durable ack log: one append-only file of frames per run, `<run id hex>.acklog`.
 //!
 //! ```text
-//! FileHeader(magic "PPACKLOG", version) | Descriptor(JSON) | { Acks | Event }*
+//! FileHeader(magic "PPACKLOG", version) | Descriptor(JSON) | { Acks | Event }* [ LogEnd ]
 //! ```
 //!
 //! Why frames with checksums and a torn-tail rule: the witness may be killed in the
@@ -12,8 +12,19 @@
 //! such a frame. Why group commit: one sync per batch of frames instead of per ack is
 //! what lets one witness keep up with writers producing >100k acks/s.
 //!
-//! `plugpull fetch -o FILE` writes this same format, so `verify --acks` reads either with
-//! [`read_log_file`].
+//! Why a torn tail is only what has no valid frame after it (and at most
+//! [`MAX_TORN_TAIL_BYTES`], one commit): a crash tears only the last append, while a bad
+//! frame with valid frames after it is damage (a disk error, an edit), and the frames
+//! after it hold acks the witness confirmed. Cutting there destroyed them, and reading
+//! only up to it made verify judge a fraction of the run and say PASS. So every reader
+//! resynchronises past damage, keeps every valid frame and names the damage
+//! ([`DAMAGE_EVENT`] events); recovery refuses a damaged log and leaves it byte for byte.
+//!
+//! Why an end mark (LogEnd): a file cut at a frame boundary, spliced from two logs or
+//! edited with fixed-up checksums looks like a good log. `plugpull fetch -o` ends its
+//! file in a mark with the ack count and a BLAKE3 digest of everything before it (a MAC
+//! with the witness key when given), and [`read_log_file_checked`] says whether the file
+//! is whole. `verify --acks` reads either format with it.
 
 use super::auth::Key;
 use super::frame::{self, Decoded, FrameType};
@@ -122,7 +133,7 @@ pub fn scan_frames_resync<R: Read>(
         }
         let at = w.offset;
         let bad = match frame_total(w.have()) {
-            Err(why) => Some((why, 0)),
+            Err(why) => Some(why),
             Ok(total) => {
                 w.fill(total)?;
                 match frame::decode(w.have()) {
@@ -130,10 +141,10 @@ pub fn scan_frames_resync<R: Read>(
                         each(&f, after.as_ref()).with_context(|| format!("frame at byte {at}"))?;
                         None
                     }
-                    Decoded::Error(e) => Some((e.to_string(), total)),
-                    Decoded::NeedMore { .. } => Some((
-                        format!("torn frame: {} of {total} bytes present", w.have().len()),
-                        total,
+                    Decoded::Error(e) => Some(e.to_string()),
+                    Decoded::NeedMore { .. } => Some(format!(
+                        "torn frame: {} of {total} bytes present",
+                        w.have().len()
                     )),
                 }
             }
@@ -145,7 +156,7 @@ pub fn scan_frames_resync<R: Read>(
                 end.valid_len_bytes = w.offset;
                 after = None;
             }
-            Some((why, _)) => {
+            Some(why) => {
                 if resync(&mut w, accept)? {
                     let d = Damage {
                         offset: at,
@@ -183,33 +194,82 @@ fn frame_total(have: &[u8]) -> Result<usize, String> {
 /// Moves `w` past a bad frame to the next offset holding a valid frame of an accepted
 /// type; returns false (with `w` at EOF) if there is none.
 fn resync<R: Read>(w: &mut Window<R>, accept: fn(FrameType) -> bool) -> io::Result<bool> {
+    let type_ok: [bool; 256] = std::array::from_fn(|b| {
+        b as u8 & frame::FLAG_MAC == 0 && FrameType::from_u8(b as u8).is_some_and(accept)
+    });
+    w.advance(1);
     loop {
-        w.advance(1);
         w.fill(frame::MIN_FRAME_BYTES)?;
-        let n = w.have().len();
-        if n < frame::MIN_FRAME_BYTES {
+        let h = w.have();
+        if h.len() < frame::MIN_FRAME_BYTES {
+            let n = h.len();
             w.advance(n);
             return Ok(false);
         }
-        if valid_frame_at(w, accept)? {
-            return Ok(true);
+        // A frame can start only where its type byte is one this file may hold: skip to
+        // the next such offset in one go (megabytes of damage stay cheap to cross).
+        let next = h[frame::LEN_BYTES..]
+            .iter()
+            .position(|&b| type_ok[b as usize]);
+        match next {
+            None => {
+                let n = h.len() - frame::LEN_BYTES;
+                w.advance(n);
+            }
+            Some(i) => {
+                w.advance(i);
+                if valid_frame_at(w)? {
+                    return Ok(true);
+                }
+                w.advance(1);
+            }
         }
     }
 }
 
-/// Whether a valid frame of an accepted type starts at `w`'s position. Checks the type
-/// byte before any checksum, so scanning megabytes of damage stays cheap.
-fn valid_frame_at<R: Read>(w: &mut Window<R>, accept: fn(FrameType) -> bool) -> io::Result<bool> {
-    let tb = w.have()[frame::LEN_BYTES];
-    // File frames never carry MACs.
-    if tb & frame::FLAG_MAC != 0 || !FrameType::from_u8(tb).is_some_and(accept) {
-        return Ok(false);
-    }
+/// Payload bytes [`plausible`] looks at.
+const PLAUSIBLE_PREFIX_BYTES: usize = 24;
+
+/// Whether a valid frame starts at `w`'s position (its type byte already accepted).
+/// Checks the length and the payload's shape before any checksum, so candidates inside
+/// damaged ack data cost little.
+fn valid_frame_at<R: Read>(w: &mut Window<R>) -> io::Result<bool> {
     let Ok(total) = frame_total(w.have()) else {
         return Ok(false);
     };
+    let head = frame::LEN_BYTES + 1;
+    w.fill(total.min(head + PLAUSIBLE_PREFIX_BYTES))?;
+    let h = w.have();
+    let ty = FrameType::from_u8(h[frame::LEN_BYTES]).expect("accepted type");
+    let len = total - frame::LEN_BYTES - frame::CRC_BYTES;
+    let prefix = &h[head.min(h.len())..h.len().min(total - frame::CRC_BYTES)];
+    if !plausible(ty, len, prefix) {
+        return Ok(false);
+    }
     w.fill(total)?;
     Ok(matches!(frame::decode(w.have()), Decoded::Frame(_)))
+}
+
+/// Whether a frame of type `ty` with `len` (type + payload) bytes whose payload starts
+/// with `p` has the shape every such frame plugpull writes has.
+fn plausible(ty: FrameType, len: usize, p: &[u8]) -> bool {
+    let payload = len - 1;
+    match ty {
+        FrameType::FileHeader => payload == 10,
+        FrameType::JournalHeader => payload == 18,
+        FrameType::Descriptor | FrameType::Event => p.first() == Some(&b'{'),
+        FrameType::LogEnd => payload == END_MARK_BYTES || payload == END_MARK_BYTES + 32,
+        FrameType::Acks => {
+            let entries = payload.checked_sub(msg::ACKS_HEADER_BYTES);
+            entries.is_some_and(|e| e % msg::ACK_ENTRY_BYTES == 0)
+                && p.len() >= msg::ACKS_HEADER_BYTES
+                && u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize
+                    == entries.unwrap_or(0) / msg::ACK_ENTRY_BYTES
+        }
+        // Run id, then a log offset below 2^48: its top two bytes are zero.
+        FrameType::JournalWrite => payload >= 24 && p.len() >= 24 && p[22..24] == [0, 0],
+        _ => true,
+    }
 }
 
 /// A read-ahead buffer over `r` that knows the input offset of its first byte.
@@ -1382,6 +1442,111 @@ mod tests {
         forged.host = "evil".into();
         assert!(AckLog::open_or_create(&FsStorage, dir.path(), &forged).is_err());
         assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    fn run_log(seed: u8, acks: u64) -> RunLog {
+        RunLog {
+            descriptor: sample_descriptor(seed),
+            acks: (0..acks).map(ack).collect(),
+            events: vec![event("bye")],
+        }
+    }
+
+    fn key(secret: &str) -> Key {
+        Key::from_secret(secret.as_bytes()).unwrap()
+    }
+
+    /// Ends of every frame of a file, in order.
+    fn frame_ends(bytes: &[u8]) -> Vec<usize> {
+        let mut ends = vec![];
+        let mut at = 0;
+        while let Decoded::Frame(f) = frame::decode(&bytes[at..]) {
+            at += f.len_bytes;
+            ends.push(at);
+        }
+        ends
+    }
+
+    /// Issue 11, defect 1: `verify --acks` trusted its file, so one cut where a frame
+    /// ends passed. Every such cut is now "not whole"; only the full file is.
+    #[test]
+    fn log_cut_short_at_frame_boundary_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.acklog");
+        write_log_file(&p, &run_log(9, 3 * FILE_ACKS_PER_FRAME as u64 + 5)).unwrap();
+        let full = std::fs::read(&p).unwrap();
+        let ends = frame_ends(&full);
+        assert_eq!(*ends.last().unwrap(), full.len());
+        let (_, w) = read_log_file_checked(&p, None).unwrap();
+        assert!(w.whole, "{w:?}");
+        for &cut in &ends[1..ends.len() - 1] {
+            std::fs::write(&p, &full[..cut]).unwrap();
+            let (_, w) = read_log_file_checked(&p, None).unwrap();
+            assert!(!w.whole, "cut at {cut}: {w:?}");
+        }
+    }
+
+    /// Any one flipped bit of a fetched log: an error (header, descriptor) or "not
+    /// whole", never whole.
+    #[test]
+    fn every_bit_flip_in_a_fetched_log_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.acklog");
+        write_log_file(&p, &run_log(10, 12)).unwrap();
+        let full = std::fs::read(&p).unwrap();
+        for pos in 0..full.len() {
+            let mut b = full.clone();
+            b[pos] ^= 1 << (pos % 8);
+            std::fs::write(&p, &b).unwrap();
+            if let Ok((_, w)) = read_log_file_checked(&p, None) {
+                assert!(!w.whole, "flip at {pos}: {w:?}");
+            }
+        }
+    }
+
+    /// A forger who edits the acks and writes a fresh unkeyed mark passes the digest;
+    /// only a signed mark checked with the key catches that.
+    #[test]
+    fn forged_log_is_detected_only_with_a_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.acklog");
+        let (good, other) = (
+            key("the witness key, 32 bytes long.."),
+            key("another key entirely, also long"),
+        );
+        let log = run_log(11, 100);
+        write_log_file_keyed(&p, &log, Some(&good)).unwrap();
+        assert!(read_log_file_checked(&p, Some(&good)).unwrap().1.whole);
+        let (_, w) = read_log_file_checked(&p, None).unwrap();
+        assert!(w.whole && w.how.contains("not checked"), "{w:?}");
+        assert!(!read_log_file_checked(&p, Some(&other)).unwrap().1.whole);
+        // Forged: one ack dropped, a new mark computed without the key.
+        let mut forged = log.clone();
+        forged.acks.pop();
+        write_log_file(&p, &forged).unwrap();
+        assert!(
+            read_log_file_checked(&p, None).unwrap().1.whole,
+            "the digest alone cannot tell"
+        );
+        let (_, w) = read_log_file_checked(&p, Some(&good)).unwrap();
+        assert!(!w.whole && w.how.contains("not signed"), "{w:?}");
+        // Forged with a mark signed by a key that is not the witness's.
+        write_log_file_keyed(&p, &forged, Some(&other)).unwrap();
+        let (_, w) = read_log_file_checked(&p, Some(&good)).unwrap();
+        assert!(!w.whole && w.how.contains("signature"), "{w:?}");
+    }
+
+    /// A fetched file dropped into a witness directory is not appended to.
+    #[test]
+    fn witness_refuses_to_append_to_a_fetched_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let rl = run_log(12, 10);
+        let p = log_path(dir.path(), rl.descriptor.run_id);
+        write_log_file(&p, &rl).unwrap();
+        let before = std::fs::read(&p).unwrap();
+        let e = format!("{:#}", AckLog::open(&FsStorage, &p).err().expect("refused"));
+        assert!(e.contains("end mark"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), before);
     }
 
     #[test]

@@ -570,6 +570,30 @@ mod tests {
     }
 
     #[test]
+    fn scattered_tears_keep_later_sectors_of_a_write_without_earlier_ones() {
+        let holes = |scattered: bool| {
+            let mut n = 0;
+            for seed in 0..200 {
+                let disk = SimDisk::new(seed);
+                disk.set_scattered_tears(scattered);
+                let s = disk.boot(None);
+                let p = dir().join("a");
+                let f = s.create_new(&p).unwrap();
+                f.sync_data().unwrap();
+                s.sync_dir(&dir()).unwrap();
+                f.write_at(&[7; 4 * SECTOR], 0).unwrap();
+                disk.cut_now();
+                let got = read_all(&*disk.boot(None), &p).unwrap();
+                let first_zero = got.iter().position(|&b| b == 0);
+                n += first_zero.is_some_and(|z| got[z..].contains(&7)) as u32;
+            }
+            n
+        };
+        assert_eq!(holes(false), 0, "a prefix tear never leaves a hole");
+        assert!(holes(true) > 0, "scattered tears do");
+    }
+
+    #[test]
     fn the_cut_is_at_the_chosen_operation() {
         let disk = SimDisk::new(1);
         let s = disk.boot(Some(3));
