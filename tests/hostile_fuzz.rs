@@ -126,7 +126,9 @@ fn seeds_log() -> Vec<Vec<u8>> {
     // A witness's own log (no end mark: what recovery opens), and the same log with a
     // damaged frame that valid frames follow (what recovery must refuse).
     let d = descriptor();
-    let mut w = plugpull::ack::log::AckLog::create(tmp.path(), &d).unwrap();
+    let mut w =
+        plugpull::ack::log::AckLog::create(&plugpull::ack::storage::FsStorage, tmp.path(), &d)
+            .unwrap();
     for i in 0..3 {
         w.append_acks(i * 2, &[ack(i * 2), ack(i * 2 + 1)]).unwrap();
         w.commit().unwrap();

@@ -16,6 +16,7 @@ use super::frame::{self, Decoded};
 use super::journal;
 use super::log::{self, AckLog, LogChecker};
 use super::msg::Msg;
+use super::storage::FsStorage;
 use crate::record::RunId;
 use crate::record::{self, SECTOR, STAMP_LEN};
 use std::collections::HashMap;
@@ -102,7 +103,7 @@ pub fn log_recovery(data: &[u8]) {
         let mut f = std::fs::File::create(&path).expect("create fuzz scratch file");
         f.write_all(data).expect("write fuzz scratch file");
     }
-    let opened = AckLog::open(&path);
+    let opened = AckLog::open(&FsStorage, &path);
     match (&read_only, &opened) {
         (Ok(end), Ok((l, rec))) => {
             assert!(end.damage.is_empty(), "recovery accepted a damaged log");
@@ -117,7 +118,7 @@ pub fn log_recovery(data: &[u8]) {
             assert_eq!(rec.truncated_bytes, data.len() as u64 - end.valid_len_bytes);
             assert_eq!(l.durable_acks(), checker.acks);
             assert_eq!(l.durable_len_bytes(), end.valid_len_bytes);
-            let (again, rec2) = AckLog::open(&path).expect("recovered log reopens");
+            let (again, rec2) = AckLog::open(&FsStorage, &path).expect("recovered log reopens");
             assert_eq!(rec2.truncated_bytes, 0, "second recovery cut more");
             assert_eq!(again.durable_acks(), checker.acks);
             let read = log::read_log_file(&path).expect("recovered log reads");
@@ -180,8 +181,8 @@ pub fn journal_replay(data: &[u8]) {
     std::fs::write(&log_path, JOURNAL_FUZZ_LOG).expect("write fuzz log");
     std::fs::write(&journal_path, data).expect("write fuzz journal");
     let mut seen = HashMap::from([(JOURNAL_FUZZ_RUN, JOURNAL_FUZZ_LOG.to_vec())]);
-    let overlaid = journal::overlay(&dir, &mut seen);
-    let replayed = journal::replay(&dir);
+    let overlaid = journal::overlay(&FsStorage, &dir, &mut seen);
+    let replayed = journal::replay(&FsStorage, &dir);
     let on_disk = std::fs::read(&log_path).expect("read back log");
     match (overlaid, replayed) {
         (Ok(damage), Ok(r)) => {
@@ -195,7 +196,7 @@ pub fn journal_replay(data: &[u8]) {
             );
             assert_eq!(r.journals, 1);
             assert!(!journal_path.exists(), "replayed journal left behind");
-            let again = journal::replay(&dir).expect("second replay");
+            let again = journal::replay(&FsStorage, &dir).expect("second replay");
             assert_eq!(
                 again,
                 journal::Replayed::default(),

@@ -29,12 +29,11 @@
 
 use super::frame::{self, FrameType};
 use super::log::{self, Damage, scan_frames_resync};
+use super::storage::{FileReader, Storage, StorageFile};
 use crate::record::RunId;
 use anyhow::{Context, bail};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -64,6 +63,11 @@ pub fn journal_path(dir: &Path, generation: u64) -> PathBuf {
 pub struct JournalOptions {
     /// Switch to a new journal file (and checkpoint the old one) past this size.
     pub rotate_bytes: u64,
+    /// Run each checkpoint on the sync thread, without pauses, so the order of storage
+    /// operations depends only on the callers: for simulated storage, where one seed
+    /// must replay one sequence (tests/witness_crash.rs). Never on a real disk: every
+    /// writer would wait for every checkpoint.
+    pub checkpoint_inline: bool,
 }
 
 impl Default for JournalOptions {
@@ -74,6 +78,7 @@ impl Default for JournalOptions {
         // after a crash takes well under a second.
         JournalOptions {
             rotate_bytes: 64 << 20,
+            checkpoint_inline: false,
         }
     }
 }
@@ -92,8 +97,8 @@ pub struct Replayed {
 
 /// Copies every journal left in `dir` into the run logs, in generation order, makes the
 /// logs durable and deletes the journals. Runs before the witness opens any log.
-pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
-    let journals = list_journals(dir)?;
+pub fn replay(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Replayed> {
+    let journals = list_journals(storage, dir)?;
     let mut out = Replayed {
         journals: journals.len(),
         ..Replayed::default()
@@ -101,7 +106,7 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
     // Check every journal before writing anything: a damaged one stops the start with
     // every file as it was.
     for (_, path) in &journals {
-        if let Some(d) = read_journal(path, |_, _, _| Ok(()))?.first() {
+        if let Some(d) = read_journal(storage, path, |_, _, _| Ok(()))?.first() {
             bail!(
                 "witness journal {} is damaged: {d}, so this is not a torn tail. The \
                  witness does not start on {} and changed nothing there: the entries after \
@@ -116,15 +121,15 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
         }
     }
     // Each run's log and its length as replay extends it.
-    let mut logs: HashMap<RunId, Option<(File, u64)>> = HashMap::new();
+    type OpenLog = Option<(Box<dyn StorageFile>, u64)>;
+    // Ordered, so the order of the syncs below (and a simulated cut among them) does not
+    // depend on hashing.
+    let mut logs: BTreeMap<RunId, OpenLog> = BTreeMap::new();
     for (_, path) in &journals {
-        read_journal(path, |run, offset, data| {
+        read_journal(storage, path, |run, offset, data| {
             let log = logs.entry(run).or_insert_with(|| {
-                let f = OpenOptions::new()
-                    .write(true)
-                    .open(log::log_path(dir, run))
-                    .ok()?;
-                let len = f.metadata().ok()?.len();
+                let f = storage.open(&log::log_path(dir, run)).ok()?;
+                let len = f.size().ok()?;
                 Some((f, len))
             });
             let Some((f, len)) = log else {
@@ -137,7 +142,7 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
                 out.skipped_entries += 1;
                 return Ok(());
             }
-            f.write_all_at(data, offset).with_context(|| {
+            f.write_at(data, offset).with_context(|| {
                 format!(
                     "replaying the journal into {}",
                     log::log_path(dir, run).display()
@@ -156,10 +161,12 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
         }
     }
     for (_, path) in &journals {
-        std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+        storage
+            .remove(path)
+            .with_context(|| format!("removing {}", path.display()))?;
     }
     if !journals.is_empty() {
-        log::sync_dir(dir)?;
+        log::sync_dir(storage, dir)?;
     }
     Ok(out)
 }
@@ -171,10 +178,14 @@ pub fn replay(dir: &Path) -> anyhow::Result<Replayed> {
 ///
 /// Returns the damage found in the journals (entries after it are applied too); which
 /// runs the damaged bytes belonged to is unknown, so a reader names it for every log.
-pub fn overlay(dir: &Path, logs: &mut HashMap<RunId, Vec<u8>>) -> anyhow::Result<Vec<String>> {
+pub fn overlay(
+    storage: &dyn Storage,
+    dir: &Path,
+    logs: &mut HashMap<RunId, Vec<u8>>,
+) -> anyhow::Result<Vec<String>> {
     let mut damage = vec![];
-    for (_, path) in list_journals(dir)? {
-        let found = read_journal(&path, |run, offset, data| {
+    for (_, path) in list_journals(storage, dir)? {
+        let found = read_journal(storage, &path, |run, offset, data| {
             let Some(bytes) = logs.get_mut(&run) else {
                 return Ok(());
             };
@@ -200,17 +211,17 @@ pub fn overlay(dir: &Path, logs: &mut HashMap<RunId, Vec<u8>>) -> anyhow::Result
 }
 
 /// Whether `dir` holds journal files (then its logs are read through [`overlay`]).
-pub fn has_journal(dir: &Path) -> bool {
-    list_journals(dir).is_ok_and(|j| !j.is_empty())
+pub fn has_journal(storage: &dyn Storage, dir: &Path) -> bool {
+    list_journals(storage, dir).is_ok_and(|j| !j.is_empty())
 }
 
 /// Journal files in `dir`, oldest generation first.
-fn list_journals(dir: &Path) -> anyhow::Result<Vec<(u64, PathBuf)>> {
+fn list_journals(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Vec<(u64, PathBuf)>> {
     let mut found = BTreeMap::new();
-    let rd = std::fs::read_dir(dir)
+    let entries = storage
+        .list(dir)
         .with_context(|| format!("reading the witness directory {}", dir.display()))?;
-    for e in rd {
-        let path = e?.path();
+    for path in entries {
         if path.extension().and_then(|x| x.to_str()) != Some(JOURNAL_EXTENSION) {
             continue;
         }
@@ -238,10 +249,11 @@ fn is_journal_frame(t: FrameType) -> bool {
 /// `each` still gets. A torn tail (bad bytes with nothing valid after them) ends the
 /// file: those entries were never reported durable.
 fn read_journal(
+    storage: &dyn Storage,
     path: &Path,
     mut each: impl FnMut(RunId, u64, &[u8]) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<Damage>> {
-    let f = match File::open(path) {
+    let f = match storage.open_read(path) {
         Ok(f) => f,
         // A live witness checkpointed it since it was listed: its entries are in the logs,
         // and were in their page cache before anyone listed the journals.
@@ -249,7 +261,7 @@ fn read_journal(
         Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
     };
     let mut frames = 0u64;
-    let reader = io::BufReader::with_capacity(1 << 20, f);
+    let reader = io::BufReader::with_capacity(1 << 20, FileReader::new(&*f));
     let end = scan_frames_resync(reader, is_journal_frame, |fr, damage| {
         frames += 1;
         if frames == 1 && damage.is_some() {
@@ -335,19 +347,21 @@ fn decode_entry(p: &[u8]) -> anyhow::Result<(RunId, u64, &[u8])> {
 }
 
 /// Creates journal file `generation` with its header, durable (file and directory entry).
-fn create_file(dir: &Path, generation: u64) -> anyhow::Result<(File, u64)> {
+fn create_file(
+    storage: &dyn Storage,
+    dir: &Path,
+    generation: u64,
+) -> anyhow::Result<(Box<dyn StorageFile>, u64)> {
     let path = journal_path(dir, generation);
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
+    let f = storage
+        .create_new(&path)
         .with_context(|| format!("creating witness journal {}", path.display()))?;
     let mut head = Vec::new();
     encode_header(&mut head, generation);
-    f.write_all(&head)
+    f.write_at(&head, 0)
         .and_then(|()| f.sync_all())
         .with_context(|| format!("writing {}", path.display()))?;
-    log::sync_dir(dir)?;
+    log::sync_dir(storage, dir)?;
     Ok((f, head.len() as u64))
 }
 
@@ -357,6 +371,7 @@ pub struct Journal {
 }
 
 struct Inner {
+    storage: Arc<dyn Storage>,
     dir: PathBuf,
     opts: JournalOptions,
     state: Mutex<State>,
@@ -369,7 +384,7 @@ struct Inner {
 }
 
 struct State {
-    file: Arc<File>,
+    file: Arc<dyn StorageFile>,
     generation: u64,
     len_bytes: u64,
     /// Encoded entries not yet written.
@@ -382,9 +397,9 @@ struct State {
     /// Syncs started so far: what is queued now goes out with sync number `syncs + 1`.
     syncs: u64,
     /// Runs with entries in the current file: what its checkpoint must fdatasync.
-    touched: HashSet<RunId>,
+    touched: BTreeSet<RunId>,
     /// The next journal file, created ahead so rotating never waits for a create.
-    next: Option<(File, u64)>,
+    next: Option<(Box<dyn StorageFile>, u64)>,
     /// Set when a write, fdatasync or checkpoint failed: nothing more can be confirmed.
     failed: Option<String>,
     closed: bool,
@@ -393,7 +408,7 @@ struct State {
 /// A full journal file whose logs are to be made durable before it is deleted.
 struct Checkpoint {
     path: PathBuf,
-    runs: HashSet<RunId>,
+    runs: BTreeSet<RunId>,
     next_generation: u64,
 }
 
@@ -404,15 +419,22 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 impl Journal {
     /// Starts a fresh journal in `dir`. Call [`replay`] first: leftover journals would
     /// otherwise be replayed only at the next start, after logs were cut.
-    pub fn open(dir: &Path, opts: JournalOptions) -> anyhow::Result<Journal> {
-        let generation = list_journals(dir)?.last().map_or(1, |(g, _)| g + 1);
-        let (file, len_bytes) = create_file(dir, generation)?;
-        let next = create_file(dir, generation + 1)?;
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        opts: JournalOptions,
+    ) -> anyhow::Result<Journal> {
+        let generation = list_journals(&*storage, dir)?
+            .last()
+            .map_or(1, |(g, _)| g + 1);
+        let (file, len_bytes) = create_file(&*storage, dir, generation)?;
+        let next = create_file(&*storage, dir, generation + 1)?;
         let inner = Arc::new(Inner {
+            storage,
             dir: dir.to_path_buf(),
             opts,
             state: Mutex::new(State {
-                file: Arc::new(file),
+                file: Arc::from(file),
                 generation,
                 len_bytes,
                 pending: Vec::with_capacity(1 << 20),
@@ -420,7 +442,7 @@ impl Journal {
                 appended_seq: 0,
                 durable_seq: 0,
                 syncs: 0,
-                touched: HashSet::new(),
+                touched: BTreeSet::new(),
                 next: Some(next),
                 failed: None,
                 closed: false,
@@ -497,15 +519,16 @@ fn sync_loop(inner: Arc<Inner>, checkpoints: Sender<Checkpoint>) {
         st.syncs += 1;
         let this_sync = st.syncs;
         let file = st.file.clone();
+        let at = st.len_bytes;
         drop(st);
-        let r = (&*file).write_all(&batch).and_then(|()| file.sync_data());
+        let r = file.write_at(&batch, at).and_then(|()| file.sync_data());
         st = lock(&inner.state);
         match r {
             Ok(()) => {
                 st.durable_seq = upto;
                 st.len_bytes += batch.len() as u64;
                 if st.len_bytes >= inner.opts.rotate_bytes {
-                    rotate(&inner.dir, &mut st, &checkpoints);
+                    rotate(&inner, &mut st, &checkpoints);
                 }
             }
             Err(e) => {
@@ -527,15 +550,16 @@ fn sync_loop(inner: Arc<Inner>, checkpoints: Sender<Checkpoint>) {
     }
 }
 
-/// Switches to the prepared next file and hands the full one to the checkpoint thread.
-/// Called by the sync thread between syncs, so nothing is being written to either.
-fn rotate(dir: &Path, st: &mut State, checkpoints: &Sender<Checkpoint>) {
+/// Switches to the prepared next file and hands the full one to the checkpoint thread
+/// (or, with [`JournalOptions::checkpoint_inline`], checkpoints it right here). Called
+/// by the sync thread between syncs, so nothing is being written to either.
+fn rotate(inner: &Inner, st: &mut State, checkpoints: &Sender<Checkpoint>) {
     let Some((next, len)) = st.next.take() else {
         // The previous checkpoint is still running; keep appending to this file.
         return;
     };
-    let old = journal_path(dir, st.generation);
-    st.file = Arc::new(next);
+    let old = journal_path(&inner.dir, st.generation);
+    st.file = Arc::from(next);
     st.generation += 1;
     st.len_bytes = len;
     let job = Checkpoint {
@@ -543,6 +567,13 @@ fn rotate(dir: &Path, st: &mut State, checkpoints: &Sender<Checkpoint>) {
         runs: std::mem::take(&mut st.touched),
         next_generation: st.generation + 1,
     };
+    if inner.opts.checkpoint_inline {
+        match checkpoint(inner, &job) {
+            Ok(next) => st.next = Some(next),
+            Err(e) => st.failed = Some(format!("{e:#}")),
+        }
+        return;
+    }
     if checkpoints.send(job).is_err() {
         st.failed = Some("the journal checkpoint thread is gone".into());
     }
@@ -551,7 +582,7 @@ fn rotate(dir: &Path, st: &mut State, checkpoints: &Sender<Checkpoint>) {
 /// Makes each full journal's logs durable, deletes the journal and prepares the next file.
 fn checkpoint_loop(inner: Arc<Inner>, jobs: Receiver<Checkpoint>) {
     while let Ok(job) = jobs.recv() {
-        let r = checkpoint(&inner.dir, &job);
+        let r = checkpoint(&inner, &job);
         let mut st = lock(&inner.state);
         match r {
             Ok(next) => st.next = Some(next),
@@ -561,12 +592,19 @@ fn checkpoint_loop(inner: Arc<Inner>, jobs: Receiver<Checkpoint>) {
     }
 }
 
-fn checkpoint(dir: &Path, job: &Checkpoint) -> anyhow::Result<(File, u64)> {
+fn checkpoint(inner: &Inner, job: &Checkpoint) -> anyhow::Result<(Box<dyn StorageFile>, u64)> {
+    let (storage, dir) = (&*inner.storage, &inner.dir);
+    // Pauses matter only on a real disk; simulated storage runs checkpoints inline.
+    let pace = |d: std::time::Duration| {
+        if !inner.opts.checkpoint_inline {
+            std::thread::sleep(d);
+        }
+    };
     for run in &job.runs {
         let path = log::log_path(dir, *run);
         let t0 = std::time::Instant::now();
         // fdatasync works on any descriptor of the file; the log may be closed by now.
-        match File::open(&path).and_then(|f| f.sync_data()) {
+        match storage.open_read(&path).and_then(|f| f.sync_data()) {
             Ok(()) => {}
             // Someone deleted the log: nothing of it left to keep, and no reason to stop
             // confirming every other run's acks.
@@ -578,26 +616,28 @@ fn checkpoint(dir: &Path, job: &Checkpoint) -> anyhow::Result<(File, u64)> {
         }
         // Leave the disk to the journal's own syncs at least as long as this one took:
         // a burst of log syncs would hold up every writer's acks at once.
-        std::thread::sleep(t0.elapsed().max(CHECKPOINT_PAUSE_MIN));
+        pace(t0.elapsed().max(CHECKPOINT_PAUSE_MIN));
     }
     // Shrink before unlinking: freeing a 64 MiB file's blocks at once made the next
     // file-system commit, and with it the journal sync every writer waits for, 20 ms
     // late. A few MiB at a time spreads that over the commits the syncs make anyway.
-    let old = OpenOptions::new()
-        .write(true)
+    let old = storage
         .open(&job.path)
         .with_context(|| format!("checkpoint: opening {}", job.path.display()))?;
-    let mut len = old.metadata()?.len();
+    let mut len = old
+        .size()
+        .with_context(|| format!("checkpoint: opening {}", job.path.display()))?;
     while len > 0 {
         len = len.saturating_sub(CHECKPOINT_TRUNCATE_STEP_BYTES);
         old.set_len(len)
             .with_context(|| format!("checkpoint: truncating {}", job.path.display()))?;
-        std::thread::sleep(CHECKPOINT_PAUSE_MIN);
+        pace(CHECKPOINT_PAUSE_MIN);
     }
-    std::fs::remove_file(&job.path)
+    storage
+        .remove(&job.path)
         .with_context(|| format!("checkpoint: removing {}", job.path.display()))?;
     // The directory sync in create_file also makes this removal durable.
-    create_file(dir, job.next_generation)
+    create_file(storage, dir, job.next_generation)
 }
 
 #[cfg(test)]
@@ -605,17 +645,23 @@ mod tests {
     use super::*;
     use crate::ack::log::{AckLog, read_log_file};
     use crate::ack::msg::tests::{ack, sample_descriptor};
+    use crate::ack::storage::FsStorage;
     use crate::ack::{Ack, RunDescriptor};
+    use std::fs::OpenOptions;
 
     fn logs_with_journal(
         dir: &Path,
         opts: JournalOptions,
         runs: &[RunDescriptor],
     ) -> (Arc<Journal>, Vec<AckLog>) {
-        let j = Arc::new(Journal::open(dir, opts).unwrap());
+        let j = Arc::new(Journal::open(FsStorage::shared(), dir, opts).unwrap());
         let logs = runs
             .iter()
-            .map(|d| AckLog::create(dir, d).unwrap().with_journal(j.clone()))
+            .map(|d| {
+                AckLog::create(&FsStorage, dir, d)
+                    .unwrap()
+                    .with_journal(j.clone())
+            })
             .collect();
         (j, logs)
     }
@@ -659,19 +705,22 @@ mod tests {
             );
         }
         // ...and replay puts it back into the files.
-        let r = replay(dir.path()).unwrap();
+        let r = replay(&FsStorage, dir.path()).unwrap();
         assert_eq!(r.runs, 2);
         assert!(r.entries >= 20, "{r:?}");
-        assert!(!has_journal(dir.path()), "replayed journals are deleted");
+        assert!(
+            !has_journal(&FsStorage, dir.path()),
+            "replayed journals are deleted"
+        );
         for d in &runs {
             let p = log::log_path(dir.path(), d.run_id);
             assert_eq!(read_log_file(&p).unwrap().acks, acks);
-            let (l, rec) = AckLog::open(&p).unwrap();
+            let (l, rec) = AckLog::open(&FsStorage, &p).unwrap();
             assert_eq!(rec.truncated_bytes, 0);
             assert_eq!(l.durable_acks(), 500);
         }
         // Twice is harmless.
-        assert_eq!(replay(dir.path()).unwrap(), Replayed::default());
+        assert_eq!(replay(&FsStorage, dir.path()).unwrap(), Replayed::default());
     }
 
     #[test]
@@ -695,7 +744,7 @@ mod tests {
             let p = log::log_path(dir.path(), d.run_id);
             lose_unsynced_appends(&p, len);
         }
-        replay(dir.path()).unwrap();
+        replay(&FsStorage, dir.path()).unwrap();
         for d in &runs {
             let got = read_log_file(&log::log_path(dir.path(), d.run_id)).unwrap();
             assert_eq!(got.acks, (0..200).map(ack).collect::<Vec<_>>());
@@ -706,7 +755,10 @@ mod tests {
     fn rotation_checkpoints_logs_and_deletes_old_journals() {
         let dir = tempfile::tempdir().unwrap();
         let runs = [sample_descriptor(21), sample_descriptor(22)];
-        let opts = JournalOptions { rotate_bytes: 4096 };
+        let opts = JournalOptions {
+            rotate_bytes: 4096,
+            ..JournalOptions::default()
+        };
         let (j, mut logs) = logs_with_journal(dir.path(), opts, &runs);
         let acks: Vec<Ack> = (0..3000).map(ack).collect();
         for c in acks.chunks(30) {
@@ -719,7 +771,7 @@ mod tests {
         assert!(j.generation() > 3, "rotated: generation {}", j.generation());
         // Give the last checkpoint a moment; then only the current and next file stay.
         let only_current_and_next = || {
-            let left = list_journals(dir.path()).unwrap();
+            let left = list_journals(&FsStorage, dir.path()).unwrap();
             left.len() <= 2 && left.iter().all(|(g, _)| *g >= j.generation())
         };
         for _ in 0..200 {
@@ -731,7 +783,7 @@ mod tests {
         assert!(
             only_current_and_next(),
             "old journals deleted: {:?}",
-            list_journals(dir.path())
+            list_journals(&FsStorage, dir.path())
         );
         drop(logs);
         drop(j);
@@ -745,7 +797,10 @@ mod tests {
     fn a_deleted_log_does_not_stop_the_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
         let runs = [sample_descriptor(41), sample_descriptor(42)];
-        let opts = JournalOptions { rotate_bytes: 4096 };
+        let opts = JournalOptions {
+            rotate_bytes: 4096,
+            ..JournalOptions::default()
+        };
         let (j, mut logs) = logs_with_journal(dir.path(), opts, &runs);
         logs[0].append_acks(0, &[ack(0)]).unwrap();
         logs[0].commit().unwrap();
@@ -809,7 +864,9 @@ mod tests {
             let mut bytes = full.clone();
             bytes[pos] ^= 1 << (pos % 8);
             std::fs::write(&jp, &bytes).unwrap();
-            let e = replay(dir.path()).err().map(|e| format!("{e:#}"));
+            let e = replay(&FsStorage, dir.path())
+                .err()
+                .map(|e| format!("{e:#}"));
             assert!(
                 e.as_deref()
                     .is_some_and(|e| e.contains("damaged") && e.contains("byte")),
@@ -854,18 +911,18 @@ mod tests {
         std::fs::write(&jp, &full[..full.len() - 3]).unwrap();
         let p = log::log_path(dir.path(), d.run_id);
         lose_unsynced_appends(&p, created);
-        replay(dir.path()).unwrap();
+        replay(&FsStorage, dir.path()).unwrap();
         assert_eq!(read_log_file(&p).unwrap().acks, vec![ack(0), ack(1)]);
 
         // A file with a journal's name but not a journal's content stops the start.
         let foreign = journal_path(dir.path(), 7);
         std::fs::write(&foreign, b"someone's notes").unwrap();
-        let e = format!("{:#}", replay(dir.path()).unwrap_err());
+        let e = format!("{:#}", replay(&FsStorage, dir.path()).unwrap_err());
         assert!(e.contains("move it out of the witness directory"), "{e}");
         assert_eq!(std::fs::read(&foreign).unwrap(), b"someone's notes");
         // Other names are not ours and are left alone.
         std::fs::remove_file(&foreign).unwrap();
         std::fs::write(dir.path().join("notes.journal"), b"x").unwrap();
-        assert_eq!(replay(dir.path()).unwrap(), Replayed::default());
+        assert_eq!(replay(&FsStorage, dir.path()).unwrap(), Replayed::default());
     }
 }

@@ -30,13 +30,13 @@ use super::auth::Key;
 use super::frame::{self, Decoded, FrameType};
 use super::journal::{self, Journal};
 use super::msg::{self, LOG_VERSION, Msg};
+use super::storage::{self, FileReader, FsStorage, Storage, StorageFile};
 use super::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use crate::record::RunId;
 use anyhow::{Context, bail};
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -312,26 +312,13 @@ impl<R: Read> Window<R> {
         self.start = 0;
         // At least double what is buffered, so the copies above stay linear overall.
         let want = (n - have).max(have).max(64 << 10);
-        self.buf.resize(have + want, 0);
-        let got = read_full(&mut self.r, &mut self.buf[have..])?;
-        self.buf.truncate(have + got);
+        // read_to_end (which retries EINTR) grows the buffer as bytes arrive instead of
+        // zeroing `want` bytes first: most files scanned are far smaller than 64 KiB, and
+        // in debug builds the zeroing dominated tests/witness_crash.rs.
+        let got = (&mut self.r).take(want as u64).read_to_end(&mut self.buf)?;
         self.eof = got < want;
         Ok(())
     }
-}
-
-/// Like `read_exact`, but returns how many bytes arrived before EOF.
-fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// Checks the order of frames in a log (header, descriptor, then contiguous acks and
@@ -700,7 +687,12 @@ fn encode_end_mark(
 /// (module `journal`): after the witness's machine lost power, acks it confirmed may sit
 /// only in the journal until `plugpull listen` starts again and replays it.
 pub fn read_log_file(path: &Path) -> anyhow::Result<RunLog> {
-    let mut logs = read_log_files(&[path])?;
+    read_log_file_from(&FsStorage, path)
+}
+
+/// [`read_log_file`] on `storage`.
+pub fn read_log_file_from(storage: &dyn Storage, path: &Path) -> anyhow::Result<RunLog> {
+    let mut logs = read_log_files_from(storage, &[path])?;
     Ok(logs.pop().expect("one log per path"))
 }
 
@@ -710,35 +702,42 @@ pub fn read_log_file_checked(
     path: &Path,
     key: Option<&Key>,
 ) -> anyhow::Result<(RunLog, Wholeness)> {
-    let mut logs = read_log_files_checked(&[path], key)?;
+    let mut logs = read_log_files_checked(&FsStorage, &[path], key)?;
     Ok(logs.pop().expect("one log per path"))
 }
 
 /// [`read_log_file`] for several logs, reading each witness directory's journal once.
 pub fn read_log_files(paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
-    Ok(read_log_files_checked(paths, None)?
+    read_log_files_from(&FsStorage, paths)
+}
+
+/// [`read_log_files`] on `storage`.
+pub fn read_log_files_from(storage: &dyn Storage, paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
+    Ok(read_log_files_checked(storage, paths, None)?
         .into_iter()
         .map(|(l, _)| l)
         .collect())
 }
 
 fn read_log_files_checked(
+    storage: &dyn Storage,
     paths: &[&Path],
     key: Option<&Key>,
 ) -> anyhow::Result<Vec<(RunLog, Wholeness)>> {
     // Logs named by their run inside a directory with a journal: read whole, overlaid.
-    let keys: Vec<Option<(PathBuf, RunId)>> = paths.iter().map(|p| in_journaled_dir(p)).collect();
+    let keys: Vec<Option<(PathBuf, RunId)>> =
+        paths.iter().map(|p| in_journaled_dir(storage, p)).collect();
     let mut whole: HashMap<PathBuf, HashMap<RunId, Vec<u8>>> = HashMap::new();
     for (path, key) in paths.iter().zip(&keys) {
         if let Some((dir, run)) = key {
-            let bytes = std::fs::read(path)
+            let bytes = storage::read_all(storage, path)
                 .with_context(|| format!("reading ack log {}", path.display()))?;
             whole.entry(dir.clone()).or_default().insert(*run, bytes);
         }
     }
     let mut journal_damage: HashMap<PathBuf, Vec<String>> = HashMap::new();
     for (dir, logs) in &mut whole {
-        journal_damage.insert(dir.clone(), journal::overlay(dir, logs)?);
+        journal_damage.insert(dir.clone(), journal::overlay(storage, dir, logs)?);
     }
     paths
         .iter()
@@ -747,9 +746,11 @@ fn read_log_files_checked(
             let (mut log, wholeness) = match dir_run {
                 Some((dir, run)) => read_log_bytes(path, &whole[dir][run][..], key)?,
                 None => {
-                    let f = File::open(path)
+                    let f = storage
+                        .open_read(path)
                         .with_context(|| format!("opening ack log {}", path.display()))?;
-                    read_log_bytes(path, io::BufReader::with_capacity(256 << 10, f), key)?
+                    let r = FileReader::new(&*f);
+                    read_log_bytes(path, io::BufReader::with_capacity(256 << 10, r), key)?
                 }
             };
             if let Some((dir, _)) = dir_run {
@@ -766,13 +767,13 @@ fn read_log_files_checked(
 }
 
 /// The directory and run of a log named `<run id>.acklog` in a directory with a journal.
-fn in_journaled_dir(path: &Path) -> Option<(PathBuf, RunId)> {
+fn in_journaled_dir(storage: &dyn Storage, path: &Path) -> Option<(PathBuf, RunId)> {
     let run = RunId::parse(path.file_stem()?.to_str()?)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    journal::has_journal(dir).then(|| (dir.to_path_buf(), run))
+    journal::has_journal(storage, dir).then(|| (dir.to_path_buf(), run))
 }
 
 fn read_log_bytes(
@@ -885,9 +886,9 @@ impl DigestingWriter<'_> {
     }
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> anyhow::Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+pub(crate) fn sync_dir(storage: &dyn Storage, dir: &Path) -> anyhow::Result<()> {
+    storage
+        .sync_dir(dir)
         .with_context(|| format!("fsync of directory {}", dir.display()))
 }
 
@@ -907,7 +908,7 @@ pub struct Recovery {
 /// run ([`AckLog::with_journal`]). Only after `commit` returns are the appended acks
 /// durable.
 pub struct AckLog {
-    file: File,
+    file: Box<dyn StorageFile>,
     journal: Option<Arc<Journal>>,
     path: PathBuf,
     descriptor: RunDescriptor,
@@ -923,13 +924,14 @@ pub struct AckLog {
 impl AckLog {
     /// Creates a new log with header and descriptor, durable (file and directory entry)
     /// before it returns. Fails if the file exists.
-    pub fn create(dir: &Path, desc: &RunDescriptor) -> anyhow::Result<AckLog> {
+    pub fn create(
+        storage: &dyn Storage,
+        dir: &Path,
+        desc: &RunDescriptor,
+    ) -> anyhow::Result<AckLog> {
         let path = log_path(dir, desc.run_id);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let file = storage
+            .create_new(&path)
             .with_context(|| format!("creating ack log {}", path.display()))?;
         let mut log = AckLog {
             file,
@@ -948,7 +950,7 @@ impl AckLog {
         .encode_into(&mut log.pending);
         Msg::Descriptor(desc.clone()).encode_into(&mut log.pending);
         log.commit()?;
-        sync_dir(dir)?;
+        sync_dir(storage, dir)?;
         Ok(log)
     }
 
@@ -960,17 +962,18 @@ impl AckLog {
     /// after them, or an unreadable tail longer than any commit. Then this refuses with
     /// the file exactly as it was, because the frames after the damage hold acks the
     /// witness confirmed.
-    pub fn open(path: &Path) -> anyhow::Result<(AckLog, Recovery)> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
+    pub fn open(storage: &dyn Storage, path: &Path) -> anyhow::Result<(AckLog, Recovery)> {
+        let file = storage
             .open(path)
             .with_context(|| format!("opening ack log {}", path.display()))?;
-        let file_len = file.metadata()?.len();
+        let file_len = file
+            .size()
+            .with_context(|| format!("opening ack log {}", path.display()))?;
         let mut checker = LogChecker::default();
         let mut scratch = Vec::new();
+        let reader = FileReader::new(&*file);
         let end = scan_frames_resync(
-            io::BufReader::with_capacity(256 << 10, &file),
+            io::BufReader::with_capacity(256 << 10, reader),
             is_log_frame,
             |fr, damage| {
                 if let Some(d) = damage {
@@ -1027,17 +1030,20 @@ impl AckLog {
     /// Opens the log of `desc`'s run, or creates it. A log left without a complete
     /// descriptor by a crash during creation held no durable ack and is rewritten.
     pub fn open_or_create(
+        storage: &dyn Storage,
         dir: &Path,
         desc: &RunDescriptor,
     ) -> anyhow::Result<(AckLog, Option<Recovery>)> {
         let path = log_path(dir, desc.run_id);
-        match std::fs::metadata(&path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((AckLog::create(dir, desc)?, None)),
+        match storage.exists(&path) {
+            Ok(false) => Ok((AckLog::create(storage, dir, desc)?, None)),
             Err(e) => Err(e).with_context(|| format!("inspecting {}", path.display())),
-            Ok(_) => {
-                if let Some(why) = creation_torn(&path)? {
-                    std::fs::remove_file(&path)?;
-                    let log = AckLog::create(dir, desc)?;
+            Ok(true) => {
+                if let Some(why) = creation_torn(storage, &path)? {
+                    storage
+                        .remove(&path)
+                        .with_context(|| format!("removing {}", path.display()))?;
+                    let log = AckLog::create(storage, dir, desc)?;
                     return Ok((
                         log,
                         Some(Recovery {
@@ -1046,7 +1052,7 @@ impl AckLog {
                         }),
                     ));
                 }
-                let (log, rec) = AckLog::open(&path)?;
+                let (log, rec) = AckLog::open(storage, &path)?;
                 if log.descriptor != *desc {
                     bail!(
                         "run {} is already logged with a different run descriptor; a \
@@ -1124,7 +1130,7 @@ impl AckLog {
         let start = self.durable_len_bytes;
         let res = self
             .file
-            .write_all_at(&self.pending, start)
+            .write_at(&self.pending, start)
             .map_err(anyhow::Error::from)
             .and_then(|()| match &self.journal {
                 // The log write above comes first: a checkpoint relies on it.
@@ -1186,11 +1192,13 @@ fn not_recoverable(checker: &LogChecker, end: &ScanEnd) -> Option<String> {
 
 /// If `path` is a log whose creation was interrupted (a prefix of header + descriptor,
 /// nothing else), says why; such a file never held an ack.
-fn creation_torn(path: &Path) -> anyhow::Result<Option<String>> {
-    let f = File::open(path)?;
+fn creation_torn(storage: &dyn Storage, path: &Path) -> anyhow::Result<Option<String>> {
+    let f = storage
+        .open_read(path)
+        .with_context(|| format!("opening {}", path.display()))?;
     let mut frames = 0;
     let mut header_ok = true;
-    let end = scan_frames(io::BufReader::new(&f), |fr| {
+    let end = scan_frames(io::BufReader::new(FileReader::new(&*f)), |fr| {
         frames += 1;
         if frames == 1 && fr.ty != FrameType::FileHeader {
             header_ok = false;
@@ -1209,12 +1217,12 @@ fn creation_torn(path: &Path) -> anyhow::Result<Option<String>> {
 }
 
 /// Reads the descriptor of a log without reading its acks (for the witness's index).
-pub fn read_descriptor(path: &Path) -> anyhow::Result<RunDescriptor> {
-    let f = File::open(path)?;
+pub fn read_descriptor(storage: &dyn Storage, path: &Path) -> anyhow::Result<RunDescriptor> {
+    let f = storage.open_read(path)?;
     let mut checker = LogChecker::default();
     let mut scratch = Vec::new();
     // Stop after the second frame by returning a sentinel error.
-    let r = scan_frames(io::BufReader::new(f), |fr| {
+    let r = scan_frames(io::BufReader::new(FileReader::new(&*f)), |fr| {
         checker.check(fr, &mut scratch)?;
         if checker.descriptor.is_some() {
             bail!(StopScan);
@@ -1257,7 +1265,7 @@ mod tests {
     fn append_commit_reopen_read() {
         let dir = tempfile::tempdir().unwrap();
         let d = sample_descriptor(1);
-        let mut log = AckLog::create(dir.path(), &d).unwrap();
+        let mut log = AckLog::create(&FsStorage, dir.path(), &d).unwrap();
         let acks: Vec<Ack> = (0..10).map(ack).collect();
         assert_eq!(log.append_acks(0, &acks[..6]).unwrap(), 6);
         log.append_event(&event("connect"));
@@ -1269,21 +1277,21 @@ mod tests {
         assert_eq!(log.commit().unwrap(), 10);
         drop(log);
 
-        let (log, rec) = AckLog::open(&log_path(dir.path(), d.run_id)).unwrap();
+        let (log, rec) = AckLog::open(&FsStorage, &log_path(dir.path(), d.run_id)).unwrap();
         assert_eq!(rec, Recovery::default());
         assert_eq!(log.durable_acks(), 10);
         let r = read_log_file(&log_path(dir.path(), d.run_id)).unwrap();
         assert_eq!(r.descriptor, d);
         assert_eq!(r.acks, acks);
         assert_eq!(r.events, vec![event("connect")]);
-        assert_eq!(read_descriptor(log.path()).unwrap(), d);
+        assert_eq!(read_descriptor(&FsStorage, log.path()).unwrap(), d);
     }
 
     #[test]
     fn torn_tail_truncated_at_every_cut() {
         let dir = tempfile::tempdir().unwrap();
         let d = sample_descriptor(2);
-        let mut log = AckLog::create(dir.path(), &d).unwrap();
+        let mut log = AckLog::create(&FsStorage, dir.path(), &d).unwrap();
         let acks: Vec<Ack> = (0..30).map(ack).collect();
         let mut ends = vec![log.durable_len_bytes()];
         for c in acks.chunks(10) {
@@ -1302,7 +1310,7 @@ mod tests {
             // read-only reading tolerates the tail and leaves the file alone
             assert_eq!(read_log_file(&path).unwrap().acks.len(), complete * 10);
             assert_eq!(std::fs::metadata(&path).unwrap().len(), cut as u64);
-            let (log, rec) = AckLog::open(&path).unwrap();
+            let (log, rec) = AckLog::open(&FsStorage, &path).unwrap();
             assert_eq!(log.durable_acks(), complete as u64 * 10, "cut {cut}");
             assert_eq!(rec.truncated_bytes, cut as u64 - keep);
             assert_eq!(std::fs::metadata(&path).unwrap().len(), keep);
@@ -1313,7 +1321,7 @@ mod tests {
     fn garbage_tail_and_bit_flip_truncated() {
         let dir = tempfile::tempdir().unwrap();
         let d = sample_descriptor(3);
-        let mut log = AckLog::create(dir.path(), &d).unwrap();
+        let mut log = AckLog::create(&FsStorage, dir.path(), &d).unwrap();
         log.append_acks(0, &[ack(0), ack(1)]).unwrap();
         log.commit().unwrap();
         let keep = log.durable_len_bytes();
@@ -1326,7 +1334,7 @@ mod tests {
         bytes[last] ^= 0x40;
         bytes.extend_from_slice(b"garbage garbage");
         std::fs::write(&path, &bytes).unwrap();
-        let (log, rec) = AckLog::open(&path).unwrap();
+        let (log, rec) = AckLog::open(&FsStorage, &path).unwrap();
         assert_eq!(log.durable_acks(), 2);
         assert!(rec.reason.unwrap().contains("checksum"));
         assert_eq!(std::fs::metadata(&path).unwrap().len(), keep);
@@ -1335,7 +1343,7 @@ mod tests {
     /// A log of `commits` commits of 10 acks each (one Acks frame per commit); returns
     /// its path and the end of every frame from the descriptor on.
     fn log_of_commits(dir: &Path, seed: u8, commits: u64) -> (PathBuf, Vec<u64>) {
-        let mut log = AckLog::create(dir, &sample_descriptor(seed)).unwrap();
+        let mut log = AckLog::create(&FsStorage, dir, &sample_descriptor(seed)).unwrap();
         let mut ends = vec![log.durable_len_bytes()];
         for c in 0..commits {
             let acks: Vec<Ack> = (c * 10..c * 10 + 10).map(ack).collect();
@@ -1358,7 +1366,9 @@ mod tests {
             let mut bytes = full.clone();
             bytes[pos as usize] ^= 1 << (pos % 8);
             std::fs::write(&path, &bytes).unwrap();
-            let e = AckLog::open(&path).err().map(|e| format!("{e:#}"));
+            let e = AckLog::open(&FsStorage, &path)
+                .err()
+                .map(|e| format!("{e:#}"));
             assert!(
                 e.as_deref().is_some_and(|e| e.contains("damaged")),
                 "{pos}: {e:?}"
@@ -1395,7 +1405,7 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         bytes.resize(bytes.len() + MAX_TORN_TAIL_BYTES as usize + 1, 0xab);
         std::fs::write(&path, &bytes).unwrap();
-        assert!(AckLog::open(&path).is_err());
+        assert!(AckLog::open(&FsStorage, &path).is_err());
         assert_eq!(std::fs::metadata(&path).unwrap().len(), bytes.len() as u64);
     }
 
@@ -1413,7 +1423,7 @@ mod tests {
         Msg::Descriptor(d.clone()).encode_into(&mut desc_frame);
         header.extend_from_slice(&desc_frame[..desc_frame.len() - 5]);
         std::fs::write(&path, &header).unwrap();
-        let (log, rec) = AckLog::open_or_create(dir.path(), &d).unwrap();
+        let (log, rec) = AckLog::open_or_create(&FsStorage, dir.path(), &d).unwrap();
         assert!(rec.unwrap().reason.unwrap().contains("interrupted"));
         assert_eq!(log.durable_acks(), 0);
         drop(log);
@@ -1421,7 +1431,7 @@ mod tests {
         let other = sample_descriptor(5);
         let p2 = log_path(dir.path(), other.run_id);
         std::fs::write(&p2, b"this is somebody's file, not a log").unwrap();
-        assert!(AckLog::open_or_create(dir.path(), &other).is_err());
+        assert!(AckLog::open_or_create(&FsStorage, dir.path(), &other).is_err());
         assert_eq!(
             std::fs::read(&p2).unwrap(),
             b"this is somebody's file, not a log"
@@ -1430,7 +1440,7 @@ mod tests {
         let before = std::fs::read(&path).unwrap();
         let mut forged = d.clone();
         forged.host = "evil".into();
-        assert!(AckLog::open_or_create(dir.path(), &forged).is_err());
+        assert!(AckLog::open_or_create(&FsStorage, dir.path(), &forged).is_err());
         assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 
@@ -1534,7 +1544,7 @@ mod tests {
         let p = log_path(dir.path(), rl.descriptor.run_id);
         write_log_file(&p, &rl).unwrap();
         let before = std::fs::read(&p).unwrap();
-        let e = format!("{:#}", AckLog::open(&p).err().expect("refused"));
+        let e = format!("{:#}", AckLog::open(&FsStorage, &p).err().expect("refused"));
         assert!(e.contains("end mark"), "{e}");
         assert_eq!(std::fs::read(&p).unwrap(), before);
     }

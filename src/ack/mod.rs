@@ -16,6 +16,7 @@ pub mod journal;
 pub mod log;
 pub mod msg;
 pub mod server;
+pub mod storage;
 pub mod validate;
 
 use crate::device::FlushMethod;

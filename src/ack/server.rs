@@ -39,6 +39,7 @@ use super::frame::{self, Decoded, FrameType};
 use super::journal::{self, Journal, JournalOptions};
 use super::log::{self, AckLog, LogChecker, LogItem};
 use super::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
+use super::storage::FsStorage;
 use super::validate::{AckRules, SeqTracker};
 use super::{Ack, RunDescriptor, RunSelector, WitnessEvent, now_ns};
 use crate::cli::ListenArgs;
@@ -237,8 +238,12 @@ impl Witness {
         let dir_lock = lock_dir(dir)?;
         // Replay first: a log must hold everything its journal confirmed before recovery
         // decides where its torn tail starts.
-        let replayed = journal::replay(dir)?;
-        let journal = Arc::new(Journal::open(dir, opts.journal.clone())?);
+        let replayed = journal::replay(&FsStorage, dir)?;
+        let journal = Arc::new(Journal::open(
+            FsStorage::shared(),
+            dir,
+            opts.journal.clone(),
+        )?);
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
             _dir_lock: dir_lock,
@@ -355,7 +360,7 @@ fn recover_dir(sh: &Shared) -> anyhow::Result<()> {
         if path.extension().and_then(|x| x.to_str()) != Some(log::LOG_EXTENSION) {
             continue;
         }
-        match AckLog::open(&path) {
+        match AckLog::open(&FsStorage, &path) {
             Ok((l, rec)) => {
                 if rec.truncated_bytes > 0 {
                     sh.log(format_args!(
@@ -373,7 +378,7 @@ fn recover_dir(sh: &Shared) -> anyhow::Result<()> {
                 sh.log(format_args!("skipping {}: {e:#}", path.display()));
                 // A damaged log stays fetchable (verify then names the damage), also
                 // by device: otherwise an older run of the device would be served.
-                if let Ok(d) = log::read_descriptor(&path) {
+                if let Ok(d) = log::read_descriptor(&FsStorage, &path) {
                     sh.note_run(&d);
                 }
             }
@@ -1407,7 +1412,7 @@ impl Conn {
         let mut s = lock(&slot);
         let opened_here = s.log.is_none();
         if opened_here {
-            match AckLog::open_or_create(&self.sh.dir, &d) {
+            match AckLog::open_or_create(&FsStorage, &self.sh.dir, &d) {
                 Ok((l, rec)) => {
                     if let Some(r) = rec.filter(|r| r.reason.is_some()) {
                         self.sh.log(format_args!(
