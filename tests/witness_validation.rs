@@ -305,7 +305,8 @@ fn witness_refuses_impossible_descriptor() {
 /// with `acks`, in `dir`.
 fn old_log(dir: &Path, acks: &[Ack]) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    let (mut log, _) = AckLog::open_or_create(dir, &descriptor()).unwrap();
+    let (mut log, _) =
+        AckLog::open_or_create(&plugpull::ack::storage::FsStorage, dir, &descriptor()).unwrap();
     log.append_acks(0, acks).unwrap();
     log.commit().unwrap();
     log_path(dir, descriptor().run_id)
