@@ -7,7 +7,6 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 fn write(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
     let mut args = vec![
@@ -195,7 +194,8 @@ fn writer_killed_mid_run_is_no_false_alarm() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Killed on an event (the witness holds 20 durable acks), not after a sleep.
+    wait_for_durable_acks(&w, 20, &mut child);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let v = verify(&w, &t, &[]);

@@ -219,3 +219,33 @@ impl Drop for Loop {
         let _ = Command::new("losetup").args(["-d", &self.dev]).status();
     }
 }
+
+/// Blocks until the witness holds at least `n` durable acks of the one run in its
+/// directory, so a test cuts on an event of the run, not after a wall-clock sleep that a
+/// loaded machine stretches. Panics if `writer` exits first or a minute passes.
+pub fn wait_for_durable_acks(w: &WitnessProc, n: u64, writer: &mut Child) {
+    use plugpull::ack::RunSelector;
+    let t0 = Instant::now();
+    loop {
+        let run = std::fs::read_dir(&w.dir).ok().and_then(|d| {
+            d.filter_map(|e| e.ok()).find_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                RunId::parse(name.strip_suffix(".acklog")?)
+            })
+        });
+        let durable = run
+            .and_then(|r| plugpull::ack::client::fetch(&w.addr, &RunSelector::Run(r)).ok())
+            .map_or(0, |log| log.acks.len() as u64);
+        if durable >= n {
+            return;
+        }
+        if let Ok(Some(status)) = writer.try_wait() {
+            panic!("the writer exited ({status}) with {durable} of {n} durable acks");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "only {durable} of {n} durable acks after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
