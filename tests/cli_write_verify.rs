@@ -8,30 +8,6 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn write(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
-    let mut args = vec![
-        "write".to_string(),
-        target.display().to_string(),
-        "--witness".into(),
-        w.addr.clone(),
-        "--json".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    run(args)
-}
-
-fn verify(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
-    let mut args = vec![
-        "verify".to_string(),
-        target.display().to_string(),
-        "--witness".into(),
-        w.addr.clone(),
-        "--json".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    run(args)
-}
-
 fn counts(r: &Run) -> serde_json::Value {
     r.json()["counts"].clone()
 }

@@ -12,30 +12,6 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-fn write(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
-    let mut args = vec![
-        "write".to_string(),
-        target.display().to_string(),
-        "--witness".into(),
-        w.addr.clone(),
-        "--json".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    run(args)
-}
-
-fn verify(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
-    let mut args = vec![
-        "verify".to_string(),
-        target.display().to_string(),
-        "--witness".into(),
-        w.addr.clone(),
-        "--json".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    run(args)
-}
-
 /// Writes 64 records of 4 KiB to `target` and returns the run id.
 fn small_run(w: &WitnessProc, target: &Path) -> String {
     let wr = write(w, target, &["--size", "256k", "--count", "64"]);

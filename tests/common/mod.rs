@@ -249,3 +249,29 @@ pub fn wait_for_durable_acks(w: &WitnessProc, n: u64, writer: &mut Child) {
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+/// `plugpull write TARGET --witness W --json EXTRA...`.
+pub fn write(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "write".to_string(),
+        target.display().to_string(),
+        "--witness".into(),
+        w.addr.clone(),
+        "--json".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    run(args)
+}
+
+/// `plugpull verify TARGET --witness W --json EXTRA...`.
+pub fn verify(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "verify".to_string(),
+        target.display().to_string(),
+        "--witness".into(),
+        w.addr.clone(),
+        "--json".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    run(args)
+}
