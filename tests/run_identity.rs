@@ -9,7 +9,6 @@
 mod common;
 use common::*;
 use std::fs;
-use std::io::Write;
 use std::path::Path;
 
 /// Writes 64 records of 4 KiB to `target` and returns the run id.
@@ -21,17 +20,6 @@ fn small_run(w: &WitnessProc, target: &Path) -> String {
 
 fn run_id_of(v: &Run) -> String {
     v.json()["run"]["run_id"].as_str().unwrap().to_string()
-}
-
-/// Not root: says why on the real stderr (the test harness does not capture a direct
-/// write) and returns true. CI runs as root, where this never skips.
-fn skipped_unless_root(what: &str) -> bool {
-    if is_root() {
-        return false;
-    }
-    let _ = std::io::stderr()
-        .write_all(format!("SKIPPED {what}: needs root for loop devices\n").as_bytes());
-    true
 }
 
 /// Defect 5: `verify A --run <run written to B>` judged B's records against A and said
@@ -79,7 +67,7 @@ fn verify_refuses_run_of_another_drive() {
 /// file, so verify finds it under any number.
 #[test]
 fn verify_finds_run_after_loop_device_renumbered() {
-    if skipped_unless_root("verify_finds_run_after_loop_device_renumbered") {
+    if !skip_unless(is_root(), "needs root for loop devices") {
         return;
     }
     let d = tempfile::tempdir().unwrap();
