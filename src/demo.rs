@@ -3,16 +3,16 @@
 //! back on, and the real verify. The honest profile passes; `--profile lying` fails and
 //! shows what a drive that acknowledges flushes it has not done loses.
 
-use crate::ack::RunSelector;
-use crate::ack::client::{AckSender, ClientOptions, fetch};
-use crate::ack::server::{Witness, WitnessOptions};
-use crate::cli::{DemoArgs, Placement};
+use crate::commands::args::{DemoArgs, Placement};
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FlushMethod};
+use crate::model::RunSelector;
 use crate::record::RunId;
 use crate::sim::drive::SimDrive;
 use crate::sim::profile::Profile;
 use crate::verify::verify_device;
+use crate::witness::client::{AckSender, ClientOptions, fetch};
+use crate::witness::server::{Witness, WitnessOptions};
 use crate::write::engine::{Progress, run_streams};
 use crate::write::plan::Plan;
 use crate::write::run_descriptor;

@@ -1,14 +1,14 @@
 //! plugpull: does this drive keep the writes it acknowledged as flushed when the power is
 //! cut? See README.md for the tool and docs/ for formats and the fault model.
 
-pub mod ack;
 pub mod bench;
 pub mod campaign;
-pub mod cli;
+pub mod commands;
 pub mod demo;
 pub mod device;
 pub mod exit;
 pub mod latency;
+pub mod model;
 pub mod power;
 pub mod record;
 pub mod report;
@@ -17,4 +17,6 @@ pub mod sim;
 pub mod soak;
 pub mod units;
 pub mod verify;
+pub mod wire;
+pub mod witness;
 pub mod write;

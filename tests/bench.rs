@@ -5,7 +5,7 @@
 use clap::Parser;
 use indicatif::ProgressBar;
 use plugpull::bench::{self, Config, Opener, Report, TargetInfo, measure::Status, reading::Class};
-use plugpull::cli::{BenchArgs, Cli, Command};
+use plugpull::commands::args::{BenchArgs, Cli, Command};
 use plugpull::device::identity::DeviceIdentity;
 use plugpull::device::{Device, FileDevice, FlushMethod, OpenOptions, prepare_file};
 use std::io;

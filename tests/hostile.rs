@@ -6,13 +6,13 @@
 mod common;
 
 use common::{bin, free_port, run, test_descriptor};
-use plugpull::ack::auth::{Key, Session};
-use plugpull::ack::client::{AckSender, ClientOptions, fetch_with_key};
-use plugpull::ack::frame::{self, FrameType};
-use plugpull::ack::log::{LOG_EXTENSION, log_path};
-use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
-use plugpull::ack::{Ack, RunDescriptor, RunSelector};
+use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
+use plugpull::wire::auth::{Key, Session};
+use plugpull::wire::frame::{self, FrameType};
+use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};
+use plugpull::witness::client::{AckSender, ClientOptions, fetch_with_key};
+use plugpull::witness::store::log::{LOG_EXTENSION, log_path};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -279,7 +279,7 @@ fn send_and_read_error(addr: &str, bytes: &[u8]) -> String {
 fn raw_authenticated(addr: &str, key: &Key) -> (TcpStream, Session) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let nonce = plugpull::ack::auth::nonce();
+    let nonce = plugpull::wire::auth::nonce();
     s.write_all(
         &Msg::Auth {
             version: PROTOCOL_VERSION,
@@ -667,7 +667,7 @@ fn verify_on_a_device_that_returns_eio() {
     let tmp = tempfile::tempdir().unwrap();
     let w = common::WitnessProc::start(&tmp.path().join("w"));
     let (log, target) = real_run(tmp.path(), "e", &w);
-    let run_log = plugpull::ack::log::read_log_file(&log).unwrap();
+    let run_log = plugpull::witness::store::log::read_log_file(&log).unwrap();
     let bytes = std::fs::read(&target).unwrap();
     let inner = MemDevice::new(bytes.len());
     inner.write_at(&bytes, 0).unwrap();

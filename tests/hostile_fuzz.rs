@@ -1,6 +1,6 @@
 //! The fuzz targets on stable Rust: replays the committed corpus (fuzz/corpus/<target>/)
 //! and a few hundred thousand seeded mutations of it through the same functions
-//! `cargo fuzz` runs (plugpull::ack::fuzz), so CI exercises every decoder without
+//! `cargo fuzz` runs (plugpull::witness::fuzz), so CI exercises every decoder without
 //! nightly. A failure prints the seed and the input that broke it. docs/fuzzing.md.
 //!
 //! `cargo test --test hostile_fuzz -- --ignored write_seed_corpus` regenerates the seeds.
@@ -8,13 +8,14 @@
 mod common;
 
 use common::test_descriptor;
-use plugpull::ack::auth::{Key, NONCE_BYTES, Session};
-use plugpull::ack::frame::{self, FrameType};
-use plugpull::ack::log::write_log_file;
-use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
-use plugpull::ack::{Ack, RunDescriptor, RunLog, RunSelector, WitnessEvent, fuzz};
+use plugpull::model::{Ack, RunDescriptor, RunLog, RunSelector, WitnessEvent};
 use plugpull::record::{RecordId, RunId, fill_record};
 use plugpull::rng::{Rng, RunKey};
+use plugpull::wire::auth::{Key, NONCE_BYTES, Session};
+use plugpull::wire::frame::{self, FrameType};
+use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};
+use plugpull::witness::fuzz;
+use plugpull::witness::store::log::write_log_file;
 use std::path::PathBuf;
 
 fn corpus_dir(target: &str) -> PathBuf {
@@ -126,9 +127,12 @@ fn seeds_log() -> Vec<Vec<u8>> {
     // A witness's own log (no end mark: what recovery opens), and the same log with a
     // damaged frame that valid frames follow (what recovery must refuse).
     let d = descriptor();
-    let mut w =
-        plugpull::ack::log::AckLog::create(&plugpull::ack::storage::FsStorage, tmp.path(), &d)
-            .unwrap();
+    let mut w = plugpull::witness::store::log::AckLog::create(
+        &plugpull::witness::store::storage::FsStorage,
+        tmp.path(),
+        &d,
+    )
+    .unwrap();
     for i in 0..3 {
         w.append_acks(i * 2, &[ack(i * 2), ack(i * 2 + 1)]).unwrap();
         w.commit().unwrap();

@@ -38,11 +38,11 @@
 mod common;
 
 use common::WitnessProc;
-use plugpull::ack::RunSelector;
-use plugpull::ack::client::fetch;
+use plugpull::model::RunSelector;
 use plugpull::record::RunId;
 use plugpull::rng::Rng;
 use plugpull::sim::compare::{self, Findings};
+use plugpull::witness::client::fetch;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -7,9 +7,9 @@
 //! test binary only) measures what the calling thread allocates, where the pool is
 //! built.
 
-use plugpull::ack::{Ack, RunDescriptor, RunLog, WriterSettings};
 use plugpull::device::mem::MemDevice;
 use plugpull::device::{Device, FlushMethod};
+use plugpull::model::{Ack, RunDescriptor, RunLog, WriterSettings};
 use plugpull::record::{RecordId, RunId, fill_record};
 use plugpull::rng::RunKey;
 use plugpull::verify::report::Verdict;

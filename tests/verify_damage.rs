@@ -1,10 +1,10 @@
 //! Verify against damage injected by hand into an in-memory device after a real write
 //! loop: each class is reported, exit-worthy, and undamaged records stay intact.
 
-use plugpull::ack::{Ack, RunDescriptor, RunLog, WriterSettings};
-use plugpull::cli::Placement;
+use plugpull::commands::args::Placement;
 use plugpull::device::mem::MemDevice;
 use plugpull::device::{Device, FlushMethod};
+use plugpull::model::{Ack, RunDescriptor, RunLog, WriterSettings};
 use plugpull::record::{RecordId, RunId, fill_record};
 use plugpull::rng::RunKey;
 use plugpull::verify::report::{Report, Verdict};
@@ -203,14 +203,14 @@ fn write_extra(dev: &MemDevice, log: &RunLog, offset: u64) -> Ack {
         seq: 10_000,
         offset,
         sectors: 8,
-        write_time_ns: plugpull::ack::now_ns(),
+        write_time_ns: plugpull::model::now_ns(),
     };
     let mut b = vec![0u8; 4096];
     fill_record(&mut b, &RunKey::new(run), run, &rec);
     dev.write_at(&b, offset).unwrap();
     Ack {
         record: rec,
-        flushed_ns: plugpull::ack::now_ns(),
+        flushed_ns: plugpull::model::now_ns(),
     }
 }
 

@@ -37,8 +37,8 @@
 
 mod common;
 
-use plugpull::ack::{Ack, RunLog};
 use plugpull::device::mem::MemDevice;
+use plugpull::model::{Ack, RunLog};
 use plugpull::record::{RecordId, RunId, SECTOR, fill_record};
 use plugpull::rng::{Rng, RunKey};
 use plugpull::verify::distribution::bucket_125;

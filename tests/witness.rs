@@ -5,12 +5,12 @@
 mod common;
 
 use common::{free_port, test_descriptor};
-use plugpull::ack::client::{AckSender, ClientOptions, fetch};
-use plugpull::ack::frame::{self, FrameType};
-use plugpull::ack::log::{log_path, read_log_file};
-use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
-use plugpull::ack::{Ack, RunDescriptor, RunSelector};
+use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
+use plugpull::wire::frame::{self, FrameType};
+use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};
+use plugpull::witness::client::{AckSender, ClientOptions, fetch};
+use plugpull::witness::store::log::{log_path, read_log_file};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -615,7 +615,7 @@ fn next_msg(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Msg> {
 
 #[test]
 fn in_process_takeover_and_silent_writer_events() {
-    use plugpull::ack::server::{Witness, WitnessOptions};
+    use plugpull::witness::server::{Witness, WitnessOptions};
     let tmp = tempfile::tempdir().unwrap();
     let w = Witness::start(
         "127.0.0.1:0",
@@ -700,7 +700,7 @@ fn in_process_takeover_and_silent_writer_events() {
 
 #[test]
 fn many_writers_at_once() {
-    use plugpull::ack::server::{Witness, WitnessOptions};
+    use plugpull::witness::server::{Witness, WitnessOptions};
     let tmp = tempfile::tempdir().unwrap();
     let w = Witness::start(
         "127.0.0.1:0",

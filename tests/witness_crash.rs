@@ -29,13 +29,13 @@
 //! - `PLUGPULL_WITNESS_TEARS=scattered`: a torn write keeps any subset of its sectors,
 //!   not only a prefix (beyond the simulated drive's fault model; see docs/protocol.md).
 
-use plugpull::ack::journal::{self, Journal, JournalOptions};
-use plugpull::ack::log::{self, AckLog, Recovery};
-use plugpull::ack::storage::Storage;
-use plugpull::ack::storage::sim::{CutStats, SimDisk};
-use plugpull::ack::{Ack, RunDescriptor, RunLog, WitnessEvent};
+use plugpull::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use plugpull::record::{RecordId, RunId};
 use plugpull::rng::Rng;
+use plugpull::witness::store::journal::{self, Journal, JournalOptions};
+use plugpull::witness::store::log::{self, AckLog, Recovery};
+use plugpull::witness::store::storage::Storage;
+use plugpull::witness::store::storage::sim::{CutStats, SimDisk};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};

@@ -10,13 +10,13 @@
 mod common;
 
 use common::{bin, free_port, test_descriptor};
-use plugpull::ack::auth::Key;
-use plugpull::ack::client::{AckSender, ClientOptions, fetch_with_key};
-use plugpull::ack::frame;
-use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
-use plugpull::ack::server::{FETCH_CONNECTIONS, MAX_PENDING_HANDSHAKES};
-use plugpull::ack::{Ack, RunDescriptor, RunSelector};
+use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
+use plugpull::wire::auth::Key;
+use plugpull::wire::frame;
+use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};
+use plugpull::witness::client::{AckSender, ClientOptions, fetch_with_key};
+use plugpull::witness::server::{FETCH_CONNECTIONS, MAX_PENDING_HANDSHAKES};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -117,7 +117,7 @@ impl Witness {
         }
     }
 
-    fn fetch(&self, run: RunId) -> anyhow::Result<plugpull::ack::RunLog> {
+    fn fetch(&self, run: RunId) -> anyhow::Result<plugpull::model::RunLog> {
         fetch_with_key(&self.addr, &RunSelector::Run(run), self.key.as_ref())
     }
 }

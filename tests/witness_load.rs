@@ -9,12 +9,12 @@
 mod common;
 
 use common::{bin, free_port, test_descriptor};
-use plugpull::ack::auth::Key;
-use plugpull::ack::client::{AckSender, ClientOptions, fetch_with_key};
-use plugpull::ack::log::{log_path, read_log_files};
-use plugpull::ack::{Ack, RunDescriptor, RunSelector};
+use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
 use plugpull::rng::Rng;
+use plugpull::wire::auth::Key;
+use plugpull::witness::client::{AckSender, ClientOptions, fetch_with_key};
+use plugpull::witness::store::log::{log_path, read_log_files};
 use std::collections::VecDeque;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};

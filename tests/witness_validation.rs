@@ -11,12 +11,12 @@
 mod common;
 
 use common::{bin, free_port, test_descriptor};
-use plugpull::ack::client::fetch;
-use plugpull::ack::frame::{self, FrameType};
-use plugpull::ack::log::{AckLog, log_path};
-use plugpull::ack::msg::{Msg, PROTOCOL_VERSION};
-use plugpull::ack::{Ack, RunDescriptor, RunSelector};
+use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
+use plugpull::wire::frame::{self, FrameType};
+use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};
+use plugpull::witness::client::fetch;
+use plugpull::witness::store::log::{AckLog, log_path};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -305,8 +305,12 @@ fn witness_refuses_impossible_descriptor() {
 /// with `acks`, in `dir`.
 fn old_log(dir: &Path, acks: &[Ack]) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    let (mut log, _) =
-        AckLog::open_or_create(&plugpull::ack::storage::FsStorage, dir, &descriptor()).unwrap();
+    let (mut log, _) = AckLog::open_or_create(
+        &plugpull::witness::store::storage::FsStorage,
+        dir,
+        &descriptor(),
+    )
+    .unwrap();
     log.append_acks(0, acks).unwrap();
     log.commit().unwrap();
     log_path(dir, descriptor().run_id)

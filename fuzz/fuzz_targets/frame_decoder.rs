@@ -1,5 +1,5 @@
 //! `cargo +nightly fuzz run frame_decoder`: see docs/fuzzing.md. The body lives in
-//! plugpull::ack::fuzz so stable `cargo test` replays the same target.
+//! plugpull::witness::fuzz so stable `cargo test` replays the same target.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| plugpull::ack::fuzz::frame_decoder(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| plugpull::witness::fuzz::frame_decoder(data));

@@ -1,5 +1,5 @@
 //! `cargo +nightly fuzz run log_recovery`: see docs/fuzzing.md. The body lives in
-//! plugpull::ack::fuzz so stable `cargo test` replays the same target.
+//! plugpull::witness::fuzz so stable `cargo test` replays the same target.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| plugpull::ack::fuzz::log_recovery(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| plugpull::witness::fuzz::log_recovery(data));

@@ -17,7 +17,7 @@ pub mod stats;
 pub mod sweep;
 pub mod target;
 
-use crate::cli::{BenchArgs, BenchTable};
+use crate::commands::args::{BenchArgs, BenchTable};
 use crate::device::identity::{DeviceIdentity, identify};
 use crate::device::{Device, FlushMethod};
 use crate::exit;

@@ -15,13 +15,13 @@
 
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, request};
 use super::results::{LastAcked, LossWindow};
-use crate::ack::RunSelector;
-use crate::ack::client::{AckSender, ClientOptions, fetch};
-use crate::cli::{AgentArgs, Placement};
+use crate::commands::args::{AgentArgs, Placement};
 use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, identity, is_block_device};
 use crate::exit;
+use crate::model::RunSelector;
 use crate::record::RunId;
 use crate::verify::{dead_device_report, verify_device};
+use crate::witness::client::{AckSender, ClientOptions, fetch};
 use crate::write::engine::{Progress, run_streams};
 use crate::write::plan::Plan;
 use crate::write::run_descriptor;
@@ -320,7 +320,7 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
 }
 
 /// The witness may still be coming up too (a shared outage): retry for a minute.
-fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::ack::RunLog> {
+fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::model::RunLog> {
     let t0 = Instant::now();
     loop {
         match fetch(witness, &RunSelector::Run(run)) {

@@ -4,7 +4,7 @@
 //! way its owner talks; unknown keys are errors, so a typo never silently changes a
 //! campaign. Example files: hardware/examples/.
 
-use crate::cli::Placement;
+use crate::commands::args::Placement;
 use crate::power::PowerConfig;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
@@ -227,7 +227,7 @@ impl Settings {
         }
         let c = &file.campaign;
         let (delay_min, delay_max) = parse_range(&c.delay, "campaign.delay")?;
-        let rs = crate::cli::size_range(&file.writer.record_size)
+        let rs = crate::commands::args::size_range(&file.writer.record_size)
             .map_err(|e| anyhow::anyhow!("writer.record_size: {e}"))?;
         let placement = match file.writer.placement.as_str() {
             "sequential" => Placement::Sequential,

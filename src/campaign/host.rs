@@ -15,10 +15,10 @@ use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, read_line, writ
 use super::config::Settings;
 use super::results::{CycleResult, ResultsFile};
 use super::{derive, empty_result};
-use crate::ack::server::{Witness, WitnessOptions};
-use crate::cli::Placement;
+use crate::commands::args::Placement;
 use crate::power::PowerSwitch;
 use crate::rng::Rng;
+use crate::witness::server::{Witness, WitnessOptions};
 use anyhow::{Context, Result, bail};
 use std::net::TcpListener;
 use std::sync::mpsc;

@@ -34,7 +34,7 @@ impl ManualSwitch {
     }
 
     fn ask(&mut self, what: &str) -> Result<Stamp> {
-        let issued_ns = crate::ack::now_ns();
+        let issued_ns = crate::model::now_ns();
         write!(self.output, "plugpull: {what}, then press Enter: ")?;
         self.output.flush()?;
         let mut line = String::new();
@@ -43,7 +43,7 @@ impl ManualSwitch {
         }
         Ok(Stamp {
             issued_ns,
-            done_ns: crate::ack::now_ns(),
+            done_ns: crate::model::now_ns(),
             switch_us: None,
         })
     }

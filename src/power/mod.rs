@@ -63,12 +63,12 @@ pub struct Stamp {
 impl Stamp {
     /// Runs `f`, timestamping it on the host clock.
     pub fn around<T>(f: impl FnOnce() -> Result<T>) -> Result<(Stamp, T)> {
-        let issued_ns = crate::ack::now_ns();
+        let issued_ns = crate::model::now_ns();
         let v = f()?;
         Ok((
             Stamp {
                 issued_ns,
-                done_ns: crate::ack::now_ns(),
+                done_ns: crate::model::now_ns(),
                 switch_us: None,
             },
             v,

@@ -191,7 +191,7 @@ impl SerialSwitch {
     }
 
     fn set(&mut self, on: bool) -> Result<Stamp> {
-        let issued_ns = crate::ack::now_ns();
+        let issued_ns = crate::model::now_ns();
         let switch_us = match self.protocol {
             Protocol::Plugpull => {
                 let cmd = format!("{} {}", if on { "ON" } else { "OFF" }, self.channel);
@@ -208,7 +208,7 @@ impl SerialSwitch {
         };
         Ok(Stamp {
             issued_ns,
-            done_ns: crate::ack::now_ns(),
+            done_ns: crate::model::now_ns(),
             switch_us,
         })
     }
@@ -303,15 +303,15 @@ impl PowerSwitch for SerialSwitch {
             std::thread::sleep(off_for);
             return Ok((off, self.on()?));
         }
-        let issued_ns = crate::ack::now_ns();
+        let issued_ns = crate::model::now_ns();
         let r = self.transact(&format!("PULSE {} {}", self.channel, off_for.as_millis()))?;
         let off = Stamp {
             issued_ns,
-            done_ns: crate::ack::now_ns(),
+            done_ns: crate::model::now_ns(),
             switch_us: Some(r.micros),
         };
         let e = self.expect(&["EVT"], Instant::now() + off_for + self.timeout)?;
-        let now = crate::ack::now_ns();
+        let now = crate::model::now_ns();
         Ok((
             off,
             Stamp {

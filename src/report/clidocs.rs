@@ -3,7 +3,7 @@
 //! DIR`), so packagers get them without a build script and they never drift from the
 //! options the binary really takes.
 
-use crate::cli::{Cli, CompletionsArgs, ManArgs};
+use crate::commands::args::{Cli, CompletionsArgs, ManArgs};
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 

@@ -13,7 +13,7 @@ pub mod html;
 pub mod input;
 pub mod svg;
 
-use crate::cli::ReportArgs;
+use crate::commands::args::ReportArgs;
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;

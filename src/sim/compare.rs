@@ -22,7 +22,7 @@
 //! 5. Corrupt records carry the number of flipped bits still on media.
 
 use super::oracle::{Class, Fault};
-use crate::ack::Ack;
+use crate::model::Ack;
 use crate::verify::report::Report;
 use crate::verify::scan::visible_ranges;
 use std::collections::{BTreeMap, HashSet};

@@ -15,7 +15,7 @@
 use super::drive::SimDrive;
 use super::model::SimConfig;
 use super::profile::Profile;
-use crate::cli::SimdriveArgs;
+use crate::commands::args::SimdriveArgs;
 use crate::device::Device;
 use anyhow::Context;
 use fuser::{

@@ -26,7 +26,7 @@ pub use model::SimConfig;
 pub use oracle::{Class, Fault, RecordRef, resolve};
 pub use profile::{Kind, Profile};
 
-use crate::cli::SimdriveArgs;
+use crate::commands::args::SimdriveArgs;
 
 /// `plugpull simdrive`: serve the drive over FUSE until cut.
 pub fn run(a: SimdriveArgs) -> anyhow::Result<i32> {

@@ -11,7 +11,7 @@
 //!   1-2-5 bucket edges in µs. No writer change needed: the acks carry both times.
 
 use super::classify::RecordClass;
-use crate::ack::Ack;
+use crate::model::Ack;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

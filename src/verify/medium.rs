@@ -9,8 +9,8 @@
 //! own offsets are read), and proposing a run id when nothing else names one (the user
 //! is told which run was chosen and why).
 
-use crate::ack::RunLog;
 use crate::device::{AlignedBuf, Device};
+use crate::model::RunLog;
 use crate::record::{RunId, SECTOR, Stamp, content_matches, decode_stamp};
 use std::collections::BTreeSet;
 use std::sync::{Arc, mpsc};
@@ -157,8 +157,8 @@ pub fn within<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ack::{Ack, RunDescriptor, WriterSettings};
     use crate::device::mem::MemDevice;
+    use crate::model::{Ack, RunDescriptor, WriterSettings};
     use crate::record::{RecordId, fill_record};
     use crate::rng::RunKey;
 

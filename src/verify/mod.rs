@@ -14,9 +14,9 @@ pub mod report;
 pub mod scan;
 pub mod select;
 
-use crate::ack::{Ack, RunLog, RunSelector};
-use crate::cli::VerifyArgs;
+use crate::commands::args::VerifyArgs;
 use crate::device::{Device, FileDevice, identity};
+use crate::model::{Ack, RunLog, RunSelector};
 use anyhow::{Context, Result, bail};
 use classify::{RecordClass, classify_record};
 use report::{
@@ -73,7 +73,7 @@ pub fn verify_device_with_progress(
     report.bytes_read = result.bytes_read;
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.run = Some(log.descriptor.clone());
-    report.note_log_damage(crate::ack::log::damage_details(log));
+    report.note_log_damage(crate::witness::store::log::damage_details(log));
     report
 }
 
@@ -261,7 +261,7 @@ pub fn dead_device_report(log: &RunLog, why: String) -> Report {
     r.summary = format!("the device is dead: {why}");
     r.dead_device = Some(why);
     r.run = Some(log.descriptor.clone());
-    r.note_log_damage(crate::ack::log::damage_details(log));
+    r.note_log_damage(crate::witness::store::log::damage_details(log));
     r
 }
 
@@ -270,7 +270,7 @@ pub struct LoadedRun {
     pub log: RunLog,
     /// "witness HOST:PORT" or the file's path.
     pub source: String,
-    pub wholeness: crate::ack::log::Wholeness,
+    pub wholeness: crate::witness::store::log::Wholeness,
 }
 
 /// Loads the run's acks from a log file or the witness.
@@ -289,10 +289,11 @@ pub fn load_run_checked(a: &VerifyArgs) -> Result<LoadedRun> {
         ),
         None => None,
     };
-    let key = crate::ack::auth::load_key(a.key_file.as_deref())?;
+    let key = crate::wire::auth::load_key(a.key_file.as_deref())?;
     let (log, source, wholeness) = if let Some(path) = &a.acks {
-        let (log, wholeness) = crate::ack::log::read_log_file_checked(path, key.as_ref())
-            .with_context(|| format!("reading acks from {}", path.display()))?;
+        let (log, wholeness) =
+            crate::witness::store::log::read_log_file_checked(path, key.as_ref())
+                .with_context(|| format!("reading acks from {}", path.display()))?;
         (log, path.display().to_string(), wholeness)
     } else {
         let witness = a
@@ -301,7 +302,7 @@ pub fn load_run_checked(a: &VerifyArgs) -> Result<LoadedRun> {
             .expect("clap requires --witness or --acks");
         let log = match run {
             Some(r) => {
-                crate::ack::client::fetch_with_key(witness, &RunSelector::Run(r), key.as_ref())?
+                crate::witness::client::fetch_with_key(witness, &RunSelector::Run(r), key.as_ref())?
             }
             None => select::latest_for_target(
                 &select::Witness {
@@ -322,7 +323,7 @@ pub fn load_run_checked(a: &VerifyArgs) -> Result<LoadedRun> {
                 ""
             }
         );
-        let whole = crate::ack::log::Wholeness { whole: true, how };
+        let whole = crate::witness::store::log::Wholeness { whole: true, how };
         (log, format!("witness {witness}"), whole)
     };
     if let Some(r) = run {
@@ -349,7 +350,7 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         source,
         wholeness,
     } = load_run_checked(&a)?;
-    crate::ack::validate::refuse_impossible_run(&log)?;
+    crate::witness::validate::refuse_impossible_run(&log)?;
     let note = |r: &mut Report| {
         r.note_log_wholeness(source.clone(), wholeness.whole, wholeness.how.clone())
     };
@@ -423,8 +424,8 @@ fn print_report(a: &VerifyArgs, report: &Report) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ack::{RunDescriptor, WriterSettings};
     use crate::device::mem::MemDevice;
+    use crate::model::{RunDescriptor, WriterSettings};
     use crate::record::{RecordId, RunId, fill_record};
     use crate::rng::RunKey;
 

@@ -2,8 +2,8 @@
 //! printed for people.
 
 use super::classify::RecordClass;
-use crate::ack::RunDescriptor;
 use crate::device::identity::DeviceIdentity;
+use crate::model::RunDescriptor;
 use crate::units::fmt_bytes;
 use serde::Serialize;
 use std::collections::BTreeMap;

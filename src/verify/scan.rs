@@ -9,8 +9,8 @@
 //! record's promise for that sector is void, whatever the drive holds there.
 
 use super::classify::{SectorFinding, SectorTally, classify_sector};
-use crate::ack::Ack;
 use crate::device::{AlignedBuf, Device};
+use crate::model::Ack;
 use crate::record::{
     RunId, SECTOR, Stamp, StampError, content_matches, decode_stamp, expected_sector,
 };

@@ -17,12 +17,12 @@
 //! took from the stamps and why.
 
 use super::medium::{self, Sample};
-use crate::ack::auth::Key;
-use crate::ack::client::fetch_with_key;
-use crate::ack::{RunLog, RunSelector};
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FileDevice};
 use crate::exit::{ERROR, ExitCode};
+use crate::model::{RunLog, RunSelector};
+use crate::wire::auth::Key;
+use crate::witness::client::fetch_with_key;
 use anyhow::{Context, Result};
 use std::path::Path;
 use std::sync::Arc;
@@ -108,7 +108,7 @@ pub fn latest_for_target(
 }
 
 /// The witness's refusal of a device key it has no run for (its wording in
-/// src/ack/server.rs `on_fetch`), as opposed to any other failure to fetch.
+/// src/witness/server/ `on_fetch`), as opposed to any other failure to fetch.
 fn is_no_run_for_device(e: &anyhow::Error) -> bool {
     format!("{e:#}").contains("no run for device")
 }

@@ -6,9 +6,9 @@
 
 use super::pipe::Pipe;
 use super::plan::{Placer, Plan};
-use crate::ack::{Ack, now_ns};
 use crate::device::{AlignedBuf, Device};
 use crate::latency::Histogram;
+use crate::model::{Ack, now_ns};
 use crate::record::{RecordId, prepare_record, set_write_time};
 use crate::rng::RunKey;
 use std::sync::Mutex;

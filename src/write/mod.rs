@@ -12,15 +12,15 @@ mod pipe;
 pub mod plan;
 mod status;
 
-use crate::ack::client::{AckSender, ClientOptions};
-use crate::ack::{Ack, RunDescriptor, WriterSettings};
-use crate::cli::{Placement, WriteArgs};
+use crate::commands::args::{Placement, WriteArgs};
 use crate::device::{
     Device, FileDevice, OpenOptions, PreparedFile, identity, is_block_device, marker,
     prepare_target_file, safety,
 };
 use crate::exit;
+use crate::model::{Ack, RunDescriptor, WriterSettings};
 use crate::record::{FORMAT_VERSION, RunId, SECTOR};
+use crate::witness::client::{AckSender, ClientOptions};
 use anyhow::{Context, Result, bail};
 use engine::{AckSink, Progress, run_streams};
 use plan::Plan;
@@ -310,7 +310,7 @@ pub fn run(a: WriteArgs) -> Result<i32> {
         &a.witness,
         &descriptor,
         ClientOptions {
-            key: crate::ack::auth::load_key(a.key_file.as_deref())?,
+            key: crate::wire::auth::load_key(a.key_file.as_deref())?,
             ..ClientOptions::default()
         },
     )?;

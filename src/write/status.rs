@@ -2,7 +2,7 @@
 //! indicatif, which hides it when stderr is not a terminal.
 
 use super::engine::Progress;
-use crate::ack::client::AckSender;
+use crate::witness::client::AckSender;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

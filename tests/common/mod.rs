@@ -2,9 +2,9 @@
 //! commands with their output and exit code, JSON reports.
 #![allow(dead_code)]
 
-use plugpull::ack::{RunDescriptor, WriterSettings};
 use plugpull::device::FlushMethod;
 use plugpull::device::identity::DeviceIdentity;
+use plugpull::model::{RunDescriptor, WriterSettings};
 use plugpull::record::RunId;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -224,7 +224,7 @@ impl Drop for Loop {
 /// directory, so a test cuts on an event of the run, not after a wall-clock sleep that a
 /// loaded machine stretches. Panics if `writer` exits first or a minute passes.
 pub fn wait_for_durable_acks(w: &WitnessProc, n: u64, writer: &mut Child) {
-    use plugpull::ack::RunSelector;
+    use plugpull::model::RunSelector;
     let t0 = Instant::now();
     loop {
         let run = std::fs::read_dir(&w.dir).ok().and_then(|d| {
@@ -234,7 +234,7 @@ pub fn wait_for_durable_acks(w: &WitnessProc, n: u64, writer: &mut Child) {
             })
         });
         let durable = run
-            .and_then(|r| plugpull::ack::client::fetch(&w.addr, &RunSelector::Run(r)).ok())
+            .and_then(|r| plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(r)).ok())
             .map_or(0, |log| log.acks.len() as u64);
         if durable >= n {
             return;

@@ -26,13 +26,13 @@
 //! with the witness key when given), and [`read_log_file_checked`] says whether the file
 //! is whole. `verify --acks` reads either format with it.
 
-use super::auth::Key;
-use super::frame::{self, Decoded, FrameType};
-use super::journal::{self, Journal};
-use super::msg::{self, LOG_VERSION, Msg};
-use super::storage::{self, FileReader, FsStorage, Storage, StorageFile};
-use super::{Ack, RunDescriptor, RunLog, WitnessEvent};
+use crate::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use crate::record::RunId;
+use crate::wire::auth::Key;
+use crate::wire::frame::{self, Decoded, FrameType};
+use crate::wire::msg::{self, LOG_VERSION, Msg};
+use crate::witness::store::journal::{self, Journal};
+use crate::witness::store::storage::{self, FileReader, FsStorage, Storage, StorageFile};
 use anyhow::{Context, bail};
 use std::collections::HashMap;
 use std::fs::File;
@@ -588,7 +588,7 @@ impl LogChecker {
 /// A [`DAMAGE_EVENT`] with `detail`.
 pub fn damage_event(acks_before: u64, detail: String) -> WitnessEvent {
     WitnessEvent {
-        at_ns: super::now_ns(),
+        at_ns: crate::model::now_ns(),
         kind: DAMAGE_EVENT.into(),
         peer: String::new(),
         durable_acks: acks_before,
@@ -1248,7 +1248,7 @@ impl std::error::Error for StopScan {}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ack::msg::tests::{ack, sample_descriptor};
+    use crate::wire::msg::tests::{ack, sample_descriptor};
 
     fn event(kind: &str) -> WitnessEvent {
         WitnessEvent {

@@ -5,10 +5,10 @@
 //! sent once per connection and must stay readable and extensible. Layouts are in
 //! docs/protocol.md; a decoder rejects any payload whose length does not match exactly.
 
-use super::auth::NONCE_BYTES;
-use super::frame::{self, FrameType};
-use super::{Ack, RunDescriptor, RunSelector, WitnessEvent};
+use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent};
 use crate::record::{RecordId, RunId};
+use crate::wire::auth::NONCE_BYTES;
+use crate::wire::frame::{self, FrameType};
 use anyhow::{Context, anyhow, bail};
 
 /// Wire protocol version sent in Hello and Welcome. Bump on any incompatible change.
@@ -400,9 +400,9 @@ impl std::error::Error for VersionMismatch {}
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::ack::WriterSettings;
     use crate::device::FlushMethod;
     use crate::device::identity::DeviceIdentity;
+    use crate::model::WriterSettings;
 
     pub(crate) fn sample_descriptor(run: u8) -> RunDescriptor {
         RunDescriptor {

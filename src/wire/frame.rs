@@ -12,7 +12,7 @@
 //! Authentication: the high bit of the type byte, [`FLAG_MAC`], marks a frame whose last
 //! [`MAC_BYTES`] payload bytes are a keyed MAC. This module only splits the MAC off
 //! ([`Frame::mac`]); checking it needs the connection's session and lives in
-//! `super::auth`. The CRC still covers the whole frame, so damage is told apart from
+//! `crate::wire::auth`. The CRC still covers the whole frame, so damage is told apart from
 //! forgery: a bad CRC is damage, a good CRC with a bad MAC is a wrong key or an attack.
 
 use std::fmt;

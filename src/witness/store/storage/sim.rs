@@ -493,7 +493,7 @@ impl StorageFile for SimFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ack::storage::read_all;
+    use crate::witness::store::storage::read_all;
 
     fn dir() -> PathBuf {
         PathBuf::from("/w")

@@ -7,13 +7,13 @@
 //! durable count from the Welcome. Acks leave the queue only when the witness says they
 //! are fdatasync'd.
 
-use super::auth::{self, Key, Opener, Sealer, Session};
-use super::frame::{self, Decoded, FrameType};
-use super::log;
-use super::msg::{self, Msg, PROTOCOL_VERSION};
-use super::{Ack, RunDescriptor, RunLog, RunSelector, WitnessEvent};
-use crate::cli::FetchArgs;
+use crate::commands::args::FetchArgs;
+use crate::model::{Ack, RunDescriptor, RunLog, RunSelector, WitnessEvent};
 use crate::record::RunId;
+use crate::wire::auth::{self, Key, Opener, Sealer, Session};
+use crate::wire::frame::{self, Decoded, FrameType};
+use crate::wire::msg::{self, Msg, PROTOCOL_VERSION};
+use crate::witness::store::log;
 use anyhow::{Context, anyhow, bail};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};

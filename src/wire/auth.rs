@@ -17,7 +17,7 @@
 //! counter differs; one reflected back at its sender fails because the direction
 //! differs. Byte layouts are in docs/protocol.md.
 
-use super::frame::{self, FLAG_MAC, Frame, MAC_BYTES};
+use crate::wire::frame::{self, FLAG_MAC, Frame, MAC_BYTES};
 use anyhow::{Context, bail};
 use std::path::Path;
 
@@ -263,7 +263,7 @@ pub fn seal_opt(sealer: Option<&mut Sealer>, out: &mut Vec<u8>, start: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ack::frame::{Decoded, FrameType, decode, encode_into};
+    use crate::wire::frame::{Decoded, FrameType, decode, encode_into};
 
     fn key(s: &str) -> Key {
         Key::from_secret(s.as_bytes()).unwrap()

@@ -11,14 +11,14 @@
 //! The sector-stamp target lives here too, although the stamp decoder is
 //! `crate::record`: keeping all targets in one place keeps the fuzz crate trivial.
 
-use super::auth::{Key, NONCE_BYTES, Session};
-use super::frame::{self, Decoded};
-use super::journal;
-use super::log::{self, AckLog, LogChecker};
-use super::msg::Msg;
-use super::storage::FsStorage;
 use crate::record::RunId;
 use crate::record::{self, SECTOR, STAMP_LEN};
+use crate::wire::auth::{Key, NONCE_BYTES, Session};
+use crate::wire::frame::{self, Decoded};
+use crate::wire::msg::Msg;
+use crate::witness::store::journal;
+use crate::witness::store::log::{self, AckLog, LogChecker};
+use crate::witness::store::storage::FsStorage;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -49,8 +49,8 @@ pub fn frame_decoder(data: &[u8]) {
         };
         assert!(f.len_bytes >= frame::MIN_FRAME_BYTES && f.len_bytes <= data.len() - off);
         off += f.len_bytes;
-        let _ = super::auth::check(Some(&mut session.opener), &f);
-        let _ = super::auth::check(None, &f);
+        let _ = crate::wire::auth::check(Some(&mut session.opener), &f);
+        let _ = crate::wire::auth::check(None, &f);
         if let Ok(m) = Msg::decode(&f) {
             let again = m.encode();
             match frame::decode(&again) {

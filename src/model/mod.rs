@@ -1,23 +1,6 @@
-//! The witness side of plugpull: acknowledgements, their wire frames, the durable ack log
-//! and the server and client that move them.
-//!
-//! Why a separate machine and a durable log: the host under test loses power, so the
-//! promises it made ("record X is flushed") must live somewhere that does not. An ack the
-//! witness has reported durable is fsync'd (in its run's log, or in the witness journal
-//! that is replayed into the logs at start) and survives the witness being killed or its
-//! machine losing power. Wire, log and journal formats are in docs/protocol.md.
-
-pub mod auth;
-pub mod client;
-pub mod frame;
-#[doc(hidden)]
-pub mod fuzz;
-pub mod journal;
-pub mod log;
-pub mod msg;
-pub mod server;
-pub mod storage;
-pub mod validate;
+//! The vocabulary every other module speaks: acknowledgements, run descriptors, what the
+//! witness saw. It sits at the bottom of the crate and imports nothing above it, so the
+//! writer, the witness and the verifier agree on what an ack is without knowing each other.
 
 use crate::device::FlushMethod;
 use crate::device::identity::DeviceIdentity;

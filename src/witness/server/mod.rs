@@ -34,16 +34,16 @@
 //!
 //! Every connection event is one `key=value` line on stderr (see docs/protocol.md).
 
-use super::auth::{self, Key, Session};
-use super::frame::{self, Decoded, FrameType};
-use super::journal::{self, Journal, JournalOptions};
-use super::log::{self, AckLog, LogChecker, LogItem};
-use super::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
-use super::storage::FsStorage;
-use super::validate::{AckRules, SeqTracker};
-use super::{Ack, RunDescriptor, RunSelector, WitnessEvent, now_ns};
-use crate::cli::ListenArgs;
+use crate::commands::args::ListenArgs;
+use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent, now_ns};
 use crate::record::RunId;
+use crate::wire::auth::{self, Key, Session};
+use crate::wire::frame::{self, Decoded, FrameType};
+use crate::wire::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
+use crate::witness::store::journal::{self, Journal, JournalOptions};
+use crate::witness::store::log::{self, AckLog, LogChecker, LogItem};
+use crate::witness::store::storage::FsStorage;
+use crate::witness::validate::{AckRules, SeqTracker};
 use anyhow::Context;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -1293,7 +1293,7 @@ impl Conn {
                         // Hot path: decode acks straight from the read buffer.
                         let mut scratch = std::mem::take(&mut self.scratch);
                         scratch.clear();
-                        let r = super::msg::decode_acks_into(f.payload, &mut scratch)
+                        let r = crate::wire::msg::decode_acks_into(f.payload, &mut scratch)
                             .map_err(|e| End::Protocol(format!("bad Acks frame: {e:#}")))
                             .and_then(|first| self.on_acks(first, &scratch));
                         self.scratch = scratch;

@@ -15,8 +15,8 @@
 //! region a record lies in (the shares depend on the device's block size, which the
 //! descriptor does not carry), and the writer's clocks.
 
-use super::{Ack, RunDescriptor, RunLog};
 use crate::exit::{ExitCode, INCONCLUSIVE};
+use crate::model::{Ack, RunDescriptor, RunLog};
 use crate::record::{RecordId, SECTOR};
 use std::collections::HashMap;
 
@@ -353,7 +353,7 @@ pub fn refuse_impossible_run(log: &RunLog) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ack::msg::tests::sample_descriptor;
+    use crate::wire::msg::tests::sample_descriptor;
 
     /// sample_descriptor: region [0, 1 MiB), 4096-byte records, one stream; here with
     /// two streams and 4 KiB..64 KiB records at offset 1 MiB.

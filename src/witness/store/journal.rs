@@ -27,10 +27,10 @@
 //! it) is ignored, as in logs; damage (a bad frame with valid entries after it) stops
 //! [`replay`] before it writes anything, and [`overlay`] reports it.
 
-use super::frame::{self, FrameType};
-use super::log::{self, Damage, scan_frames_resync};
-use super::storage::{FileReader, Storage, StorageFile};
 use crate::record::RunId;
+use crate::wire::frame::{self, FrameType};
+use crate::witness::store::log::{self, Damage, scan_frames_resync};
+use crate::witness::store::storage::{FileReader, Storage, StorageFile};
 use anyhow::{Context, bail};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
@@ -643,10 +643,10 @@ fn checkpoint(inner: &Inner, job: &Checkpoint) -> anyhow::Result<(Box<dyn Storag
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ack::log::{AckLog, read_log_file};
-    use crate::ack::msg::tests::{ack, sample_descriptor};
-    use crate::ack::storage::FsStorage;
-    use crate::ack::{Ack, RunDescriptor};
+    use crate::model::{Ack, RunDescriptor};
+    use crate::wire::msg::tests::{ack, sample_descriptor};
+    use crate::witness::store::log::{AckLog, read_log_file};
+    use crate::witness::store::storage::FsStorage;
     use std::fs::OpenOptions;
 
     fn logs_with_journal(
@@ -696,7 +696,7 @@ mod tests {
             assert_eq!(read_log_file(&p).unwrap().acks, acks);
             // ...also for several logs at once.
             assert_eq!(
-                crate::ack::log::read_log_files(&[&p, &p])
+                crate::witness::store::log::read_log_files(&[&p, &p])
                     .unwrap()
                     .iter()
                     .map(|l| l.acks.len())

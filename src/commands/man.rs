@@ -1,0 +1,7 @@
+//! `plugpull man`: arguments to options, then the action.
+
+use crate::commands::args::ManArgs;
+
+pub fn run(a: ManArgs) -> anyhow::Result<i32> {
+    crate::report::clidocs::man(a)
+}
