@@ -3,9 +3,10 @@
 //! back on, and the real verify. The honest profile passes; `--profile lying` fails and
 //! shows what a drive that acknowledges flushes it has not done loses.
 
-use crate::commands::args::{DemoArgs, Placement};
+use crate::commands::args::DemoArgs;
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FlushMethod};
+use crate::model::Placement;
 use crate::model::RunSelector;
 use crate::record::RunId;
 use crate::sim::drive::SimDrive;

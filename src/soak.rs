@@ -12,9 +12,10 @@
 //! count: the drive loses power just before the writer's N-th write or flush, so a
 //! failing seed replays exactly with `plugpull soak --seed S --cycles 1`.
 
-use crate::commands::args::{Placement, SoakArgs};
+use crate::commands::args::SoakArgs;
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FlushMethod};
+use crate::model::Placement;
 use crate::model::{Ack, RunLog};
 use crate::record::RunId;
 use crate::rng::Rng;

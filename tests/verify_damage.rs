@@ -1,9 +1,9 @@
 //! Verify against damage injected by hand into an in-memory device after a real write
 //! loop: each class is reported, exit-worthy, and undamaged records stay intact.
 
-use plugpull::commands::args::Placement;
 use plugpull::device::mem::MemDevice;
 use plugpull::device::{Device, FlushMethod};
+use plugpull::model::Placement;
 use plugpull::model::{Ack, RunDescriptor, RunLog, WriterSettings};
 use plugpull::record::{RecordId, RunId, fill_record};
 use plugpull::rng::RunKey;

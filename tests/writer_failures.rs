@@ -1,10 +1,10 @@
 //! Guarantee 1: an ack only after the flush covering its record succeeded, and nothing
 //! more after any failed write or flush.
 
-use plugpull::commands::args::Placement;
 use plugpull::device::Device;
 use plugpull::device::mem::MemDevice;
 use plugpull::model::Ack;
+use plugpull::model::Placement;
 use plugpull::record::RunId;
 use plugpull::write::engine::{AckSink, Progress, run_streams};
 use plugpull::write::plan::Plan;

@@ -15,9 +15,10 @@
 
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, request};
 use super::results::{LastAcked, LossWindow};
-use crate::commands::args::{AgentArgs, Placement};
+use crate::commands::args::AgentArgs;
 use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, identity, is_block_device};
 use crate::exit;
+use crate::model::Placement;
 use crate::model::RunSelector;
 use crate::record::RunId;
 use crate::verify::{dead_device_report, verify_device};

@@ -4,7 +4,7 @@
 //! way its owner talks; unknown keys are errors, so a typo never silently changes a
 //! campaign. Example files: hardware/examples/.
 
-use crate::commands::args::Placement;
+use crate::model::Placement;
 use crate::power::PowerConfig;
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;

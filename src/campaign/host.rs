@@ -15,7 +15,7 @@ use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, read_line, writ
 use super::config::Settings;
 use super::results::{CycleResult, ResultsFile};
 use super::{derive, empty_result};
-use crate::commands::args::Placement;
+use crate::model::Placement;
 use crate::power::PowerSwitch;
 use crate::rng::Rng;
 use crate::witness::server::{Witness, WitnessOptions};

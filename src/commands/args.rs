@@ -2,6 +2,7 @@
 //! module and receives these typed arguments.
 
 use crate::device::FlushMethod;
+use crate::model::Placement;
 use crate::units::{parse_duration, parse_size};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -93,15 +94,6 @@ pub struct ListenArgs {
     /// `head -c 32 /dev/urandom | base64 > witness.key`.
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
-}
-
-/// Where records go within the target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Placement {
-    /// Each stream writes its share of the region front to back, wrapping around.
-    Sequential,
-    /// Each record at a random record-aligned offset within the stream's share.
-    Random,
 }
 
 /// A fixed record size ("4k") or an inclusive range ("4k-64k").

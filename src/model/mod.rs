@@ -7,6 +7,15 @@ use crate::device::identity::DeviceIdentity;
 use crate::record::{RecordId, RunId};
 use serde::{Deserialize, Serialize};
 
+/// Where records go within the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Placement {
+    /// Each stream writes its share of the region front to back, wrapping around.
+    Sequential,
+    /// Each record at a random record-aligned offset within the stream's share.
+    Random,
+}
+
 /// The writer's promise: `record` was written and the flush covering it returned success
 /// at `flushed_ns` (writer clock, ns since the Unix epoch). Submission time is
 /// `record.write_time_ns`.

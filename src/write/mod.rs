@@ -12,12 +12,13 @@ mod pipe;
 pub mod plan;
 mod status;
 
-use crate::commands::args::{Placement, WriteArgs};
+use crate::commands::args::WriteArgs;
 use crate::device::{
     Device, FileDevice, OpenOptions, PreparedFile, identity, is_block_device, marker,
     prepare_target_file, safety,
 };
 use crate::exit;
+use crate::model::Placement;
 use crate::model::{Ack, RunDescriptor, WriterSettings};
 use crate::record::{FORMAT_VERSION, RunId, SECTOR};
 use crate::witness::client::{AckSender, ClientOptions};

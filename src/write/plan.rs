@@ -2,7 +2,7 @@
 //! (aligned to the device's block size), so streams never overwrite each other and verify
 //! can reason about each location's history within one stream's sequence numbers.
 
-use crate::commands::args::Placement;
+use crate::model::Placement;
 use crate::record::RunId;
 use crate::rng::Rng;
 use std::time::Duration;
