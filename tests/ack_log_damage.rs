@@ -311,22 +311,8 @@ fn forged_log_is_detected_with_the_witness_key() {
     let key = d.path().join("witness.key");
     fs::write(&key, "a secret shared by witness, writer and verify\n").unwrap();
     let k = key.to_str().unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut child = Command::new(bin())
-        .args(["listen", "--bind", &addr, "--key-file", k, "--dir"])
-        .arg(d.path().join("w"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while std::net::TcpStream::connect(&addr).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "witness did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut w = Listen::new(&d.path().join("w")).key_file(&key).start();
+    let addr = w.addr.clone();
     let target = d.path().join("t.img");
     let r = run([
         "write",
@@ -357,8 +343,7 @@ fn forged_log_is_detected_with_the_witness_key() {
     .into_iter()
     .chain([log.to_str().unwrap()]));
     assert_eq!(f.code, 0, "{f:?}");
-    let _ = child.kill();
-    let _ = child.wait();
+    w.kill();
     let verify_keyed = |extra: &[&str]| {
         let mut a = vec!["verify", target.to_str().unwrap(), "--acks"];
         a.push(log.to_str().unwrap());

@@ -312,8 +312,8 @@ fn loop_device_round_trip() {
     let w = WitnessProc::start(&d.path().join("w"));
     let backing = d.path().join("loop.img");
     fs::write(&backing, vec![0u8; 16 << 20]).unwrap();
-    let lo = Loop::attach(&backing, true);
-    let dev = Path::new(&lo.dev);
+    let lo = LoopDev::attach(&backing, true);
+    let dev = Path::new(lo.dev());
     let wr = write(&w, dev, &["--count", "300", "--record-size", "4k-16k"]);
     assert_eq!(wr.code, 0, "{wr:?}");
     let v = verify(&w, dev, &[]);
@@ -342,9 +342,9 @@ fn refuses_ext4_signature_and_mounted_loop_devices() {
     let w = WitnessProc::start(&d.path().join("w"));
     let backing = d.path().join("fs.img");
     fs::write(&backing, vec![0u8; 32 << 20]).unwrap();
-    let lo = Loop::attach(&backing, false);
+    let lo = LoopDev::attach(&backing, false);
     let mk = Command::new("mkfs.ext4")
-        .args(["-q", "-F", &lo.dev])
+        .args(["-q", "-F", lo.dev()])
         .output()
         .expect("mkfs.ext4");
     assert!(
@@ -354,7 +354,7 @@ fn refuses_ext4_signature_and_mounted_loop_devices() {
     );
     let before = fs::read(&backing).unwrap();
 
-    let r = write(&w, Path::new(&lo.dev), &["--count", "10"]);
+    let r = write(&w, Path::new(lo.dev()), &["--count", "10"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
         r.stderr.contains("ext2/3/4") && r.stderr.contains("--destroy-data-on"),
@@ -370,15 +370,15 @@ fn refuses_ext4_signature_and_mounted_loop_devices() {
     let mnt = d.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
     let m = Command::new("mount")
-        .arg(&lo.dev)
+        .arg(lo.dev())
         .arg(&mnt)
         .status()
         .unwrap();
     assert!(m.success());
     let r = write(
         &w,
-        Path::new(&lo.dev),
-        &["--count", "10", "--destroy-data-on", &lo.dev],
+        Path::new(lo.dev()),
+        &["--count", "10", "--destroy-data-on", lo.dev()],
     );
     let _ = Command::new("umount").arg(&mnt).status();
     assert_eq!(r.code, 2, "{r:?}");
@@ -387,11 +387,11 @@ fn refuses_ext4_signature_and_mounted_loop_devices() {
     // Named explicitly and not mounted: allowed, and verify passes.
     let r = write(
         &w,
-        Path::new(&lo.dev),
-        &["--count", "10", "--destroy-data-on", &lo.dev],
+        Path::new(lo.dev()),
+        &["--count", "10", "--destroy-data-on", lo.dev()],
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let v = verify(&w, Path::new(&lo.dev), &[]);
+    let v = verify(&w, Path::new(lo.dev()), &[]);
     assert_eq!(v.code, 0, "{v:?}");
 }
 
@@ -430,8 +430,8 @@ fn verify_sees_the_device_not_a_stale_page_cache() {
     let w = WitnessProc::start(&d.path().join("w"));
     let backing = d.path().join("cache.img");
     fs::write(&backing, vec![0u8; 4 << 20]).unwrap();
-    let lo = Loop::attach(&backing, false);
-    let dev = Path::new(&lo.dev);
+    let lo = LoopDev::attach(&backing, false);
+    let dev = Path::new(lo.dev());
     let wr = write(
         &w,
         dev,
@@ -441,7 +441,7 @@ fn verify_sees_the_device_not_a_stale_page_cache() {
             "--size",
             "256k",
             "--destroy-data-on",
-            &lo.dev,
+            lo.dev(),
         ],
     );
     assert_eq!(wr.code, 0, "{wr:?}");

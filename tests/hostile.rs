@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{bin, free_port, run, test_descriptor};
+use common::{Listen, WitnessProc, run, test_descriptor};
 use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
 use plugpull::wire::auth::{Key, Session};
@@ -17,7 +17,6 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -64,11 +63,9 @@ fn opts(key: Option<Key>) -> ClientOptions {
 /// A keyed witness, one finished run whose log must never change, and a live writer
 /// pushing acks for the whole test.
 struct Harness {
-    child: Child,
+    w: WitnessProc,
     addr: String,
     dir: PathBuf,
-    stderr: PathBuf,
-    _tmp: tempfile::TempDir,
     done_log: PathBuf,
     done_bytes: Vec<u8>,
     live: Option<(
@@ -80,30 +77,8 @@ struct Harness {
 
 impl Harness {
     fn start(extra: &[&str]) -> Harness {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("w");
-        let key_file = tmp.path().join("witness.key");
-        std::fs::write(&key_file, SECRET).unwrap();
-        let stderr = tmp.path().join("witness.log");
-        let addr = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(bin())
-            .args(["listen", "--bind", &addr, "--dir"])
-            .arg(&dir)
-            .arg("--key-file")
-            .arg(&key_file)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        while TcpStream::connect(&addr).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "witness did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let w = Listen::temporary().key(SECRET).args(extra).start();
+        let (addr, dir) = (w.addr.clone(), w.dir.clone());
         // The finished run.
         let d = descriptor(1);
         let s = AckSender::connect(&addr, &d, opts(Some(key()))).unwrap();
@@ -143,11 +118,9 @@ impl Harness {
             })
         };
         Harness {
-            child,
+            w,
             addr,
             dir,
-            stderr,
-            _tmp: tmp,
             done_log,
             done_bytes,
             live: Some((sender, stop, h)),
@@ -155,7 +128,7 @@ impl Harness {
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+        self.w.log()
     }
 
     /// The three promises, checked after each hostile case.
@@ -166,11 +139,7 @@ impl Harness {
     /// `check`, where the test itself started the runs in `allowed` on authenticated
     /// connections: their logs may be in the directory as well.
     fn check_allowing(mut self, allowed: &[u8]) {
-        assert!(
-            self.child.try_wait().unwrap().is_none(),
-            "witness died: {}",
-            self.log()
-        );
+        assert!(self.w.alive(), "witness died: {}", self.log());
         let (sender, stop, h) = self.live.take().unwrap();
         let before = sender.stats().durable;
         std::thread::sleep(Duration::from_millis(300));
@@ -199,11 +168,7 @@ impl Harness {
             self.done_bytes,
             "another run's log changed"
         );
-        assert!(
-            self.child.try_wait().unwrap().is_none(),
-            "witness died: {}",
-            self.log()
-        );
+        assert!(self.w.alive(), "witness died: {}", self.log());
         self.check_dir(allowed);
     }
 
@@ -238,13 +203,6 @@ impl Harness {
                 "a file for hostile run {r}: {others:?}"
             );
         }
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -509,23 +467,7 @@ fn unkeyed_witness_refuses_a_keyed_writer_and_warns_on_public_bind() {
     assert!(m.contains("runs without a key"), "{m}");
     w.kill();
     // Bound to every address without a key: a warning says what to do.
-    let port = free_port();
-    let mut child = Command::new(bin())
-        .args(["listen", "--bind", &format!("0.0.0.0:{port}"), "--dir"])
-        .arg(&dir)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let mut buf = [0u8; 4096];
-    let mut text = String::new();
-    let t0 = Instant::now();
-    while !text.contains("listening on") && t0.elapsed() < Duration::from_secs(10) {
-        let n = err.read(&mut buf).unwrap();
-        text.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    let text = Listen::new(&dir).bind("0.0.0.0:0").start().log();
     assert!(
         text.contains("event=warning") && text.contains("without --key-file"),
         "{text}"

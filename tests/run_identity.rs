@@ -77,8 +77,8 @@ fn verify_finds_run_after_loop_device_renumbered() {
     let dummy_file = d.path().join("dummy.img");
     fs::write(&dummy_file, vec![0u8; 1 << 20]).unwrap();
 
-    let first = Loop::attach(&backing, true);
-    let first_dev = first.dev.clone();
+    let first = LoopDev::attach(&backing, true);
+    let first_dev = first.dev().to_string();
     let wr = write(&w, Path::new(&first_dev), &["--count", "200"]);
     assert_eq!(wr.code, 0, "{wr:?}");
     let run = wr.json()["run_id"].as_str().unwrap().to_string();
@@ -86,17 +86,17 @@ fn verify_finds_run_after_loop_device_renumbered() {
 
     // The dummy takes the freed number (or another process did): the backing file comes
     // back under a different one.
-    let _dummy = Loop::attach(&dummy_file, true);
-    let again = Loop::attach(&backing, true);
-    assert_ne!(again.dev, first_dev, "the loop device was not renumbered");
+    let _dummy = LoopDev::attach(&dummy_file, true);
+    let again = LoopDev::attach(&backing, true);
+    assert_ne!(again.dev(), first_dev, "the loop device was not renumbered");
 
-    let v = verify(&w, Path::new(&again.dev), &[]);
+    let v = verify(&w, &again.path(), &[]);
     assert_eq!(v.code, 0, "{v:?}");
     assert_eq!(v.json()["verdict"], "PASS");
     assert_eq!(run_id_of(&v), run);
     assert_eq!(v.json()["counts"]["intact"], 200);
     // And with the run named, the new number is the same drive: no refusal.
-    let named = verify(&w, Path::new(&again.dev), &["--run", &run]);
+    let named = verify(&w, &again.path(), &["--run", &run]);
     assert_eq!(named.code, 0, "{named:?}");
 }
 

@@ -37,13 +37,13 @@
 
 mod common;
 
-use common::WitnessProc;
+use common::{LoopDev, SimDrive, WitnessProc};
 use plugpull::model::RunSelector;
 use plugpull::record::RunId;
 use plugpull::rng::Rng;
 use plugpull::sim::compare::{self, Findings};
 use plugpull::witness::client::fetch;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -166,183 +166,6 @@ impl Drop for Scratch {
     }
 }
 
-fn umount(path: &Path) {
-    let ok = Command::new("umount")
-        .arg(path)
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        let _ = Command::new("umount")
-            .arg("-l")
-            .arg(path)
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// A `plugpull simdrive` daemon and its mount. `cut` is the power cut (SIGKILL only);
-/// drop kills and unmounts, even when the test fails.
-struct Drive {
-    child: Option<Child>,
-    mnt: PathBuf,
-    mounted: bool,
-}
-
-impl Drive {
-    fn start(dir: &Path, profile: &str, seed: u64, mib: u64) -> Drive {
-        let mnt = dir.join("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let n = (1..)
-            .find(|n| !dir.join(format!("simdrive-{n}.log")).exists())
-            .unwrap();
-        let log = std::fs::File::create(dir.join(format!("simdrive-{n}.log"))).unwrap();
-        let mut child = Command::new(common::bin())
-            .arg("simdrive")
-            .arg(&mnt)
-            .arg("--backing")
-            .arg(dir.join("backing.img"))
-            .args(["--size", &format!("{mib}M"), "--profile", profile, "--seed"])
-            .arg(seed.to_string())
-            .arg("--oracle")
-            .arg(dir.join("oracle.jsonl"))
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("starting plugpull simdrive");
-        let out = child.stdout.take().unwrap();
-        let mut d = Drive {
-            child: Some(child),
-            mnt,
-            mounted: true,
-        };
-        for line in BufReader::new(out).lines() {
-            if line.unwrap().starts_with("ready") {
-                return d;
-            }
-        }
-        d.cut();
-        d.unmount();
-        panic!("seed {seed}: simdrive ({profile}) exited before it was ready");
-    }
-
-    fn file(&self) -> PathBuf {
-        self.mnt.join("disk.img")
-    }
-
-    fn cut(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn unmount(&mut self) {
-        if self.mounted {
-            umount(&self.mnt);
-            self.mounted = false;
-        }
-    }
-}
-
-impl Drop for Drive {
-    fn drop(&mut self) {
-        self.cut();
-        self.unmount();
-    }
-}
-
-/// A loop device with direct I/O over a file; detached on drop.
-///
-/// Other processes on this machine attach and detach loop devices at any time, and a
-/// freed /dev/loopN is often taken at once. So the device is only ever touched while
-/// it still backs our file (sysfs `loop/backing_file`): a detach never retries blindly by
-/// number, which could detach another process's device, and a cycle checks that the
-/// device verify read was still ours before and after (else verify read someone
-/// else's data, and its verdict says nothing about our drive).
-struct LoopDev {
-    dev: Option<String>,
-    file: PathBuf,
-}
-
-impl LoopDev {
-    fn attach(file: &Path) -> LoopDev {
-        let out = Command::new("losetup")
-            .args(["--direct-io=on", "-f", "--show"])
-            .arg(file)
-            .output()
-            .expect("running losetup");
-        assert!(
-            out.status.success(),
-            "losetup --direct-io=on failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let lp = LoopDev {
-            dev: Some(String::from_utf8_lossy(&out.stdout).trim().to_string()),
-            file: file.to_owned(),
-        };
-        assert!(
-            lp.is_ours(),
-            "{} does not back {} right after losetup attached it",
-            lp.path().display(),
-            file.display()
-        );
-        lp
-    }
-    fn path(&self) -> PathBuf {
-        PathBuf::from(self.dev.as_ref().unwrap())
-    }
-    /// A sysfs attribute of the loop device (`backing_file`, `dio`).
-    fn sysfs(dev: &str, name: &str) -> Option<String> {
-        let n = dev.strip_prefix("/dev/")?;
-        std::fs::read_to_string(format!("/sys/block/{n}/loop/{name}"))
-            .ok()
-            .map(|s| s.trim().to_string())
-    }
-    /// Whether the device still backs the file we attached.
-    fn is_ours(&self) -> bool {
-        self.dev.as_deref().is_some_and(|d| {
-            Self::sysfs(d, "backing_file").is_some_and(|b| Path::new(&b) == self.file)
-        })
-    }
-    /// Whether the kernel does direct I/O to the backing file (`--direct-io=on` took).
-    fn direct_io(&self) -> bool {
-        self.dev
-            .as_deref()
-            .and_then(|d| Self::sysfs(d, "dio"))
-            .is_some_and(|v| v == "1")
-    }
-    fn detach(&mut self) {
-        // Retry only while the device is still ours (an opener may hold it briefly).
-        for _ in 0..50 {
-            if !self.is_ours() {
-                self.dev = None;
-                return;
-            }
-            let ok = Command::new("losetup")
-                .arg("-d")
-                .arg(self.path())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if ok {
-                self.dev = None;
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        if let Some(d) = self.dev.take() {
-            eprintln!("warning: could not detach {d}");
-        }
-    }
-}
-
-impl Drop for LoopDev {
-    fn drop(&mut self) {
-        self.detach();
-    }
-}
-
 /// A mounted ext4; unmounted on drop.
 struct Ext4 {
     dir: PathBuf,
@@ -370,7 +193,7 @@ impl Ext4 {
     }
     fn unmount(&mut self) {
         if self.mounted {
-            umount(&self.dir);
+            common::umount(&self.dir);
             self.mounted = false;
         }
     }
@@ -561,8 +384,8 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via, cut_at: (u64, u64)) -> (i
     eprintln!("scenario: {ctx}");
     let dir = Scratch::new(format!("{seed}-{}-{via:?}", file_name(profile)));
     let witness = WitnessProc::start(&dir.path().join("witness"));
-    let mut drive = Drive::start(dir.path(), profile, seed, mib);
-    let mut lp = (via == Via::Loop).then(|| LoopDev::attach(&drive.file()));
+    let mut drive = SimDrive::start(dir.path(), profile, seed, mib);
+    let mut lp = (via == Via::Loop).then(|| LoopDev::attach(&drive.file(), true));
     let target = lp.as_ref().map_or_else(|| drive.file(), |l| l.path());
     let mut writer = start_writer(&target, &witness.addr, &format!("{mib}M"), seed);
     let n = acks_before_cut(seed, cut_at);
@@ -575,9 +398,9 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via, cut_at: (u64, u64)) -> (i
     drive.unmount();
 
     // Power on: a new daemon on the same backing file; the fresh mount shares no cache.
-    let drive2 = Drive::start(dir.path(), "honest", seed.wrapping_add(1), mib);
+    let drive2 = SimDrive::start(dir.path(), "honest", seed.wrapping_add(1), mib);
     let dead = profile.starts_with("dead");
-    let lp2 = (via == Via::Loop && !dead).then(|| LoopDev::attach(&drive2.file()));
+    let lp2 = (via == Via::Loop && !dead).then(|| LoopDev::attach(&drive2.file(), true));
     let target2 = lp2.as_ref().map_or_else(|| drive2.file(), |l| l.path());
     let (code, report) = verify(&target2, &witness.addr, run, &ctx, &dir);
     if let Some(l) = &lp2 {
@@ -756,8 +579,8 @@ fn ext4_cycle(profile: &str, seed: u64, cut_at: (u64, u64)) {
     let target = fsdir.join("plugpull.target");
     let witness = WitnessProc::start(&dir.path().join("witness"));
     {
-        let mut d = Drive::start(dir.path(), "honest", seed, DRIVE_MIB);
-        let mut lp = LoopDev::attach(&d.file());
+        let mut d = SimDrive::start(dir.path(), "honest", seed, DRIVE_MIB);
+        let mut lp = LoopDev::attach(&d.file(), true);
         let out = Command::new("mkfs.ext4")
             .args(["-q", "-F"])
             .arg(lp.path())
@@ -787,8 +610,8 @@ fn ext4_cycle(profile: &str, seed: u64, cut_at: (u64, u64)) {
         d.unmount();
     }
     let run = {
-        let mut d = Drive::start(dir.path(), profile, seed.wrapping_add(1), DRIVE_MIB);
-        let mut lp = LoopDev::attach(&d.file());
+        let mut d = SimDrive::start(dir.path(), profile, seed.wrapping_add(1), DRIVE_MIB);
+        let mut lp = LoopDev::attach(&d.file(), true);
         let mut fs = Ext4::mount(&lp.path(), &fsdir);
         let mut w = start_writer(&target, &witness.addr, "16M", seed);
         let n = acks_before_cut(seed, cut_at);
@@ -801,8 +624,8 @@ fn ext4_cycle(profile: &str, seed: u64, cut_at: (u64, u64)) {
         d.unmount();
         run
     };
-    let d = Drive::start(dir.path(), "honest", seed.wrapping_add(2), DRIVE_MIB);
-    let lp = LoopDev::attach(&d.file());
+    let d = SimDrive::start(dir.path(), "honest", seed.wrapping_add(2), DRIVE_MIB);
+    let lp = LoopDev::attach(&d.file(), true);
     let _fs = Ext4::mount(&lp.path(), &fsdir); // journal recovery
     let (code, report) = verify(&target, &witness.addr, run, &ctx, &dir);
     let lost = report["counts"]["lost"].as_u64().unwrap_or(0);

@@ -7,84 +7,14 @@
 
 mod common;
 
+use common::SimDrive;
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 
-/// A mounted daemon; unmounts and kills on drop, even when the test fails.
-struct Mount {
-    child: Option<Child>,
-    mnt: PathBuf,
-}
-
-impl Mount {
-    fn start(dir: &Path, profile: &str, seed: u64) -> Mount {
-        let mnt = dir.join("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_plugpull"))
-            .arg("simdrive")
-            .arg(&mnt)
-            .arg("--backing")
-            .arg(dir.join("backing.img"))
-            .args([
-                "--size",
-                "8M",
-                "--profile",
-                profile,
-                "--seed",
-                &seed.to_string(),
-            ])
-            .arg("--oracle")
-            .arg(dir.join("oracle.jsonl"))
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("starting plugpull simdrive");
-        let out = child.stdout.take().unwrap();
-        let mut m = Mount {
-            child: Some(child),
-            mnt,
-        };
-        for line in BufReader::new(out).lines() {
-            let line = line.unwrap();
-            if line.starts_with("ready") {
-                return m;
-            }
-        }
-        m.kill();
-        panic!("simdrive exited before it was ready (seed {seed})");
-    }
-
-    fn file(&self) -> PathBuf {
-        self.mnt.join("disk.img")
-    }
-
-    /// The power cut: SIGKILL, then unmount the dead mount.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let ok = Command::new("umount")
-            .arg(&self.mnt)
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount")
-                .arg("-l")
-                .arg(&self.mnt)
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// The simulated drive of this file: 8 MiB.
+fn mount(dir: &Path, profile: &str, seed: u64) -> SimDrive {
+    SimDrive::start(dir, profile, seed, 8)
 }
 
 fn block(i: u64) -> Vec<u8> {
@@ -103,7 +33,7 @@ fn aligned(data: &[u8]) -> (Vec<u8>, usize) {
 /// Returns (flushed blocks intact, unflushed blocks intact).
 fn cycle(profile: &str, seed: u64) -> (usize, usize) {
     let dir = tempfile::tempdir().unwrap();
-    let mut m = Mount::start(dir.path(), profile, seed);
+    let mut m = mount(dir.path(), profile, seed);
     {
         let f = OpenOptions::new()
             .write(true)
@@ -118,8 +48,8 @@ fn cycle(profile: &str, seed: u64) -> (usize, usize) {
             }
         }
     }
-    m.kill();
-    let m2 = Mount::start(dir.path(), "honest", seed + 1);
+    m.power_off();
+    let m2 = mount(dir.path(), "honest", seed + 1);
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECT)
@@ -185,21 +115,21 @@ fn deterministic_cut_with_sigusr1() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut m = Mount::start(dir.path(), "honest", 5);
+    let mut m = mount(dir.path(), "honest", 5);
     {
         let f = OpenOptions::new().write(true).open(m.file()).unwrap();
         f.write_all_at(&block(1), 0).unwrap();
         f.sync_data().unwrap();
     }
-    let pid = m.child.as_ref().unwrap().id() as i32;
+    let pid = m.pid() as i32;
     // SAFETY: sending a signal to our own child process.
     unsafe { libc::kill(pid, libc::SIGUSR1) };
-    let status = m.child.take().unwrap().wait().unwrap();
+    let status = m.wait();
     assert!(status.success());
-    m.kill();
+    m.power_off();
     let text = std::fs::read_to_string(dir.path().join("oracle.jsonl")).unwrap();
     assert!(text.contains("\"event\":\"cut\""), "{text}");
-    let m2 = Mount::start(dir.path(), "honest", 6);
+    let m2 = mount(dir.path(), "honest", 6);
     let mut got = vec![0u8; 4096];
     let f = OpenOptions::new().read(true).open(m2.file()).unwrap();
     f.read_exact_at(&mut got, 0).unwrap();

@@ -143,16 +143,16 @@ fn ext4_with_patched_magic_is_refused() {
     f.write_all_at(b"PLUG", 0).unwrap();
     drop(f);
     let before = fs::read(&img).unwrap();
-    let lo = Loop::attach(&img, false);
+    let lo = LoopDev::attach(&img, false);
     assert_eq!(
-        blkid_type(&lo.dev),
+        blkid_type(lo.dev()),
         "ext4",
         "the test needs blkid to see ext4"
     );
-    let r = write(&w.addr, Path::new(&lo.dev), &["--count", "10"]);
+    let r = write(&w.addr, Path::new(lo.dev()), &["--count", "10"]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("ext2/3/4"), "{r:?}");
-    let b = bench(Path::new(&lo.dev), &[]);
+    let b = bench(Path::new(lo.dev()), &[]);
     assert_eq!(b.code, 2, "{b:?}");
     drop(lo);
     assert_eq!(
@@ -172,14 +172,14 @@ fn backing_file_of_mounted_loop_is_refused() {
     let d = tempfile::tempdir().unwrap();
     let w = WitnessProc::start(&d.path().join("w"));
     let img = ext4_image(d.path(), 32);
-    let lo = Loop::attach(&img, false);
-    let mnt = Mount::new(&lo.dev, d.path().join("mnt"));
+    let lo = LoopDev::attach(&img, false);
+    let mnt = Mount::new(lo.dev(), d.path().join("mnt"));
     fs::write(mnt.at.join("precious"), b"keep me").unwrap();
     let s = img.display().to_string();
     let r = write(&w.addr, &img, &["--count", "10", "--destroy-data-on", &s]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stderr.contains(&lo.dev) && r.stderr.contains("mounted"),
+        r.stderr.contains(lo.dev()) && r.stderr.contains("mounted"),
         "{r:?}"
     );
     let b = bench(&img, &["--destroy-data-on", &s]);
@@ -198,12 +198,12 @@ fn backing_file_of_unmounted_loop_is_refused() {
     let w = WitnessProc::start(&d.path().join("w"));
     let img = d.path().join("plain.img");
     fs::write(&img, vec![7u8; 4 << 20]).unwrap();
-    let lo = Loop::attach(&img, false);
+    let lo = LoopDev::attach(&img, false);
     let s = img.display().to_string();
     let r = write(&w.addr, &img, &["--count", "10", "--destroy-data-on", &s]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stderr.contains(&lo.dev) && r.stderr.contains("losetup -d"),
+        r.stderr.contains(lo.dev()) && r.stderr.contains("losetup -d"),
         "{r:?}"
     );
     drop(lo);
@@ -221,28 +221,28 @@ fn stacked_loop_on_mounted_loop_is_refused() {
     let d = tempfile::tempdir().unwrap();
     let w = WitnessProc::start(&d.path().join("w"));
     let img = ext4_image(d.path(), 32);
-    let lower = Loop::attach(&img, false);
-    let upper = Loop::attach(Path::new(&lower.dev), false);
-    let mnt = Mount::new(&lower.dev, d.path().join("mnt"));
+    let lower = LoopDev::attach(&img, false);
+    let upper = LoopDev::attach(Path::new(lower.dev()), false);
+    let mnt = Mount::new(lower.dev(), d.path().join("mnt"));
     let r = write(
         &w.addr,
-        Path::new(&upper.dev),
-        &["--count", "10", "--destroy-data-on", &upper.dev],
+        Path::new(upper.dev()),
+        &["--count", "10", "--destroy-data-on", upper.dev()],
     );
     assert_eq!(r.code, 2, "{r:?}");
     assert!(
-        r.stderr.contains(&lower.dev) && r.stderr.contains("mounted"),
+        r.stderr.contains(lower.dev()) && r.stderr.contains("mounted"),
         "{r:?}"
     );
     // The other way round: the lower device while a loop device sits on it.
     drop(mnt);
     let r = write(
         &w.addr,
-        Path::new(&lower.dev),
-        &["--count", "10", "--destroy-data-on", &lower.dev],
+        Path::new(lower.dev()),
+        &["--count", "10", "--destroy-data-on", lower.dev()],
     );
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains(&upper.dev), "{r:?}");
+    assert!(r.stderr.contains(upper.dev()), "{r:?}");
     drop(upper);
     drop(lower);
     assert_eq!(blkid_type(&img.display().to_string()), "ext4");

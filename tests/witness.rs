@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{free_port, test_descriptor};
+use common::{InProcessWitness, Listen, WitnessProc, free_port, test_descriptor};
 use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
 use plugpull::wire::frame::{self, FrameType};
@@ -13,63 +13,8 @@ use plugpull::witness::client::{AckSender, ClientOptions, fetch};
 use plugpull::witness::store::log::{log_path, read_log_file};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A `plugpull listen` child process; killed on drop.
-struct WitnessProc {
-    child: Child,
-    addr: String,
-    stderr_path: PathBuf,
-}
-
-impl WitnessProc {
-    fn start(dir: &Path, port: u16, stderr_name: &str) -> WitnessProc {
-        let addr = format!("127.0.0.1:{port}");
-        let stderr_path = dir.parent().unwrap().join(stderr_name);
-        let err = std::fs::File::create(&stderr_path).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_plugpull"))
-            .args(["listen", "--bind", &addr, "--dir"])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .unwrap();
-        let w = WitnessProc {
-            child,
-            addr,
-            stderr_path,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(&w.addr).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "witness did not start: {}",
-                w.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        w
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-    fn kill(&mut self) {
-        // SIGKILL: no chance to flush or clean up, like a crash.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
-
-impl Drop for WitnessProc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 fn descriptor(run: u8, host: &str) -> RunDescriptor {
     let mut id = [run; 16];
@@ -118,7 +63,7 @@ fn send_run(addr: &str, d: &RunDescriptor, n: u64) {
 fn round_trip() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("w");
-    let w = WitnessProc::start(&dir, free_port(), "rt.log");
+    let w = WitnessProc::start(&dir);
     let d = descriptor(1, "host-a");
     let n = 50_000;
     send_run(&w.addr, &d, n);
@@ -167,8 +112,7 @@ fn round_trip() {
 fn sigkill_under_load_loses_nothing_confirmed() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("w");
-    let port = free_port();
-    let mut w = WitnessProc::start(&dir, port, "kill1.log");
+    let mut w = WitnessProc::start(&dir);
     let d = descriptor(2, "host-k");
     let sender = std::sync::Arc::new(AckSender::connect(&w.addr, &d, opts()).unwrap());
     let n: u64 = 400_000;
@@ -210,7 +154,8 @@ fn sigkill_under_load_loses_nothing_confirmed() {
     let expect: Vec<Ack> = (0..n).map(ack).collect();
     assert!(after_kill.acks[..] == expect[..after_kill.acks.len()]);
 
-    let w2 = WitnessProc::start(&dir, port, "kill2.log");
+    // On the same address: the writer reconnects to where it was.
+    let w2 = Listen::new(&dir).bind(&w.addr).start();
     let recovered = fetch(&w2.addr, &RunSelector::Run(d.run_id)).unwrap();
     assert!(recovered.acks.len() as u64 >= confirmed);
     assert!(recovered.acks[..] == expect[..recovered.acks.len()]);
@@ -236,8 +181,7 @@ fn sigkill_under_load_loses_nothing_confirmed() {
 fn torn_tail_is_truncated_on_restart() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("w");
-    let port = free_port();
-    let mut w = WitnessProc::start(&dir, port, "torn1.log");
+    let mut w = WitnessProc::start(&dir);
     let d = descriptor(3, "host-t");
     send_run(&w.addr, &d, 1000);
     w.kill();
@@ -253,7 +197,7 @@ fn torn_tail_is_truncated_on_restart() {
     .encode();
     torn.extend_from_slice(&frame[..frame.len() - 7]);
     std::fs::write(&path, &torn).unwrap();
-    let w = WitnessProc::start(&dir, port, "torn2.log");
+    let w = WitnessProc::start(&dir);
     assert_eq!(
         std::fs::read(&path).unwrap(),
         good,
@@ -266,7 +210,7 @@ fn torn_tail_is_truncated_on_restart() {
     let mut garbage = good.clone();
     garbage.extend_from_slice(&[0xff; 100]);
     std::fs::write(&path, &garbage).unwrap();
-    let w = WitnessProc::start(&dir, port, "torn3.log");
+    let w = WitnessProc::start(&dir);
     assert_eq!(std::fs::read(&path).unwrap(), good);
     let got = fetch(&w.addr, &RunSelector::Run(d.run_id)).unwrap();
     assert_eq!(got.acks, (0..1000).map(ack).collect::<Vec<_>>());
@@ -289,8 +233,7 @@ fn created_len(log: &[u8]) -> usize {
 fn power_loss_of_the_witness_host_loses_nothing_confirmed() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("w");
-    let port = free_port();
-    let mut w = WitnessProc::start(&dir, port, "power1.log");
+    let mut w = WitnessProc::start(&dir);
     let d = descriptor(4, "host-p");
     send_run(&w.addr, &d, 5000);
     w.kill();
@@ -308,7 +251,7 @@ fn power_loss_of_the_witness_host_loses_nothing_confirmed() {
     // Reading the log in place already sees the journal...
     assert_eq!(read_log_file(&path).unwrap().acks, expect);
     // ...and the restarted witness has put every confirmed ack back into it.
-    let w = WitnessProc::start(&dir, port, "power2.log");
+    let w = WitnessProc::start(&dir);
     assert!(w.log().contains("replayed"), "{}", w.log());
     // Replay restores what the journal confirmed, byte for byte. An event frame the
     // witness appended after the last commit (the writer's goodbye) was never synced, so
@@ -326,14 +269,9 @@ fn power_loss_of_the_witness_host_loses_nothing_confirmed() {
 fn a_second_witness_on_one_directory_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("w");
-    let _w = WitnessProc::start(&dir, free_port(), "first.log");
+    let _w = WitnessProc::start(&dir);
     let out = Command::new(env!("CARGO_BIN_EXE_plugpull"))
-        .args([
-            "listen",
-            "--bind",
-            &format!("127.0.0.1:{}", free_port()),
-            "--dir",
-        ])
+        .args(["listen", "--bind", "127.0.0.1:0", "--dir"])
         .arg(&dir)
         .output()
         .unwrap();
@@ -372,7 +310,7 @@ fn error_reply(addr: &str, bytes: &[u8], close_write: bool) -> String {
 fn bad_input_gets_an_error_and_changes_nothing_else() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("w");
-    let w = WitnessProc::start(&dir, free_port(), "bad.log");
+    let w = WitnessProc::start(&dir);
     let a = descriptor(4, "host-a");
     send_run(&w.addr, &a, 500);
     let a_path = log_path(&dir, a.run_id);
@@ -512,7 +450,7 @@ fn unreachable_witness_gives_a_clear_error() {
 fn witness_process_is_alive_after_all_that() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("w");
-    let mut w = WitnessProc::start(&dir, free_port(), "alive.log");
+    let mut w = WitnessProc::start(&dir);
     let a = descriptor(9, "host-alive");
     send_run(&w.addr, &a, 300);
 
@@ -577,7 +515,7 @@ fn witness_process_is_alive_after_all_that() {
 #[test]
 fn perf_push_rate() {
     let tmp = tempfile::tempdir().unwrap();
-    let w = WitnessProc::start(&tmp.path().join("w"), free_port(), "perf.log");
+    let w = WitnessProc::start(&tmp.path().join("w"));
     let d = descriptor(8, "host-p");
     let s = AckSender::connect(&w.addr, &d, opts()).unwrap();
     let n = 300_000u64;
@@ -615,18 +553,9 @@ fn next_msg(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Msg> {
 
 #[test]
 fn in_process_takeover_and_silent_writer_events() {
-    use plugpull::witness::server::{Witness, WitnessOptions};
     let tmp = tempfile::tempdir().unwrap();
-    let w = Witness::start(
-        "127.0.0.1:0",
-        tmp.path(),
-        WitnessOptions {
-            quiet: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let addr = w.addr.to_string();
+    let w = InProcessWitness::start(tmp.path());
+    let addr = w.addr.clone();
     let d = descriptor(9, "host-x");
     let hello = |resume| {
         Msg::Hello {
@@ -695,23 +624,14 @@ fn in_process_takeover_and_silent_writer_events() {
         "{:?}",
         got.events
     );
-    w.shutdown();
+    drop(w);
 }
 
 #[test]
 fn many_writers_at_once() {
-    use plugpull::witness::server::{Witness, WitnessOptions};
     let tmp = tempfile::tempdir().unwrap();
-    let w = Witness::start(
-        "127.0.0.1:0",
-        tmp.path(),
-        WitnessOptions {
-            quiet: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let addr = w.addr.to_string();
+    let w = InProcessWitness::start(tmp.path());
+    let addr = w.addr.clone();
     let runs: Vec<RunDescriptor> = (20..28).map(|r| descriptor(r, "host-m")).collect();
     std::thread::scope(|sc| {
         for (k, d) in runs.iter().enumerate() {
@@ -727,5 +647,5 @@ fn many_writers_at_once() {
     // Latest for the device: the newest started_at among the eight.
     let latest = fetch(&addr, &RunSelector::LatestForDevice(runs[0].device.key())).unwrap();
     assert_eq!(latest.descriptor.run_id, runs[7].run_id);
-    w.shutdown();
+    drop(w);
 }

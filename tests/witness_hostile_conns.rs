@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{bin, free_port, test_descriptor};
+use common::{Listen, WitnessProc, test_descriptor};
 use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
 use plugpull::wire::auth::Key;
@@ -19,8 +19,6 @@ use plugpull::witness::client::{AckSender, ClientOptions, fetch_with_key};
 use plugpull::witness::server::{FETCH_CONNECTIONS, MAX_PENDING_HANDSHAKES};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const SECRET: &[u8] = b"hostile-conns-key-0123456789abcdef";
@@ -50,57 +48,35 @@ fn raise_nofile() {
     }
 }
 
+/// The common witness, with the key its writers and fetches use.
 struct Witness {
-    child: Child,
+    w: WitnessProc,
     addr: String,
-    stderr: PathBuf,
     key: Option<Key>,
-    _tmp: tempfile::TempDir,
 }
 
 impl Witness {
     fn start(keyed: bool, extra: &[&str]) -> Witness {
         raise_nofile();
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("w");
-        let stderr = tmp.path().join("witness.log");
-        let addr = format!("127.0.0.1:{}", free_port());
-        let mut cmd = Command::new(bin());
-        cmd.args(["listen", "--bind", &addr, "--dir"])
-            .arg(&dir)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap());
+        let mut listen = Listen::temporary().args(extra);
         if keyed {
-            let key_file = tmp.path().join("witness.key");
-            std::fs::write(&key_file, SECRET).unwrap();
-            cmd.arg("--key-file").arg(&key_file);
+            listen = listen.key(SECRET);
         }
-        let child = cmd.spawn().unwrap();
-        let t0 = Instant::now();
-        while TcpStream::connect(&addr).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "witness did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let w = listen.start();
         Witness {
-            child,
-            addr,
-            stderr,
+            addr: w.addr.clone(),
+            w,
             key: keyed.then(|| Key::from_secret(SECRET).unwrap()),
-            _tmp: tmp,
         }
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+        self.w.log()
     }
 
     /// The witness process's thread count.
     fn threads(&self) -> usize {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.w.pid())).unwrap();
         status
             .lines()
             .find_map(|l| l.strip_prefix("Threads:"))
@@ -119,13 +95,6 @@ impl Witness {
 
     fn fetch(&self, run: RunId) -> anyhow::Result<plugpull::model::RunLog> {
         fetch_with_key(&self.addr, &RunSelector::Run(run), self.key.as_ref())
-    }
-}
-
-impl Drop for Witness {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

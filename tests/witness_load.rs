@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{bin, free_port, test_descriptor};
+use common::{Listen, WitnessProc, test_descriptor};
 use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
 use plugpull::rng::Rng;
@@ -16,9 +16,7 @@ use plugpull::wire::auth::Key;
 use plugpull::witness::client::{AckSender, ClientOptions, fetch_with_key};
 use plugpull::witness::store::log::{log_path, read_log_files};
 use std::collections::VecDeque;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,58 +52,9 @@ fn ack(w: usize, i: u64) -> Ack {
     }
 }
 
-struct Witness {
-    child: Option<Child>,
-    addr: String,
-    dir: PathBuf,
-    key_file: PathBuf,
-}
-
-impl Witness {
-    fn start(tmp: &Path) -> Witness {
-        let key_file = tmp.join("witness.key");
-        std::fs::write(&key_file, SECRET).unwrap();
-        let mut w = Witness {
-            child: None,
-            addr: format!("127.0.0.1:{}", free_port()),
-            dir: tmp.join("w"),
-            key_file,
-        };
-        w.restart();
-        w
-    }
-    fn restart(&mut self) {
-        let child = Command::new(bin())
-            .args(["listen", "--bind", &self.addr, "--dir"])
-            .arg(&self.dir)
-            .arg("--key-file")
-            .arg(&self.key_file)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let t0 = Instant::now();
-        while TcpStream::connect(&self.addr).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "witness did not start"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill(); // SIGKILL
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Witness {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// The keyed witness the writers share; `restart` brings it back on the same address.
+fn start_witness(tmp: &Path) -> WitnessProc {
+    Listen::new(&tmp.join("w")).key(SECRET).start()
 }
 
 fn opts() -> ClientOptions {
@@ -126,7 +75,7 @@ fn sixty_four_writers_through_repeated_sigkills() {
     eprintln!("load test seed {seed} (PLUGPULL_LOAD_SEED to reproduce)");
     let mut rng = Rng::new(seed);
     let tmp = tempfile::tempdir().unwrap();
-    let mut w = Witness::start(tmp.path());
+    let mut w = start_witness(tmp.path());
     let senders: Vec<Arc<AckSender>> = (0..WRITERS)
         .map(|k| Arc::new(AckSender::connect(&w.addr, &descriptor(k), opts()).unwrap()))
         .collect();
@@ -235,7 +184,7 @@ fn quantile(sorted: &[u64], q: f64) -> u64 {
 /// One benchmark pass: `WRITERS` writers pushing `rate_per_s` acks/s in total (0: as fast
 /// as they can) for `secs`. Prints aggregate durable acks/s and ack-to-durable latency
 /// (push of a batch of acks to the Durable reply covering it, sampled every 100 µs).
-fn bench_pass(w: &Witness, rate_per_s: u64, secs: u64, run_base: usize) {
+fn bench_pass(w: &WitnessProc, rate_per_s: u64, secs: u64, run_base: usize) {
     let senders: Vec<Arc<AckSender>> = (0..WRITERS)
         .map(|k| Arc::new(AckSender::connect(&w.addr, &descriptor(run_base + k), opts()).unwrap()))
         .collect();
@@ -342,7 +291,7 @@ fn bench_witness_64_writers() {
     for (rate, run_base) in [(200_000, 2000), (0, 1000)] {
         nix::unistd::sync();
         let tmp = tempfile::tempdir().unwrap();
-        let w = Witness::start(tmp.path());
+        let w = start_witness(tmp.path());
         println!(
             "witness dir {} (fdatasync on this file system)",
             w.dir.display()

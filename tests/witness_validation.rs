@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{bin, free_port, test_descriptor};
+use common::{Listen, WitnessProc, bin, test_descriptor};
 use plugpull::model::{Ack, RunDescriptor, RunSelector};
 use plugpull::record::{RecordId, RunId};
 use plugpull::wire::frame::{self, FrameType};
@@ -20,59 +20,8 @@ use plugpull::witness::store::log::{AckLog, log_path};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A `plugpull listen` child with its stderr in a file; killed on drop.
-struct Witness {
-    child: Child,
-    addr: String,
-    dir: PathBuf,
-    stderr: PathBuf,
-    _tmp: tempfile::TempDir,
-}
-
-impl Witness {
-    fn start() -> Witness {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("w");
-        let stderr = tmp.path().join("witness.log");
-        let addr = format!("127.0.0.1:{}", free_port());
-        let child = Command::new(bin())
-            .args(["listen", "--bind", &addr, "--dir"])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        while TcpStream::connect(&addr).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(20),
-                "witness did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Witness {
-            child,
-            addr,
-            dir,
-            stderr,
-            _tmp: tmp,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-}
-
-impl Drop for Witness {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Two streams of 4 KiB records in a 1 GiB region at offset 0.
 fn descriptor() -> RunDescriptor {
@@ -128,7 +77,7 @@ fn send(r: &mut Reader, m: &Msg) {
 }
 
 /// A writer connection to a new run of `descriptor()` with acks 0..10 durable.
-fn run_with_ten_good_acks(w: &Witness) -> Reader {
+fn run_with_ten_good_acks(w: &WitnessProc) -> Reader {
     let s = TcpStream::connect(&w.addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut r = Reader { s, buf: vec![] };
@@ -168,7 +117,7 @@ fn frame_types(bytes: &[u8]) -> Vec<FrameType> {
 
 /// Sends acks 10 (good) and 11 (`bad`) in one frame and checks the refusal.
 fn refused(bad: Ack, want: &str) {
-    let w = Witness::start();
+    let w = Listen::temporary().start();
     let mut r = run_with_ten_good_acks(&w);
     let path = log_path(&w.dir, descriptor().run_id);
     let before = std::fs::read(&path).unwrap();
@@ -254,7 +203,7 @@ fn witness_refuses_repeated_seq() {
 
 #[test]
 fn witness_refuses_impossible_descriptor() {
-    let w = Witness::start();
+    let w = Listen::temporary().start();
     for (name, change, want) in [
         (
             "no streams",

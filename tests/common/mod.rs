@@ -1,13 +1,29 @@
-//! Helpers for tests that run the built binary: a witness on a free loopback port,
-//! commands with their output and exit code, JSON reports.
+//! The one harness for tests that run the built binary: commands with their output and
+//! exit code, JSON reports, the gate that skips (or, in CI, fails) a test the machine
+//! cannot run, and the fixtures in the submodules: a witness ([`witness`]), the
+//! simulated drive over FUSE ([`simdrive`]), loop devices ([`loopdev`]). Every test file
+//! uses these instead of its own copy, so a fix to how a fixture starts or cleans up is
+//! made once.
 #![allow(dead_code)]
+
+pub mod loopdev;
+pub mod simdrive;
+pub mod witness;
+
+// Each test file uses some of the fixtures; the rest are unused there.
+#[allow(unused_imports)]
+pub use loopdev::LoopDev;
+#[allow(unused_imports)]
+pub use simdrive::SimDrive;
+#[allow(unused_imports)]
+pub use witness::{InProcessWitness, Listen, WitnessProc};
 
 use plugpull::device::FlushMethod;
 use plugpull::device::identity::DeviceIdentity;
 use plugpull::model::{RunDescriptor, WriterSettings};
 use plugpull::record::RunId;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -50,52 +66,6 @@ pub fn test_descriptor(run_id: RunId) -> RunDescriptor {
             seed: 1,
         },
         command: vec![],
-    }
-}
-
-/// A `plugpull listen` child process, killed on drop.
-pub struct WitnessProc {
-    pub child: Child,
-    pub addr: String,
-    pub dir: PathBuf,
-}
-
-impl WitnessProc {
-    pub fn start(dir: &Path) -> WitnessProc {
-        Self::start_on(dir, free_port())
-    }
-    pub fn start_on(dir: &Path, port: u16) -> WitnessProc {
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(bin())
-            .args(["listen", "--bind", &addr, "--dir"])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start witness");
-        let t0 = Instant::now();
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(10),
-                "witness did not start listening on {addr}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        WitnessProc {
-            child,
-            addr,
-            dir: dir.to_owned(),
-        }
-    }
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for WitnessProc {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -187,36 +157,20 @@ pub fn skip_unless(cond: bool, reason: &str) -> bool {
     false
 }
 
-/// A loop device over a file, detached on drop.
-pub struct Loop {
-    pub dev: String,
-}
-
-impl Loop {
-    pub fn attach(file: &Path, direct: bool) -> Loop {
-        let out = Command::new("losetup")
-            .args([
-                "-f",
-                "--show",
-                &format!("--direct-io={}", if direct { "on" } else { "off" }),
-            ])
-            .arg(file)
-            .output()
-            .expect("losetup");
-        assert!(
-            out.status.success(),
-            "losetup failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Loop {
-            dev: String::from_utf8_lossy(&out.stdout).trim().to_string(),
-        }
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+/// `umount PATH`, and a lazy unmount when that fails (a dead FUSE daemon's mount, a
+/// device still busy): a test must never leave a mount behind.
+pub fn umount(path: &Path) {
+    let ok = Command::new("umount")
+        .arg(path)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(path)
+            .stderr(Stdio::null())
+            .status();
     }
 }
 
