@@ -13,7 +13,8 @@
 //! circle, and a test may return `anyhow::Result`. For (a) test code counts too: a test
 //! that needs clap to build a domain value means the domain still stands on the CLI.
 //!
-//! `scripts/arch-check.sh` runs this with `--nocapture`; [`all_lists_printed`] prints every list.
+//! `scripts/arch-check.sh` runs this with `--nocapture`; [`all_lists_printed`] prints
+//! every list.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
