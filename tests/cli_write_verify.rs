@@ -343,15 +343,7 @@ fn refuses_ext4_signature_and_mounted_loop_devices() {
     let backing = d.path().join("fs.img");
     fs::write(&backing, vec![0u8; 32 << 20]).unwrap();
     let lo = LoopDev::attach(&backing, false);
-    let mk = Command::new("mkfs.ext4")
-        .args(["-q", "-F", lo.dev()])
-        .output()
-        .expect("mkfs.ext4");
-    assert!(
-        mk.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mk.stderr)
-    );
+    mkfs_ext4(&lo.path());
     let before = fs::read(&backing).unwrap();
 
     let r = write(&w, Path::new(lo.dev()), &["--count", "10"]);
@@ -367,20 +359,13 @@ fn refuses_ext4_signature_and_mounted_loop_devices() {
     );
 
     // Mounted: refused even when named for destruction.
-    let mnt = d.path().join("mnt");
-    fs::create_dir(&mnt).unwrap();
-    let m = Command::new("mount")
-        .arg(lo.dev())
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(m.success());
+    let mut mounted = Mounted::new(&[], lo.dev(), &d.path().join("mnt"));
     let r = write(
         &w,
         Path::new(lo.dev()),
         &["--count", "10", "--destroy-data-on", lo.dev()],
     );
-    let _ = Command::new("umount").arg(&mnt).status();
+    mounted.unmount();
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("mounted"), "{r:?}");
 

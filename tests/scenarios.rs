@@ -37,7 +37,7 @@
 
 mod common;
 
-use common::{LoopDev, SimDrive, WitnessProc};
+use common::{LoopDev, Mounted, SimDrive, WitnessProc, mkfs_ext4};
 use plugpull::model::RunSelector;
 use plugpull::record::RunId;
 use plugpull::rng::Rng;
@@ -163,45 +163,6 @@ impl Drop for Scratch {
             Err(e) => format!("could not keep the failed cycle in {}: {e}\n", to.display()),
         };
         let _ = std::io::Write::write_all(&mut std::io::stderr(), msg.as_bytes());
-    }
-}
-
-/// A mounted ext4; unmounted on drop.
-struct Ext4 {
-    dir: PathBuf,
-    mounted: bool,
-}
-
-impl Ext4 {
-    fn mount(dev: &Path, dir: &Path) -> Ext4 {
-        std::fs::create_dir_all(dir).unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "ext4"])
-            .arg(dev)
-            .arg(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "mount ext4 failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ext4 {
-            dir: dir.to_owned(),
-            mounted: true,
-        }
-    }
-    fn unmount(&mut self) {
-        if self.mounted {
-            common::umount(&self.dir);
-            self.mounted = false;
-        }
-    }
-}
-
-impl Drop for Ext4 {
-    fn drop(&mut self) {
-        self.unmount();
     }
 }
 
@@ -581,17 +542,8 @@ fn ext4_cycle(profile: &str, seed: u64, cut_at: (u64, u64)) {
     {
         let mut d = SimDrive::start(dir.path(), "honest", seed, DRIVE_MIB);
         let mut lp = LoopDev::attach(&d.file(), true);
-        let out = Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .arg(lp.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{ctx}: mkfs.ext4: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut fs = Ext4::mount(&lp.path(), &fsdir);
+        mkfs_ext4(&lp.path());
+        let mut fs = Mounted::new(&["-t", "ext4"], lp.path(), &fsdir);
         let st = Command::new("dd")
             .args([
                 "if=/dev/zero",
@@ -612,7 +564,7 @@ fn ext4_cycle(profile: &str, seed: u64, cut_at: (u64, u64)) {
     let run = {
         let mut d = SimDrive::start(dir.path(), profile, seed.wrapping_add(1), DRIVE_MIB);
         let mut lp = LoopDev::attach(&d.file(), true);
-        let mut fs = Ext4::mount(&lp.path(), &fsdir);
+        let mut fs = Mounted::new(&["-t", "ext4"], lp.path(), &fsdir);
         let mut w = start_writer(&target, &witness.addr, "16M", seed);
         let n = acks_before_cut(seed, cut_at);
         wait_for_acks(&witness, &mut w, n, &ctx);
@@ -626,7 +578,7 @@ fn ext4_cycle(profile: &str, seed: u64, cut_at: (u64, u64)) {
     };
     let d = SimDrive::start(dir.path(), "honest", seed.wrapping_add(2), DRIVE_MIB);
     let lp = LoopDev::attach(&d.file(), true);
-    let _fs = Ext4::mount(&lp.path(), &fsdir); // journal recovery
+    let _fs = Mounted::new(&["-t", "ext4"], lp.path(), &fsdir); // journal recovery
     let (code, report) = verify(&target, &witness.addr, run, &ctx, &dir);
     let lost = report["counts"]["lost"].as_u64().unwrap_or(0);
     match Want::of(profile) {

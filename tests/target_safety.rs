@@ -53,39 +53,6 @@ fn needs_loops() -> bool {
     )
 }
 
-fn mkfs_ext4(path: &Path) {
-    let mk = Command::new("mkfs.ext4")
-        .args(["-q", "-F"])
-        .arg(path)
-        .output()
-        .expect("mkfs.ext4");
-    assert!(
-        mk.status.success(),
-        "{}",
-        String::from_utf8_lossy(&mk.stderr)
-    );
-}
-
-/// A mount of `dev` on a fresh directory, unmounted on drop.
-struct Mount {
-    at: PathBuf,
-}
-
-impl Mount {
-    fn new(dev: &str, at: PathBuf) -> Mount {
-        fs::create_dir_all(&at).unwrap();
-        let ok = Command::new("mount").arg(dev).arg(&at).status().unwrap();
-        assert!(ok.success(), "mount {dev} failed");
-        Mount { at }
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.at).status();
-    }
-}
-
 /// An ext4 image file, `mb` MiB.
 fn ext4_image(dir: &Path, mb: usize) -> PathBuf {
     let img = dir.join("fs.img");
@@ -173,7 +140,7 @@ fn backing_file_of_mounted_loop_is_refused() {
     let w = WitnessProc::start(&d.path().join("w"));
     let img = ext4_image(d.path(), 32);
     let lo = LoopDev::attach(&img, false);
-    let mnt = Mount::new(lo.dev(), d.path().join("mnt"));
+    let mnt = Mounted::new(&[], lo.dev(), &d.path().join("mnt"));
     fs::write(mnt.at.join("precious"), b"keep me").unwrap();
     let s = img.display().to_string();
     let r = write(&w.addr, &img, &["--count", "10", "--destroy-data-on", &s]);
@@ -223,7 +190,7 @@ fn stacked_loop_on_mounted_loop_is_refused() {
     let img = ext4_image(d.path(), 32);
     let lower = LoopDev::attach(&img, false);
     let upper = LoopDev::attach(Path::new(lower.dev()), false);
-    let mnt = Mount::new(lower.dev(), d.path().join("mnt"));
+    let mnt = Mounted::new(&[], lower.dev(), &d.path().join("mnt"));
     let r = write(
         &w.addr,
         Path::new(upper.dev()),
@@ -383,13 +350,7 @@ fn failed_write_leaves_no_file_blocking_retry_no_space() {
     let w = WitnessProc::start(&d.path().join("w"));
     let small = d.path().join("small");
     fs::create_dir(&small).unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
-        .arg(&small)
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    let _m = Mount { at: small.clone() };
+    let _m = Mounted::new(&["-t", "tmpfs", "-o", "size=4m"], "tmpfs", &small);
     let t = small.join("t.img");
     let r = write(&w.addr, &t, &["--size", "64M", "--count", "10"]);
     assert_eq!(r.code, 2, "{r:?}");

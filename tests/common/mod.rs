@@ -1,18 +1,22 @@
 //! The one harness for tests that run the built binary: commands with their output and
 //! exit code, JSON reports, the gate that skips (or, in CI, fails) a test the machine
 //! cannot run, and the fixtures in the submodules: a witness ([`witness`]), the
-//! simulated drive over FUSE ([`simdrive`]), loop devices ([`loopdev`]). Every test file
+//! simulated drive over FUSE ([`simdrive`]), loop devices ([`loopdev`]), file systems
+//! ([`mount`]). Every test file
 //! uses these instead of its own copy, so a fix to how a fixture starts or cleans up is
 //! made once.
 #![allow(dead_code)]
 
 pub mod loopdev;
+pub mod mount;
 pub mod simdrive;
 pub mod witness;
 
 // Each test file uses some of the fixtures; the rest are unused there.
 #[allow(unused_imports)]
 pub use loopdev::LoopDev;
+#[allow(unused_imports)]
+pub use mount::{Mounted, mkfs_ext4};
 #[allow(unused_imports)]
 pub use simdrive::SimDrive;
 #[allow(unused_imports)]
