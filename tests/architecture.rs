@@ -323,9 +323,30 @@ fn tokens(code: &str) -> Vec<Tok> {
     out
 }
 
+/// A path named in a file's code.
+struct Found {
+    /// The module it is named in (the file's, or an inline module in it).
+    here: Vec<String>,
+    path: Vec<String>,
+    /// For a `pub use`: the name it is re-exported under (`*` for a glob).
+    reexport: Option<String>,
+}
+
+/// Whether the `use` at `t[i]` is public (`pub use`, `pub(crate) use`).
+fn is_pub(t: &[Tok], i: usize) -> bool {
+    match i.checked_sub(1).map(|j| &t[j]) {
+        Some(Tok::Ident(w)) => w == "pub",
+        Some(Tok::Other(')')) => {
+            let open = (0..i - 1).rev().find(|&j| t[j] == Tok::Other('('));
+            open.is_some_and(|j| j > 0 && t[j - 1] == Tok::Ident("pub".into()))
+        }
+        _ => false,
+    }
+}
+
 /// Every path a file's code names: the full paths of its `use` trees and the paths
 /// written inline, each with the (inline) module it appears in.
-fn paths_in(code: &str, file_module: &[String]) -> Vec<(Vec<String>, Vec<String>)> {
+fn paths_in(code: &str, file_module: &[String]) -> Vec<Found> {
     let t = tokens(code);
     let mut out = vec![];
     // Inline `mod name { ... }` blocks: (name, brace depth inside it).
@@ -366,7 +387,12 @@ fn paths_in(code: &str, file_module: &[String]) -> Vec<(Vec<String>, Vec<String>
                 let mut k = i + 1;
                 let mut paths = vec![];
                 use_tree(&t[..end], &mut k, vec![], &mut paths);
-                out.extend(paths.into_iter().map(|p| (here(&inline), p)));
+                let public = is_pub(&t, i);
+                out.extend(paths.into_iter().map(|(path, name)| Found {
+                    here: here(&inline),
+                    path,
+                    reexport: public.then_some(name),
+                }));
                 i = end;
             }
             Tok::Ident(w) if w == "in" && i > 0 && t[i - 1] == Tok::Other('(') => {
@@ -387,7 +413,11 @@ fn paths_in(code: &str, file_module: &[String]) -> Vec<(Vec<String>, Vec<String>
                     k += 2;
                 }
                 if !after_sep {
-                    out.push((here(&inline), path));
+                    out.push(Found {
+                        here: here(&inline),
+                        path,
+                        reexport: None,
+                    });
                 }
                 i = k;
             }
@@ -397,8 +427,11 @@ fn paths_in(code: &str, file_module: &[String]) -> Vec<(Vec<String>, Vec<String>
     out
 }
 
-/// Expands the use tree at `t[*k..]` under `prefix` into full paths.
-fn use_tree(t: &[Tok], k: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+/// One path a `use` brings in, and the name it is known by here (`*` for a glob).
+type Imported = (Vec<String>, String);
+
+/// Expands the use tree at `t[*k..]` under `prefix` into full paths and their names.
+fn use_tree(t: &[Tok], k: &mut usize, prefix: Vec<String>, out: &mut Vec<Imported>) {
     let mut path = prefix;
     if t.get(*k) == Some(&Tok::PathSep) {
         *k += 1; // `use ::x` (an external crate)
@@ -426,23 +459,29 @@ fn use_tree(t: &[Tok], k: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec<Str
             }
             Some(Tok::Other('*')) => {
                 *k += 1;
-                out.push(path);
+                out.push((path, "*".into()));
                 return;
             }
             _ => {
-                out.push(path);
+                let name = path.last().cloned().unwrap_or_default();
+                out.push((path, name));
                 return;
             }
         }
         match t.get(*k) {
             Some(Tok::PathSep) => *k += 1,
             Some(Tok::Ident(a)) if a == "as" => {
+                let alias = match t.get(*k + 1) {
+                    Some(Tok::Ident(alias)) => alias.clone(),
+                    _ => String::new(),
+                };
                 *k += 2;
-                out.push(path);
+                out.push((path, alias));
                 return;
             }
             _ => {
-                out.push(path);
+                let name = path.last().cloned().unwrap_or_default();
+                out.push((path, name));
                 return;
             }
         }
@@ -492,6 +531,9 @@ fn file_of(path: &[String], files_by_module: &BTreeMap<Vec<String>, String>) -> 
 }
 
 /// Which files of the crate each non-test file uses (main.rs, the binary, is left out).
+/// A path is charged to the file that defines what it names: through a `pub use` (a
+/// module re-exporting a child's item) to the child, so a facade `mod.rs` is no circle
+/// for the siblings that import through it.
 fn import_graph(sources: &Sources) -> BTreeMap<String, BTreeSet<String>> {
     let mut code = BTreeMap::new();
     let mut test_only: BTreeSet<Vec<String>> = BTreeSet::new();
@@ -510,17 +552,58 @@ fn import_graph(sources: &Sources) -> BTreeMap<String, BTreeSet<String>> {
         .filter(|(m, _)| !test_only.iter().any(|t| m.starts_with(t)))
         .collect();
     let modules: BTreeSet<Vec<String>> = files_by_module.keys().cloned().collect();
-    let mut graph = BTreeMap::new();
-    for (module, file) in &files_by_module {
-        let deps: BTreeSet<String> = paths_in(&code[file], module)
-            .into_iter()
-            .filter_map(|(here, p)| absolute(&p, &here, &modules))
-            .filter_map(|abs| file_of(&abs, &files_by_module))
-            .filter(|dep| dep != file)
-            .collect();
-        graph.insert(file.clone(), deps);
-    }
-    graph
+    let found: BTreeMap<&String, Vec<(Vec<String>, Option<String>)>> = files_by_module
+        .iter()
+        .map(|(module, file)| {
+            let abs = paths_in(&code[file], module)
+                .into_iter()
+                .filter_map(|f| Some((absolute(&f.path, &f.here, &modules)?, f.reexport)))
+                .collect();
+            (file, abs)
+        })
+        .collect();
+    // Per file: name re-exported → the absolute path it stands for.
+    let reexports: BTreeMap<&String, BTreeMap<&str, &Vec<String>>> = found
+        .iter()
+        .map(|(file, paths)| {
+            let named = paths
+                .iter()
+                .filter_map(|(abs, name)| Some((name.as_deref()?, abs)))
+                .filter(|(name, _)| *name != "*")
+                .collect();
+            (*file, named)
+        })
+        .collect();
+    let definer = |abs: &Vec<String>| -> Option<String> {
+        let mut abs = abs.clone();
+        for _ in 0..16 {
+            let file = file_of(&abs, &files_by_module)?;
+            let depth = module_of(&file).len();
+            let through = abs
+                .get(depth)
+                .and_then(|item| reexports.get(&file)?.get(item.as_str()));
+            match through {
+                Some(source) if source.len() > 1 => {
+                    let mut next = (*source).clone();
+                    next.extend(abs[depth + 1..].iter().cloned());
+                    abs = next;
+                }
+                _ => return Some(file),
+            }
+        }
+        file_of(&abs, &files_by_module)
+    };
+    found
+        .iter()
+        .map(|(file, paths)| {
+            let deps = paths
+                .iter()
+                .filter_map(|(abs, _)| definer(abs))
+                .filter(|dep| dep != *file)
+                .collect();
+            ((*file).clone(), deps)
+        })
+        .collect()
 }
 
 /// Every import circle: for each group of files that reach each other, one circle through
@@ -848,6 +931,38 @@ fn circle_finder_reports_each_circle_once_and_ignores_outside_paths() {
     ]);
     let cycles = find_cycles(&import_graph(&s));
     assert_eq!(cycles, vec![vec!["journal.rs", "log.rs", "journal.rs"]]);
+}
+
+#[test]
+fn circle_finder_follows_reexports_to_the_defining_file() {
+    let s = fixture(&[
+        ("lib.rs", "pub mod device;"),
+        (
+            "device/mod.rs",
+            "mod file; mod safety; mod aligned;\n\
+             pub use file::{FileDevice, open as open_file};\n\
+             pub(crate) use aligned::*;\n\
+             pub use safety::check;",
+        ),
+        ("device/aligned.rs", "pub struct AlignedBuf;"),
+        // Through the facade to file.rs, not to mod.rs: no circle with mod.rs.
+        (
+            "device/safety.rs",
+            "use crate::device::{FileDevice, open_file};",
+        ),
+        ("device/file.rs", "pub struct FileDevice; pub fn open() {}"),
+    ]);
+    let g = import_graph(&s);
+    assert_eq!(g["device/safety.rs"], fixture_set(&["device/file.rs"]));
+    assert_eq!(find_cycles(&g), Vec::<Vec<String>>::new());
+    // A glob re-export cannot be followed: the path stays with the facade.
+    let mut s = s;
+    s.insert("device/file.rs".into(), "use super::AlignedBuf;".into());
+    let cycles = find_cycles(&import_graph(&s));
+    assert_eq!(
+        cycles,
+        vec![vec!["device/file.rs", "device/mod.rs", "device/file.rs"]]
+    );
 }
 
 fn fixture_set(files: &[&str]) -> BTreeSet<String> {
