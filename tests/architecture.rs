@@ -530,11 +530,12 @@ fn file_of(path: &[String], files_by_module: &BTreeMap<Vec<String>, String>) -> 
         .find_map(|n| files_by_module.get(&path[..n]).cloned())
 }
 
-/// Which files of the crate each non-test file uses (main.rs, the binary, is left out).
-/// A path is charged to the file that defines what it names: through a `pub use` (a
-/// module re-exporting a child's item) to the child, so a facade `mod.rs` is no circle
-/// for the siblings that import through it.
-fn import_graph(sources: &Sources) -> BTreeMap<String, BTreeSet<String>> {
+/// A path as the crate names it, and the name it is re-exported under, if any.
+type NamedPath = (Vec<String>, Option<String>);
+
+/// The non-test code of every file of the library (main.rs, the binary, is left out),
+/// and the file of every module that is not test-only.
+fn crate_files(sources: &Sources) -> (Sources, BTreeMap<Vec<String>, String>) {
     let mut code = BTreeMap::new();
     let mut test_only: BTreeSet<Vec<String>> = BTreeSet::new();
     for (file, text) in sources.iter().filter(|(f, _)| *f != "main.rs") {
@@ -546,13 +547,22 @@ fn import_graph(sources: &Sources) -> BTreeMap<String, BTreeSet<String>> {
         }
         code.insert(file.clone(), c);
     }
-    let files_by_module: BTreeMap<Vec<String>, String> = code
+    let files_by_module = code
         .keys()
         .map(|f| (module_of(f), f.clone()))
         .filter(|(m, _)| !test_only.iter().any(|t| m.starts_with(t)))
         .collect();
+    (code, files_by_module)
+}
+
+/// Which files of the crate each non-test file uses (main.rs, the binary, is left out).
+/// A path is charged to the file that defines what it names: through a `pub use` (a
+/// module re-exporting a child's item) to the child, so a facade `mod.rs` is no circle
+/// for the siblings that import through it.
+fn import_graph(sources: &Sources) -> BTreeMap<String, BTreeSet<String>> {
+    let (code, files_by_module) = crate_files(sources);
     let modules: BTreeSet<Vec<String>> = files_by_module.keys().cloned().collect();
-    let found: BTreeMap<&String, Vec<(Vec<String>, Option<String>)>> = files_by_module
+    let found: BTreeMap<&String, Vec<NamedPath>> = files_by_module
         .iter()
         .map(|(module, file)| {
             let abs = paths_in(&code[file], module)
