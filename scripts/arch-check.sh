@@ -4,7 +4,7 @@
 # files outside the command layer (src/commands/, src/main.rs) that mention clap or
 # commands::args or use anyhow; then checks the rules and exits non-zero if one fails.
 # The rules, and the allowlist of files that may still use anyhow, are in
-# tests/architecture.rs, which `cargo test` runs too.
+# tests/architecture/main.rs, which `cargo test` runs too.
 #
 # Usage: scripts/arch-check.sh
 set -euo pipefail
