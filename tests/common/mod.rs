@@ -2,9 +2,8 @@
 //! exit code, JSON reports, the gate that skips (or, in CI, fails) a test the machine
 //! cannot run, and the fixtures in the submodules: a witness ([`witness`]), the
 //! simulated drive over FUSE ([`simdrive`]), loop devices ([`loopdev`]), file systems
-//! ([`mount`]). Every test file
-//! uses these instead of its own copy, so a fix to how a fixture starts or cleans up is
-//! made once.
+//! ([`mount`]). Every test file uses these instead of its own copy, so a fix to how a
+//! fixture starts or cleans up is made once.
 #![allow(dead_code)]
 
 pub mod loopdev;
@@ -35,6 +34,9 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_plugpull")
 }
 
+/// A loopback port nothing listens on right now (for an address that must be
+/// unreachable, or a config that needs a port up front). A witness needs none: it binds
+/// port 0 and the harness reads back what it got.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
