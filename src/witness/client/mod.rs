@@ -13,7 +13,7 @@ use crate::record::RunId;
 use crate::wire::auth::{self, Key, Opener, Sealer, Session};
 use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg::{self, Msg, PROTOCOL_VERSION};
-use crate::witness::store::log;
+use crate::witness::store::{checker, export};
 use anyhow::{Context, anyhow, bail};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -709,7 +709,7 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> anyho
                 if n != acks.len() as u64 {
                     bail!("the witness announced {n} acks but sent {}", acks.len());
                 }
-                if skipped > 0 && !events.iter().any(|e| e.kind == log::DAMAGE_EVENT) {
+                if skipped > 0 && !events.iter().any(|e| e.kind == checker::DAMAGE_EVENT) {
                     bail!(
                         "the witness skipped {skipped} acks without naming damage in its \
                          log: broken fetch stream"
@@ -741,8 +741,8 @@ pub fn run_fetch(a: FetchArgs) -> anyhow::Result<()> {
     let key = auth::load_key(a.key_file.as_deref())?;
     let log = fetch_with_key(&a.witness, &sel, key.as_ref())?;
     // The end mark lets `verify --acks` prove the file whole; signed with the key if any.
-    log::write_log_file_keyed(&a.output, &log, key.as_ref())?;
-    let damage = log::damage_details(&log);
+    export::write_log_file_keyed(&a.output, &log, key.as_ref())?;
+    let damage = checker::damage_details(&log);
     for d in &damage {
         eprintln!("warning: {d}");
     }

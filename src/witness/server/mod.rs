@@ -40,8 +40,12 @@ use crate::record::RunId;
 use crate::wire::auth::{self, Key, Session};
 use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg::{Msg, PROTOCOL_VERSION, VersionMismatch};
-use crate::witness::store::journal::{self, Journal, JournalOptions};
-use crate::witness::store::log::{self, AckLog, LogChecker, LogItem};
+use crate::witness::store::checker::{LogChecker, LogItem};
+use crate::witness::store::journal::{Journal, JournalOptions};
+use crate::witness::store::journal_replay;
+use crate::witness::store::layout::{self, LOG_EXTENSION};
+use crate::witness::store::log::{self, AckLog};
+use crate::witness::store::scan;
 use crate::witness::store::storage::FsStorage;
 use crate::witness::validate::{AckRules, SeqTracker};
 use anyhow::Context;
@@ -238,7 +242,7 @@ impl Witness {
         let dir_lock = lock_dir(dir)?;
         // Replay first: a log must hold everything its journal confirmed before recovery
         // decides where its torn tail starts.
-        let replayed = journal::replay(&FsStorage, dir)?;
+        let replayed = journal_replay::replay(&FsStorage, dir)?;
         let journal = Arc::new(Journal::open(
             FsStorage::shared(),
             dir,
@@ -357,7 +361,7 @@ fn recover_dir(sh: &Shared) -> anyhow::Result<()> {
     let mut n = 0;
     for e in rd {
         let path = e?.path();
-        if path.extension().and_then(|x| x.to_str()) != Some(log::LOG_EXTENSION) {
+        if path.extension().and_then(|x| x.to_str()) != Some(LOG_EXTENSION) {
             continue;
         }
         match AckLog::open(&FsStorage, &path) {
@@ -1580,7 +1584,7 @@ impl Conn {
                 }
             },
         };
-        let path = log::log_path(&self.sh.dir, run);
+        let path = layout::log_path(&self.sh.dir, run);
         // Serve only the durable prefix of a log that a writer is appending to.
         let limit = match lock(&self.sh.runs).get(&run).cloned() {
             Some(slot) => lock(&slot).log.as_ref().map(|l| l.durable_len_bytes()),
@@ -1600,7 +1604,7 @@ impl Conn {
         let stream = &mut self.stream;
         let mut sealer = self.session.as_mut().map(|s| &mut s.sealer);
         let reader = io::BufReader::new(file.take(limit));
-        let r = log::scan_frames_resync(reader, log::is_log_frame, |f, damage| {
+        let r = scan::scan_frames_resync(reader, log::is_log_frame, |f, damage| {
             if let Some(d) = damage {
                 checker.note_damage(d);
             }
