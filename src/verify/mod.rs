@@ -350,7 +350,8 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         source,
         wholeness,
     } = load_run_checked(&a)?;
-    crate::witness::validate::refuse_impossible_run(&log)?;
+    crate::witness::validate::refuse_impossible_run(&log)
+        .map_err(|e| crate::exit::ExitCode(crate::exit::INCONCLUSIVE, e.to_string()))?;
     let note = |r: &mut Report| {
         r.note_log_wholeness(source.clone(), wholeness.whole, wholeness.how.clone())
     };

@@ -9,7 +9,6 @@ use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent};
 use crate::record::{RecordId, RunId};
 use crate::wire::auth::NONCE_BYTES;
 use crate::wire::frame::{self, FrameType};
-use anyhow::{Context, anyhow, bail};
 
 /// Wire protocol version sent in Hello and Welcome. Bump on any incompatible change.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -125,10 +124,43 @@ pub fn encode_acks_into<'a>(
     frame::end_frame(out, start);
 }
 
+/// Returns a [`DecodeError::Malformed`] with a formatted message.
+macro_rules! malformed {
+    ($($arg:tt)*) => {
+        return Err(DecodeError::Malformed(format!($($arg)*)))
+    };
+}
+
+/// Why a frame's payload is not the message its type says.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// A Hello from another protocol version (the server answers with its own).
+    #[error(transparent)]
+    Version(VersionMismatch),
+    #[error("{0}")]
+    Malformed(String),
+    #[error("{what}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl DecodeError {
+    /// The message with its cause, "what: why" (as a log line or an Error frame shows it).
+    pub fn detail(&self) -> String {
+        match self {
+            DecodeError::Json { what, source } => format!("{what}: {source}"),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// Decodes an Acks payload, appending the acks to `into`; returns the first ack number.
-pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
+pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
     if p.len() < ACKS_HEADER_BYTES {
-        bail!(
+        malformed!(
             "Acks payload of {} bytes is shorter than its 12-byte header",
             p.len()
         );
@@ -137,13 +169,13 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
     let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
     let want = ACKS_HEADER_BYTES + count * ACK_ENTRY_BYTES;
     if p.len() != want {
-        bail!(
+        malformed!(
             "Acks payload says {count} acks ({want} bytes) but is {} bytes",
             p.len()
         );
     }
     if first.checked_add(count as u64).is_none() {
-        bail!("Acks numbering overflows (first {first}, count {count})");
+        malformed!("Acks numbering overflows (first {first}, count {count})");
     }
     into.reserve(count);
     let start = into.len();
@@ -159,7 +191,7 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
         .position(|a| a.record.offset.checked_add(a.record.len_bytes()).is_none())
     {
         into.truncate(start);
-        bail!(
+        malformed!(
             "ack {} of the batch ends past the largest byte offset",
             first + i as u64
         );
@@ -167,28 +199,32 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
     Ok(first)
 }
 
-fn u16_le(p: &[u8], what: &str) -> anyhow::Result<u16> {
+fn u16_le(p: &[u8], what: &str) -> Result<u16, DecodeError> {
     Ok(u16::from_le_bytes(
         p.get(0..2)
-            .ok_or_else(|| anyhow!("{what} payload too short"))?
+            .ok_or_else(|| DecodeError::Malformed(format!("{what} payload too short")))?
             .try_into()
             .unwrap(),
     ))
 }
 
-fn u64_exact(p: &[u8], what: &str) -> anyhow::Result<u64> {
+fn u64_exact(p: &[u8], what: &str) -> Result<u64, DecodeError> {
     if p.len() != 8 {
-        bail!("{what} payload must be 8 bytes, got {}", p.len());
+        malformed!("{what} payload must be 8 bytes, got {}", p.len());
     }
     Ok(u64::from_le_bytes(p.try_into().unwrap()))
 }
 
-fn utf8(p: &[u8], what: &str) -> anyhow::Result<String> {
-    String::from_utf8(p.to_vec()).map_err(|_| anyhow!("{what} text is not UTF-8"))
+fn utf8(p: &[u8], what: &str) -> Result<String, DecodeError> {
+    String::from_utf8(p.to_vec())
+        .map_err(|_| DecodeError::Malformed(format!("{what} text is not UTF-8")))
 }
 
-fn descriptor(p: &[u8], what: &str) -> anyhow::Result<RunDescriptor> {
-    serde_json::from_slice(p).with_context(|| format!("{what}: invalid run descriptor JSON"))
+fn descriptor(p: &[u8], what: &str) -> Result<RunDescriptor, DecodeError> {
+    serde_json::from_slice(p).map_err(|source| DecodeError::Json {
+        what: format!("{what}: invalid run descriptor JSON"),
+        source,
+    })
 }
 
 impl Msg {
@@ -275,12 +311,12 @@ impl Msg {
     }
 
     /// Decodes the payload of a checked frame.
-    pub fn decode(f: &frame::Frame<'_>) -> anyhow::Result<Msg> {
+    pub fn decode(f: &frame::Frame<'_>) -> Result<Msg, DecodeError> {
         let p = f.payload;
         Ok(match f.ty {
             FrameType::FileHeader => {
                 if p.len() != 10 || p[0..8] != LOG_MAGIC {
-                    bail!("not a plugpull ack log header (magic missing)");
+                    malformed!("not a plugpull ack log header (magic missing)");
                 }
                 Msg::FileHeader {
                     version: u16::from_le_bytes([p[8], p[9]]),
@@ -289,11 +325,16 @@ impl Msg {
             FrameType::Descriptor => Msg::Descriptor(descriptor(p, "Descriptor")?),
             FrameType::FetchRun => Msg::FetchRun(descriptor(p, "FetchRun")?),
             FrameType::Event => {
-                Msg::Event(serde_json::from_slice(p).context("Event: invalid witness event JSON")?)
+                Msg::Event(
+                    serde_json::from_slice(p).map_err(|source| DecodeError::Json {
+                        what: "Event: invalid witness event JSON".into(),
+                        source,
+                    })?,
+                )
             }
             FrameType::Hello => {
                 if p.len() < 4 {
-                    bail!("Hello payload of {} bytes is too short", p.len());
+                    malformed!("Hello payload of {} bytes is too short", p.len());
                 }
                 let version = u16_le(p, "Hello")?;
                 let flags = u16::from_le_bytes([p[2], p[3]]);
@@ -306,13 +347,13 @@ impl Msg {
                     descriptor: if version == PROTOCOL_VERSION {
                         descriptor(&p[4..], "Hello")?
                     } else {
-                        bail!(VersionMismatch(version))
+                        return Err(DecodeError::Version(VersionMismatch(version)));
                     },
                 }
             }
             FrameType::Auth => {
                 if p.len() != 2 + NONCE_BYTES {
-                    bail!(
+                    malformed!(
                         "Auth payload must be {} bytes, got {}",
                         2 + NONCE_BYTES,
                         p.len()
@@ -325,15 +366,15 @@ impl Msg {
             }
             FrameType::Challenge => Msg::Challenge {
                 nonce: p.try_into().map_err(|_| {
-                    anyhow!(
+                    DecodeError::Malformed(format!(
                         "Challenge payload must be {NONCE_BYTES} bytes, got {}",
                         p.len()
-                    )
+                    ))
                 })?,
             },
             FrameType::Welcome => {
                 if p.len() != 10 {
-                    bail!("Welcome payload must be 10 bytes, got {}", p.len());
+                    malformed!("Welcome payload must be 10 bytes, got {}", p.len());
                 }
                 Msg::Welcome {
                     version: u16::from_le_bytes([p[0], p[1]]),
@@ -353,7 +394,7 @@ impl Msg {
             },
             FrameType::Heartbeat => {
                 if !p.is_empty() {
-                    bail!("Heartbeat payload must be empty, got {} bytes", p.len());
+                    malformed!("Heartbeat payload must be empty, got {} bytes", p.len());
                 }
                 Msg::Heartbeat
             }
@@ -370,12 +411,12 @@ impl Msg {
                 Some(&SELECT_DEVICE) => {
                     Msg::Fetch(RunSelector::LatestForDevice(utf8(&p[1..], "Fetch")?))
                 }
-                _ => bail!("Fetch payload has an unknown selector or wrong length"),
+                _ => malformed!("Fetch payload has an unknown selector or wrong length"),
             },
             FrameType::JournalHeader | FrameType::JournalWrite => {
-                bail!("a {:?} frame belongs only in the witness journal", f.ty)
+                malformed!("a {:?} frame belongs only in the witness journal", f.ty)
             }
-            FrameType::LogEnd => bail!("a LogEnd frame belongs only at the end of a log file"),
+            FrameType::LogEnd => malformed!("a LogEnd frame belongs only at the end of a log file"),
         })
     }
 }
@@ -526,7 +567,7 @@ pub(crate) mod tests {
         assert_eq!(&out[32..40], &2001u64.to_le_bytes());
     }
 
-    fn decode_payload(ty: FrameType, payload: &[u8]) -> anyhow::Result<Msg> {
+    fn decode_payload(ty: FrameType, payload: &[u8]) -> Result<Msg, DecodeError> {
         let bytes = frame::encode(ty, payload);
         match frame::decode(&bytes) {
             frame::Decoded::Frame(f) => Msg::decode(&f),
@@ -568,9 +609,6 @@ pub(crate) mod tests {
         hello.extend_from_slice(&[0, 0]);
         hello.extend_from_slice(b"whatever a future writer sends");
         let e = decode_payload(FrameType::Hello, &hello).unwrap_err();
-        assert_eq!(
-            e.downcast_ref::<VersionMismatch>(),
-            Some(&VersionMismatch(99))
-        );
+        assert!(matches!(e, DecodeError::Version(VersionMismatch(99))));
     }
 }
