@@ -33,6 +33,7 @@ use plugpull::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use plugpull::record::{RecordId, RunId};
 use plugpull::rng::Rng;
 use plugpull::witness::store::checker::DAMAGE_EVENT;
+use plugpull::witness::store::error::StoreError;
 use plugpull::witness::store::journal::{Journal, JournalOptions};
 use plugpull::witness::store::layout::{LOG_EXTENSION, log_path};
 use plugpull::witness::store::log::{self, AckLog, Recovery};
@@ -159,7 +160,7 @@ struct Boot<'a> {
 impl Boot<'_> {
     /// An error from the code under test: fine (expected) if the power is off, a failure
     /// if it is on.
-    fn error(&self, what: &str, e: anyhow::Error) -> Result<BootEnd, Failure> {
+    fn error(&self, what: &str, e: StoreError) -> Result<BootEnd, Failure> {
         if self.disk.is_off() {
             Ok(BootEnd::Cut)
         } else {
@@ -248,8 +249,7 @@ impl Boot<'_> {
             Ok(e) => e,
             Err(e) => return self.error("listing the directory", e.into()).map(Err),
         };
-        let mut opened: HashMap<PathBuf, Result<(AckLog, Recovery), anyhow::Error>> =
-            HashMap::new();
+        let mut opened: HashMap<PathBuf, Result<(AckLog, Recovery), StoreError>> = HashMap::new();
         for path in entries {
             if path.extension().and_then(|x| x.to_str()) == Some(LOG_EXTENSION) {
                 let r = AckLog::open(&*self.storage, &path);

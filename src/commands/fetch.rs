@@ -5,7 +5,8 @@ use crate::exit;
 use crate::witness::client::{FetchOptions, fetch_to_file};
 
 pub fn run(a: FetchArgs) -> anyhow::Result<i32> {
-    fetch_to_file(options(a)).map(|()| exit::PASS)
+    fetch_to_file(options(a))?;
+    Ok(exit::PASS)
 }
 
 fn options(a: FetchArgs) -> FetchOptions {

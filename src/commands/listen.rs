@@ -5,7 +5,8 @@ use crate::exit;
 use crate::witness::server::{ListenOptions, listen};
 
 pub fn run(a: ListenArgs) -> anyhow::Result<i32> {
-    listen(options(a)).map(|()| exit::PASS)
+    listen(options(a))?;
+    Ok(exit::PASS)
 }
 
 fn options(a: ListenArgs) -> ListenOptions {

@@ -71,8 +71,9 @@ impl Key {
         })
     }
 
-    /// The MAC of a log file's end mark (module `log`): keyed BLAKE3 under a key derived
-    /// from this one for that purpose only, so a mark's MAC is never a valid frame MAC.
+    /// The MAC of a log file's end mark (`witness::store::export`): keyed BLAKE3 under a
+    /// key derived from this one for that purpose only, so a mark's MAC is never a valid
+    /// frame MAC.
     pub fn log_mark_mac(&self, data: &[u8]) -> [u8; 32] {
         let mark_key = blake3::derive_key(LOG_MARK_CONTEXT, &self.0);
         *blake3::keyed_hash(&mark_key, data).as_bytes()

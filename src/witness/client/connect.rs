@@ -7,24 +7,26 @@
 use crate::wire::auth::{self, Key, Opener, Session};
 use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg::{Msg, PROTOCOL_VERSION};
-use anyhow::{Context, anyhow, bail};
+use crate::witness::client::error::{ClientError, ClientResult, Context, refuse};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub(super) fn connect_stream(addr: &str) -> anyhow::Result<TcpStream> {
+pub(super) fn connect_stream(addr: &str) -> ClientResult<TcpStream> {
     let unreachable = |e: &dyn std::fmt::Display| {
-        anyhow!("cannot reach the witness at {addr}: {e}: is `plugpull listen` running there?")
+        ClientError::Witness(format!(
+            "cannot reach the witness at {addr}: {e}: is `plugpull listen` running there?"
+        ))
     };
     // A bad address is a usage error, not a witness that is down.
     let addrs: Vec<_> = addr
         .to_socket_addrs()
         .map_err(|e| {
-            anyhow!(
+            ClientError::Witness(format!(
                 "--witness {addr}: {e}: give the witness as HOST:PORT, the address `plugpull listen` prints (e.g. witness:7420)"
-            )
+            ))
         })?
         .collect();
     let mut last = None;
@@ -58,7 +60,7 @@ impl FrameReader {
         &mut self,
         s: &mut TcpStream,
         opener: Option<&mut Opener>,
-    ) -> anyhow::Result<Option<Msg>> {
+    ) -> ClientResult<Option<Msg>> {
         loop {
             match frame::decode(&self.buf) {
                 Decoded::Frame(f) => {
@@ -71,13 +73,15 @@ impl FrameReader {
                         auth::check(opener, &f)
                     };
                     let m = match checked {
-                        Ok(()) => Msg::decode(&f).map_err(anyhow::Error::from),
-                        Err(e) => Err(anyhow!("frame from the witness refused: {e}")),
+                        Ok(()) => Msg::decode(&f).map_err(ClientError::from),
+                        Err(e) => Err(ClientError::Witness(format!(
+                            "frame from the witness refused: {e}"
+                        ))),
                     };
                     self.buf.drain(..n);
                     return m.map(Some);
                 }
-                Decoded::Error(e) => bail!("bad frame from the witness: {e}"),
+                Decoded::Error(e) => refuse!("bad frame from the witness: {e}"),
                 Decoded::NeedMore { .. } => {}
             }
             let len = self.buf.len();
@@ -86,7 +90,7 @@ impl FrameReader {
             self.buf.truncate(len + *r.as_ref().unwrap_or(&0));
             match r {
                 Ok(0) if len == 0 => return Ok(None),
-                Ok(0) => bail!("the witness closed the connection in the middle of a frame"),
+                Ok(0) => refuse!("the witness closed the connection in the middle of a frame"),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
@@ -102,7 +106,7 @@ pub(super) fn authenticate(
     r: &mut FrameReader,
     addr: &str,
     key: Option<&Key>,
-) -> anyhow::Result<Option<Session>> {
+) -> ClientResult<Option<Session>> {
     let Some(key) = key else {
         return Ok(None);
     };
@@ -121,13 +125,13 @@ pub(super) fn authenticate(
     {
         Some(Msg::Challenge { nonce }) => Ok(Some(Session::client(key, &client_nonce, &nonce))),
         Some(Msg::Error { message }) => {
-            bail!("the witness at {addr} refused authentication: {message}")
+            refuse!("the witness at {addr} refused authentication: {message}")
         }
-        Some(m) => bail!(
+        Some(m) => refuse!(
             "the witness at {addr} answered Auth with {:?}",
             m.frame_type()
         ),
-        None => bail!("the witness at {addr} closed the connection during authentication"),
+        None => refuse!("the witness at {addr} closed the connection during authentication"),
     }
 }
 

@@ -10,8 +10,8 @@ use crate::record::RunId;
 use crate::wire::auth::{self, Key};
 use crate::wire::msg::Msg;
 use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
+use crate::witness::client::error::{ClientError, ClientResult, Context, refuse};
 use crate::witness::store::{checker, export};
-use anyhow::{Context, anyhow, bail};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,13 +36,13 @@ pub struct FetchOptions {
 }
 
 /// Fetches a whole run from an unauthenticated witness; see [`fetch_with_key`].
-pub fn fetch(addr: &str, sel: &RunSelector) -> anyhow::Result<RunLog> {
+pub fn fetch(addr: &str, sel: &RunSelector) -> ClientResult<RunLog> {
     fetch_with_key(addr, sel, None)
 }
 
 /// Fetches a whole run from the witness: descriptor, every durable ack in order, events.
 /// With a key, every frame of the reply is authenticated.
-pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> anyhow::Result<RunLog> {
+pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> ClientResult<RunLog> {
     let mut s = connect_stream(addr)?;
     s.set_read_timeout(Some(FETCH_READ_TIMEOUT))?;
     let mut r = FrameReader::default();
@@ -64,7 +64,7 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> anyho
             Some(Msg::FetchRun(d)) if descriptor.is_none() => descriptor = Some(d),
             Some(Msg::Acks { first, acks: a }) if descriptor.is_some() => {
                 if first < next_ack {
-                    bail!(
+                    refuse!(
                         "the witness sent acks from {first} after ack {next_ack}: broken \
                          fetch stream"
                     );
@@ -76,19 +76,19 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> anyho
             Some(Msg::Event(e)) if descriptor.is_some() => events.push(e),
             Some(Msg::FetchEnd { acks: n }) if descriptor.is_some() => {
                 if n != acks.len() as u64 {
-                    bail!("the witness announced {n} acks but sent {}", acks.len());
+                    refuse!("the witness announced {n} acks but sent {}", acks.len());
                 }
                 if skipped > 0 && !events.iter().any(|e| e.kind == checker::DAMAGE_EVENT) {
-                    bail!(
+                    refuse!(
                         "the witness skipped {skipped} acks without naming damage in its \
                          log: broken fetch stream"
                     );
                 }
                 break;
             }
-            Some(Msg::Error { message }) => bail!("the witness at {addr}: {message}"),
-            Some(m) => bail!("unexpected {:?} frame in the fetch reply", m.frame_type()),
-            None => bail!("the witness at {addr} closed the connection before the fetch ended"),
+            Some(Msg::Error { message }) => refuse!("the witness at {addr}: {message}"),
+            Some(m) => refuse!("unexpected {:?} frame in the fetch reply", m.frame_type()),
+            None => refuse!("the witness at {addr} closed the connection before the fetch ended"),
         }
     }
     Ok(RunLog {
@@ -99,13 +99,15 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> anyho
 }
 
 /// `plugpull fetch`: copies a run's ack log from the witness into a file.
-pub fn fetch_to_file(a: FetchOptions) -> anyhow::Result<()> {
+pub fn fetch_to_file(a: FetchOptions) -> ClientResult<()> {
     let sel = match (&a.run, &a.target) {
         (Some(r), _) => RunSelector::Run(RunId::parse(r).ok_or_else(|| {
-            anyhow!("--run '{r}' is not a run id: expected 32 hex digits as printed by `write`")
+            ClientError::Witness(format!(
+                "--run '{r}' is not a run id: expected 32 hex digits as printed by `write`"
+            ))
         })?),
         (None, Some(t)) => RunSelector::LatestForDevice(crate::device::identity::identify(t).key()),
-        (None, None) => bail!("name the run with --run RUN_ID or the device with --target PATH"),
+        (None, None) => refuse!("name the run with --run RUN_ID or the device with --target PATH"),
     };
     let key = auth::load_key(a.key_file.as_deref())?;
     let log = fetch_with_key(&a.witness, &sel, key.as_ref())?;

@@ -11,6 +11,7 @@
 //! command's action), `connect` is what both do to reach the witness.
 
 mod connect;
+pub mod error;
 mod fetch;
 mod sender;
 

@@ -12,7 +12,7 @@ use crate::model::{Ack, RunDescriptor};
 use crate::wire::auth::{self, Key, Opener, Sealer, Session};
 use crate::wire::msg::{self, Msg, PROTOCOL_VERSION};
 use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
-use anyhow::{Context, bail};
+use crate::witness::client::error::{ClientResult, Context, refuse};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
@@ -120,11 +120,11 @@ impl AckSender {
         addr: &str,
         desc: &RunDescriptor,
         opts: ClientOptions,
-    ) -> anyhow::Result<AckSender> {
+    ) -> ClientResult<AckSender> {
         let (stream, durable, session) = handshake(addr, desc, false, opts.key.as_ref())?;
         if durable > 0 {
             // The witness refuses a new run that already has acks; this cannot happen.
-            bail!(
+            refuse!(
                 "the witness already holds {durable} acks for the new run {}",
                 desc.run_id
             );
@@ -186,7 +186,7 @@ impl AckSender {
     /// Waits until every pushed ack is durable at the witness (or `timeout` passes),
     /// says Bye and closes. On timeout returns an error naming how many acks the
     /// witness never confirmed.
-    pub fn finish(mut self, timeout: Duration) -> anyhow::Result<SenderStats> {
+    pub fn finish(mut self, timeout: Duration) -> ClientResult<SenderStats> {
         let sh = self.shared.clone();
         let deadline = Instant::now() + timeout;
         let mut g = lock(&sh);
@@ -214,7 +214,7 @@ impl AckSender {
         }
         let s = self.stats();
         if !done {
-            bail!(
+            refuse!(
                 "the witness confirmed {} of {} acks within {:?}; {} acks are not known to \
                  be durable there (last error: {})",
                 s.durable,
@@ -258,7 +258,7 @@ fn handshake(
     desc: &RunDescriptor,
     resume: bool,
     key: Option<&Key>,
-) -> anyhow::Result<(TcpStream, u64, Option<Session>)> {
+) -> ClientResult<(TcpStream, u64, Option<Session>)> {
     let mut s = connect_stream(addr)?;
     s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
     s.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
@@ -280,7 +280,7 @@ fn handshake(
             durable_acks,
         }) => {
             if version != PROTOCOL_VERSION {
-                bail!(
+                refuse!(
                     "the witness at {addr} speaks protocol {version}, this writer {}: run the \
                      same plugpull version on both",
                     PROTOCOL_VERSION
@@ -289,12 +289,12 @@ fn handshake(
             s.set_write_timeout(None)?;
             Ok((s, durable_acks, session))
         }
-        Some(Msg::Error { message }) => bail!("the witness at {addr} refused the run: {message}"),
-        Some(m) => bail!(
+        Some(Msg::Error { message }) => refuse!("the witness at {addr} refused the run: {message}"),
+        Some(m) => refuse!(
             "the witness at {addr} answered Hello with {:?}",
             m.frame_type()
         ),
-        None => bail!("the witness at {addr} closed the connection during the handshake"),
+        None => refuse!("the witness at {addr} closed the connection during the handshake"),
     }
 }
 
@@ -409,74 +409,51 @@ fn pump(
     let mut buf: Vec<u8> = Vec::with_capacity(SEND_BATCH_BYTES + (64 << 10));
     let mut last_send = Instant::now();
     loop {
-        let mut g = lock(sh);
-        let mut heartbeat = false;
-        let mut bye = false;
-        loop {
-            if g.stop {
+        let (mut g, work) = match wait_for_work(sh, generation, hb, last_send) {
+            Ok(w) => w,
+            Err(end) => return end,
+        };
+        buf.clear();
+        match work {
+            Work::Bye => {
+                drop(g);
+                Msg::Bye {
+                    reason: "writer finished".into(),
+                }
+                .encode_into(&mut buf);
+                auth::seal_opt(sealer.as_deref_mut(), &mut buf, 0);
+                let _ = stream.write_all(&buf);
                 return PumpEnd::Stop;
             }
-            if g.broken || g.generation != generation {
-                return PumpEnd::Broken;
-            }
-            if g.sent < g.pushed {
-                break;
-            }
-            if g.bye_requested && g.durable >= g.pushed {
-                bye = true;
-                break;
-            }
-            let wait = hb.saturating_sub(last_send.elapsed());
-            if wait.is_zero() {
-                heartbeat = true;
-                break;
-            }
-            g.sender_waiting = true;
-            g = sh
-                .cv_send
-                .wait_timeout(g, wait)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-            g.sender_waiting = false;
-        }
-        buf.clear();
-        if bye {
-            drop(g);
-            Msg::Bye {
-                reason: "writer finished".into(),
-            }
-            .encode_into(&mut buf);
-            auth::seal_opt(sealer.as_deref_mut(), &mut buf, 0);
-            let _ = stream.write_all(&buf);
-            return PumpEnd::Stop;
-        }
-        if heartbeat {
-            drop(g);
-            Msg::Heartbeat.encode_into(&mut buf);
-            auth::seal_opt(sealer.as_deref_mut(), &mut buf, 0);
-        } else {
-            if g.pushed - g.sent < LINGER_ACKS && !g.bye_requested {
-                let linger = if g.sent > g.durable {
-                    LINGER_BUSY
-                } else {
-                    LINGER_IDLE
-                };
+            Work::Heartbeat => {
                 drop(g);
-                std::thread::sleep(linger);
-                g = lock(sh);
-                if g.generation != generation || g.broken {
-                    return PumpEnd::Broken;
+                Msg::Heartbeat.encode_into(&mut buf);
+                auth::seal_opt(sealer.as_deref_mut(), &mut buf, 0);
+            }
+            Work::Acks => {
+                if g.pushed - g.sent < LINGER_ACKS && !g.bye_requested {
+                    let linger = if g.sent > g.durable {
+                        LINGER_BUSY
+                    } else {
+                        LINGER_IDLE
+                    };
+                    drop(g);
+                    std::thread::sleep(linger);
+                    g = lock(sh);
+                    if g.generation != generation || g.broken {
+                        return PumpEnd::Broken;
+                    }
                 }
+                while g.sent < g.pushed && buf.len() < SEND_BATCH_BYTES {
+                    let at = (g.sent - g.durable) as usize;
+                    let n = ((g.pushed - g.sent) as usize).min(ACKS_PER_FRAME);
+                    let start = buf.len();
+                    msg::encode_acks_into(&mut buf, g.sent, g.pending.range(at..at + n));
+                    auth::seal_opt(sealer.as_deref_mut(), &mut buf, start);
+                    g.sent += n as u64;
+                }
+                drop(g);
             }
-            while g.sent < g.pushed && buf.len() < SEND_BATCH_BYTES {
-                let at = (g.sent - g.durable) as usize;
-                let n = ((g.pushed - g.sent) as usize).min(ACKS_PER_FRAME);
-                let start = buf.len();
-                msg::encode_acks_into(&mut buf, g.sent, g.pending.range(at..at + n));
-                auth::seal_opt(sealer.as_deref_mut(), &mut buf, start);
-                g.sent += n as u64;
-            }
-            drop(g);
         }
         if let Err(e) = stream.write_all(&buf) {
             let mut g = lock(sh);
@@ -484,6 +461,49 @@ fn pump(
             return PumpEnd::Broken;
         }
         last_send = Instant::now();
+    }
+}
+
+/// What the pump sends next.
+enum Work {
+    Acks,
+    Heartbeat,
+    Bye,
+}
+
+/// Waits, holding the queue lock when it returns, until there is something to send on
+/// connection `generation`, or says how the pump ends.
+fn wait_for_work(
+    sh: &Shared,
+    generation: u64,
+    heartbeat: Duration,
+    last_send: Instant,
+) -> Result<(MutexGuard<'_, Inner>, Work), PumpEnd> {
+    let mut g = lock(sh);
+    loop {
+        if g.stop {
+            return Err(PumpEnd::Stop);
+        }
+        if g.broken || g.generation != generation {
+            return Err(PumpEnd::Broken);
+        }
+        if g.sent < g.pushed {
+            return Ok((g, Work::Acks));
+        }
+        if g.bye_requested && g.durable >= g.pushed {
+            return Ok((g, Work::Bye));
+        }
+        let wait = heartbeat.saturating_sub(last_send.elapsed());
+        if wait.is_zero() {
+            return Ok((g, Work::Heartbeat));
+        }
+        g.sender_waiting = true;
+        g = sh
+            .cv_send
+            .wait_timeout(g, wait)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+        g.sender_waiting = false;
     }
 }
 

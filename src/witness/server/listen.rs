@@ -9,6 +9,7 @@ use crate::wire::auth;
 use crate::wire::frame;
 use crate::wire::msg::PROTOCOL_VERSION;
 use crate::witness::server::accept::{FETCH_CONNECTIONS, MAX_PENDING_HANDSHAKES};
+use crate::witness::server::error::WitnessError;
 use crate::witness::server::shared::WitnessOptions;
 use crate::witness::server::witness::Witness;
 use crate::witness::store::journal::JournalOptions;
@@ -36,15 +37,14 @@ pub struct ListenOptions {
 }
 
 /// `plugpull listen`: runs the witness in the foreground, one log line per event.
-pub fn listen(a: ListenOptions) -> anyhow::Result<()> {
+pub fn listen(a: ListenOptions) -> Result<(), WitnessError> {
     let key = auth::load_key(a.key_file.as_deref())?;
     let keyed = key.is_some();
     if a.max_frame_bytes < MIN_MAX_FRAME_BYTES || a.max_frame_bytes > frame::MAX_FRAME_BYTES {
-        anyhow::bail!(
-            "--max-frame-bytes must be between {MIN_MAX_FRAME_BYTES} and {} (writers send \
-             ack frames of up to ~160 KiB)",
-            frame::MAX_FRAME_BYTES
-        );
+        return Err(WitnessError::FrameLimit {
+            min: MIN_MAX_FRAME_BYTES,
+            max: frame::MAX_FRAME_BYTES,
+        });
     }
     let fds = raise_fd_limit();
     let w = Witness::start(

@@ -42,6 +42,7 @@
 mod accept;
 mod connection;
 mod dirlock;
+mod error;
 mod events;
 mod fetch;
 mod listen;
@@ -51,6 +52,7 @@ mod witness;
 mod writer;
 
 pub use accept::{FETCH_CONNECTIONS, HANDSHAKE_BUF_BYTES, MAX_PENDING_HANDSHAKES};
+pub use error::WitnessError;
 pub use listen::{ListenOptions, MIN_MAX_FRAME_BYTES, listen};
 pub use shared::WitnessOptions;
 pub use witness::Witness;

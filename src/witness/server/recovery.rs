@@ -4,12 +4,12 @@
 //! Why before listening: a log must hold everything its journal confirmed before its
 //! torn tail is judged, and a fetch by device must find the newest run from the start.
 
+use crate::witness::server::error::{Doing, WitnessError};
 use crate::witness::server::shared::Shared;
 use crate::witness::store::journal_replay::Replayed;
 use crate::witness::store::layout::LOG_EXTENSION;
 use crate::witness::store::log::{self, AckLog};
 use crate::witness::store::storage::FsStorage;
-use anyhow::Context;
 
 /// Says what the journal replay did, when there was a journal to replay.
 pub(super) fn note_replayed(sh: &Shared, replayed: &Replayed) {
@@ -31,9 +31,9 @@ pub(super) fn note_replayed(sh: &Shared, replayed: &Replayed) {
 }
 
 /// Opens every log once at startup: truncates torn tails and builds the device index.
-pub(super) fn recover_dir(sh: &Shared) -> anyhow::Result<()> {
+pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
     let rd = std::fs::read_dir(&sh.dir)
-        .with_context(|| format!("reading the witness directory {}", sh.dir.display()))?;
+        .doing(|| format!("reading the witness directory {}", sh.dir.display()))?;
     let mut n = 0;
     for e in rd {
         let path = e?.path();

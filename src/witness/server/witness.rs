@@ -3,12 +3,12 @@
 
 use crate::witness::server::accept::gate_loop;
 use crate::witness::server::dirlock::lock_dir;
+use crate::witness::server::error::{Doing, WitnessError};
 use crate::witness::server::recovery::{note_replayed, recover_dir};
 use crate::witness::server::shared::{Shared, WitnessOptions, lock};
 use crate::witness::store::journal::Journal;
 use crate::witness::store::journal_replay;
 use crate::witness::store::storage::FsStorage;
-use anyhow::Context;
 use std::collections::HashMap;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -28,9 +28,9 @@ pub struct Witness {
 impl Witness {
     /// Recovers every log in `dir` (truncating torn tails), indexes runs by device, binds
     /// `bind` and starts serving. Returns once the socket is listening.
-    pub fn start(bind: &str, dir: &Path, opts: WitnessOptions) -> anyhow::Result<Witness> {
+    pub fn start(bind: &str, dir: &Path, opts: WitnessOptions) -> Result<Witness, WitnessError> {
         std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating the witness directory {}", dir.display()))?;
+            .doing(|| format!("creating the witness directory {}", dir.display()))?;
         let dir_lock = lock_dir(dir)?;
         // Replay first: a log must hold everything its journal confirmed before recovery
         // decides where its torn tail starts.
@@ -56,7 +56,7 @@ impl Witness {
         });
         note_replayed(&shared, &replayed);
         recover_dir(&shared)?;
-        let listener = TcpListener::bind(bind).with_context(|| {
+        let listener = TcpListener::bind(bind).doing(|| {
             format!("cannot listen on {bind}: is another witness already running there?")
         })?;
         let addr = listener.local_addr()?;

@@ -10,9 +10,9 @@ use crate::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use crate::wire::auth::Key;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg::{self, LOG_VERSION, Msg};
+use crate::witness::store::error::{StoreResult, invalid};
 use crate::witness::store::export::EndMark;
 use crate::witness::store::scan::{Damage, MAX_TORN_TAIL_BYTES, ScanEnd};
-use anyhow::bail;
 
 /// `WitnessEvent::kind` of the event that names damage found in a log or journal.
 pub const DAMAGE_EVENT: &str = "log-damage";
@@ -96,17 +96,17 @@ impl LogChecker {
         &'s mut self,
         f: &frame::Frame<'_>,
         scratch: &'s mut Vec<Ack>,
-    ) -> anyhow::Result<LogItem<'s>> {
+    ) -> StoreResult<LogItem<'s>> {
         self.frames += 1;
         if f.mac.is_some() {
-            bail!(
+            invalid!(
                 "ack log frame {} carries a MAC: log files hold checked frames without MACs \
                  (is this a capture of the wire?)",
                 self.frames
             );
         }
         if self.frames <= 2 && !self.damage.is_empty() {
-            bail!(
+            invalid!(
                 "the log's header or run descriptor is damaged ({}): the file cannot say \
                  which run it belongs to",
                 self.damage[0].damage
@@ -121,18 +121,18 @@ impl LogChecker {
         match (self.frames, f.ty) {
             (1, FrameType::FileHeader) => match Msg::decode(f)? {
                 Msg::FileHeader { version } if version == LOG_VERSION => Ok(LogItem::Header),
-                Msg::FileHeader { version } => bail!(
+                Msg::FileHeader { version } => invalid!(
                     "ack log format version {version} is not supported (this build reads \
                      version {LOG_VERSION}); use the plugpull version that wrote it"
                 ),
                 _ => unreachable!(),
             },
-            (1, _) => bail!("not a plugpull ack log: the first frame is not a log header"),
+            (1, _) => invalid!("not a plugpull ack log: the first frame is not a log header"),
             (2, FrameType::Descriptor) => match Msg::decode(f)? {
                 Msg::Descriptor(d) => Ok(LogItem::Descriptor(self.descriptor.insert(d))),
                 _ => unreachable!(),
             },
-            (2, t) => bail!("ack log: second frame is {t:?}, expected the run descriptor"),
+            (2, t) => invalid!("ack log: second frame is {t:?}, expected the run descriptor"),
             (_, FrameType::Acks) => {
                 scratch.clear();
                 let first = msg::decode_acks_into(f.payload, scratch)?;
@@ -155,12 +155,12 @@ impl LogChecker {
                 }
                 Ok(LogItem::EndMark)
             }
-            (_, t) => bail!("ack log holds a {t:?} frame, which belongs only on the wire"),
+            (_, t) => invalid!("ack log holds a {t:?} frame, which belongs only on the wire"),
         }
     }
 
     /// An Acks frame continues the numbering, or starts past it right after damage.
-    fn check_numbering(&mut self, first: u64) -> anyhow::Result<()> {
+    fn check_numbering(&mut self, first: u64) -> StoreResult<()> {
         let gap_allowed = std::mem::take(&mut self.gap_allowed);
         if gap_allowed && first >= self.next_ack {
             if let Some(d) = self.damage.last_mut() {
@@ -169,7 +169,7 @@ impl LogChecker {
             return Ok(());
         }
         if first != self.next_ack {
-            bail!(
+            invalid!(
                 "ack log is inconsistent: a batch starts at ack {first} but {} acks \
                  precede it (the file was edited or damaged)",
                 self.next_ack

@@ -10,7 +10,7 @@ use crate::model::RunLog;
 use crate::wire::auth::Key;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg::{self, LOG_VERSION, Msg};
-use anyhow::{Context, bail};
+use crate::witness::store::error::{Context, StoreResult, invalid};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
@@ -38,15 +38,15 @@ pub(crate) struct EndMark {
 }
 
 impl EndMark {
-    pub(crate) fn decode(p: &[u8]) -> anyhow::Result<EndMark> {
+    pub(crate) fn decode(p: &[u8]) -> StoreResult<EndMark> {
         if p.len() < END_MARK_BYTES || p[..8] != END_MARK_MAGIC {
-            bail!("the log's end mark is malformed (magic or length)");
+            invalid!("the log's end mark is malformed (magic or length)");
         }
         let u64_at = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
         let keyed = p[END_MARK_BYTES - 1] & END_MARK_KEYED != 0;
         let want = END_MARK_BYTES + if keyed { 32 } else { 0 };
         if p.len() != want {
-            bail!("the log's end mark is {} bytes, expected {want}", p.len());
+            invalid!("the log's end mark is {} bytes, expected {want}", p.len());
         }
         Ok(EndMark {
             acks: u64_at(8),
@@ -86,13 +86,13 @@ fn encode_end_mark(
 /// Writes `log` as a log file (what `plugpull fetch -o` produces) and fsyncs it. Written
 /// to a temporary name and renamed, so a crash never leaves a half file under `path`.
 /// It ends in an unsigned end mark; see [`write_log_file_keyed`].
-pub fn write_log_file(path: &Path, log: &RunLog) -> anyhow::Result<()> {
+pub fn write_log_file(path: &Path, log: &RunLog) -> StoreResult<()> {
     write_log_file_keyed(path, log, None)
 }
 
 /// [`write_log_file`] with an end mark signed with `key` when given: the ack count,
 /// the frame count, the byte count and the BLAKE3 digest of every byte before it.
-pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> anyhow::Result<()> {
+pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> StoreResult<()> {
     let tmp = path.with_extension("acklog.tmp");
     let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let mut out = DigestingWriter {

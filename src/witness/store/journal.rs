@@ -34,10 +34,10 @@
 
 use crate::record::RunId;
 use crate::wire::frame::{self, FrameType};
+use crate::witness::store::error::{Context, StoreResult, invalid};
 use crate::witness::store::layout::{JOURNAL_EXTENSION, journal_path, log_path, sync_dir};
 use crate::witness::store::scan::{Damage, scan_frames_resync};
 use crate::witness::store::storage::{FileReader, Storage, StorageFile};
-use anyhow::{Context, bail};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -88,10 +88,7 @@ pub fn has_journal(storage: &dyn Storage, dir: &Path) -> bool {
 }
 
 /// Journal files in `dir`, oldest generation first.
-pub(crate) fn list_journals(
-    storage: &dyn Storage,
-    dir: &Path,
-) -> anyhow::Result<Vec<(u64, PathBuf)>> {
+pub(crate) fn list_journals(storage: &dyn Storage, dir: &Path) -> StoreResult<Vec<(u64, PathBuf)>> {
     let mut found = BTreeMap::new();
     let entries = storage
         .list(dir)
@@ -126,8 +123,8 @@ fn is_journal_frame(t: FrameType) -> bool {
 pub(crate) fn read_journal(
     storage: &dyn Storage,
     path: &Path,
-    mut each: impl FnMut(RunId, u64, &[u8]) -> anyhow::Result<()>,
-) -> anyhow::Result<Vec<Damage>> {
+    mut each: impl FnMut(RunId, u64, &[u8]) -> StoreResult<()>,
+) -> StoreResult<Vec<Damage>> {
     let f = match storage.open_read(path) {
         Ok(f) => f,
         // A live witness checkpointed it since it was listed: its entries are in the logs,
@@ -140,17 +137,17 @@ pub(crate) fn read_journal(
     let end = scan_frames_resync(reader, is_journal_frame, |fr, damage| {
         frames += 1;
         if frames == 1 && damage.is_some() {
-            bail!("the journal header is damaged");
+            invalid!("the journal header is damaged");
         }
         match (frames, fr.ty) {
             (1, FrameType::JournalHeader) => {
                 let p = fr.payload;
                 if p.len() != 18 || p[..8] != JOURNAL_MAGIC {
-                    bail!("bad journal header");
+                    invalid!("bad journal header");
                 }
                 let version = u16::from_le_bytes([p[8], p[9]]);
                 if version != JOURNAL_VERSION {
-                    bail!(
+                    invalid!(
                         "journal format version {version} is not supported (this build \
                          reads version {JOURNAL_VERSION}); start the plugpull version that \
                          wrote it once, so it replays the journal"
@@ -158,12 +155,12 @@ pub(crate) fn read_journal(
                 }
                 Ok(())
             }
-            (1, _) => bail!("the first frame is not a journal header"),
+            (1, _) => invalid!("the first frame is not a journal header"),
             (_, FrameType::JournalWrite) => {
                 let (run, offset, data) = decode_entry(fr.payload)?;
                 each(run, offset, data)
             }
-            (_, t) => bail!("a {t:?} frame does not belong in a journal"),
+            (_, t) => invalid!("a {t:?} frame does not belong in a journal"),
         }
     })
     .with_context(|| {
@@ -176,7 +173,7 @@ pub(crate) fn read_journal(
     // No header at all is fine only if creation was cut short (a torn prefix).
     if let (0, Some(tail)) = (frames, &end.tail) {
         if !tail.starts_with("torn") {
-            bail!(
+            invalid!(
                 "{} is not a witness journal ({tail}); move it out of the witness directory",
                 path.display()
             );
@@ -205,9 +202,9 @@ pub(crate) fn encode_entries(out: &mut Vec<u8>, run: RunId, offset: u64, data: &
     }
 }
 
-fn decode_entry(p: &[u8]) -> anyhow::Result<(RunId, u64, &[u8])> {
+fn decode_entry(p: &[u8]) -> StoreResult<(RunId, u64, &[u8])> {
     if p.len() < ENTRY_HEAD_BYTES {
-        bail!("journal entry of {} bytes is too short", p.len());
+        invalid!("journal entry of {} bytes is too short", p.len());
     }
     let run = RunId(p[..16].try_into().unwrap());
     let offset = u64::from_le_bytes(p[16..24].try_into().unwrap());
@@ -216,7 +213,7 @@ fn decode_entry(p: &[u8]) -> anyhow::Result<(RunId, u64, &[u8])> {
         .checked_add(data.len() as u64)
         .is_none_or(|e| e > 1 << 48)
     {
-        bail!("journal entry at offset {offset} is beyond any log");
+        invalid!("journal entry at offset {offset} is beyond any log");
     }
     Ok((run, offset, data))
 }
@@ -226,7 +223,7 @@ fn create_file(
     storage: &dyn Storage,
     dir: &Path,
     generation: u64,
-) -> anyhow::Result<(Box<dyn StorageFile>, u64)> {
+) -> StoreResult<(Box<dyn StorageFile>, u64)> {
     let path = journal_path(dir, generation);
     let f = storage
         .create_new(&path)
@@ -298,7 +295,7 @@ impl Journal {
         storage: Arc<dyn Storage>,
         dir: &Path,
         opts: JournalOptions,
-    ) -> anyhow::Result<Journal> {
+    ) -> StoreResult<Journal> {
         let generation = list_journals(&*storage, dir)?
             .last()
             .map_or(1, |(g, _)| g + 1);
@@ -338,11 +335,11 @@ impl Journal {
 
     /// Makes `data`, already written at `offset` of `run`'s log, durable: returns once a
     /// journal fdatasync covers it. The log write must come first (see the module doc).
-    pub fn commit(&self, run: RunId, offset: u64, data: &[u8]) -> anyhow::Result<()> {
+    pub fn commit(&self, run: RunId, offset: u64, data: &[u8]) -> StoreResult<()> {
         let inner = &*self.inner;
         let mut st = lock(&inner.state);
         if let Some(why) = &st.failed {
-            bail!("the witness journal failed earlier: {why}");
+            invalid!("the witness journal failed earlier: {why}");
         }
         encode_entries(&mut st.pending, run, offset, data);
         st.touched.insert(run);
@@ -355,7 +352,7 @@ impl Journal {
                 return Ok(());
             }
             if let Some(why) = &st.failed {
-                bail!("the witness journal failed: {why}");
+                invalid!("the witness journal failed: {why}");
             }
             st = synced.wait(st).unwrap_or_else(|p| p.into_inner());
         }
@@ -445,7 +442,7 @@ fn rotate(inner: &Inner, st: &mut State, checkpoints: &Sender<Checkpoint>) {
     if inner.opts.checkpoint_inline {
         match checkpoint(inner, &job) {
             Ok(next) => st.next = Some(next),
-            Err(e) => st.failed = Some(format!("{e:#}")),
+            Err(e) => st.failed = Some(e.detail()),
         }
         return;
     }
@@ -461,13 +458,13 @@ fn checkpoint_loop(inner: Arc<Inner>, jobs: Receiver<Checkpoint>) {
         let mut st = lock(&inner.state);
         match r {
             Ok(next) => st.next = Some(next),
-            Err(e) => st.failed = Some(format!("{e:#}")),
+            Err(e) => st.failed = Some(e.detail()),
         }
         inner.synced.iter().for_each(Condvar::notify_all);
     }
 }
 
-fn checkpoint(inner: &Inner, job: &Checkpoint) -> anyhow::Result<(Box<dyn StorageFile>, u64)> {
+fn checkpoint(inner: &Inner, job: &Checkpoint) -> StoreResult<(Box<dyn StorageFile>, u64)> {
     let (storage, dir) = (&*inner.storage, &inner.dir);
     // Pauses matter only on a real disk; simulated storage runs checkpoints inline.
     let pace = |d: std::time::Duration| {

@@ -6,11 +6,11 @@
 //! itself (writing, syncing, checkpointing) does not need either direction.
 
 use crate::record::RunId;
+use crate::witness::store::error::{Context, StoreResult, invalid};
 use crate::witness::store::journal::{list_journals, read_journal};
 use crate::witness::store::layout::{log_path, sync_dir};
 use crate::witness::store::storage::Storage;
 use crate::witness::store::storage::StorageFile;
-use anyhow::{Context, bail};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
@@ -28,7 +28,7 @@ pub struct Replayed {
 
 /// Copies every journal left in `dir` into the run logs, in generation order, makes the
 /// logs durable and deletes the journals. Runs before the witness opens any log.
-pub fn replay(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Replayed> {
+pub fn replay(storage: &dyn Storage, dir: &Path) -> StoreResult<Replayed> {
     let journals = list_journals(storage, dir)?;
     let mut out = Replayed {
         journals: journals.len(),
@@ -38,7 +38,7 @@ pub fn replay(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Replayed> {
     // every file as it was.
     for (_, path) in &journals {
         if let Some(d) = read_journal(storage, path, |_, _, _| Ok(()))?.first() {
-            bail!(
+            invalid!(
                 "witness journal {} is damaged: {d}, so this is not a torn tail. The \
                  witness does not start on {} and changed nothing there: the entries after \
                  the damage are acks it confirmed. Keep a copy of the directory. To start \
@@ -113,7 +113,7 @@ pub fn overlay(
     storage: &dyn Storage,
     dir: &Path,
     logs: &mut HashMap<RunId, Vec<u8>>,
-) -> anyhow::Result<Vec<String>> {
+) -> StoreResult<Vec<String>> {
     let mut damage = vec![];
     for (_, path) in list_journals(storage, dir)? {
         let found = read_journal(storage, &path, |run, offset, data| {

@@ -5,8 +5,8 @@
 //! directory. Keeping the names here lets each of them stay ignorant of the others.
 
 use crate::record::RunId;
+use crate::witness::store::error::{Context, StoreResult};
 use crate::witness::store::storage::Storage;
-use anyhow::Context;
 use std::path::{Path, PathBuf};
 
 /// File name extension of ack logs in the witness directory.
@@ -25,7 +25,7 @@ pub fn journal_path(dir: &Path, generation: u64) -> PathBuf {
 }
 
 /// Makes the names created, removed or renamed in `dir` durable.
-pub(crate) fn sync_dir(storage: &dyn Storage, dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn sync_dir(storage: &dyn Storage, dir: &Path) -> StoreResult<()> {
     storage
         .sync_dir(dir)
         .with_context(|| format!("fsync of directory {}", dir.display()))

@@ -35,12 +35,12 @@ use crate::record::RunId;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg::{self, LOG_VERSION, Msg};
 use crate::witness::store::checker::LogChecker;
+use crate::witness::store::error::{Context, StoreError, StoreResult, invalid};
 use crate::witness::store::layout::{log_path, sync_dir};
 use crate::witness::store::scan::{
     MAX_TORN_TAIL_BYTES, ScanEnd, scan_frames_resync, scan_frames_until,
 };
 use crate::witness::store::storage::{FileReader, Storage, StorageFile};
-use anyhow::{Context, bail};
 use std::io::{self, Read};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -51,7 +51,7 @@ use std::sync::Arc;
 /// returns once they are durable (the journal's module doc says why that order is safe).
 pub trait GroupCommit: Send + Sync {
     /// Makes `data`, already written at `offset` of `run`'s log, durable.
-    fn commit(&self, run: RunId, offset: u64, data: &[u8]) -> anyhow::Result<()>;
+    fn commit(&self, run: RunId, offset: u64, data: &[u8]) -> StoreResult<()>;
 }
 
 /// Frame types an ack log file may hold. After a bad frame, only a valid frame of one
@@ -71,8 +71,8 @@ pub fn is_log_frame(t: FrameType) -> bool {
 /// [`scan_frames_resync`]; frames after damage are passed on too.
 pub fn scan_frames<R: Read>(
     r: R,
-    mut each: impl FnMut(&frame::Frame<'_>) -> anyhow::Result<()>,
-) -> anyhow::Result<ScanEnd> {
+    mut each: impl FnMut(&frame::Frame<'_>) -> StoreResult<()>,
+) -> StoreResult<ScanEnd> {
     scan_frames_resync(r, is_log_frame, |f, _| each(f))
 }
 
@@ -108,11 +108,7 @@ pub struct AckLog {
 impl AckLog {
     /// Creates a new log with header and descriptor, durable (file and directory entry)
     /// before it returns. Fails if the file exists.
-    pub fn create(
-        storage: &dyn Storage,
-        dir: &Path,
-        desc: &RunDescriptor,
-    ) -> anyhow::Result<AckLog> {
+    pub fn create(storage: &dyn Storage, dir: &Path, desc: &RunDescriptor) -> StoreResult<AckLog> {
         let path = log_path(dir, desc.run_id);
         let file = storage
             .create_new(&path)
@@ -146,7 +142,7 @@ impl AckLog {
     /// after them, or an unreadable tail longer than any commit. Then this refuses with
     /// the file exactly as it was, because the frames after the damage hold acks the
     /// witness confirmed.
-    pub fn open(storage: &dyn Storage, path: &Path) -> anyhow::Result<(AckLog, Recovery)> {
+    pub fn open(storage: &dyn Storage, path: &Path) -> StoreResult<(AckLog, Recovery)> {
         let file = storage
             .open(path)
             .with_context(|| format!("opening ack log {}", path.display()))?;
@@ -168,7 +164,7 @@ impl AckLog {
         )
         .with_context(|| format!("recovering ack log {}", path.display()))?;
         let Some(descriptor) = checker.descriptor.clone() else {
-            bail!(
+            invalid!(
                 "{} holds no complete run descriptor ({} bytes): the witness was killed \
                  while creating it, or it is not an ack log",
                 path.display(),
@@ -176,7 +172,7 @@ impl AckLog {
             );
         };
         if let Some(why) = not_recoverable(&checker, &end) {
-            bail!(
+            invalid!(
                 "ack log {} {why}. The witness leaves it exactly as it is and accepts no \
                  more acks for run {}. Its acks stay readable: `plugpull verify TARGET \
                  --acks {}` (or through this witness) reports them and names the damage. \
@@ -217,7 +213,7 @@ impl AckLog {
         storage: &dyn Storage,
         dir: &Path,
         desc: &RunDescriptor,
-    ) -> anyhow::Result<(AckLog, Option<Recovery>)> {
+    ) -> StoreResult<(AckLog, Option<Recovery>)> {
         let path = log_path(dir, desc.run_id);
         match storage.exists(&path) {
             Ok(false) => Ok((AckLog::create(storage, dir, desc)?, None)),
@@ -238,7 +234,7 @@ impl AckLog {
                 }
                 let (log, rec) = AckLog::open(storage, &path)?;
                 if log.descriptor != *desc {
-                    bail!(
+                    invalid!(
                         "run {} is already logged with a different run descriptor; a \
                          writer must not reuse another run's id",
                         desc.run_id
@@ -278,9 +274,9 @@ impl AckLog {
     /// Appends the acks of a batch numbered from `first` that the log does not have yet
     /// (a writer resends after a reconnect); returns how many were new. A batch that
     /// starts past the end of the log would leave a hole and is refused.
-    pub fn append_acks(&mut self, first: u64, acks: &[Ack]) -> anyhow::Result<u64> {
+    pub fn append_acks(&mut self, first: u64, acks: &[Ack]) -> StoreResult<u64> {
         if first > self.appended_acks {
-            bail!(
+            invalid!(
                 "acks {first}.. would leave a gap: the witness has {} acks of this run; \
                  a writer must resend from the Welcome's durable count",
                 self.appended_acks
@@ -304,9 +300,9 @@ impl AckLog {
 
     /// Writes everything appended and fdatasyncs once; returns the durable ack count.
     /// Nothing appended is durable unless this returned Ok.
-    pub fn commit(&mut self) -> anyhow::Result<u64> {
+    pub fn commit(&mut self) -> StoreResult<u64> {
         if let Some(why) = &self.poisoned {
-            bail!("ack log {} failed earlier: {why}", self.path.display());
+            invalid!("ack log {} failed earlier: {why}", self.path.display());
         }
         if self.pending.is_empty() {
             return Ok(self.durable_acks);
@@ -315,19 +311,19 @@ impl AckLog {
         let res = self
             .file
             .write_at(&self.pending, start)
-            .map_err(anyhow::Error::from)
+            .map_err(StoreError::from)
             .and_then(|()| match &self.journal {
                 // The log write above comes first: a checkpoint relies on it.
                 Some(j) => j.commit(self.descriptor.run_id, start, &self.pending),
                 None => self.file.sync_data().map_err(Into::into),
             });
         if let Err(e) = res {
-            let why = format!("{e:#}");
+            let why = e.detail();
             self.poisoned = Some(why.clone());
             // Best effort: cut what may be a partial frame; recovery on the next open
             // would do the same.
             let _ = self.file.set_len(self.durable_len_bytes);
-            bail!(
+            invalid!(
                 "writing ack log {}: {why} (check free space and the disk of the witness \
                  directory)",
                 self.path.display()
@@ -376,7 +372,7 @@ fn not_recoverable(checker: &LogChecker, end: &ScanEnd) -> Option<String> {
 
 /// If `path` is a log whose creation was interrupted (a prefix of header + descriptor,
 /// nothing else), says why; such a file never held an ack.
-fn creation_torn(storage: &dyn Storage, path: &Path) -> anyhow::Result<Option<String>> {
+fn creation_torn(storage: &dyn Storage, path: &Path) -> StoreResult<Option<String>> {
     let f = storage
         .open_read(path)
         .with_context(|| format!("opening {}", path.display()))?;
@@ -401,7 +397,7 @@ fn creation_torn(storage: &dyn Storage, path: &Path) -> anyhow::Result<Option<St
 }
 
 /// Reads the descriptor of a log without reading its acks (for the witness's index).
-pub fn read_descriptor(storage: &dyn Storage, path: &Path) -> anyhow::Result<RunDescriptor> {
+pub fn read_descriptor(storage: &dyn Storage, path: &Path) -> StoreResult<RunDescriptor> {
     let f = storage.open_read(path)?;
     let mut checker = LogChecker::default();
     let mut scratch = Vec::new();
@@ -420,6 +416,6 @@ pub fn read_descriptor(storage: &dyn Storage, path: &Path) -> anyhow::Result<Run
     match (r, checker.descriptor) {
         (_, Some(d)) => Ok(d),
         (Err(e), None) => Err(e),
-        (Ok(_), None) => bail!("{} holds no complete run descriptor", path.display()),
+        (Ok(_), None) => invalid!("{} holds no complete run descriptor", path.display()),
     }
 }

@@ -10,6 +10,7 @@
 //! This file joins the two sides: the journal is the log's [`log::GroupCommit`].
 
 pub mod checker;
+pub mod error;
 pub mod export;
 pub mod journal;
 pub mod journal_replay;
@@ -23,9 +24,10 @@ pub mod storage;
 mod tests;
 
 use crate::record::RunId;
+use crate::witness::store::error::StoreResult;
 
 impl log::GroupCommit for journal::Journal {
-    fn commit(&self, run: RunId, offset: u64, data: &[u8]) -> anyhow::Result<()> {
+    fn commit(&self, run: RunId, offset: u64, data: &[u8]) -> StoreResult<()> {
         journal::Journal::commit(self, run, offset, data)
     }
 }

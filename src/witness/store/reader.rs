@@ -10,12 +10,12 @@ use crate::model::RunLog;
 use crate::record::RunId;
 use crate::wire::auth::Key;
 use crate::witness::store::checker::{LogChecker, LogItem, Wholeness, damage_event};
+use crate::witness::store::error::{Context, StoreResult, invalid};
 use crate::witness::store::journal;
 use crate::witness::store::journal_replay;
 use crate::witness::store::log::is_log_frame;
 use crate::witness::store::scan::scan_frames_resync;
 use crate::witness::store::storage::{self, FileReader, FsStorage, Storage};
-use anyhow::{Context, bail};
 use std::collections::HashMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -28,33 +28,30 @@ use std::path::{Path, PathBuf};
 /// A log inside a witness directory is read together with the directory's journal
 /// (module `journal`): after the witness's machine lost power, acks it confirmed may sit
 /// only in the journal until `plugpull listen` starts again and replays it.
-pub fn read_log_file(path: &Path) -> anyhow::Result<RunLog> {
+pub fn read_log_file(path: &Path) -> StoreResult<RunLog> {
     read_log_file_from(&FsStorage, path)
 }
 
 /// [`read_log_file`] on `storage`.
-pub fn read_log_file_from(storage: &dyn Storage, path: &Path) -> anyhow::Result<RunLog> {
+pub fn read_log_file_from(storage: &dyn Storage, path: &Path) -> StoreResult<RunLog> {
     let mut logs = read_log_files_from(storage, &[path])?;
     Ok(logs.pop().expect("one log per path"))
 }
 
 /// [`read_log_file`], also saying whether the file proved it is whole (its end mark,
 /// checked with `key` when given).
-pub fn read_log_file_checked(
-    path: &Path,
-    key: Option<&Key>,
-) -> anyhow::Result<(RunLog, Wholeness)> {
+pub fn read_log_file_checked(path: &Path, key: Option<&Key>) -> StoreResult<(RunLog, Wholeness)> {
     let mut logs = read_log_files_checked(&FsStorage, &[path], key)?;
     Ok(logs.pop().expect("one log per path"))
 }
 
 /// [`read_log_file`] for several logs, reading each witness directory's journal once.
-pub fn read_log_files(paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
+pub fn read_log_files(paths: &[&Path]) -> StoreResult<Vec<RunLog>> {
     read_log_files_from(&FsStorage, paths)
 }
 
 /// [`read_log_files`] on `storage`.
-pub fn read_log_files_from(storage: &dyn Storage, paths: &[&Path]) -> anyhow::Result<Vec<RunLog>> {
+pub fn read_log_files_from(storage: &dyn Storage, paths: &[&Path]) -> StoreResult<Vec<RunLog>> {
     Ok(read_log_files_checked(storage, paths, None)?
         .into_iter()
         .map(|(l, _)| l)
@@ -65,7 +62,7 @@ fn read_log_files_checked(
     storage: &dyn Storage,
     paths: &[&Path],
     key: Option<&Key>,
-) -> anyhow::Result<Vec<(RunLog, Wholeness)>> {
+) -> StoreResult<Vec<(RunLog, Wholeness)>> {
     // Logs named by their run inside a directory with a journal: read whole, overlaid.
     let keys: Vec<Option<(PathBuf, RunId)>> =
         paths.iter().map(|p| in_journaled_dir(storage, p)).collect();
@@ -122,7 +119,7 @@ fn read_log_bytes(
     path: &Path,
     r: impl Read,
     key: Option<&Key>,
-) -> anyhow::Result<(RunLog, Wholeness)> {
+) -> StoreResult<(RunLog, Wholeness)> {
     let mut checker = LogChecker::with_key(key);
     let mut scratch = Vec::new();
     let mut acks = Vec::new();
@@ -140,7 +137,7 @@ fn read_log_bytes(
     })
     .with_context(|| format!("reading ack log {}", path.display()))?;
     let Some(descriptor) = checker.descriptor.clone() else {
-        bail!(
+        invalid!(
             "{} holds no complete run descriptor: not a plugpull ack log, or the witness \
              was killed while creating it",
             path.display()

@@ -8,8 +8,8 @@
 
 use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg;
+use crate::witness::store::error::{Context, StoreResult};
 use crate::witness::store::export::END_MARK_BYTES;
-use anyhow::Context;
 use std::io::{self, Read};
 use std::ops::ControlFlow;
 
@@ -61,8 +61,8 @@ pub struct ScanEnd {
 pub fn scan_frames_resync<R: Read>(
     r: R,
     accept: fn(FrameType) -> bool,
-    mut each: impl FnMut(&frame::Frame<'_>, Option<&Damage>) -> anyhow::Result<()>,
-) -> anyhow::Result<ScanEnd> {
+    mut each: impl FnMut(&frame::Frame<'_>, Option<&Damage>) -> StoreResult<()>,
+) -> StoreResult<ScanEnd> {
     scan_frames_until(r, accept, |f, d| each(f, d).map(ControlFlow::Continue))
 }
 
@@ -72,8 +72,8 @@ pub fn scan_frames_resync<R: Read>(
 pub fn scan_frames_until<R: Read>(
     r: R,
     accept: fn(FrameType) -> bool,
-    mut each: impl FnMut(&frame::Frame<'_>, Option<&Damage>) -> anyhow::Result<ControlFlow<()>>,
-) -> anyhow::Result<ScanEnd> {
+    mut each: impl FnMut(&frame::Frame<'_>, Option<&Damage>) -> StoreResult<ControlFlow<()>>,
+) -> StoreResult<ScanEnd> {
     let mut stop = false;
     let mut w = Window::new(r);
     let mut end = ScanEnd::default();
