@@ -95,11 +95,11 @@ pub fn scan_frames_until<R: Read>(
                         stop = flow.is_break();
                         None
                     }
-                    Decoded::Error(e) => Some(e.to_string()),
-                    Decoded::NeedMore { .. } => Some(format!(
-                        "torn frame: {} of {total} bytes present",
-                        w.have().len()
-                    )),
+                    Decoded::Error(e) => Some(NotAFrame::Bad(e)),
+                    Decoded::NeedMore { .. } => Some(NotAFrame::Torn {
+                        present: w.have().len(),
+                        total,
+                    }),
                 }
             }
         };
@@ -113,7 +113,8 @@ pub fn scan_frames_until<R: Read>(
                     return Ok(end);
                 }
             }
-            Some(why) => {
+            Some(not) => {
+                let why = not.to_string();
                 if resync(&mut w, accept)? {
                     let d = Damage {
                         offset: at,
@@ -132,18 +133,47 @@ pub fn scan_frames_until<R: Read>(
     }
 }
 
+/// Why the bytes where a frame should start are not one. Its text becomes
+/// [`Damage::why`] or [`ScanEnd::tail`]; a reader tells a torn tail by its "torn" start.
+#[derive(Debug)]
+enum NotAFrame {
+    /// Fewer bytes than a length prefix, at the end of the input.
+    TornPrefix {
+        present: usize,
+    },
+    /// A frame of `total` bytes, of which only `present` are there.
+    Torn {
+        present: usize,
+        total: usize,
+    },
+    Bad(frame::FrameError),
+}
+
+impl std::fmt::Display for NotAFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotAFrame::TornPrefix { present } => {
+                write!(f, "torn frame: {present} bytes of a length prefix")
+            }
+            NotAFrame::Torn { present, total } => {
+                write!(f, "torn frame: {present} of {total} bytes present")
+            }
+            NotAFrame::Bad(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 /// The whole size of the frame at the start of `have` from its length prefix, or why
 /// that prefix cannot start a frame.
-fn frame_total(have: &[u8]) -> Result<usize, String> {
+fn frame_total(have: &[u8]) -> Result<usize, NotAFrame> {
     if have.len() < frame::LEN_BYTES {
-        return Err(format!(
-            "torn frame: {} bytes of a length prefix",
-            have.len()
-        ));
+        return Err(NotAFrame::TornPrefix {
+            present: have.len(),
+        });
     }
     match frame::decode(&have[..frame::LEN_BYTES]) {
         Decoded::NeedMore { need } => Ok(need),
-        Decoded::Error(e) => Err(e.to_string()),
+        Decoded::Error(e) => Err(NotAFrame::Bad(e)),
         Decoded::Frame(_) => unreachable!("a length prefix alone is never a frame"),
     }
 }
