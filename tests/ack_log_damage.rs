@@ -360,9 +360,9 @@ fn forged_log_is_detected_with_the_witness_key() {
             .contains("signed")
     );
     // Forge: one ack fewer, a fresh mark whose digest matches (no key needed for that).
-    let mut forged = plugpull::witness::store::log::read_log_file(&log).unwrap();
+    let mut forged = plugpull::witness::store::reader::read_log_file(&log).unwrap();
     forged.acks.pop();
-    plugpull::witness::store::log::write_log_file(&log, &forged).unwrap();
+    plugpull::witness::store::export::write_log_file(&log, &forged).unwrap();
     let v = verify_keyed(&["--key-file", k]);
     assert_eq!(v.code, 3, "{v:?}");
     assert!(v.json()["ack_log"]["whole"] == false, "{v:?}");

@@ -12,7 +12,7 @@ use plugpull::wire::auth::{Key, Session};
 use plugpull::wire::frame::{self, FrameType};
 use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};
 use plugpull::witness::client::{AckSender, ClientOptions, fetch_with_key};
-use plugpull::witness::store::log::{LOG_EXTENSION, log_path};
+use plugpull::witness::store::layout::{LOG_EXTENSION, log_path};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -609,7 +609,7 @@ fn verify_on_a_device_that_returns_eio() {
     let tmp = tempfile::tempdir().unwrap();
     let w = common::WitnessProc::start(&tmp.path().join("w"));
     let (log, target) = real_run(tmp.path(), "e", &w);
-    let run_log = plugpull::witness::store::log::read_log_file(&log).unwrap();
+    let run_log = plugpull::witness::store::reader::read_log_file(&log).unwrap();
     let bytes = std::fs::read(&target).unwrap();
     let inner = MemDevice::new(bytes.len());
     inner.write_at(&bytes, 0).unwrap();

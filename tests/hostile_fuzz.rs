@@ -15,7 +15,7 @@ use plugpull::wire::auth::{Key, NONCE_BYTES, Session};
 use plugpull::wire::frame::{self, FrameType};
 use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};
 use plugpull::witness::fuzz;
-use plugpull::witness::store::log::write_log_file;
+use plugpull::witness::store::export::write_log_file;
 use std::path::PathBuf;
 
 fn corpus_dir(target: &str) -> PathBuf {

@@ -3,7 +3,7 @@
 //!
 //! Each case is a seeded sequence of runs, acks (appends, resends, commits), events,
 //! journal rotations and checkpoints, driven through the real `AckLog`, `Journal` and
-//! recovery code (`journal::replay`, `Journal::open`, `AckLog::open` of every log: what
+//! recovery code (`journal_replay::replay`, `Journal::open`, `AckLog::open` of every log: what
 //! `plugpull listen` does at start) over a simulated disk (`ack::storage::sim`) that
 //! loses power at operation N: unsynced writes dropped, a random subset kept, the last
 //! one torn at a sector boundary, unsynced name changes cut to a prefix. After every cut
@@ -32,10 +32,14 @@
 use plugpull::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use plugpull::record::{RecordId, RunId};
 use plugpull::rng::Rng;
-use plugpull::witness::store::journal::{self, Journal, JournalOptions};
+use plugpull::witness::store::checker::DAMAGE_EVENT;
+use plugpull::witness::store::error::StoreError;
+use plugpull::witness::store::journal::{Journal, JournalOptions};
+use plugpull::witness::store::layout::{LOG_EXTENSION, log_path};
 use plugpull::witness::store::log::{self, AckLog, Recovery};
 use plugpull::witness::store::storage::Storage;
 use plugpull::witness::store::storage::sim::{CutStats, SimDisk};
+use plugpull::witness::store::{journal_replay, reader};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
@@ -156,7 +160,7 @@ struct Boot<'a> {
 impl Boot<'_> {
     /// An error from the code under test: fine (expected) if the power is off, a failure
     /// if it is on.
-    fn error(&self, what: &str, e: anyhow::Error) -> Result<BootEnd, Failure> {
+    fn error(&self, what: &str, e: StoreError) -> Result<BootEnd, Failure> {
         if self.disk.is_off() {
             Ok(BootEnd::Cut)
         } else {
@@ -165,14 +169,14 @@ impl Boot<'_> {
     }
 
     fn log_path(&self, run: u64) -> PathBuf {
-        log::log_path(&self.dir, descriptor(self.case.seed, run).run_id)
+        log_path(&self.dir, descriptor(self.case.seed, run).run_id)
     }
 
     /// Checks what a read of run `run` returned: its descriptor, every durable ack,
     /// nothing that was not appended, and no damage reported (a power cut is not damage:
     /// calling it that would make verify say INCONCLUSIVE about an honest drive).
     fn check_log(&self, view: &str, run: u64, model: &RunModel, l: &RunLog) -> Result<(), Failure> {
-        if let Some(e) = l.events.iter().find(|e| e.kind == log::DAMAGE_EVENT) {
+        if let Some(e) = l.events.iter().find(|e| e.kind == DAMAGE_EVENT) {
             return Err(format!(
                 "{view}: run {run}: a power cut was reported as damage: {}",
                 e.detail
@@ -217,7 +221,7 @@ impl Boot<'_> {
             }
         }
         let paths: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        let read = match log::read_log_files_from(&*self.storage, &paths) {
+        let read = match reader::read_log_files_from(&*self.storage, &paths) {
             Ok(r) => r,
             Err(e) => return self.error("reading the logs before replay", e).map(Some),
         };
@@ -230,7 +234,7 @@ impl Boot<'_> {
     /// What `Witness::start` does, in its order: replay the journals, open a fresh
     /// journal, open every log (cutting torn tails).
     fn recover(&self, models: &mut [RunModel]) -> Result<Result<Recovered, BootEnd>, Failure> {
-        if let Err(e) = journal::replay(&*self.storage, &self.dir) {
+        if let Err(e) = journal_replay::replay(&*self.storage, &self.dir) {
             return self.error("journal replay", e).map(Err);
         }
         let opts = JournalOptions {
@@ -245,10 +249,9 @@ impl Boot<'_> {
             Ok(e) => e,
             Err(e) => return self.error("listing the directory", e.into()).map(Err),
         };
-        let mut opened: HashMap<PathBuf, Result<(AckLog, Recovery), anyhow::Error>> =
-            HashMap::new();
+        let mut opened: HashMap<PathBuf, Result<(AckLog, Recovery), StoreError>> = HashMap::new();
         for path in entries {
-            if path.extension().and_then(|x| x.to_str()) == Some(log::LOG_EXTENSION) {
+            if path.extension().and_then(|x| x.to_str()) == Some(LOG_EXTENSION) {
                 let r = AckLog::open(&*self.storage, &path);
                 if r.is_err() && self.disk.is_off() {
                     return Ok(Err(BootEnd::Cut));
@@ -262,7 +265,7 @@ impl Boot<'_> {
             .filter(|p| opened.get(p).is_some_and(Result::is_ok))
             .collect();
         let paths: Vec<&Path> = recovered.iter().map(PathBuf::as_path).collect();
-        let mut read = match log::read_log_files_from(&*self.storage, &paths) {
+        let mut read = match reader::read_log_files_from(&*self.storage, &paths) {
             Ok(r) => recovered.iter().cloned().zip(r).collect::<HashMap<_, _>>(),
             Err(e) => return self.error("reading the recovered logs", e).map(Err),
         };

@@ -15,6 +15,7 @@ use plugpull::record::{RecordId, RunId};
 use plugpull::wire::auth::Key;
 use plugpull::wire::frame;
 use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};
+use plugpull::witness::client::error::ClientError;
 use plugpull::witness::client::{AckSender, ClientOptions, fetch_with_key};
 use plugpull::witness::server::{FETCH_CONNECTIONS, MAX_PENDING_HANDSHAKES};
 use std::io::{Read, Write};
@@ -93,7 +94,7 @@ impl Witness {
         }
     }
 
-    fn fetch(&self, run: RunId) -> anyhow::Result<plugpull::model::RunLog> {
+    fn fetch(&self, run: RunId) -> Result<plugpull::model::RunLog, ClientError> {
         fetch_with_key(&self.addr, &RunSelector::Run(run), self.key.as_ref())
     }
 }

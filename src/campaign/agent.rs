@@ -327,7 +327,8 @@ fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::model::RunLog> {
         match fetch(witness, &RunSelector::Run(run)) {
             Ok(l) => return Ok(l),
             Err(e) if t0.elapsed() > Duration::from_secs(60) => {
-                return Err(e.context(format!("fetching run {run} from the witness {witness}")));
+                return Err(anyhow::Error::from(e)
+                    .context(format!("fetching run {run} from the witness {witness}")));
             }
             Err(_) => std::thread::sleep(Duration::from_millis(250)),
         }

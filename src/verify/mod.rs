@@ -73,7 +73,7 @@ pub fn verify_device_with_progress(
     report.bytes_read = result.bytes_read;
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.run = Some(log.descriptor.clone());
-    report.note_log_damage(crate::witness::store::log::damage_details(log));
+    report.note_log_damage(crate::witness::store::checker::damage_details(log));
     report
 }
 
@@ -261,7 +261,7 @@ pub fn dead_device_report(log: &RunLog, why: String) -> Report {
     r.summary = format!("the device is dead: {why}");
     r.dead_device = Some(why);
     r.run = Some(log.descriptor.clone());
-    r.note_log_damage(crate::witness::store::log::damage_details(log));
+    r.note_log_damage(crate::witness::store::checker::damage_details(log));
     r
 }
 
@@ -270,7 +270,7 @@ pub struct LoadedRun {
     pub log: RunLog,
     /// "witness HOST:PORT" or the file's path.
     pub source: String,
-    pub wholeness: crate::witness::store::log::Wholeness,
+    pub wholeness: crate::witness::store::checker::Wholeness,
 }
 
 /// Loads the run's acks from a log file or the witness.
@@ -292,7 +292,7 @@ pub fn load_run_checked(a: &VerifyArgs) -> Result<LoadedRun> {
     let key = crate::wire::auth::load_key(a.key_file.as_deref())?;
     let (log, source, wholeness) = if let Some(path) = &a.acks {
         let (log, wholeness) =
-            crate::witness::store::log::read_log_file_checked(path, key.as_ref())
+            crate::witness::store::reader::read_log_file_checked(path, key.as_ref())
                 .with_context(|| format!("reading acks from {}", path.display()))?;
         (log, path.display().to_string(), wholeness)
     } else {
@@ -323,7 +323,7 @@ pub fn load_run_checked(a: &VerifyArgs) -> Result<LoadedRun> {
                 ""
             }
         );
-        let whole = crate::witness::store::log::Wholeness { whole: true, how };
+        let whole = crate::witness::store::checker::Wholeness { whole: true, how };
         (log, format!("witness {witness}"), whole)
     };
     if let Some(r) = run {
@@ -350,7 +350,8 @@ pub fn run(a: VerifyArgs) -> Result<i32> {
         source,
         wholeness,
     } = load_run_checked(&a)?;
-    crate::witness::validate::refuse_impossible_run(&log)?;
+    crate::witness::validate::refuse_impossible_run(&log)
+        .map_err(|e| crate::exit::ExitCode(crate::exit::INCONCLUSIVE, e.to_string()))?;
     let note = |r: &mut Report| {
         r.note_log_wholeness(source.clone(), wholeness.whole, wholeness.how.clone())
     };

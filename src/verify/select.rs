@@ -45,7 +45,9 @@ pub fn latest_for_target(
     read_timeout: Duration,
 ) -> Result<RunLog> {
     let key = device.key();
-    let by_key = match fetch_with_key(w.addr, &RunSelector::LatestForDevice(key.clone()), w.key) {
+    let by_key = match fetch_with_key(w.addr, &RunSelector::LatestForDevice(key.clone()), w.key)
+        .map_err(anyhow::Error::from)
+    {
         Ok(log) => Some(log),
         Err(e) if is_no_run_for_device(&e) => None,
         Err(e) => return Err(e),

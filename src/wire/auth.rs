@@ -18,8 +18,7 @@
 //! differs. Byte layouts are in docs/protocol.md.
 
 use crate::wire::frame::{self, FLAG_MAC, Frame, MAC_BYTES};
-use anyhow::{Context, bail};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Bytes of each side's handshake nonce.
 pub const NONCE_BYTES: usize = 16;
@@ -52,28 +51,29 @@ impl std::fmt::Debug for Key {
 impl Key {
     /// Derives the key from any secret bytes (leading and trailing whitespace ignored, so
     /// a hex or base64 line with a newline works).
-    pub fn from_secret(secret: &[u8]) -> anyhow::Result<Key> {
+    pub fn from_secret(secret: &[u8]) -> Result<Key, KeyError> {
         let s = secret.trim_ascii();
         if s.len() < MIN_KEY_FILE_BYTES {
-            bail!(
-                "the key holds {} bytes; at least {MIN_KEY_FILE_BYTES} are needed. Make one \
-                 with `head -c 32 /dev/urandom | base64 > witness.key` and copy it to the \
-                 writer and the witness",
-                s.len()
-            );
+            return Err(KeyError::TooShort { held: s.len() });
         }
         Ok(Key(blake3::derive_key(KEY_CONTEXT, s)))
     }
 
     /// Reads a key file (`--key-file`).
-    pub fn from_file(path: &Path) -> anyhow::Result<Key> {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("reading the key file {}", path.display()))?;
-        Key::from_secret(&bytes).with_context(|| format!("key file {}", path.display()))
+    pub fn from_file(path: &Path) -> Result<Key, KeyError> {
+        let bytes = std::fs::read(path).map_err(|source| KeyError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Key::from_secret(&bytes).map_err(|e| KeyError::File {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })
     }
 
-    /// The MAC of a log file's end mark (module `log`): keyed BLAKE3 under a key derived
-    /// from this one for that purpose only, so a mark's MAC is never a valid frame MAC.
+    /// The MAC of a log file's end mark (`witness::store::export`): keyed BLAKE3 under a
+    /// key derived from this one for that purpose only, so a mark's MAC is never a valid
+    /// frame MAC.
     pub fn log_mark_mac(&self, data: &[u8]) -> [u8; 32] {
         let mark_key = blake3::derive_key(LOG_MARK_CONTEXT, &self.0);
         *blake3::keyed_hash(&mark_key, data).as_bytes()
@@ -89,8 +89,33 @@ impl Key {
     }
 }
 
+/// Why a key cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error(
+        "the key holds {held} bytes; at least {min} are needed. Make one \
+         with `head -c 32 /dev/urandom | base64 > witness.key` and copy it to the \
+         writer and the witness",
+        min = MIN_KEY_FILE_BYTES
+    )]
+    TooShort { held: usize },
+    #[error("reading the key file {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file was read; its content is no key.
+    #[error("key file {}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: Box<KeyError>,
+    },
+}
+
 /// `--key-file` as an option: `None` means no authentication.
-pub fn load_key(path: Option<&Path>) -> anyhow::Result<Option<Key>> {
+pub fn load_key(path: Option<&Path>) -> Result<Option<Key>, KeyError> {
     path.map(Key::from_file).transpose()
 }
 

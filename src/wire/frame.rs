@@ -46,7 +46,8 @@ pub enum FrameType {
     /// A copy of bytes appended to a run's log, in the witness journal.
     JournalWrite = 0x05,
     /// Last frame of a `plugpull fetch` output file: ack count, frame count, byte count
-    /// and a running digest of everything before it, optionally signed (module `log`).
+    /// and a running digest of everything before it, optionally signed (module
+    /// `witness::store::export`).
     LogEnd = 0x06,
     Hello = 0x10,
     /// Writer or fetcher to a keyed witness: the client's handshake nonce.

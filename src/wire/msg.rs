@@ -9,7 +9,6 @@ use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent};
 use crate::record::{RecordId, RunId};
 use crate::wire::auth::NONCE_BYTES;
 use crate::wire::frame::{self, FrameType};
-use anyhow::{Context, anyhow, bail};
 
 /// Wire protocol version sent in Hello and Welcome. Bump on any incompatible change.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -125,10 +124,43 @@ pub fn encode_acks_into<'a>(
     frame::end_frame(out, start);
 }
 
+/// Returns a [`DecodeError::Malformed`] with a formatted message.
+macro_rules! malformed {
+    ($($arg:tt)*) => {
+        return Err(DecodeError::Malformed(format!($($arg)*)))
+    };
+}
+
+/// Why a frame's payload is not the message its type says.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// A Hello from another protocol version (the server answers with its own).
+    #[error(transparent)]
+    Version(VersionMismatch),
+    #[error("{0}")]
+    Malformed(String),
+    #[error("{what}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl DecodeError {
+    /// The message with its cause, "what: why" (as a log line or an Error frame shows it).
+    pub fn detail(&self) -> String {
+        match self {
+            DecodeError::Json { what, source } => format!("{what}: {source}"),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// Decodes an Acks payload, appending the acks to `into`; returns the first ack number.
-pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
+pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
     if p.len() < ACKS_HEADER_BYTES {
-        bail!(
+        malformed!(
             "Acks payload of {} bytes is shorter than its 12-byte header",
             p.len()
         );
@@ -137,13 +169,13 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
     let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
     let want = ACKS_HEADER_BYTES + count * ACK_ENTRY_BYTES;
     if p.len() != want {
-        bail!(
+        malformed!(
             "Acks payload says {count} acks ({want} bytes) but is {} bytes",
             p.len()
         );
     }
     if first.checked_add(count as u64).is_none() {
-        bail!("Acks numbering overflows (first {first}, count {count})");
+        malformed!("Acks numbering overflows (first {first}, count {count})");
     }
     into.reserve(count);
     let start = into.len();
@@ -159,7 +191,7 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
         .position(|a| a.record.offset.checked_add(a.record.len_bytes()).is_none())
     {
         into.truncate(start);
-        bail!(
+        malformed!(
             "ack {} of the batch ends past the largest byte offset",
             first + i as u64
         );
@@ -167,28 +199,32 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> anyhow::Result<u64> {
     Ok(first)
 }
 
-fn u16_le(p: &[u8], what: &str) -> anyhow::Result<u16> {
+fn u16_le(p: &[u8], what: &str) -> Result<u16, DecodeError> {
     Ok(u16::from_le_bytes(
         p.get(0..2)
-            .ok_or_else(|| anyhow!("{what} payload too short"))?
+            .ok_or_else(|| DecodeError::Malformed(format!("{what} payload too short")))?
             .try_into()
             .unwrap(),
     ))
 }
 
-fn u64_exact(p: &[u8], what: &str) -> anyhow::Result<u64> {
+fn u64_exact(p: &[u8], what: &str) -> Result<u64, DecodeError> {
     if p.len() != 8 {
-        bail!("{what} payload must be 8 bytes, got {}", p.len());
+        malformed!("{what} payload must be 8 bytes, got {}", p.len());
     }
     Ok(u64::from_le_bytes(p.try_into().unwrap()))
 }
 
-fn utf8(p: &[u8], what: &str) -> anyhow::Result<String> {
-    String::from_utf8(p.to_vec()).map_err(|_| anyhow!("{what} text is not UTF-8"))
+fn utf8(p: &[u8], what: &str) -> Result<String, DecodeError> {
+    String::from_utf8(p.to_vec())
+        .map_err(|_| DecodeError::Malformed(format!("{what} text is not UTF-8")))
 }
 
-fn descriptor(p: &[u8], what: &str) -> anyhow::Result<RunDescriptor> {
-    serde_json::from_slice(p).with_context(|| format!("{what}: invalid run descriptor JSON"))
+fn descriptor(p: &[u8], what: &str) -> Result<RunDescriptor, DecodeError> {
+    serde_json::from_slice(p).map_err(|source| DecodeError::Json {
+        what: format!("{what}: invalid run descriptor JSON"),
+        source,
+    })
 }
 
 impl Msg {
@@ -275,12 +311,12 @@ impl Msg {
     }
 
     /// Decodes the payload of a checked frame.
-    pub fn decode(f: &frame::Frame<'_>) -> anyhow::Result<Msg> {
+    pub fn decode(f: &frame::Frame<'_>) -> Result<Msg, DecodeError> {
         let p = f.payload;
         Ok(match f.ty {
             FrameType::FileHeader => {
                 if p.len() != 10 || p[0..8] != LOG_MAGIC {
-                    bail!("not a plugpull ack log header (magic missing)");
+                    malformed!("not a plugpull ack log header (magic missing)");
                 }
                 Msg::FileHeader {
                     version: u16::from_le_bytes([p[8], p[9]]),
@@ -289,30 +325,17 @@ impl Msg {
             FrameType::Descriptor => Msg::Descriptor(descriptor(p, "Descriptor")?),
             FrameType::FetchRun => Msg::FetchRun(descriptor(p, "FetchRun")?),
             FrameType::Event => {
-                Msg::Event(serde_json::from_slice(p).context("Event: invalid witness event JSON")?)
+                Msg::Event(
+                    serde_json::from_slice(p).map_err(|source| DecodeError::Json {
+                        what: "Event: invalid witness event JSON".into(),
+                        source,
+                    })?,
+                )
             }
-            FrameType::Hello => {
-                if p.len() < 4 {
-                    bail!("Hello payload of {} bytes is too short", p.len());
-                }
-                let version = u16_le(p, "Hello")?;
-                let flags = u16::from_le_bytes([p[2], p[3]]);
-                Msg::Hello {
-                    version,
-                    resume: flags & HELLO_FLAG_RESUME != 0,
-                    // Leave the descriptor to the caller when the version differs: a
-                    // newer writer's descriptor may not parse, and the version error is
-                    // the one the user needs to see.
-                    descriptor: if version == PROTOCOL_VERSION {
-                        descriptor(&p[4..], "Hello")?
-                    } else {
-                        bail!(VersionMismatch(version))
-                    },
-                }
-            }
+            FrameType::Hello => decode_hello(p)?,
             FrameType::Auth => {
                 if p.len() != 2 + NONCE_BYTES {
-                    bail!(
+                    malformed!(
                         "Auth payload must be {} bytes, got {}",
                         2 + NONCE_BYTES,
                         p.len()
@@ -325,15 +348,15 @@ impl Msg {
             }
             FrameType::Challenge => Msg::Challenge {
                 nonce: p.try_into().map_err(|_| {
-                    anyhow!(
+                    DecodeError::Malformed(format!(
                         "Challenge payload must be {NONCE_BYTES} bytes, got {}",
                         p.len()
-                    )
+                    ))
                 })?,
             },
             FrameType::Welcome => {
                 if p.len() != 10 {
-                    bail!("Welcome payload must be 10 bytes, got {}", p.len());
+                    malformed!("Welcome payload must be 10 bytes, got {}", p.len());
                 }
                 Msg::Welcome {
                     version: u16::from_le_bytes([p[0], p[1]]),
@@ -353,7 +376,7 @@ impl Msg {
             },
             FrameType::Heartbeat => {
                 if !p.is_empty() {
-                    bail!("Heartbeat payload must be empty, got {} bytes", p.len());
+                    malformed!("Heartbeat payload must be empty, got {} bytes", p.len());
                 }
                 Msg::Heartbeat
             }
@@ -363,21 +386,45 @@ impl Msg {
             FrameType::Error => Msg::Error {
                 message: utf8(p, "Error")?,
             },
-            FrameType::Fetch => match p.first() {
-                Some(&SELECT_RUN) if p.len() == 17 => {
-                    Msg::Fetch(RunSelector::Run(RunId(p[1..17].try_into().unwrap())))
-                }
-                Some(&SELECT_DEVICE) => {
-                    Msg::Fetch(RunSelector::LatestForDevice(utf8(&p[1..], "Fetch")?))
-                }
-                _ => bail!("Fetch payload has an unknown selector or wrong length"),
-            },
+            FrameType::Fetch => decode_fetch(p)?,
             FrameType::JournalHeader | FrameType::JournalWrite => {
-                bail!("a {:?} frame belongs only in the witness journal", f.ty)
+                malformed!("a {:?} frame belongs only in the witness journal", f.ty)
             }
-            FrameType::LogEnd => bail!("a LogEnd frame belongs only at the end of a log file"),
+            FrameType::LogEnd => malformed!("a LogEnd frame belongs only at the end of a log file"),
         })
     }
+}
+
+/// A Hello payload: version, flags, then (same version only) the run descriptor.
+fn decode_hello(p: &[u8]) -> Result<Msg, DecodeError> {
+    if p.len() < 4 {
+        malformed!("Hello payload of {} bytes is too short", p.len());
+    }
+    let version = u16_le(p, "Hello")?;
+    let flags = u16::from_le_bytes([p[2], p[3]]);
+    Ok(Msg::Hello {
+        version,
+        resume: flags & HELLO_FLAG_RESUME != 0,
+        // Leave the descriptor to the caller when the version differs: a
+        // newer writer's descriptor may not parse, and the version error is
+        // the one the user needs to see.
+        descriptor: if version == PROTOCOL_VERSION {
+            descriptor(&p[4..], "Hello")?
+        } else {
+            return Err(DecodeError::Version(VersionMismatch(version)));
+        },
+    })
+}
+
+/// A Fetch payload: a run id, or a device key.
+fn decode_fetch(p: &[u8]) -> Result<Msg, DecodeError> {
+    Ok(match p.first() {
+        Some(&SELECT_RUN) if p.len() == 17 => {
+            Msg::Fetch(RunSelector::Run(RunId(p[1..17].try_into().unwrap())))
+        }
+        Some(&SELECT_DEVICE) => Msg::Fetch(RunSelector::LatestForDevice(utf8(&p[1..], "Fetch")?)),
+        _ => malformed!("Fetch payload has an unknown selector or wrong length"),
+    })
 }
 
 /// A Hello from a different protocol version; carried as an error so the server can
@@ -398,179 +445,4 @@ impl std::fmt::Display for VersionMismatch {
 impl std::error::Error for VersionMismatch {}
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::device::FlushMethod;
-    use crate::device::identity::DeviceIdentity;
-    use crate::model::WriterSettings;
-
-    pub(crate) fn sample_descriptor(run: u8) -> RunDescriptor {
-        RunDescriptor {
-            run_id: RunId([run; 16]),
-            format_version: 1,
-            plugpull_version: "test".into(),
-            host: "h".into(),
-            started_at: "2024-01-01T00:00:00Z".into(),
-            device: DeviceIdentity {
-                target: "/dev/x".into(),
-                kind: "file".into(),
-                ..Default::default()
-            },
-            settings: WriterSettings {
-                region_offset: 0,
-                region_bytes: 1 << 20,
-                record_bytes_min: 4096,
-                record_bytes_max: 4096,
-                placement: "sequential".into(),
-                streams: 1,
-                flush: FlushMethod::Fdatasync,
-                direct: true,
-                seed: 5,
-            },
-            command: vec!["plugpull".into()],
-        }
-    }
-
-    pub(crate) fn ack(i: u64) -> Ack {
-        Ack {
-            record: RecordId {
-                stream: (i % 3) as u16,
-                seq: i,
-                offset: i * 4096,
-                sectors: 8,
-                write_time_ns: 1_000 + i,
-            },
-            flushed_ns: 2_000 + i,
-        }
-    }
-
-    fn round_trip(m: Msg) {
-        let bytes = m.encode();
-        match frame::decode(&bytes) {
-            frame::Decoded::Frame(f) => {
-                assert_eq!(f.len_bytes, bytes.len());
-                assert_eq!(Msg::decode(&f).unwrap(), m);
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn every_message_round_trips() {
-        let d = sample_descriptor(7);
-        for m in [
-            Msg::FileHeader {
-                version: LOG_VERSION,
-            },
-            Msg::Descriptor(d.clone()),
-            Msg::Event(WitnessEvent {
-                at_ns: 5,
-                kind: "connect".into(),
-                peer: "1.2.3.4:5".into(),
-                durable_acks: 3,
-                last_ack_at_ns: Some(4),
-                detail: "x".into(),
-            }),
-            Msg::Hello {
-                version: PROTOCOL_VERSION,
-                resume: true,
-                descriptor: d.clone(),
-            },
-            Msg::Welcome {
-                version: PROTOCOL_VERSION,
-                durable_acks: u64::MAX,
-            },
-            Msg::Acks {
-                first: 10,
-                acks: (10..20).map(ack).collect(),
-            },
-            Msg::Acks {
-                first: 0,
-                acks: vec![],
-            },
-            Msg::Durable { durable_acks: 9 },
-            Msg::Auth {
-                version: PROTOCOL_VERSION,
-                nonce: [9; NONCE_BYTES],
-            },
-            Msg::Challenge {
-                nonce: [8; NONCE_BYTES],
-            },
-            Msg::Heartbeat,
-            Msg::Bye {
-                reason: "done".into(),
-            },
-            Msg::Error {
-                message: "bad".into(),
-            },
-            Msg::Fetch(RunSelector::Run(RunId([3; 16]))),
-            Msg::Fetch(RunSelector::LatestForDevice("serial:X".into())),
-            Msg::FetchRun(d),
-            Msg::FetchEnd { acks: 77 },
-        ] {
-            round_trip(m);
-        }
-    }
-
-    #[test]
-    fn ack_entry_layout_is_fixed() {
-        let mut out = Vec::new();
-        put_ack(&mut out, &ack(1));
-        assert_eq!(out.len(), ACK_ENTRY_BYTES);
-        assert_eq!(&out[0..2], &1u16.to_le_bytes());
-        assert_eq!(&out[2..4], &[0, 0]);
-        assert_eq!(&out[4..8], &8u32.to_le_bytes());
-        assert_eq!(&out[8..16], &1u64.to_le_bytes());
-        assert_eq!(&out[16..24], &4096u64.to_le_bytes());
-        assert_eq!(&out[24..32], &1001u64.to_le_bytes());
-        assert_eq!(&out[32..40], &2001u64.to_le_bytes());
-    }
-
-    fn decode_payload(ty: FrameType, payload: &[u8]) -> anyhow::Result<Msg> {
-        let bytes = frame::encode(ty, payload);
-        match frame::decode(&bytes) {
-            frame::Decoded::Frame(f) => Msg::decode(&f),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn rejects_bad_payloads() {
-        // Count says 2 acks, one present.
-        let mut p = 0u64.to_le_bytes().to_vec();
-        p.extend_from_slice(&2u32.to_le_bytes());
-        p.extend_from_slice(&[0; ACK_ENTRY_BYTES]);
-        assert!(decode_payload(FrameType::Acks, &p).is_err());
-        assert!(decode_payload(FrameType::Acks, &[1, 2, 3]).is_err());
-        // Overflowing numbering.
-        let mut p = u64::MAX.to_le_bytes().to_vec();
-        p.extend_from_slice(&1u32.to_le_bytes());
-        p.extend_from_slice(&[0; ACK_ENTRY_BYTES]);
-        assert!(decode_payload(FrameType::Acks, &p).is_err());
-        assert!(decode_payload(FrameType::Durable, &[1, 2, 3]).is_err());
-        assert!(decode_payload(FrameType::Welcome, &[1]).is_err());
-        assert!(decode_payload(FrameType::Auth, &[1, 0, 2]).is_err());
-        assert!(decode_payload(FrameType::Challenge, &[1; 17]).is_err());
-        assert!(decode_payload(FrameType::Heartbeat, &[1]).is_err());
-        assert!(decode_payload(FrameType::Bye, &[0xff, 0xfe]).is_err());
-        assert!(decode_payload(FrameType::Fetch, &[9]).is_err());
-        assert!(decode_payload(FrameType::Fetch, &[1, 2]).is_err());
-        assert!(decode_payload(FrameType::FileHeader, b"NOTMAGIC\x01\x00").is_err());
-        let mut hello = PROTOCOL_VERSION.to_le_bytes().to_vec();
-        hello.extend_from_slice(&[0, 0]);
-        hello.extend_from_slice(b"{not json");
-        assert!(decode_payload(FrameType::Hello, &hello).is_err());
-    }
-
-    #[test]
-    fn hello_of_other_version_reports_the_version() {
-        let mut hello = 99u16.to_le_bytes().to_vec();
-        hello.extend_from_slice(&[0, 0]);
-        hello.extend_from_slice(b"whatever a future writer sends");
-        let e = decode_payload(FrameType::Hello, &hello).unwrap_err();
-        assert_eq!(
-            e.downcast_ref::<VersionMismatch>(),
-            Some(&VersionMismatch(99))
-        );
-    }
-}
+pub(crate) mod tests;

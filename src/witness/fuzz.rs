@@ -16,9 +16,11 @@ use crate::record::{self, SECTOR, STAMP_LEN};
 use crate::wire::auth::{Key, NONCE_BYTES, Session};
 use crate::wire::frame::{self, Decoded};
 use crate::wire::msg::Msg;
-use crate::witness::store::journal;
-use crate::witness::store::log::{self, AckLog, LogChecker};
+use crate::witness::store::checker::LogChecker;
+use crate::witness::store::log::{self, AckLog};
+use crate::witness::store::scan::{self, MAX_TORN_TAIL_BYTES};
 use crate::witness::store::storage::FsStorage;
+use crate::witness::store::{journal, journal_replay, layout, reader};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -80,7 +82,7 @@ fn scratch_path() -> PathBuf {
     dir.join(format!(
         "plugpull-fuzz-{}-{t}.{}",
         std::process::id(),
-        log::LOG_EXTENSION
+        layout::LOG_EXTENSION
     ))
 }
 
@@ -91,7 +93,7 @@ fn scratch_path() -> PathBuf {
 pub fn log_recovery(data: &[u8]) {
     let mut checker = LogChecker::default();
     let mut scratch = Vec::new();
-    let read_only = log::scan_frames_resync(data, log::is_log_frame, |f, damage| {
+    let read_only = scan::scan_frames_resync(data, log::is_log_frame, |f, damage| {
         if let Some(d) = damage {
             checker.note_damage(d);
         }
@@ -107,7 +109,7 @@ pub fn log_recovery(data: &[u8]) {
     match (&read_only, &opened) {
         (Ok(end), Ok((l, rec))) => {
             assert!(end.damage.is_empty(), "recovery accepted a damaged log");
-            assert!(end.tail_bytes <= log::MAX_TORN_TAIL_BYTES);
+            assert!(end.tail_bytes <= MAX_TORN_TAIL_BYTES);
             let on_disk = std::fs::read(&path).expect("read back");
             assert_eq!(on_disk.len() as u64, end.valid_len_bytes);
             assert_eq!(
@@ -121,14 +123,14 @@ pub fn log_recovery(data: &[u8]) {
             let (again, rec2) = AckLog::open(&FsStorage, &path).expect("recovered log reopens");
             assert_eq!(rec2.truncated_bytes, 0, "second recovery cut more");
             assert_eq!(again.durable_acks(), checker.acks);
-            let read = log::read_log_file(&path).expect("recovered log reads");
+            let read = reader::read_log_file(&path).expect("recovered log reads");
             assert_eq!(read.acks.len() as u64, checker.acks);
         }
         (Ok(end), Err(_)) => {
             assert!(
                 checker.descriptor.is_none()
                     || !end.damage.is_empty()
-                    || end.tail_bytes > log::MAX_TORN_TAIL_BYTES
+                    || end.tail_bytes > MAX_TORN_TAIL_BYTES
                     || checker.has_end_mark(),
                 "scan accepted a log with a descriptor that recovery refused"
             );
@@ -176,13 +178,13 @@ pub fn journal_replay(data: &[u8]) {
     let dir = scratch_path().with_extension("dir");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create fuzz scratch dir");
-    let log_path = log::log_path(&dir, JOURNAL_FUZZ_RUN);
-    let journal_path = journal::journal_path(&dir, 1);
+    let log_path = layout::log_path(&dir, JOURNAL_FUZZ_RUN);
+    let journal_path = layout::journal_path(&dir, 1);
     std::fs::write(&log_path, JOURNAL_FUZZ_LOG).expect("write fuzz log");
     std::fs::write(&journal_path, data).expect("write fuzz journal");
     let mut seen = HashMap::from([(JOURNAL_FUZZ_RUN, JOURNAL_FUZZ_LOG.to_vec())]);
-    let overlaid = journal::overlay(&FsStorage, &dir, &mut seen);
-    let replayed = journal::replay(&FsStorage, &dir);
+    let overlaid = journal_replay::overlay(&FsStorage, &dir, &mut seen);
+    let replayed = journal_replay::replay(&FsStorage, &dir);
     let on_disk = std::fs::read(&log_path).expect("read back log");
     match (overlaid, replayed) {
         (Ok(damage), Ok(r)) => {
@@ -196,10 +198,10 @@ pub fn journal_replay(data: &[u8]) {
             );
             assert_eq!(r.journals, 1);
             assert!(!journal_path.exists(), "replayed journal left behind");
-            let again = journal::replay(&FsStorage, &dir).expect("second replay");
+            let again = journal_replay::replay(&FsStorage, &dir).expect("second replay");
             assert_eq!(
                 again,
-                journal::Replayed::default(),
+                journal_replay::Replayed::default(),
                 "second replay found work"
             );
         }

@@ -14,7 +14,7 @@
 //! 2. Past [`JournalOptions::rotate_bytes`] the sync thread switches to a fresh journal
 //!    file; a checkpoint thread fdatasyncs the run logs the old file touched, then
 //!    deletes it.
-//! 3. At startup, before any log is opened, [`replay`] copies every surviving journal's
+//! 3. At startup, before any log is opened, `journal_replay::replay` copies every surviving journal's
 //!    entries into their logs (the same bytes at the same offsets, so replaying twice is
 //!    harmless), fdatasyncs the logs and deletes the journals.
 //!
@@ -25,21 +25,25 @@
 //! File format (docs/protocol.md): frames of the ack-log codec (module `frame`), a
 //! `JournalHeader` frame then `JournalWrite` frames. A torn tail (nothing valid after
 //! it) is ignored, as in logs; damage (a bad frame with valid entries after it) stops
-//! [`replay`] before it writes anything, and [`overlay`] reports it.
+//! `journal_replay::replay` before it writes anything, and `journal_replay::overlay`
+//! reports it.
+//!
+//! This module writes journals and reads their entries; it reaches run logs only by
+//! their names (module `layout`). Bringing entries back into the logs is module
+//! `journal_replay`.
 
 use crate::record::RunId;
 use crate::wire::frame::{self, FrameType};
-use crate::witness::store::log::{self, Damage, scan_frames_resync};
+use crate::witness::store::error::{Context, StoreResult, invalid};
+use crate::witness::store::layout::{JOURNAL_EXTENSION, journal_path, log_path, sync_dir};
+use crate::witness::store::scan::{Damage, scan_frames_resync};
 use crate::witness::store::storage::{FileReader, Storage, StorageFile};
-use anyhow::{Context, bail};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-/// File name extension of journal files in the witness directory.
-pub const JOURNAL_EXTENSION: &str = "journal";
 /// Magic at the start of a JournalHeader payload.
 pub const JOURNAL_MAGIC: [u8; 8] = *b"PPJOURNL";
 /// Journal format version.
@@ -52,11 +56,6 @@ const CHECKPOINT_PAUSE_MIN: std::time::Duration = std::time::Duration::from_mill
 const CHECKPOINT_TRUNCATE_STEP_BYTES: u64 = 2 << 20;
 /// Bytes of a JournalWrite payload before its data: run id and offset.
 const ENTRY_HEAD_BYTES: usize = 16 + 8;
-
-/// Where generation `generation` of the journal lives.
-pub fn journal_path(dir: &Path, generation: u64) -> PathBuf {
-    dir.join(format!("{generation:016x}.{JOURNAL_EXTENSION}"))
-}
 
 /// Tunables of the journal.
 #[derive(Clone, Debug)]
@@ -83,140 +82,13 @@ impl Default for JournalOptions {
     }
 }
 
-/// What [`replay`] found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Replayed {
-    pub journals: usize,
-    pub entries: u64,
-    pub runs: usize,
-    /// Entries whose run log is gone (someone deleted it); nothing could be done for them.
-    pub orphaned_entries: u64,
-    /// Entries that would have left a hole in their log (only damage makes them).
-    pub skipped_entries: u64,
-}
-
-/// Copies every journal left in `dir` into the run logs, in generation order, makes the
-/// logs durable and deletes the journals. Runs before the witness opens any log.
-pub fn replay(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Replayed> {
-    let journals = list_journals(storage, dir)?;
-    let mut out = Replayed {
-        journals: journals.len(),
-        ..Replayed::default()
-    };
-    // Check every journal before writing anything: a damaged one stops the start with
-    // every file as it was.
-    for (_, path) in &journals {
-        if let Some(d) = read_journal(storage, path, |_, _, _| Ok(()))?.first() {
-            bail!(
-                "witness journal {} is damaged: {d}, so this is not a torn tail. The \
-                 witness does not start on {} and changed nothing there: the entries after \
-                 the damage are acks it confirmed. Keep a copy of the directory. To start \
-                 anyway, move {} out of it: acks that only this journal held (those \
-                 confirmed shortly before the witness stopped) will then be missing from \
-                 their logs",
-                path.display(),
-                dir.display(),
-                path.display()
-            );
-        }
-    }
-    // Each run's log and its length as replay extends it.
-    type OpenLog = Option<(Box<dyn StorageFile>, u64)>;
-    // Ordered, so the order of the syncs below (and a simulated cut among them) does not
-    // depend on hashing.
-    let mut logs: BTreeMap<RunId, OpenLog> = BTreeMap::new();
-    for (_, path) in &journals {
-        read_journal(storage, path, |run, offset, data| {
-            let log = logs.entry(run).or_insert_with(|| {
-                let f = storage.open(&log::log_path(dir, run)).ok()?;
-                let len = f.size().ok()?;
-                Some((f, len))
-            });
-            let Some((f, len)) = log else {
-                out.orphaned_entries += 1;
-                return Ok(());
-            };
-            // A run's entries continue its log; one past the end would leave a hole,
-            // where reading the log stops anyway (the same rule as `overlay`).
-            if offset > *len {
-                out.skipped_entries += 1;
-                return Ok(());
-            }
-            f.write_at(data, offset).with_context(|| {
-                format!(
-                    "replaying the journal into {}",
-                    log::log_path(dir, run).display()
-                )
-            })?;
-            *len = (*len).max(offset + data.len() as u64);
-            out.entries += 1;
-            Ok(())
-        })?;
-    }
-    for (run, log) in &logs {
-        if let Some((f, _)) = log {
-            f.sync_data()
-                .with_context(|| format!("fdatasync of {}", log::log_path(dir, *run).display()))?;
-            out.runs += 1;
-        }
-    }
-    for (_, path) in &journals {
-        storage
-            .remove(path)
-            .with_context(|| format!("removing {}", path.display()))?;
-    }
-    if !journals.is_empty() {
-        log::sync_dir(storage, dir)?;
-    }
-    Ok(out)
-}
-
-/// Applies the journal entries found in `dir` to the logs in `logs` (each run's log as
-/// read from disk), without changing any file. After the witness's machine lost power,
-/// its logs may lack acks that only the journal holds until `plugpull listen` replays
-/// it; reading a log straight from the witness directory must still see them.
-///
-/// Returns the damage found in the journals (entries after it are applied too); which
-/// runs the damaged bytes belonged to is unknown, so a reader names it for every log.
-pub fn overlay(
-    storage: &dyn Storage,
-    dir: &Path,
-    logs: &mut HashMap<RunId, Vec<u8>>,
-) -> anyhow::Result<Vec<String>> {
-    let mut damage = vec![];
-    for (_, path) in list_journals(storage, dir)? {
-        let found = read_journal(storage, &path, |run, offset, data| {
-            let Some(bytes) = logs.get_mut(&run) else {
-                return Ok(());
-            };
-            // Entries of a run follow each other; one past the end could only follow a
-            // hole, where reading the log stops anyway.
-            if offset > bytes.len() as u64 {
-                return Ok(());
-            }
-            let (start, end) = (offset as usize, offset as usize + data.len());
-            if bytes.len() < end {
-                bytes.resize(end, 0);
-            }
-            bytes[start..end].copy_from_slice(data);
-            Ok(())
-        })?;
-        damage.extend(
-            found
-                .iter()
-                .map(|d| format!("witness journal {} is damaged: {d}", path.display())),
-        );
-    }
-    Ok(damage)
-}
-
-/// Whether `dir` holds journal files (then its logs are read through [`overlay`]).
+/// Whether `dir` holds journal files (then its logs are read through `journal_replay::overlay`).
 pub fn has_journal(storage: &dyn Storage, dir: &Path) -> bool {
     list_journals(storage, dir).is_ok_and(|j| !j.is_empty())
 }
 
 /// Journal files in `dir`, oldest generation first.
-fn list_journals(storage: &dyn Storage, dir: &Path) -> anyhow::Result<Vec<(u64, PathBuf)>> {
+pub(crate) fn list_journals(storage: &dyn Storage, dir: &Path) -> StoreResult<Vec<(u64, PathBuf)>> {
     let mut found = BTreeMap::new();
     let entries = storage
         .list(dir)
@@ -248,11 +120,11 @@ fn is_journal_frame(t: FrameType) -> bool {
 /// and returns the damage found: bad bytes with valid entries after them, whose entries
 /// `each` still gets. A torn tail (bad bytes with nothing valid after them) ends the
 /// file: those entries were never reported durable.
-fn read_journal(
+pub(crate) fn read_journal(
     storage: &dyn Storage,
     path: &Path,
-    mut each: impl FnMut(RunId, u64, &[u8]) -> anyhow::Result<()>,
-) -> anyhow::Result<Vec<Damage>> {
+    mut each: impl FnMut(RunId, u64, &[u8]) -> StoreResult<()>,
+) -> StoreResult<Vec<Damage>> {
     let f = match storage.open_read(path) {
         Ok(f) => f,
         // A live witness checkpointed it since it was listed: its entries are in the logs,
@@ -265,17 +137,17 @@ fn read_journal(
     let end = scan_frames_resync(reader, is_journal_frame, |fr, damage| {
         frames += 1;
         if frames == 1 && damage.is_some() {
-            bail!("the journal header is damaged");
+            invalid!("the journal header is damaged");
         }
         match (frames, fr.ty) {
             (1, FrameType::JournalHeader) => {
                 let p = fr.payload;
                 if p.len() != 18 || p[..8] != JOURNAL_MAGIC {
-                    bail!("bad journal header");
+                    invalid!("bad journal header");
                 }
                 let version = u16::from_le_bytes([p[8], p[9]]);
                 if version != JOURNAL_VERSION {
-                    bail!(
+                    invalid!(
                         "journal format version {version} is not supported (this build \
                          reads version {JOURNAL_VERSION}); start the plugpull version that \
                          wrote it once, so it replays the journal"
@@ -283,12 +155,12 @@ fn read_journal(
                 }
                 Ok(())
             }
-            (1, _) => bail!("the first frame is not a journal header"),
+            (1, _) => invalid!("the first frame is not a journal header"),
             (_, FrameType::JournalWrite) => {
                 let (run, offset, data) = decode_entry(fr.payload)?;
                 each(run, offset, data)
             }
-            (_, t) => bail!("a {t:?} frame does not belong in a journal"),
+            (_, t) => invalid!("a {t:?} frame does not belong in a journal"),
         }
     })
     .with_context(|| {
@@ -301,7 +173,7 @@ fn read_journal(
     // No header at all is fine only if creation was cut short (a torn prefix).
     if let (0, Some(tail)) = (frames, &end.tail) {
         if !tail.starts_with("torn") {
-            bail!(
+            invalid!(
                 "{} is not a witness journal ({tail}); move it out of the witness directory",
                 path.display()
             );
@@ -330,9 +202,9 @@ pub(crate) fn encode_entries(out: &mut Vec<u8>, run: RunId, offset: u64, data: &
     }
 }
 
-fn decode_entry(p: &[u8]) -> anyhow::Result<(RunId, u64, &[u8])> {
+fn decode_entry(p: &[u8]) -> StoreResult<(RunId, u64, &[u8])> {
     if p.len() < ENTRY_HEAD_BYTES {
-        bail!("journal entry of {} bytes is too short", p.len());
+        invalid!("journal entry of {} bytes is too short", p.len());
     }
     let run = RunId(p[..16].try_into().unwrap());
     let offset = u64::from_le_bytes(p[16..24].try_into().unwrap());
@@ -341,7 +213,7 @@ fn decode_entry(p: &[u8]) -> anyhow::Result<(RunId, u64, &[u8])> {
         .checked_add(data.len() as u64)
         .is_none_or(|e| e > 1 << 48)
     {
-        bail!("journal entry at offset {offset} is beyond any log");
+        invalid!("journal entry at offset {offset} is beyond any log");
     }
     Ok((run, offset, data))
 }
@@ -351,7 +223,7 @@ fn create_file(
     storage: &dyn Storage,
     dir: &Path,
     generation: u64,
-) -> anyhow::Result<(Box<dyn StorageFile>, u64)> {
+) -> StoreResult<(Box<dyn StorageFile>, u64)> {
     let path = journal_path(dir, generation);
     let f = storage
         .create_new(&path)
@@ -361,7 +233,7 @@ fn create_file(
     f.write_at(&head, 0)
         .and_then(|()| f.sync_all())
         .with_context(|| format!("writing {}", path.display()))?;
-    log::sync_dir(storage, dir)?;
+    sync_dir(storage, dir)?;
     Ok((f, head.len() as u64))
 }
 
@@ -417,13 +289,13 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 impl Journal {
-    /// Starts a fresh journal in `dir`. Call [`replay`] first: leftover journals would
+    /// Starts a fresh journal in `dir`. Call `journal_replay::replay` first: leftover journals would
     /// otherwise be replayed only at the next start, after logs were cut.
     pub fn open(
         storage: Arc<dyn Storage>,
         dir: &Path,
         opts: JournalOptions,
-    ) -> anyhow::Result<Journal> {
+    ) -> StoreResult<Journal> {
         let generation = list_journals(&*storage, dir)?
             .last()
             .map_or(1, |(g, _)| g + 1);
@@ -463,11 +335,11 @@ impl Journal {
 
     /// Makes `data`, already written at `offset` of `run`'s log, durable: returns once a
     /// journal fdatasync covers it. The log write must come first (see the module doc).
-    pub fn commit(&self, run: RunId, offset: u64, data: &[u8]) -> anyhow::Result<()> {
+    pub fn commit(&self, run: RunId, offset: u64, data: &[u8]) -> StoreResult<()> {
         let inner = &*self.inner;
         let mut st = lock(&inner.state);
         if let Some(why) = &st.failed {
-            bail!("the witness journal failed earlier: {why}");
+            invalid!("the witness journal failed earlier: {why}");
         }
         encode_entries(&mut st.pending, run, offset, data);
         st.touched.insert(run);
@@ -480,7 +352,7 @@ impl Journal {
                 return Ok(());
             }
             if let Some(why) = &st.failed {
-                bail!("the witness journal failed: {why}");
+                invalid!("the witness journal failed: {why}");
             }
             st = synced.wait(st).unwrap_or_else(|p| p.into_inner());
         }
@@ -570,7 +442,7 @@ fn rotate(inner: &Inner, st: &mut State, checkpoints: &Sender<Checkpoint>) {
     if inner.opts.checkpoint_inline {
         match checkpoint(inner, &job) {
             Ok(next) => st.next = Some(next),
-            Err(e) => st.failed = Some(format!("{e:#}")),
+            Err(e) => st.failed = Some(e.detail()),
         }
         return;
     }
@@ -586,13 +458,13 @@ fn checkpoint_loop(inner: Arc<Inner>, jobs: Receiver<Checkpoint>) {
         let mut st = lock(&inner.state);
         match r {
             Ok(next) => st.next = Some(next),
-            Err(e) => st.failed = Some(format!("{e:#}")),
+            Err(e) => st.failed = Some(e.detail()),
         }
         inner.synced.iter().for_each(Condvar::notify_all);
     }
 }
 
-fn checkpoint(inner: &Inner, job: &Checkpoint) -> anyhow::Result<(Box<dyn StorageFile>, u64)> {
+fn checkpoint(inner: &Inner, job: &Checkpoint) -> StoreResult<(Box<dyn StorageFile>, u64)> {
     let (storage, dir) = (&*inner.storage, &inner.dir);
     // Pauses matter only on a real disk; simulated storage runs checkpoints inline.
     let pace = |d: std::time::Duration| {
@@ -601,7 +473,7 @@ fn checkpoint(inner: &Inner, job: &Checkpoint) -> anyhow::Result<(Box<dyn Storag
         }
     };
     for run in &job.runs {
-        let path = log::log_path(dir, *run);
+        let path = log_path(dir, *run);
         let t0 = std::time::Instant::now();
         // fdatasync works on any descriptor of the file; the log may be closed by now.
         match storage.open_read(&path).and_then(|f| f.sync_data()) {
@@ -638,291 +510,4 @@ fn checkpoint(inner: &Inner, job: &Checkpoint) -> anyhow::Result<(Box<dyn Storag
         .with_context(|| format!("checkpoint: removing {}", job.path.display()))?;
     // The directory sync in create_file also makes this removal durable.
     create_file(storage, dir, job.next_generation)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{Ack, RunDescriptor};
-    use crate::wire::msg::tests::{ack, sample_descriptor};
-    use crate::witness::store::log::{AckLog, read_log_file};
-    use crate::witness::store::storage::FsStorage;
-    use std::fs::OpenOptions;
-
-    fn logs_with_journal(
-        dir: &Path,
-        opts: JournalOptions,
-        runs: &[RunDescriptor],
-    ) -> (Arc<Journal>, Vec<AckLog>) {
-        let j = Arc::new(Journal::open(FsStorage::shared(), dir, opts).unwrap());
-        let logs = runs
-            .iter()
-            .map(|d| {
-                AckLog::create(&FsStorage, dir, d)
-                    .unwrap()
-                    .with_journal(j.clone())
-            })
-            .collect();
-        (j, logs)
-    }
-
-    /// What a power cut does to a log whose appends were never fdatasync'd: the page
-    /// cache is gone, the file holds only what was synced at creation.
-    fn lose_unsynced_appends(log: &Path, synced_len_bytes: u64) {
-        let f = OpenOptions::new().write(true).open(log).unwrap();
-        f.set_len(synced_len_bytes).unwrap();
-    }
-
-    #[test]
-    fn replay_restores_confirmed_acks_the_logs_lost() {
-        let dir = tempfile::tempdir().unwrap();
-        let runs = [sample_descriptor(11), sample_descriptor(12)];
-        let (j, mut logs) = logs_with_journal(dir.path(), JournalOptions::default(), &runs);
-        let created: Vec<u64> = logs.iter().map(|l| l.durable_len_bytes()).collect();
-        let acks: Vec<Ack> = (0..500).map(ack).collect();
-        for c in acks.chunks(50) {
-            for l in &mut logs {
-                let first = l.appended_acks();
-                l.append_acks(first, c).unwrap();
-                assert_eq!(l.commit().unwrap(), first + c.len() as u64);
-            }
-        }
-        drop(logs);
-        drop(j);
-        for (d, len) in runs.iter().zip(&created) {
-            let p = log::log_path(dir.path(), d.run_id);
-            lose_unsynced_appends(&p, *len);
-            // Read straight from the witness directory, the journal fills the gap...
-            assert_eq!(read_log_file(&p).unwrap().acks, acks);
-            // ...also for several logs at once.
-            assert_eq!(
-                crate::witness::store::log::read_log_files(&[&p, &p])
-                    .unwrap()
-                    .iter()
-                    .map(|l| l.acks.len())
-                    .collect::<Vec<_>>(),
-                vec![acks.len(), acks.len()]
-            );
-        }
-        // ...and replay puts it back into the files.
-        let r = replay(&FsStorage, dir.path()).unwrap();
-        assert_eq!(r.runs, 2);
-        assert!(r.entries >= 20, "{r:?}");
-        assert!(
-            !has_journal(&FsStorage, dir.path()),
-            "replayed journals are deleted"
-        );
-        for d in &runs {
-            let p = log::log_path(dir.path(), d.run_id);
-            assert_eq!(read_log_file(&p).unwrap().acks, acks);
-            let (l, rec) = AckLog::open(&FsStorage, &p).unwrap();
-            assert_eq!(rec.truncated_bytes, 0);
-            assert_eq!(l.durable_acks(), 500);
-        }
-        // Twice is harmless.
-        assert_eq!(replay(&FsStorage, dir.path()).unwrap(), Replayed::default());
-    }
-
-    #[test]
-    fn many_threads_share_syncs_and_every_commit_is_durable() {
-        let dir = tempfile::tempdir().unwrap();
-        let runs: Vec<_> = (0..16).map(|i| sample_descriptor(100 + i)).collect();
-        let (j, logs) = logs_with_journal(dir.path(), JournalOptions::default(), &runs);
-        let lens: Vec<u64> = logs.iter().map(|l| l.durable_len_bytes()).collect();
-        std::thread::scope(|s| {
-            for mut l in logs {
-                s.spawn(move || {
-                    for i in 0..200u64 {
-                        l.append_acks(i, &[ack(i)]).unwrap();
-                        assert_eq!(l.commit().unwrap(), i + 1);
-                    }
-                });
-            }
-        });
-        drop(j);
-        for (d, len) in runs.iter().zip(lens) {
-            let p = log::log_path(dir.path(), d.run_id);
-            lose_unsynced_appends(&p, len);
-        }
-        replay(&FsStorage, dir.path()).unwrap();
-        for d in &runs {
-            let got = read_log_file(&log::log_path(dir.path(), d.run_id)).unwrap();
-            assert_eq!(got.acks, (0..200).map(ack).collect::<Vec<_>>());
-        }
-    }
-
-    #[test]
-    fn rotation_checkpoints_logs_and_deletes_old_journals() {
-        let dir = tempfile::tempdir().unwrap();
-        let runs = [sample_descriptor(21), sample_descriptor(22)];
-        let opts = JournalOptions {
-            rotate_bytes: 4096,
-            ..JournalOptions::default()
-        };
-        let (j, mut logs) = logs_with_journal(dir.path(), opts, &runs);
-        let acks: Vec<Ack> = (0..3000).map(ack).collect();
-        for c in acks.chunks(30) {
-            for l in &mut logs {
-                let first = l.appended_acks();
-                l.append_acks(first, c).unwrap();
-                l.commit().unwrap();
-            }
-        }
-        assert!(j.generation() > 3, "rotated: generation {}", j.generation());
-        // Give the last checkpoint a moment; then only the current and next file stay.
-        let only_current_and_next = || {
-            let left = list_journals(&FsStorage, dir.path()).unwrap();
-            left.len() <= 2 && left.iter().all(|(g, _)| *g >= j.generation())
-        };
-        for _ in 0..200 {
-            if only_current_and_next() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        assert!(
-            only_current_and_next(),
-            "old journals deleted: {:?}",
-            list_journals(&FsStorage, dir.path())
-        );
-        drop(logs);
-        drop(j);
-        for d in &runs {
-            let p = log::log_path(dir.path(), d.run_id);
-            assert_eq!(read_log_file(&p).unwrap().acks, acks);
-        }
-    }
-
-    #[test]
-    fn a_deleted_log_does_not_stop_the_checkpoint() {
-        let dir = tempfile::tempdir().unwrap();
-        let runs = [sample_descriptor(41), sample_descriptor(42)];
-        let opts = JournalOptions {
-            rotate_bytes: 4096,
-            ..JournalOptions::default()
-        };
-        let (j, mut logs) = logs_with_journal(dir.path(), opts, &runs);
-        logs[0].append_acks(0, &[ack(0)]).unwrap();
-        logs[0].commit().unwrap();
-        std::fs::remove_file(log::log_path(dir.path(), runs[0].run_id)).unwrap();
-        // The first rotation hands the deleted log's run to a checkpoint; the second
-        // needs the file that checkpoint prepares, so generation 3 means it got through.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        let mut acks = Vec::new();
-        while j.generation() < 3 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "checkpoint never finished"
-            );
-            let first = logs[1].appended_acks();
-            let batch: Vec<Ack> = (first..first + 20).map(ack).collect();
-            logs[1].append_acks(first, &batch).unwrap();
-            logs[1].commit().expect("the other run keeps committing");
-            acks.extend(batch);
-        }
-        drop(logs);
-        drop(j);
-        let p = log::log_path(dir.path(), runs[1].run_id);
-        assert_eq!(read_log_file(&p).unwrap().acks, acks);
-    }
-
-    /// Issue 11, defect 1, for the journal: a bad entry with valid entries after it is
-    /// corruption. Replay refuses with every file as it was (the journal is not deleted,
-    /// no log is written), and reading a log through the journal names the damage.
-    #[test]
-    fn journal_corruption_is_not_a_torn_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = sample_descriptor(32);
-        let (j, mut logs) = logs_with_journal(
-            dir.path(),
-            JournalOptions::default(),
-            std::slice::from_ref(&d),
-        );
-        let created = logs[0].durable_len_bytes();
-        let mut ends = vec![];
-        for c in 0..3u64 {
-            let acks: Vec<Ack> = (c * 5..c * 5 + 5).map(ack).collect();
-            logs[0].append_acks(c * 5, &acks).unwrap();
-            logs[0].commit().unwrap();
-        }
-        let generation = j.generation();
-        drop(logs);
-        drop(j);
-        let jp = journal_path(dir.path(), generation);
-        let full = std::fs::read(&jp).unwrap();
-        let mut at = 0;
-        while let frame::Decoded::Frame(f) = frame::decode(&full[at..]) {
-            at += f.len_bytes;
-            ends.push(at);
-        }
-        assert_eq!(ends.len(), 4, "header and three entries");
-        let lp = log::log_path(dir.path(), d.run_id);
-        lose_unsynced_appends(&lp, created);
-        let log_before = std::fs::read(&lp).unwrap();
-        // Every byte of the first two entries (the third is the tail).
-        for pos in ends[0]..ends[2] {
-            let mut bytes = full.clone();
-            bytes[pos] ^= 1 << (pos % 8);
-            std::fs::write(&jp, &bytes).unwrap();
-            let e = replay(&FsStorage, dir.path())
-                .err()
-                .map(|e| format!("{e:#}"));
-            assert!(
-                e.as_deref()
-                    .is_some_and(|e| e.contains("damaged") && e.contains("byte")),
-                "flip at {pos}: {e:?}"
-            );
-            assert!(
-                std::fs::read(&jp).unwrap() == bytes,
-                "flip at {pos}: journal changed"
-            );
-            assert!(
-                std::fs::read(&lp).unwrap() == log_before,
-                "flip at {pos}: log changed"
-            );
-            let r = read_log_file(&lp).unwrap();
-            assert!(
-                r.events.iter().any(|e| e.kind == log::DAMAGE_EVENT),
-                "flip at {pos}: reading through the journal names the damage"
-            );
-        }
-    }
-
-    #[test]
-    fn torn_journal_tail_is_ignored_and_foreign_journal_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = sample_descriptor(31);
-        let (j, mut logs) = logs_with_journal(
-            dir.path(),
-            JournalOptions::default(),
-            std::slice::from_ref(&d),
-        );
-        let created = logs[0].durable_len_bytes();
-        logs[0].append_acks(0, &[ack(0), ack(1)]).unwrap();
-        logs[0].commit().unwrap();
-        logs[0].append_acks(2, &[ack(2)]).unwrap();
-        logs[0].commit().unwrap();
-        let generation = j.generation();
-        drop(logs);
-        drop(j);
-        let jp = journal_path(dir.path(), generation);
-        let full = std::fs::read(&jp).unwrap();
-        // Cut into the last entry: only the first commit survives.
-        std::fs::write(&jp, &full[..full.len() - 3]).unwrap();
-        let p = log::log_path(dir.path(), d.run_id);
-        lose_unsynced_appends(&p, created);
-        replay(&FsStorage, dir.path()).unwrap();
-        assert_eq!(read_log_file(&p).unwrap().acks, vec![ack(0), ack(1)]);
-
-        // A file with a journal's name but not a journal's content stops the start.
-        let foreign = journal_path(dir.path(), 7);
-        std::fs::write(&foreign, b"someone's notes").unwrap();
-        let e = format!("{:#}", replay(&FsStorage, dir.path()).unwrap_err());
-        assert!(e.contains("move it out of the witness directory"), "{e}");
-        assert_eq!(std::fs::read(&foreign).unwrap(), b"someone's notes");
-        // Other names are not ours and are left alone.
-        std::fs::remove_file(&foreign).unwrap();
-        std::fs::write(dir.path().join("notes.journal"), b"x").unwrap();
-        assert_eq!(replay(&FsStorage, dir.path()).unwrap(), Replayed::default());
-    }
 }

@@ -1,0 +1,143 @@
+//! Reaching the witness: connecting (with errors that say what to check), reading whole
+//! frames from a blocking socket, and the Auth/Challenge exchange of a keyed witness.
+//!
+//! Why shared: the ack sender and fetch open connections the same way and must refuse
+//! an unauthenticated frame the same way.
+
+use crate::wire::auth::{self, Key, Opener, Session};
+use crate::wire::frame::{self, Decoded, FrameType};
+use crate::wire::msg::{Msg, PROTOCOL_VERSION};
+use crate::witness::client::error::{ClientError, ClientResult, Context, refuse};
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(super) fn connect_stream(addr: &str) -> ClientResult<TcpStream> {
+    let unreachable = |e: &dyn std::fmt::Display| {
+        ClientError::Witness(format!(
+            "cannot reach the witness at {addr}: {e}: is `plugpull listen` running there?"
+        ))
+    };
+    // A bad address is a usage error, not a witness that is down.
+    let addrs: Vec<_> = addr
+        .to_socket_addrs()
+        .map_err(|e| {
+            ClientError::Witness(format!(
+                "--witness {addr}: {e}: give the witness as HOST:PORT, the address `plugpull listen` prints (e.g. witness:7420)"
+            ))
+        })?
+        .collect();
+    let mut last = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, CONNECT_TIMEOUT) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(match last {
+        Some(e) => unreachable(&e),
+        None => unreachable(&"no address"),
+    })
+}
+
+/// Reads whole frames from a blocking socket.
+#[derive(Default)]
+pub(super) struct FrameReader {
+    buf: Vec<u8>,
+}
+
+impl FrameReader {
+    /// The next message; `None` on a clean end of stream between frames. With an
+    /// `opener`, every frame must carry a valid MAC, except an unauthenticated Error,
+    /// which is returned (it can only end the connection, which anyone on the path
+    /// could do anyway, and it carries the witness's reason for refusing us).
+    pub(super) fn next(
+        &mut self,
+        s: &mut TcpStream,
+        opener: Option<&mut Opener>,
+    ) -> ClientResult<Option<Msg>> {
+        loop {
+            match frame::decode(&self.buf) {
+                Decoded::Frame(f) => {
+                    let n = f.len_bytes;
+                    let plain_error =
+                        opener.is_some() && f.mac.is_none() && f.ty == FrameType::Error;
+                    let checked = if plain_error {
+                        Ok(())
+                    } else {
+                        auth::check(opener, &f)
+                    };
+                    let m = match checked {
+                        Ok(()) => Msg::decode(&f).map_err(ClientError::from),
+                        Err(e) => Err(ClientError::Witness(format!(
+                            "frame from the witness refused: {e}"
+                        ))),
+                    };
+                    self.buf.drain(..n);
+                    return m.map(Some);
+                }
+                Decoded::Error(e) => refuse!("bad frame from the witness: {e}"),
+                Decoded::NeedMore { .. } => {}
+            }
+            let len = self.buf.len();
+            self.buf.resize(len + (64 << 10), 0);
+            let r = s.read(&mut self.buf[len..]);
+            self.buf.truncate(len + *r.as_ref().unwrap_or(&0));
+            match r {
+                Ok(0) if len == 0 => return Ok(None),
+                Ok(0) => refuse!("the witness closed the connection in the middle of a frame"),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// With a key: sends Auth, reads the Challenge and returns the session; without a key,
+/// nothing. Either way the stream is ready for the first real request.
+pub(super) fn authenticate(
+    s: &mut TcpStream,
+    r: &mut FrameReader,
+    addr: &str,
+    key: Option<&Key>,
+) -> ClientResult<Option<Session>> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    let client_nonce = auth::nonce();
+    s.write_all(
+        &Msg::Auth {
+            version: PROTOCOL_VERSION,
+            nonce: client_nonce,
+        }
+        .encode(),
+    )
+    .with_context(|| format!("sending Auth to the witness at {addr}"))?;
+    match r
+        .next(s, None)
+        .with_context(|| format!("waiting for the witness at {addr} to answer Auth"))?
+    {
+        Some(Msg::Challenge { nonce }) => Ok(Some(Session::client(key, &client_nonce, &nonce))),
+        Some(Msg::Error { message }) => {
+            refuse!("the witness at {addr} refused authentication: {message}")
+        }
+        Some(m) => refuse!(
+            "the witness at {addr} answered Auth with {:?}",
+            m.frame_type()
+        ),
+        None => refuse!("the witness at {addr} closed the connection during authentication"),
+    }
+}
+
+/// Encodes `m`, sealed when there is a session.
+pub(super) fn encode_sealed(m: &Msg, session: Option<&mut Session>) -> Vec<u8> {
+    let mut v = m.encode();
+    auth::seal_opt(session.map(|s| &mut s.sealer), &mut v, 0);
+    v
+}

@@ -1,0 +1,140 @@
+//! Fetching a run from the witness (what `verify` does without `--acks`), and the
+//! `fetch` command's action: the run into a self-checking log file.
+//!
+//! Why the fetch stream is checked here too: a witness (or anyone on the path without a
+//! key) could send acks out of order or skip some; a skip is accepted only when the
+//! witness names damage in its log, so verify can never judge a silently partial run.
+
+use crate::model::{RunLog, RunSelector, WitnessEvent};
+use crate::record::RunId;
+use crate::wire::auth::{self, Key};
+use crate::wire::msg::Msg;
+use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
+use crate::witness::client::error::{ClientError, ClientResult, Context, refuse};
+use crate::witness::store::{checker, export};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const FETCH_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What `plugpull fetch` runs with (`commands::fetch` fills it from the command line).
+#[derive(Clone, Debug)]
+pub struct FetchOptions {
+    /// The witness, HOST:PORT.
+    pub witness: String,
+    /// The run id (32 hex digits) as given...
+    pub run: Option<String>,
+    /// ...or a target whose device's latest run is wanted.
+    pub target: Option<PathBuf>,
+    /// The file to write the run's log to.
+    pub output: PathBuf,
+    /// The witness's pre-shared key file.
+    pub key_file: Option<PathBuf>,
+    /// Print what was fetched as JSON on stdout.
+    pub json: bool,
+}
+
+/// Fetches a whole run from an unauthenticated witness; see [`fetch_with_key`].
+pub fn fetch(addr: &str, sel: &RunSelector) -> ClientResult<RunLog> {
+    fetch_with_key(addr, sel, None)
+}
+
+/// Fetches a whole run from the witness: descriptor, every durable ack in order, events.
+/// With a key, every frame of the reply is authenticated.
+pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> ClientResult<RunLog> {
+    let mut s = connect_stream(addr)?;
+    s.set_read_timeout(Some(FETCH_READ_TIMEOUT))?;
+    let mut r = FrameReader::default();
+    let mut session = authenticate(&mut s, &mut r, addr, key)?;
+    s.write_all(&encode_sealed(&Msg::Fetch(sel.clone()), session.as_mut()))
+        .with_context(|| format!("sending Fetch to the witness at {addr}"))?;
+    let mut opener = session.map(|x| x.opener);
+    let mut descriptor = None;
+    let mut acks = Vec::new();
+    let mut events: Vec<WitnessEvent> = Vec::new();
+    // Number the next Acks frame should start at, and acks skipped over: a damaged
+    // witness log has gaps, which it must name in a damage event.
+    let (mut next_ack, mut skipped) = (0u64, 0u64);
+    loop {
+        let m = r
+            .next(&mut s, opener.as_mut())
+            .with_context(|| format!("fetching from the witness at {addr}"))?;
+        match m {
+            Some(Msg::FetchRun(d)) if descriptor.is_none() => descriptor = Some(d),
+            Some(Msg::Acks { first, acks: a }) if descriptor.is_some() => {
+                if first < next_ack {
+                    refuse!(
+                        "the witness sent acks from {first} after ack {next_ack}: broken \
+                         fetch stream"
+                    );
+                }
+                skipped += first - next_ack;
+                next_ack = first + a.len() as u64;
+                acks.extend_from_slice(&a);
+            }
+            Some(Msg::Event(e)) if descriptor.is_some() => events.push(e),
+            Some(Msg::FetchEnd { acks: n }) if descriptor.is_some() => {
+                if n != acks.len() as u64 {
+                    refuse!("the witness announced {n} acks but sent {}", acks.len());
+                }
+                if skipped > 0 && !events.iter().any(|e| e.kind == checker::DAMAGE_EVENT) {
+                    refuse!(
+                        "the witness skipped {skipped} acks without naming damage in its \
+                         log: broken fetch stream"
+                    );
+                }
+                break;
+            }
+            Some(Msg::Error { message }) => refuse!("the witness at {addr}: {message}"),
+            Some(m) => refuse!("unexpected {:?} frame in the fetch reply", m.frame_type()),
+            None => refuse!("the witness at {addr} closed the connection before the fetch ended"),
+        }
+    }
+    Ok(RunLog {
+        descriptor: descriptor.expect("checked above"),
+        acks,
+        events,
+    })
+}
+
+/// `plugpull fetch`: copies a run's ack log from the witness into a file.
+pub fn fetch_to_file(a: FetchOptions) -> ClientResult<()> {
+    let sel = match (&a.run, &a.target) {
+        (Some(r), _) => RunSelector::Run(RunId::parse(r).ok_or_else(|| {
+            ClientError::Witness(format!(
+                "--run '{r}' is not a run id: expected 32 hex digits as printed by `write`"
+            ))
+        })?),
+        (None, Some(t)) => RunSelector::LatestForDevice(crate::device::identity::identify(t).key()),
+        (None, None) => refuse!("name the run with --run RUN_ID or the device with --target PATH"),
+    };
+    let key = auth::load_key(a.key_file.as_deref())?;
+    let log = fetch_with_key(&a.witness, &sel, key.as_ref())?;
+    // The end mark lets `verify --acks` prove the file whole; signed with the key if any.
+    export::write_log_file_keyed(&a.output, &log, key.as_ref())?;
+    let damage = checker::damage_details(&log);
+    for d in &damage {
+        eprintln!("warning: {d}");
+    }
+    if a.json {
+        let out = serde_json::json!({
+            "format": "plugpull-fetch/1",
+            "run_id": log.descriptor.run_id.hex(),
+            "acks": log.acks.len(),
+            "witness_events": log.events.len(),
+            "output": a.output.display().to_string(),
+            "damage": damage,
+        });
+        println!("{out}");
+    } else {
+        eprintln!(
+            "fetched run {} ({} acks, {} witness events) into {}",
+            log.descriptor.run_id,
+            log.acks.len(),
+            log.events.len(),
+            a.output.display()
+        );
+    }
+    Ok(())
+}

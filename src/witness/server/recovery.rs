@@ -1,0 +1,69 @@
+//! What the witness does at start, before it accepts anyone: replay the journal into
+//! the logs, then open every log once (cutting torn tails) and index runs by device.
+//!
+//! Why before listening: a log must hold everything its journal confirmed before its
+//! torn tail is judged, and a fetch by device must find the newest run from the start.
+
+use crate::witness::server::error::{Doing, WitnessError};
+use crate::witness::server::shared::Shared;
+use crate::witness::store::journal_replay::Replayed;
+use crate::witness::store::layout::LOG_EXTENSION;
+use crate::witness::store::log::{self, AckLog};
+use crate::witness::store::storage::FsStorage;
+
+/// Says what the journal replay did, when there was a journal to replay.
+pub(super) fn note_replayed(sh: &Shared, replayed: &Replayed) {
+    if replayed.journals > 0 {
+        sh.log(format_args!(
+            "replayed {} journal files: {} entries into {} run logs{}",
+            replayed.journals,
+            replayed.entries,
+            replayed.runs,
+            match (replayed.orphaned_entries, replayed.skipped_entries) {
+                (0, 0) => String::new(),
+                (o, s) => format!(
+                    "; skipped {o} entries whose run log is gone and {s} that would \
+                     have left a hole in their log"
+                ),
+            }
+        ));
+    }
+}
+
+/// Opens every log once at startup: truncates torn tails and builds the device index.
+pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
+    let rd = std::fs::read_dir(&sh.dir)
+        .doing(|| format!("reading the witness directory {}", sh.dir.display()))?;
+    let mut n = 0;
+    for e in rd {
+        let path = e?.path();
+        if path.extension().and_then(|x| x.to_str()) != Some(LOG_EXTENSION) {
+            continue;
+        }
+        match AckLog::open(&FsStorage, &path) {
+            Ok((l, rec)) => {
+                if rec.truncated_bytes > 0 {
+                    sh.log(format_args!(
+                        "recovered {}: cut a torn tail of {} bytes ({}); kept {} acks",
+                        path.display(),
+                        rec.truncated_bytes,
+                        rec.reason.as_deref().unwrap_or("?"),
+                        l.durable_acks()
+                    ));
+                }
+                sh.note_run(l.descriptor());
+                n += 1;
+            }
+            Err(e) => {
+                sh.log(format_args!("skipping {}: {e:#}", path.display()));
+                // A damaged log stays fetchable (verify then names the damage), also
+                // by device: otherwise an older run of the device would be served.
+                if let Ok(d) = log::read_descriptor(&FsStorage, &path) {
+                    sh.note_run(&d);
+                }
+            }
+        }
+    }
+    sh.log(format_args!("{n} run logs in {}", sh.dir.display()));
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! What every part of the witness shares: its options, the run slots connections hand
+//! each other, the device index, and the counters the caps are checked against.
+//!
+//! Why a module of its own: the gate, the connection threads, startup recovery and the
+//! `listen` command all hold one `Arc<Shared>`; defining it apart keeps each of them
+//! free of the others.
+
+use crate::model::RunDescriptor;
+use crate::record::RunId;
+use crate::wire::auth::Key;
+use crate::witness::store::journal::{Journal, JournalOptions};
+use crate::witness::store::log::AckLog;
+use crate::witness::validate::SeqTracker;
+use std::collections::HashMap;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Tunables of the witness.
+#[derive(Clone, Debug)]
+pub struct WitnessOptions {
+    /// Writer connections (past their Hello) beyond this are answered with an Error and
+    /// closed. Pending handshakes and fetches have caps of their own
+    /// ([`MAX_PENDING_HANDSHAKES`](super::MAX_PENDING_HANDSHAKES),
+    /// [`FETCH_CONNECTIONS`](super::FETCH_CONNECTIONS)).
+    pub max_connections: usize,
+    /// A connection that completes no frame for this long is closed (writers send
+    /// heartbeats). Counted from the last complete frame, not the last byte.
+    pub idle_timeout: Duration,
+    /// A connection must complete its handshake (Hello or Fetch, after Auth with a key)
+    /// within this long of connecting; no frame extends it.
+    pub handshake_timeout: Duration,
+    /// Largest frame (`len` field) accepted from a peer; at most frame::MAX_FRAME_BYTES.
+    pub max_frame_bytes: usize,
+    /// Pre-shared key: when set, every client must authenticate (module `auth`).
+    pub key: Option<Key>,
+    /// No log lines on stderr (library use in tests).
+    pub quiet: bool,
+    pub journal: JournalOptions,
+}
+
+impl Default for WitnessOptions {
+    fn default() -> Self {
+        WitnessOptions {
+            max_connections: 1024,
+            idle_timeout: Duration::from_secs(60),
+            handshake_timeout: Duration::from_secs(5),
+            max_frame_bytes: 4 << 20,
+            key: None,
+            quiet: false,
+            journal: JournalOptions::default(),
+        }
+    }
+}
+
+/// The part of a run that connections share.
+#[derive(Default)]
+pub(super) struct RunSlot {
+    /// Open while a connection owns the run; closed (None) between connections so an
+    /// idle witness holds no file handles for finished runs.
+    pub(super) log: Option<AckLog>,
+    pub(super) owner: Option<u64>,
+    pub(super) owner_stream: Option<TcpStream>,
+    /// Each stream's last seq among the run's acks, for the rule that they rise...
+    pub(super) seqs: SeqTracker,
+    /// ...valid while the open log holds this many acks: a log reopened with a
+    /// different count (its tail was lost) resets the tracker.
+    pub(super) seqs_at_acks: u64,
+}
+
+pub(super) struct Shared {
+    pub(super) dir: PathBuf,
+    /// Held while the witness runs: two witnesses appending to one directory's logs and
+    /// journal would corrupt both.
+    pub(super) _dir_lock: nix::fcntl::Flock<std::fs::File>,
+    /// Makes every run's appends durable with one fdatasync for all (module `journal`).
+    pub(super) journal: Arc<Journal>,
+    pub(super) opts: WitnessOptions,
+    pub(super) stop: AtomicBool,
+    pub(super) next_conn: AtomicU64,
+    pub(super) runs: Mutex<HashMap<RunId, Arc<Mutex<RunSlot>>>>,
+    /// Device key -> (start time ns, run): the newest run per device.
+    pub(super) latest: Mutex<HashMap<String, (i64, RunId)>>,
+    /// Connections past their handshake, by id (closed at shutdown).
+    pub(super) conns: Mutex<HashMap<u64, TcpStream>>,
+    /// Writer and fetch connections with a thread, against their caps.
+    pub(super) writers: AtomicUsize,
+    pub(super) fetchers: AtomicUsize,
+    pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicked connection thread must not take the whole witness down with it; the
+    // data behind each lock stays consistent at every await point of the code below.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(super) fn started_ns(d: &RunDescriptor) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(&d.started_at)
+        .ok()
+        .and_then(|t| t.timestamp_nanos_opt())
+        .unwrap_or(0)
+}
+
+impl Shared {
+    pub(super) fn slot(&self, run: RunId) -> Arc<Mutex<RunSlot>> {
+        lock(&self.runs).entry(run).or_default().clone()
+    }
+
+    pub(super) fn note_run(&self, d: &RunDescriptor) {
+        let key = d.device.key();
+        let t = started_ns(d);
+        let mut latest = lock(&self.latest);
+        let e = latest.entry(key).or_insert((t, d.run_id));
+        if t >= e.0 {
+            *e = (t, d.run_id);
+        }
+    }
+}

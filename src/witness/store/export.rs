@@ -1,0 +1,154 @@
+//! The self-checking log file `plugpull fetch -o` writes: a run's log ending in an end
+//! mark (LogEnd) with the ack count, the frame count and a BLAKE3 digest (a MAC with the
+//! witness key when given) of everything before it.
+//!
+//! Why: a file cut at a frame boundary, spliced from two logs or edited with fixed-up
+//! checksums looks like a good log. Only the end mark lets `verify --acks` say the file
+//! is whole (module `checker` checks it). Layout in docs/protocol.md.
+
+use crate::model::RunLog;
+use crate::wire::auth::Key;
+use crate::wire::frame::{self, FrameType};
+use crate::wire::msg::{self, LOG_VERSION, Msg};
+use crate::witness::store::error::{Context, StoreResult, invalid};
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// Acks per frame when the witness or fetch writes a whole run at once.
+pub const FILE_ACKS_PER_FRAME: usize = 4096;
+
+/// Magic at the start of a LogEnd payload.
+pub const END_MARK_MAGIC: [u8; 8] = *b"PPLOGEND";
+/// Bytes of a LogEnd payload before the optional MAC.
+pub(crate) const END_MARK_BYTES: usize = 8 + 8 + 8 + 8 + 32 + 1;
+/// LogEnd flag: a 32-byte MAC follows.
+const END_MARK_KEYED: u8 = 1;
+
+/// The last frame of a `plugpull fetch` output file (layout in docs/protocol.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EndMark {
+    pub(crate) acks: u64,
+    pub(crate) frames: u64,
+    pub(crate) bytes: u64,
+    pub(crate) digest: [u8; 32],
+    pub(crate) mac: Option<[u8; 32]>,
+    /// The payload bytes the MAC covers.
+    pub(crate) signed: Vec<u8>,
+}
+
+impl EndMark {
+    pub(crate) fn decode(p: &[u8]) -> StoreResult<EndMark> {
+        if p.len() < END_MARK_BYTES || p[..8] != END_MARK_MAGIC {
+            invalid!("the log's end mark is malformed (magic or length)");
+        }
+        let u64_at = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
+        let keyed = p[END_MARK_BYTES - 1] & END_MARK_KEYED != 0;
+        let want = END_MARK_BYTES + if keyed { 32 } else { 0 };
+        if p.len() != want {
+            invalid!("the log's end mark is {} bytes, expected {want}", p.len());
+        }
+        Ok(EndMark {
+            acks: u64_at(8),
+            frames: u64_at(16),
+            bytes: u64_at(24),
+            digest: p[32..64].try_into().unwrap(),
+            mac: keyed.then(|| p[END_MARK_BYTES..].try_into().unwrap()),
+            signed: p[..END_MARK_BYTES].to_vec(),
+        })
+    }
+}
+
+/// Appends the end mark of a file holding `acks` acks in `frames` frames of `bytes`
+/// bytes with BLAKE3 `digest`, signed with `key` if given.
+fn encode_end_mark(
+    out: &mut Vec<u8>,
+    acks: u64,
+    frames: u64,
+    bytes: u64,
+    digest: &[u8; 32],
+    key: Option<&Key>,
+) {
+    let mut p = Vec::with_capacity(END_MARK_BYTES + 32);
+    p.extend_from_slice(&END_MARK_MAGIC);
+    p.extend_from_slice(&acks.to_le_bytes());
+    p.extend_from_slice(&frames.to_le_bytes());
+    p.extend_from_slice(&bytes.to_le_bytes());
+    p.extend_from_slice(digest);
+    p.push(if key.is_some() { END_MARK_KEYED } else { 0 });
+    if let Some(k) = key {
+        let mac = k.log_mark_mac(&p);
+        p.extend_from_slice(&mac);
+    }
+    frame::encode_into(out, FrameType::LogEnd, &p);
+}
+
+/// Writes `log` as a log file (what `plugpull fetch -o` produces) and fsyncs it. Written
+/// to a temporary name and renamed, so a crash never leaves a half file under `path`.
+/// It ends in an unsigned end mark; see [`write_log_file_keyed`].
+pub fn write_log_file(path: &Path, log: &RunLog) -> StoreResult<()> {
+    write_log_file_keyed(path, log, None)
+}
+
+/// [`write_log_file`] with an end mark signed with `key` when given: the ack count,
+/// the frame count, the byte count and the BLAKE3 digest of every byte before it.
+pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> StoreResult<()> {
+    let tmp = path.with_extension("acklog.tmp");
+    let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut out = DigestingWriter {
+        f: &mut f,
+        digest: blake3::Hasher::new(),
+        bytes: 0,
+        frames: 0,
+    };
+    let mut buf = Vec::with_capacity(1 << 20);
+    Msg::FileHeader {
+        version: LOG_VERSION,
+    }
+    .encode_into(&mut buf);
+    Msg::Descriptor(log.descriptor.clone()).encode_into(&mut buf);
+    out.frames += 2;
+    let mut first = 0u64;
+    for chunk in log.acks.chunks(FILE_ACKS_PER_FRAME) {
+        msg::encode_acks_into(&mut buf, first, chunk.iter());
+        out.frames += 1;
+        first += chunk.len() as u64;
+        if buf.len() >= 1 << 20 {
+            out.write(&buf)
+                .with_context(|| format!("writing {}", tmp.display()))?;
+            buf.clear();
+        }
+    }
+    for e in &log.events {
+        Msg::Event(e.clone()).encode_into(&mut buf);
+        out.frames += 1;
+    }
+    out.write(&buf)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    buf.clear();
+    let digest = *out.digest.finalize().as_bytes();
+    let (frames, bytes) = (out.frames, out.bytes);
+    encode_end_mark(&mut buf, first, frames, bytes, &digest, key);
+    f.write_all(&buf)
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    Ok(())
+}
+
+/// Writes whole frames to a file, keeping the digest and counts the end mark needs.
+struct DigestingWriter<'a> {
+    f: &'a mut File,
+    digest: blake3::Hasher,
+    bytes: u64,
+    frames: u64,
+}
+
+impl DigestingWriter<'_> {
+    fn write(&mut self, b: &[u8]) -> io::Result<()> {
+        self.digest.update(b);
+        self.bytes += b.len() as u64;
+        self.f.write_all(b)
+    }
+}
