@@ -12,18 +12,30 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+/// How the IOPS table picks offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pattern {
     Sequential,
     Random,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+/// What the IOPS table does at each offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     Read,
     Write,
+}
+
+impl Pattern {
+    /// Every pattern, in table order.
+    pub const ALL: [Pattern; 2] = [Pattern::Sequential, Pattern::Random];
+}
+
+impl Op {
+    /// Every operation, in table order.
+    pub const ALL: [Op; 2] = [Op::Read, Op::Write];
 }
 
 /// Settings of the table.
@@ -58,14 +70,8 @@ pub struct IopsRow {
 /// The cells in table order.
 pub fn cells(ic: &IopsConfig) -> Vec<(Op, Pattern, u64)> {
     let mut out = vec![];
-    for op in [Op::Read, Op::Write]
-        .into_iter()
-        .filter(|o| ic.ops.contains(o))
-    {
-        for pattern in [Pattern::Sequential, Pattern::Random]
-            .into_iter()
-            .filter(|p| ic.patterns.contains(p))
-        {
+    for op in Op::ALL.into_iter().filter(|o| ic.ops.contains(o)) {
+        for pattern in Pattern::ALL.into_iter().filter(|p| ic.patterns.contains(p)) {
             for &bs in &ic.block_sizes {
                 out.push((op, pattern, bs));
             }

@@ -3,10 +3,11 @@
 //! in plain words. Latency cannot prove a drive honest, but it says what to expect and
 //! whether a power-cut test is urgent.
 //!
-//! The core ([`run_with`]) works on [`Device`]s obtained from an [`Opener`], so tests run
-//! it in-process against devices that sleep or count; [`run`] is the command: safety
-//! checks, target preparation, identity, progress bar, output.
+//! The core ([`run_with`]) works on [`Device`]s obtained from a [`TargetOpener`], so
+//! tests run it in-process against devices that sleep or count; [`run`] is the command:
+//! safety checks, target preparation, identity, progress bar, output.
 
+pub mod config;
 pub mod durability;
 pub mod iops;
 pub mod measure;
@@ -17,127 +18,51 @@ pub mod stats;
 pub mod sweep;
 pub mod target;
 
-use crate::commands::args::{BenchArgs, BenchTable};
 use crate::device::identity::{DeviceIdentity, identify};
-use crate::device::{Device, FlushMethod};
-use crate::exit;
+use crate::device::{Device, DeviceError, FlushMethod};
 use crate::rng::Rng;
-use anyhow::{Context, Result};
+pub use config::{BenchOptions, Config, Table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
-use std::time::Duration;
 
 /// The JSON format name and version; bump the number on any incompatible change.
 pub const FORMAT: &str = "plugpull-bench/1";
 
 /// Opens the target for a given flush method. Bench needs several opens (O_DSYNC is an
 /// open flag), so it takes an opener rather than one device.
-pub trait Opener {
-    fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>>;
+pub trait TargetOpener {
+    fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>, DeviceError>;
 }
 
-/// Everything the core needs to know; built from the command line by [`Config::new`].
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Where bench data starts on the device.
-    pub region_offset_bytes: u64,
-    /// Bytes from there that bench may write.
-    pub region_bytes: u64,
-    /// The flush after each sweep write.
-    pub sweep_flush: FlushMethod,
-    /// Informational: whether the opener uses O_DIRECT.
-    pub direct: bool,
-    pub sweep_min_bytes: u64,
-    pub sweep_max_bytes: u64,
-    pub time_per_size: Duration,
-    /// Every timed row does at least this many operations, however slow.
-    pub min_ios: u64,
-    pub method_write_bytes: u64,
-    pub method_time: Duration,
-    pub durability_record_bytes: u64,
-    pub durability_total_bytes: u64,
-    /// The flush-every-record row stops after this long.
-    pub durability_max_time: Duration,
-    /// Which tables run (the IOPS table runs when `iops` is set).
-    pub run_sweep: bool,
-    pub run_methods: bool,
-    pub run_durability: bool,
-    pub iops: Option<iops::IopsConfig>,
-    pub seed: u64,
-    pub quick: bool,
+/// How a bench run that produced its tables ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BenchOutcome {
+    /// Every row of every table completed.
+    AllRowsOk,
+    /// Some row's write or flush failed (marked in the tables).
+    SomeRowsFailed,
 }
 
-impl Config {
-    /// Settings for the command line `a` on a region of `region_bytes` whose device
-    /// accepts direct I/O in units of `sector_bytes`.
-    pub fn new(a: &BenchArgs, region_bytes: u64, sector_bytes: u32, seed: u64) -> Config {
-        let t = a.time_per_size.unwrap_or(if a.quick {
-            Duration::from_millis(150)
-        } else {
-            Duration::from_secs(1)
-        });
-        let (min, max) = a
-            .sweep_sizes
-            .map(|r| (r.min, r.max))
-            .unwrap_or((sector_bytes as u64, 8 << 20));
-        let wants = |t: BenchTable| {
-            if a.only.is_empty() {
-                t != BenchTable::Iops || a.iops
-            } else {
-                a.only.contains(&t)
-            }
-        };
-        Config {
-            run_sweep: wants(BenchTable::Sweep),
-            run_methods: wants(BenchTable::Methods),
-            run_durability: wants(BenchTable::Durability),
-            region_offset_bytes: target::REGION_OFFSET_BYTES,
-            region_bytes,
-            sweep_flush: a.flush,
-            direct: !a.no_direct,
-            sweep_min_bytes: min.max(sector_bytes as u64),
-            sweep_max_bytes: max,
-            time_per_size: t,
-            min_ios: 3,
-            method_write_bytes: 8 << 10,
-            method_time: if a.quick && a.time_per_size.is_none() {
-                Duration::from_millis(250)
-            } else {
-                t
-            },
-            durability_record_bytes: 1 << 20,
-            durability_total_bytes: if a.quick { 32 << 20 } else { 256 << 20 },
-            durability_max_time: (t * 2).max(Duration::from_millis(300)),
-            iops: wants(BenchTable::Iops).then(|| iops::IopsConfig {
-                block_sizes: a.block_sizes.clone(),
-                ops: a.iops_ops.clone(),
-                patterns: a.iops_patterns.clone(),
-                threads: a.threads.max(1),
-                time_per_cell: if a.quick && a.time_per_size.is_none() {
-                    Duration::from_millis(100)
-                } else {
-                    t
-                },
-            }),
-            seed,
-            quick: a.quick,
-        }
-    }
-
-    /// How many progress steps the whole run has.
-    pub fn steps(&self, sector_bytes: u32) -> u64 {
-        let cells = self
-            .iops
-            .as_ref()
-            .map(|i| iops::cells(i).len())
-            .unwrap_or(0);
-        let on = |b: bool, n: usize| if b { n } else { 0 };
-        (on(self.run_sweep, sweep::sizes(self, sector_bytes).len())
-            + on(self.run_methods, methods::METHODS.len())
-            + on(self.run_durability, durability::MODES.len())
-            + cells) as u64
-    }
+/// Why bench produced no (or only partial) tables.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error(transparent)]
+    Target(#[from] target::BenchTargetError),
+    #[error("opening the target for {}", .flush.name())]
+    Opening {
+        flush: FlushMethod,
+        #[source]
+        source: DeviceError,
+    },
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error("interrupted while preparing {}", .0.display())]
+    InterruptedPreparing(std::path::PathBuf),
+    #[error("interrupted: the tables above are partial")]
+    Interrupted,
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
 }
 
 /// The settings as reported.
@@ -156,7 +81,7 @@ pub struct Settings {
 
 /// The whole result; serialised as is for `--json` (documented in docs/bench.md).
 #[derive(Debug, Clone, Serialize)]
-pub struct Report {
+pub struct BenchReport {
     /// Always [`FORMAT`].
     pub format: &'static str,
     pub tool_version: &'static str,
@@ -175,7 +100,7 @@ pub struct Report {
     pub reading: reading::Reading,
 }
 
-impl Report {
+impl BenchReport {
     /// True if every row of every table completed without an error.
     pub fn all_ok(&self) -> bool {
         self.sweep.iter().all(|r| r.status.is_ok())
@@ -199,17 +124,20 @@ pub struct TargetInfo {
 
 /// Runs every table against devices from `opener` and reads the result.
 pub fn run_with(
-    opener: &dyn Opener,
+    opener: &dyn TargetOpener,
     id: &DeviceIdentity,
     cfg: &Config,
     info: &TargetInfo,
     pb: &ProgressBar,
-) -> Result<Report> {
+) -> Result<BenchReport, BenchError> {
     let started_at = chrono::Local::now().to_rfc3339();
     let sweep = if cfg.run_sweep {
         let dev = opener
             .open(cfg.sweep_flush)
-            .with_context(|| format!("opening the target for {}", cfg.sweep_flush.name()))?;
+            .map_err(|source| BenchError::Opening {
+                flush: cfg.sweep_flush,
+                source,
+            })?;
         sweep::run(dev.as_ref(), cfg, pb)
     } else {
         vec![]
@@ -245,7 +173,7 @@ pub fn run_with(
         &info.target,
         info.is_dir,
     );
-    Ok(Report {
+    Ok(BenchReport {
         format: FORMAT,
         tool_version: env!("CARGO_PKG_VERSION"),
         started_at,
@@ -271,32 +199,34 @@ pub fn run_with(
     })
 }
 
-/// The `plugpull bench` command.
-pub fn run(a: BenchArgs) -> Result<i32> {
-    let size = a.size.unwrap_or(if a.quick { 128 << 20 } else { 1 << 30 });
+/// The `plugpull bench` command: prepares the target, runs the tables, prints them.
+pub fn run(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
+    let size = o
+        .size_bytes
+        .unwrap_or(if o.quick { 128 << 20 } else { 1 << 30 });
     install_stop_handler();
-    let t = target::prepare(&a.target, size, a.destroy_data_on.as_deref())?;
+    let t = target::prepare(&o.target, size, o.destroy_data_on.as_deref())?;
     if measure::stopped() {
-        anyhow::bail!("interrupted while preparing {}", t.path.display());
+        return Err(BenchError::InterruptedPreparing(t.path.clone()));
     }
     let id = identify(&t.path);
     let sector = id.logical_sector_bytes.unwrap_or(512).max(512);
-    let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
-    let cfg = Config::new(&a, t.region_bytes, sector, seed);
-    if !a.quiet && !a.json {
+    let seed = o.seed.unwrap_or_else(crate::rng::random_seed);
+    let cfg = Config::new(o, t.region_bytes, sector, seed);
+    if !o.quiet && !o.json {
         eprintln!(
             "plugpull bench: {} ({}), seed {seed}",
             t.path.display(),
             crate::units::fmt_bytes(t.region_bytes)
         );
     }
-    let pb = progress_bar(cfg.steps(sector), a.quiet);
+    let pb = progress_bar(cfg.steps(sector), o.quiet);
     let opener = target::FileOpener {
         path: t.path.clone(),
-        direct: !a.no_direct,
+        direct: o.direct,
     };
     let info = TargetInfo {
-        target: a.target.display().to_string(),
+        target: o.target.display().to_string(),
         bench_path: t.path.display().to_string(),
         is_dir: t.is_dir,
     };
@@ -304,18 +234,18 @@ pub fn run(a: BenchArgs) -> Result<i32> {
     pb.finish_and_clear();
     drop(t); // removes bench's own file from a directory target
     let report = report?;
-    if a.json {
+    if o.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", output::text(&report));
     }
     if measure::stopped() {
-        anyhow::bail!("interrupted: the tables above are partial");
+        return Err(BenchError::Interrupted);
     }
     Ok(if report.all_ok() {
-        exit::PASS
+        BenchOutcome::AllRowsOk
     } else {
-        exit::TARGET_FAILED
+        BenchOutcome::SomeRowsFailed
     })
 }
 

@@ -3,6 +3,7 @@
 //! writer, verify and bench run unchanged against either.
 
 mod aligned;
+pub mod error;
 mod file;
 pub mod geometry;
 pub mod identity;
@@ -12,6 +13,7 @@ pub mod safety;
 pub mod stack;
 
 pub use aligned::AlignedBuf;
+pub use error::DeviceError;
 pub use file::{
     FileDevice, FlushMethod, OpenOptions, PreparedFile, is_block_device, prepare_file,
     prepare_target_file,

@@ -15,7 +15,6 @@
 //! region a record lies in (the shares depend on the device's block size, which the
 //! descriptor does not carry), and the writer's clocks.
 
-use crate::exit::{ExitCode, INCONCLUSIVE};
 use crate::model::{Ack, RunDescriptor, RunLog};
 use crate::record::{RecordId, SECTOR};
 use std::collections::HashMap;
@@ -324,10 +323,23 @@ pub fn check_run(
     Ok(found)
 }
 
+/// A log that holds what no writer can produce: verify gives no verdict (exit 3,
+/// INCONCLUSIVE; mapped by the verify command).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "INCONCLUSIVE: the ack log of run {run} is damaged or forged: {why}. No verdict: \
+     judging the drive against it would be meaningless. Use the witness's own copy \
+     of the log (verify --witness), or find where this file came from"
+)]
+pub struct ImpossibleRun {
+    pub run: crate::record::RunId,
+    pub why: String,
+}
+
 /// For verify: an error (exit 3, INCONCLUSIVE) when `log` holds anything a writer
 /// cannot produce, so such a log is never judged. Logs written before the witness
 /// checked acks, or edited by hand, can hold them.
-pub fn refuse_impossible_run(log: &RunLog) -> anyhow::Result<()> {
+pub fn refuse_impossible_run(log: &RunLog) -> Result<(), ImpossibleRun> {
     let run = log.descriptor.run_id;
     let why = match check_run(&log.descriptor, &log.acks) {
         Ok(None) => return Ok(()),
@@ -339,15 +351,7 @@ pub fn refuse_impossible_run(log: &RunLog) -> anyhow::Result<()> {
         ),
         Err(f) => format!("its run descriptor cannot come from a plugpull writer: {f}"),
     };
-    Err(ExitCode(
-        INCONCLUSIVE,
-        format!(
-            "INCONCLUSIVE: the ack log of run {run} is damaged or forged: {why}. No verdict: \
-             judging the drive against it would be meaningless. Use the witness's own copy \
-             of the log (verify --witness), or find where this file came from"
-        ),
-    )
-    .into())
+    Err(ImpossibleRun { run, why })
 }
 
 #[cfg(test)]
