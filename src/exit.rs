@@ -20,8 +20,8 @@ pub const TARGET_FAILED: i32 = 4;
 /// module passing it on does not name the type (the witness client's, the key file's).
 pub type BoxedError = Box<dyn Error + Send + Sync + 'static>;
 
-/// The error and its causes joined by ": " (what anyhow's `{:#}` prints), so a message
-/// built from a typed error reads as it did when it was an anyhow error.
+/// The error and its causes joined by ": " (what the command layer's `{:#}` prints), so a
+/// message built from a typed error reads as it always did.
 pub fn error_chain(e: &(dyn Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut cause = e.source();

@@ -4,8 +4,8 @@
 
 use indicatif::ProgressBar;
 use plugpull::bench::{
-    self, BenchOptions, BenchReport as Report, Config, Table, TargetInfo,
-    TargetOpener as Opener, measure::Status, reading::ReadingClass as Class,
+    self, BenchOptions, BenchReport as Report, Config, Table, TargetInfo, TargetOpener as Opener,
+    measure::Status, reading::ReadingClass as Class,
 };
 use plugpull::device::identity::DeviceIdentity;
 use plugpull::device::{Device, DeviceError, FileDevice, FlushMethod, OpenOptions, prepare_file};
