@@ -533,12 +533,12 @@ fn check_json_keys(v: &serde_json::Value, with_iops: bool) {
 #[test]
 fn json_is_versioned_and_has_the_documented_keys() {
     let mut cfg = small_cfg(FlushMethod::Fdatasync, "4k-8k", "10ms");
-    cfg.iops = Some(bench::iops::IopsConfig {
+    cfg.iops = Some(bench::config::IopsConfig {
         block_sizes: vec![4096, 65536],
-        ops: vec![bench::iops::Op::Read, bench::iops::Op::Write],
+        ops: vec![bench::config::Op::Read, bench::config::Op::Write],
         patterns: vec![
-            bench::iops::Pattern::Sequential,
-            bench::iops::Pattern::Random,
+            bench::config::Pattern::Sequential,
+            bench::config::Pattern::Random,
         ],
         threads: 2,
         time_per_cell: Duration::from_millis(10),

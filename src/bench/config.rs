@@ -4,7 +4,7 @@
 //! directly, without a command line, and the resolution (quick mode, which tables, the
 //! sweep's range) is written once.
 
-use super::{durability, iops, methods, sweep, target};
+use super::target;
 use crate::device::FlushMethod;
 use crate::units::SizeRange;
 use std::path::PathBuf;
@@ -21,6 +21,44 @@ pub enum Table {
     Durability,
     /// IOPS table (SQLIO).
     Iops,
+}
+
+/// How the IOPS table picks offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pattern {
+    Sequential,
+    Random,
+}
+
+/// What the IOPS table does at each offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    Read,
+    Write,
+}
+
+impl Pattern {
+    /// Every pattern, in table order.
+    pub const ALL: [Pattern; 2] = [Pattern::Sequential, Pattern::Random];
+}
+
+impl Op {
+    /// Every operation, in table order.
+    pub const ALL: [Op; 2] = [Op::Read, Op::Write];
+}
+
+/// Settings of the IOPS table.
+#[derive(Debug, Clone)]
+pub struct IopsConfig {
+    pub block_sizes: Vec<u64>,
+    /// Which operations and patterns to run (all four combinations by default).
+    pub ops: Vec<Op>,
+    pub patterns: Vec<Pattern>,
+    /// Threads, each with one synchronous I/O in flight.
+    pub threads: usize,
+    pub time_per_cell: Duration,
 }
 
 /// Everything `bench` is asked to do; [`Default`] is what the command line defaults to.
@@ -45,8 +83,8 @@ pub struct BenchOptions {
     /// Run only these tables; empty: sweep, methods, durability and, with `iops`, iops.
     pub only: Vec<Table>,
     pub block_sizes: Vec<u64>,
-    pub iops_ops: Vec<iops::Op>,
-    pub iops_patterns: Vec<iops::Pattern>,
+    pub iops_ops: Vec<Op>,
+    pub iops_patterns: Vec<Pattern>,
     /// Threads (queue depth) for the IOPS table.
     pub threads: usize,
     /// Seed for offsets and data (random if None).
@@ -72,8 +110,8 @@ impl Default for BenchOptions {
             iops: false,
             only: vec![],
             block_sizes: vec![4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10],
-            iops_ops: iops::Op::ALL.to_vec(),
-            iops_patterns: iops::Pattern::ALL.to_vec(),
+            iops_ops: Op::ALL.to_vec(),
+            iops_patterns: Pattern::ALL.to_vec(),
             threads: 1,
             seed: None,
             destroy_data_on: None,
@@ -109,7 +147,7 @@ pub struct Config {
     pub run_sweep: bool,
     pub run_methods: bool,
     pub run_durability: bool,
-    pub iops: Option<iops::IopsConfig>,
+    pub iops: Option<IopsConfig>,
     pub seed: u64,
     pub quick: bool,
 }
@@ -155,7 +193,7 @@ impl Config {
             durability_record_bytes: 1 << 20,
             durability_total_bytes: if a.quick { 32 << 20 } else { 256 << 20 },
             durability_max_time: (t * 2).max(Duration::from_millis(300)),
-            iops: wants(Table::Iops).then(|| iops::IopsConfig {
+            iops: wants(Table::Iops).then(|| IopsConfig {
                 block_sizes: a.block_sizes.clone(),
                 ops: a.iops_ops.clone(),
                 patterns: a.iops_patterns.clone(),
@@ -169,19 +207,5 @@ impl Config {
             seed,
             quick: a.quick,
         }
-    }
-
-    /// How many progress steps the whole run has.
-    pub fn steps(&self, sector_bytes: u32) -> u64 {
-        let cells = self
-            .iops
-            .as_ref()
-            .map(|i| iops::cells(i).len())
-            .unwrap_or(0);
-        let on = |b: bool, n: usize| if b { n } else { 0 };
-        (on(self.run_sweep, sweep::sizes(self, sector_bytes).len())
-            + on(self.run_methods, methods::METHODS.len())
-            + on(self.run_durability, durability::MODES.len())
-            + cells) as u64
     }
 }

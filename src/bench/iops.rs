@@ -3,52 +3,15 @@
 //! is the queue depth). Writes here carry no flush: this table is the drive's plain
 //! throughput, the context for the flush figures, not a durability figure.
 
+use super::config::{Config, IopsConfig, Op, Pattern};
+use super::data::fill_random;
 use super::measure::{Failure, Limits, Measured, Status, timed};
 use super::stats::{Samples, mb_per_s, per_s};
-use super::{Config, fill_random};
 use crate::device::{AlignedBuf, Device};
 use crate::rng::Rng;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use std::time::{Duration, Instant};
-
-/// How the IOPS table picks offsets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Pattern {
-    Sequential,
-    Random,
-}
-
-/// What the IOPS table does at each offset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Op {
-    Read,
-    Write,
-}
-
-impl Pattern {
-    /// Every pattern, in table order.
-    pub const ALL: [Pattern; 2] = [Pattern::Sequential, Pattern::Random];
-}
-
-impl Op {
-    /// Every operation, in table order.
-    pub const ALL: [Op; 2] = [Op::Read, Op::Write];
-}
-
-/// Settings of the table.
-#[derive(Debug, Clone)]
-pub struct IopsConfig {
-    pub block_sizes: Vec<u64>,
-    /// Which operations and patterns to run (all four combinations by default).
-    pub ops: Vec<Op>,
-    pub patterns: Vec<Pattern>,
-    /// Threads, each with one synchronous I/O in flight.
-    pub threads: usize,
-    pub time_per_cell: Duration,
-}
+use std::time::Instant;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct IopsRow {

@@ -3,9 +3,11 @@
 //! that is barely slower than the reference is not reaching the drive's media (or the
 //! drive has power-loss protection); see `reading`.
 
+use super::config::Config;
+use super::data::fill_random;
 use super::measure::{Failure, Limits, Status, timed};
 use super::stats::per_s;
-use super::{Config, TargetOpener, fill_random};
+use super::target::TargetOpener;
 use crate::device::{AlignedBuf, FlushMethod};
 use crate::rng::Rng;
 use indicatif::ProgressBar;

@@ -3,37 +3,31 @@
 //! in plain words. Latency cannot prove a drive honest, but it says what to expect and
 //! whether a power-cut test is urgent.
 //!
-//! The core ([`run_with`]) works on [`Device`]s obtained from a [`TargetOpener`], so
-//! tests run it in-process against devices that sleep or count; [`run`] is the command:
-//! safety checks, target preparation, identity, progress bar, output.
+//! The core ([`run_with`]) works on [`Device`](crate::device::Device)s obtained from a
+//! [`TargetOpener`], so tests run it in-process against devices that sleep or count;
+//! [`run`] is the command: safety checks, target preparation, identity, progress bar,
+//! output.
 
 pub mod config;
+mod data;
 pub mod durability;
 pub mod iops;
 pub mod measure;
 pub mod methods;
 pub mod output;
 pub mod reading;
+pub mod report;
 pub mod stats;
 pub mod sweep;
 pub mod target;
 
 use crate::device::identity::{DeviceIdentity, identify};
-use crate::device::{Device, DeviceError, FlushMethod};
-use crate::rng::Rng;
+use crate::device::{DeviceError, FlushMethod};
 pub use config::{BenchOptions, Config, Table};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde::Serialize;
+pub use report::{BenchReport, FORMAT, Settings};
 use std::io::IsTerminal;
-
-/// The JSON format name and version; bump the number on any incompatible change.
-pub const FORMAT: &str = "plugpull-bench/1";
-
-/// Opens the target for a given flush method. Bench needs several opens (O_DSYNC is an
-/// open flag), so it takes an opener rather than one device.
-pub trait TargetOpener {
-    fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>, DeviceError>;
-}
+pub use target::TargetOpener;
 
 /// How a bench run that produced its tables ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,53 +59,14 @@ pub enum BenchError {
     Json(#[from] serde_json::Error),
 }
 
-/// The settings as reported.
-#[derive(Debug, Clone, Serialize)]
-pub struct Settings {
-    pub flush_method: FlushMethod,
-    pub direct: bool,
-    pub quick: bool,
-    pub region_offset_bytes: u64,
-    pub region_bytes: u64,
-    pub time_per_size_s: f64,
-    pub method_time_s: f64,
-    pub iops_threads: Option<usize>,
-    pub seed: u64,
-}
-
-/// The whole result; serialised as is for `--json` (documented in docs/bench.md).
-#[derive(Debug, Clone, Serialize)]
-pub struct BenchReport {
-    /// Always [`FORMAT`].
-    pub format: &'static str,
-    pub tool_version: &'static str,
-    pub started_at: String,
-    /// What the user gave.
-    pub target: String,
-    /// The file or device bench wrote to.
-    pub bench_path: String,
-    pub device: DeviceIdentity,
-    pub settings: Settings,
-    pub sweep: Vec<sweep::SweepRow>,
-    pub methods: Vec<methods::MethodRow>,
-    /// Null when the table was not run (`--only`).
-    pub durability: Option<durability::Durability>,
-    pub iops: Option<Vec<iops::IopsRow>>,
-    pub reading: reading::Reading,
-}
-
-impl BenchReport {
-    /// True if every row of every table completed without an error.
-    pub fn all_ok(&self) -> bool {
-        self.sweep.iter().all(|r| r.status.is_ok())
-            && self.methods.iter().all(|r| r.status.is_ok())
-            && self
-                .durability
-                .iter()
-                .flat_map(|d| &d.rows)
-                .all(|r| r.status.is_ok())
-            && self.iops.iter().flatten().all(|r| r.status.is_ok())
-    }
+/// How many progress steps the whole run of `cfg` has.
+pub fn steps(cfg: &Config, sector_bytes: u32) -> u64 {
+    let cells = cfg.iops.as_ref().map(|i| iops::cells(i).len()).unwrap_or(0);
+    let on = |b: bool, n: usize| if b { n } else { 0 };
+    (on(cfg.run_sweep, sweep::sizes(cfg, sector_bytes).len())
+        + on(cfg.run_methods, methods::METHODS.len())
+        + on(cfg.run_durability, durability::MODES.len())
+        + cells) as u64
 }
 
 /// Where the report came from: for the report header and the reading's commands.
@@ -180,17 +135,7 @@ pub fn run_with(
         target: info.target.clone(),
         bench_path: info.bench_path.clone(),
         device: id.clone(),
-        settings: Settings {
-            flush_method: cfg.sweep_flush,
-            direct: cfg.direct,
-            quick: cfg.quick,
-            region_offset_bytes: cfg.region_offset_bytes,
-            region_bytes: cfg.region_bytes,
-            time_per_size_s: cfg.time_per_size.as_secs_f64(),
-            method_time_s: cfg.method_time.as_secs_f64(),
-            iops_threads: cfg.iops.as_ref().map(|i| i.threads),
-            seed: cfg.seed,
-        },
+        settings: Settings::of(cfg),
         sweep,
         methods,
         durability,
@@ -220,7 +165,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
             crate::units::fmt_bytes(t.region_bytes)
         );
     }
-    let pb = progress_bar(cfg.steps(sector), o.quiet);
+    let pb = progress_bar(steps(&cfg, sector), o.quiet);
     let opener = target::FileOpener {
         path: t.path.clone(),
         direct: o.direct,
@@ -284,12 +229,4 @@ fn progress_bar(steps: u64, quiet: bool) -> ProgressBar {
             .expect("valid template"),
     );
     pb
-}
-
-/// Fills `buf` with incompressible bytes, so a compressing controller cannot cheat.
-pub(crate) fn fill_random(buf: &mut [u8], rng: &mut Rng) {
-    for chunk in buf.chunks_mut(8) {
-        let v = rng.next_u64().to_le_bytes();
-        chunk.copy_from_slice(&v[..chunk.len()]);
-    }
 }

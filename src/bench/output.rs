@@ -1,8 +1,8 @@
 //! The text report: aligned tables in the shapes of the tools people compare against,
 //! then the reading. (The JSON is the `BenchReport` serialised as is; see docs/bench.md.)
 
-use super::BenchReport;
 use super::measure::Status;
+use super::report::BenchReport;
 use crate::device::FlushMethod;
 use crate::units::fmt_bytes;
 use std::fmt::Write;

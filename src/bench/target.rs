@@ -11,7 +11,6 @@
 //! preparing it fails. A target in RAM (tmpfs, a RAM disk) gets a loud warning: bench
 //! would measure memory, not a drive.
 
-use super::TargetOpener;
 use crate::device::error::Doing;
 use crate::device::marker::{self, Creator};
 use crate::device::safety::{SafetyError, check_write_target, ram_warning};
@@ -148,6 +147,12 @@ fn stamp(path: &Path) -> Result<(), DeviceError> {
     f.write_all_at(&marker::encode(Creator::Bench, 0), 0)
         .and_then(|()| f.sync_data())
         .doing(|| format!("stamping {}", path.display()))
+}
+
+/// Opens the target for a given flush method. Bench needs several opens (O_DSYNC is an
+/// open flag), so it takes an opener rather than one device.
+pub trait TargetOpener {
+    fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>, DeviceError>;
 }
 
 /// Opens a prepared file or block device once per flush method.

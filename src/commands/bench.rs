@@ -3,7 +3,7 @@
 //! enums of the bench tables and IOPS table convert here, so `args.rs` imports no bench
 //! module.
 
-use crate::bench::iops::{Op, Pattern};
+use crate::bench::config::{Op, Pattern};
 use crate::bench::{self, BenchOptions, BenchOutcome, Table};
 use crate::commands::args::{BenchArgs, BenchTable, IopsOpArg, IopsPatternArg};
 use crate::exit;

@@ -1,8 +1,8 @@
 //! The real device: a regular file or a block device, opened with O_DIRECT by default.
 
-use super::Device;
 use super::error::{DeviceError, Doing};
 use super::geometry::{Geometry, block_geometry};
+use super::interface::Device;
 use super::marker::Creator;
 use crate::record::SECTOR;
 use std::fs::{File, OpenOptions as StdOpen};

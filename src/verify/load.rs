@@ -3,8 +3,8 @@
 //! this matters: verify judges only what the witness holds, so it must say where that
 //! came from and whether a truncated file could be hiding acks.
 
+use super::options::{AckSource, VerifyError, VerifyOptions};
 use super::select;
-use super::{AckSource, VerifyError, VerifyOptions};
 use crate::device::identity;
 use crate::model::{RunLog, RunSelector};
 use crate::witness::store::log::Wholeness;

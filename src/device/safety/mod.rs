@@ -10,12 +10,14 @@
 //! of `super::marker`), never by a few magic bytes; and recognising one never switches off
 //! the file-system and partition-table signature checks elsewhere on the device.
 
+mod hazard;
 mod ram;
 mod signature;
 mod system;
 #[cfg(test)]
 mod tests;
 
+pub use hazard::Hazard;
 pub use ram::ram_warning;
 pub use signature::{is_plugpull_sector, signature, signature_in};
 pub use system::block_devices;
@@ -59,47 +61,6 @@ pub enum SafetyError {
         target: PathBuf,
         error: std::io::Error,
     },
-}
-
-/// What was found that makes a target unsafe to overwrite.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Hazard {
-    Mounted {
-        device: String,
-        at: String,
-    },
-    Swap(String),
-    Held(String),
-    /// A loop device reads and writes the target's bytes (it is its backing file or
-    /// device, or shares one with it).
-    LoopBacked(String),
-    RootOrBoot(String),
-    Signature(&'static str),
-    ForeignFile,
-    NotWritableKind,
-    Unreadable(String),
-}
-
-impl std::fmt::Display for Hazard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Hazard::Mounted { device, at } => write!(f, "{device} is mounted at {at}"),
-            Hazard::Swap(d) => write!(f, "{d} is in use as swap"),
-            Hazard::Held(h) => write!(f, "it is held by {h} (device-mapper, RAID or LVM)"),
-            Hazard::LoopBacked(l) => write!(
-                f,
-                "loop device {l} uses its bytes (detach it with `losetup -d {l}` first)"
-            ),
-            Hazard::RootOrBoot(m) => write!(f, "it holds the {m} file system of this machine"),
-            Hazard::Signature(s) => write!(f, "it holds {s}"),
-            Hazard::ForeignFile => write!(f, "the file exists and is not a plugpull target"),
-            Hazard::NotWritableKind => write!(f, "it is neither a regular file nor a block device"),
-            Hazard::Unreadable(e) => write!(
-                f,
-                "its first 128 KiB cannot be read to check for data ({e})"
-            ),
-        }
-    }
 }
 
 /// Fails with a clear message if writing to `target` could destroy data, unless

@@ -4,7 +4,7 @@
 //! them makes the target unsafe to overwrite.
 
 use super::super::stack::{self, Node, Via};
-use super::Hazard;
+use super::hazard::Hazard;
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 
