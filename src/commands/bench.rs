@@ -66,3 +66,33 @@ impl From<IopsPatternArg> for Pattern {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    /// Every IOPS operation and pattern the command line offers maps to its own domain
+    /// value, and every domain value is offered.
+    #[test]
+    fn iops_mirrors_cover_the_domain() {
+        let ops: Vec<Op> = IopsOpArg::value_variants()
+            .iter()
+            .map(|&a| a.into())
+            .collect();
+        assert_eq!(ops, Op::ALL);
+        let patterns: Vec<Pattern> = IopsPatternArg::value_variants()
+            .iter()
+            .map(|&a| a.into())
+            .collect();
+        assert_eq!(patterns, Pattern::ALL);
+        let tables: Vec<Table> = BenchTable::value_variants()
+            .iter()
+            .map(|&a| a.into())
+            .collect();
+        assert_eq!(
+            tables,
+            [Table::Sweep, Table::Methods, Table::Durability, Table::Iops]
+        );
+    }
+}
