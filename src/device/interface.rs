@@ -7,7 +7,7 @@ use std::io;
 /// A storage target plugpull writes records to and reads them back from.
 ///
 /// Offsets and lengths passed to every method are multiples of
-/// [`Device::logical_block_bytes`]; buffers come from [`AlignedBuf`].
+/// [`Device::logical_block_bytes`]; buffers come from [`AlignedBuf`](super::AlignedBuf).
 pub trait Device: Send + Sync {
     /// Usable size in bytes.
     fn size_bytes(&self) -> u64;
