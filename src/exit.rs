@@ -1,4 +1,8 @@
-//! Exit codes, one place, documented in README.md.
+//! How a command ends: its exit code (one place, documented in README.md) and, when it
+//! failed, the one error line. Domain modules return typed errors and outcomes; each
+//! `commands/<cmd>.rs` maps them to these codes.
+
+use std::error::Error;
 
 /// verify: every acknowledged record intact (or legitimately superseded).
 pub const PASS: i32 = 0;
@@ -12,13 +16,24 @@ pub const INCONCLUSIVE: i32 = 3;
 /// write: the target failed mid-run (I/O error: what a power cut looks like).
 pub const TARGET_FAILED: i32 = 4;
 
-/// An error that carries its own exit code up to main.
-#[derive(Debug)]
-pub struct ExitCode(pub i32, pub String);
+/// An error from another module kept whole, its chain of causes intact, where the
+/// module passing it on does not name the type (the witness client's, the key file's).
+pub type BoxedError = Box<dyn Error + Send + Sync + 'static>;
 
-impl std::fmt::Display for ExitCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.1)
+/// The error and its causes joined by ": " (what the command layer's `{:#}` prints), so a
+/// message built from a typed error reads as it always did.
+pub fn error_chain(e: &(dyn Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
     }
+    out
 }
-impl std::error::Error for ExitCode {}
+
+/// Prints the error line of a failed command on stderr.
+pub fn print_error(e: &(dyn Error + 'static)) {
+    eprintln!("plugpull: error: {}", error_chain(e));
+}

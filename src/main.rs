@@ -1,4 +1,5 @@
-//! Thin entry point: parse, dispatch, map errors to exit codes (see `plugpull::exit`).
+//! Thin entry point: parse, dispatch, exit with the command's code; an error is printed
+//! and exits with `exit::ERROR` (commands map the errors that mean another code).
 
 use clap::Parser;
 use plugpull::commands::args::Cli;
@@ -6,16 +7,11 @@ use plugpull::exit;
 
 fn main() {
     let cli = Cli::parse();
-    let result = plugpull::commands::dispatch(cli.command);
-    match result {
+    match plugpull::commands::dispatch(cli.command) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            let code = e
-                .downcast_ref::<exit::ExitCode>()
-                .map(|c| c.0)
-                .unwrap_or(exit::ERROR);
-            eprintln!("plugpull: error: {e:#}");
-            std::process::exit(code)
+            exit::print_error(e.as_ref());
+            std::process::exit(exit::ERROR)
         }
     }
 }

@@ -345,11 +345,7 @@ pub fn run(a: SoakArgs) -> Result<i32> {
         Some("honest") => (true, false),
         Some("faulty") => (false, true),
         Some(o) => {
-            return Err(crate::exit::ExitCode(
-                crate::exit::ERROR,
-                format!("--only {o:?}: expected honest or faulty"),
-            )
-            .into());
+            anyhow::bail!("--only {o:?}: expected honest or faulty");
         }
     };
     eprintln!(

@@ -2,16 +2,35 @@
 
 use std::time::Duration;
 
+/// Why a size, size range or duration given by the user could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("'{0}' is not a size (try 4k, 64M, 1G)")]
+    NotASize(String),
+    #[error("unknown size unit '{unit}' in '{input}' (use k, M, G, T)")]
+    UnknownSizeUnit { unit: String, input: String },
+    #[error("'{0}' is not a whole number of bytes")]
+    NotWholeBytes(String),
+    #[error("{0} is too large")]
+    TooLarge(String),
+    #[error("record size '{0}' must be whole 512-byte sectors, min <= max (e.g. 4k or 4k-64k)")]
+    NotASectorRange(String),
+    #[error("'{0}' is not a duration (try 30s, 5m, 500ms)")]
+    NotADuration(String),
+    #[error("unknown duration unit '{unit}' in '{input}' (use ms, s, m, h)")]
+    UnknownDurationUnit { unit: String, input: String },
+    #[error("'{0}' is not a duration")]
+    NegativeOrInfiniteDuration(String),
+}
+
 /// Parses "4096", "4k", "4KiB", "64M", "1.5G" (binary multiples: k = 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (try 4k, 64M, 1G)"))?;
+    let n: f64 = num.parse().map_err(|_| UnitError::NotASize(s.into()))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -19,25 +38,55 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
         "s" | "sector" | "sectors" => 512,
-        u => return Err(format!("unknown size unit '{u}' in '{s}' (use k, M, G, T)")),
+        u => {
+            return Err(UnitError::UnknownSizeUnit {
+                unit: u.into(),
+                input: s.into(),
+            });
+        }
     };
     let v = n * mult as f64;
     if v.fract() != 0.0 || v < 0.0 || v > u64::MAX as f64 {
-        return Err(format!("'{s}' is not a whole number of bytes"));
+        return Err(UnitError::NotWholeBytes(s.into()));
     }
     Ok(v as u64)
 }
 
+/// [`parse_size`] for a count of bytes held in memory.
+pub fn parse_size_usize(s: &str) -> Result<usize, UnitError> {
+    usize::try_from(parse_size(s)?).map_err(|_| UnitError::TooLarge(s.into()))
+}
+
+/// A fixed record size ("4k") or an inclusive range ("4k-64k").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeRange {
+    pub min: u64,
+    pub max: u64,
+}
+
+/// Parses a [`SizeRange`] of whole 512-byte sectors, min <= max.
+pub fn parse_size_range(s: &str) -> Result<SizeRange, UnitError> {
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (parse_size(a)?, parse_size(b)?),
+        None => {
+            let v = parse_size(s)?;
+            (v, v)
+        }
+    };
+    if a == 0 || a % 512 != 0 || b % 512 != 0 || a > b {
+        return Err(UnitError::NotASectorRange(s.into()));
+    }
+    Ok(SizeRange { min: a, max: b })
+}
+
 /// Parses "30", "30s", "500ms", "5m", "2h".
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration (try 30s, 5m, 500ms)"))?;
+    let n: f64 = num.parse().map_err(|_| UnitError::NotADuration(s.into()))?;
     let secs = match unit.trim() {
         "" | "s" => n,
         "ms" => n / 1000.0,
@@ -45,13 +94,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "m" | "min" => n * 60.0,
         "h" => n * 3600.0,
         u => {
-            return Err(format!(
-                "unknown duration unit '{u}' in '{s}' (use ms, s, m, h)"
-            ));
+            return Err(UnitError::UnknownDurationUnit {
+                unit: u.into(),
+                input: s.into(),
+            });
         }
     };
     if !(secs >= 0.0 && secs.is_finite()) {
-        return Err(format!("'{s}' is not a duration"));
+        return Err(UnitError::NegativeOrInfiniteDuration(s.into()));
     }
     Ok(Duration::from_secs_f64(secs))
 }

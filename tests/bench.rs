@@ -2,39 +2,29 @@
 //! against in-process devices that flush slowly or fast, one flush per write for every
 //! method, failed flushes marked, and the built binary end to end.
 
-use clap::Parser;
 use indicatif::ProgressBar;
-use plugpull::bench::{self, Config, Opener, Report, TargetInfo, measure::Status, reading::Class};
-use plugpull::commands::args::{BenchArgs, Cli, Command};
+use plugpull::bench::{
+    self, BenchOptions, BenchReport as Report, Config, Table, TargetInfo, TargetOpener as Opener,
+    measure::Status, reading::ReadingClass as Class,
+};
 use plugpull::device::identity::DeviceIdentity;
-use plugpull::device::{Device, FileDevice, FlushMethod, OpenOptions, prepare_file};
+use plugpull::device::{Device, DeviceError, FileDevice, FlushMethod, OpenOptions, prepare_file};
+use plugpull::units::parse_size_range;
 use std::io;
 use std::process::Command as Proc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-fn args(extra: &[&str]) -> BenchArgs {
-    let mut v = vec!["plugpull", "bench", "unused"];
-    v.extend_from_slice(extra);
-    match Cli::parse_from(v).command {
-        Command::Bench(a) => a,
-        _ => unreachable!(),
-    }
-}
-
 /// A small, fast configuration for in-process runs.
 fn small_cfg(flush: FlushMethod, sizes: &str, time: &str) -> Config {
-    let a = args(&[
-        "--flush",
-        flush.name(),
-        "--sweep-sizes",
-        sizes,
-        "--time-per-size",
-        time,
-        "--seed",
-        "7",
-    ]);
+    let a = BenchOptions {
+        flush,
+        sweep_sizes: Some(parse_size_range(sizes).unwrap()),
+        time_per_size: Some(plugpull::units::parse_duration(time).unwrap()),
+        seed: Some(7),
+        ..BenchOptions::default()
+    };
     let mut cfg = Config::new(&a, 64 << 20, 512, 7);
     cfg.durability_total_bytes = 4 << 20;
     cfg.durability_max_time = Duration::from_millis(50);
@@ -157,7 +147,7 @@ impl TestOpener {
 }
 
 impl Opener for TestOpener {
-    fn open(&self, method: FlushMethod) -> anyhow::Result<Box<dyn Device>> {
+    fn open(&self, method: FlushMethod) -> Result<Box<dyn Device>, DeviceError> {
         let counts = Arc::new(Counts::default());
         self.opened.lock().unwrap().push((method, counts.clone()));
         Ok(Box::new(TestDevice {
@@ -543,12 +533,12 @@ fn check_json_keys(v: &serde_json::Value, with_iops: bool) {
 #[test]
 fn json_is_versioned_and_has_the_documented_keys() {
     let mut cfg = small_cfg(FlushMethod::Fdatasync, "4k-8k", "10ms");
-    cfg.iops = Some(bench::iops::IopsConfig {
+    cfg.iops = Some(bench::config::IopsConfig {
         block_sizes: vec![4096, 65536],
-        ops: vec![bench::iops::Op::Read, bench::iops::Op::Write],
+        ops: vec![bench::config::Op::Read, bench::config::Op::Write],
         patterns: vec![
-            bench::iops::Pattern::Sequential,
-            bench::iops::Pattern::Random,
+            bench::config::Pattern::Sequential,
+            bench::config::Pattern::Random,
         ],
         threads: 2,
         time_per_cell: Duration::from_millis(10),
@@ -664,14 +654,12 @@ fn binary_refuses_a_foreign_file_and_reuses_its_own() {
 
 #[test]
 fn only_runs_the_tables_asked_for() {
-    let a = args(&[
-        "--only",
-        "iops",
-        "--block-sizes",
-        "4k",
-        "--time-per-size",
-        "10ms",
-    ]);
+    let a = BenchOptions {
+        only: vec![Table::Iops],
+        block_sizes: vec![4 << 10],
+        time_per_size: Some(Duration::from_millis(10)),
+        ..BenchOptions::default()
+    };
     let cfg = Config::new(&a, 64 << 20, 512, 1);
     assert!(!cfg.run_sweep && !cfg.run_methods && !cfg.run_durability);
     let r = run(
@@ -688,9 +676,13 @@ fn only_runs_the_tables_asked_for() {
     assert_eq!(v["sweep"], serde_json::json!([]));
 
     // Without --only: the three flush tables, and the IOPS table only with --iops.
-    let cfg = Config::new(&args(&[]), 64 << 20, 512, 1);
+    let cfg = Config::new(&BenchOptions::default(), 64 << 20, 512, 1);
     assert!(cfg.run_sweep && cfg.run_methods && cfg.run_durability && cfg.iops.is_none());
-    let cfg = Config::new(&args(&["--iops"]), 64 << 20, 512, 1);
+    let iops = BenchOptions {
+        iops: true,
+        ..BenchOptions::default()
+    };
+    let cfg = Config::new(&iops, 64 << 20, 512, 1);
     assert!(cfg.iops.is_some());
 }
 

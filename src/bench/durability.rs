@@ -3,9 +3,10 @@
 //! with a flush after every record. Without a flush the drive may only have the data in
 //! its cache; the ratios say what durability costs on this target.
 
+use super::config::Config;
+use super::data::fill_random;
 use super::measure::{Failure, Limits, Status, timed};
 use super::stats::mb_per_s;
-use super::{Config, fill_random};
 use crate::device::{AlignedBuf, Device, FlushMethod};
 use crate::rng::Rng;
 use indicatif::ProgressBar;

@@ -3,40 +3,15 @@
 //! is the queue depth). Writes here carry no flush: this table is the drive's plain
 //! throughput, the context for the flush figures, not a durability figure.
 
+use super::config::{Config, IopsConfig, Op, Pattern};
+use super::data::fill_random;
 use super::measure::{Failure, Limits, Measured, Status, timed};
 use super::stats::{Samples, mb_per_s, per_s};
-use super::{Config, fill_random};
 use crate::device::{AlignedBuf, Device};
 use crate::rng::Rng;
 use indicatif::ProgressBar;
 use serde::Serialize;
-use std::time::{Duration, Instant};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum Pattern {
-    Sequential,
-    Random,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum Op {
-    Read,
-    Write,
-}
-
-/// Settings of the table.
-#[derive(Debug, Clone)]
-pub struct IopsConfig {
-    pub block_sizes: Vec<u64>,
-    /// Which operations and patterns to run (all four combinations by default).
-    pub ops: Vec<Op>,
-    pub patterns: Vec<Pattern>,
-    /// Threads, each with one synchronous I/O in flight.
-    pub threads: usize,
-    pub time_per_cell: Duration,
-}
+use std::time::Instant;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct IopsRow {
@@ -58,14 +33,8 @@ pub struct IopsRow {
 /// The cells in table order.
 pub fn cells(ic: &IopsConfig) -> Vec<(Op, Pattern, u64)> {
     let mut out = vec![];
-    for op in [Op::Read, Op::Write]
-        .into_iter()
-        .filter(|o| ic.ops.contains(o))
-    {
-        for pattern in [Pattern::Sequential, Pattern::Random]
-            .into_iter()
-            .filter(|p| ic.patterns.contains(p))
-        {
+    for op in Op::ALL.into_iter().filter(|o| ic.ops.contains(o)) {
+        for pattern in Pattern::ALL.into_iter().filter(|p| ic.patterns.contains(p)) {
             for &bs in &ic.block_sizes {
                 out.push((op, pattern, bs));
             }

@@ -3,9 +3,11 @@
 //! that is barely slower than the reference is not reaching the drive's media (or the
 //! drive has power-loss protection); see `reading`.
 
+use super::config::Config;
+use super::data::fill_random;
 use super::measure::{Failure, Limits, Status, timed};
 use super::stats::per_s;
-use super::{Config, Opener, fill_random};
+use super::target::TargetOpener;
 use crate::device::{AlignedBuf, FlushMethod};
 use crate::rng::Rng;
 use indicatif::ProgressBar;
@@ -39,7 +41,7 @@ pub struct MethodRow {
 /// Opens the target once per method and times `cfg.method_write_bytes` writes at the start
 /// of the region, each followed by one flush call (none for the reference; for O_DSYNC the
 /// flush is in the write and the call is a no-op on a real file).
-pub fn run(opener: &dyn Opener, cfg: &Config, pb: &ProgressBar) -> Vec<MethodRow> {
+pub fn run(opener: &dyn TargetOpener, cfg: &Config, pb: &ProgressBar) -> Vec<MethodRow> {
     let mut rng = Rng::new(cfg.seed).fork(2);
     let mut buf = AlignedBuf::new(cfg.method_write_bytes as usize);
     fill_random(&mut buf, &mut rng);

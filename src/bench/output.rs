@@ -1,8 +1,8 @@
 //! The text report: aligned tables in the shapes of the tools people compare against,
-//! then the reading. (The JSON is the `Report` serialised as is; see docs/bench.md.)
+//! then the reading. (The JSON is the `BenchReport` serialised as is; see docs/bench.md.)
 
-use super::Report;
 use super::measure::Status;
+use super::report::BenchReport;
 use crate::device::FlushMethod;
 use crate::units::fmt_bytes;
 use std::fmt::Write;
@@ -87,7 +87,7 @@ fn errors<'a>(out: &mut String, errs: impl Iterator<Item = (String, &'a Option<S
 }
 
 /// The whole text report.
-pub fn text(r: &Report) -> String {
+pub fn text(r: &BenchReport) -> String {
     let mut o = String::new();
     let d = &r.device;
     let s = &r.settings;
@@ -147,7 +147,7 @@ pub fn text(r: &Report) -> String {
     o
 }
 
-fn sweep_table(o: &mut String, r: &Report) {
+fn sweep_table(o: &mut String, r: &BenchReport) {
     let s = &r.settings;
     let flush_word = match s.flush_method {
         FlushMethod::None => "no flush".to_string(),
@@ -188,7 +188,7 @@ fn sweep_table(o: &mut String, r: &Report) {
     );
 }
 
-fn methods_table(o: &mut String, r: &Report) {
+fn methods_table(o: &mut String, r: &BenchReport) {
     let _ = writeln!(
         o,
         "\nFlush methods: one 8 KiB write in place (like pg_test_fsync)"

@@ -20,7 +20,7 @@ pub const ROTATING_MAX_FLUSHES_PER_S: f64 = 15_000.0 / 60.0;
 /// What the fingerprint looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Class {
+pub enum ReadingClass {
     /// A flush failed or is unsupported: no flush latency to read.
     FlushFailed,
     /// A write failed (with O_DSYNC that includes its flush).
@@ -41,7 +41,7 @@ pub enum Class {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Reading {
-    pub class: Class,
+    pub class: ReadingClass,
     /// The flush floor: the median of the sweep's p50 write+flush latencies up to 64 KiB
     /// (or the fdatasync row's p50 when the sweep did not flush), if measured.
     pub flush_latency_us_p50: Option<f64>,
@@ -65,22 +65,46 @@ pub fn read(
     target: &str,
     is_dir: bool,
 ) -> Reading {
+    let floor_us = flush_floor_us(sweep_flush, sweep, methods);
+    let flushes_per_s = floor_us.filter(|&u| u > 0.0).map(|u| 1e6 / u);
+    let notes = notes(id, methods);
+    let (class, summary) = match first_failure(sweep, methods) {
+        Some((status, err)) => failed(status, err),
+        None => judge_floor(id, floor_us),
+    };
+    Reading {
+        class,
+        flush_latency_us_p50: floor_us,
+        flushes_per_s,
+        summary,
+        notes,
+        power_cut_test: power_cut_test(target, is_dir),
+    }
+}
+
+/// The plugpull commands of the power-cut test that can settle the question.
+fn power_cut_test(target: &str, is_dir: bool) -> Vec<String> {
     let power_target = if is_dir {
         format!("{}/plugpull.img", target.trim_end_matches('/'))
     } else {
         target.to_string()
     };
-    let power_cut_test = vec![
+    vec![
         "plugpull listen   # on a witness machine that keeps power".to_string(),
         format!("plugpull write {power_target} --witness HOST:7420"),
         "# cut the power of the machine (or drive) under test while it writes, power it up"
             .to_string(),
         format!("plugpull verify {power_target} --witness HOST:7420"),
-    ];
-    let mut notes = vec![];
+    ]
+}
 
-    // The floor: the median of the sweep's p50s up to 64 KiB (where the flush dominates,
-    // so one noisy row does not decide), when the sweep flushed; else fdatasync's row.
+/// The floor: the median of the sweep's p50s up to 64 KiB (where the flush dominates,
+/// so one noisy row does not decide), when the sweep flushed; else fdatasync's row.
+fn flush_floor_us(
+    sweep_flush: FlushMethod,
+    sweep: &[SweepRow],
+    methods: &[MethodRow],
+) -> Option<f64> {
     let mut small: Vec<f64> = sweep
         .iter()
         .filter(|r| sweep_flush != FlushMethod::None && r.ios > 0)
@@ -92,9 +116,12 @@ pub fn read(
     let method_floor = methods
         .iter()
         .find(|m| m.method == FlushMethod::Fdatasync && m.ops > 0);
-    let floor_us = sweep_floor.or(method_floor.map(|m| m.latency_us_p50));
-    let flushes_per_s = floor_us.filter(|&u| u > 0.0).map(|u| 1e6 / u);
+    sweep_floor.or(method_floor.map(|m| m.latency_us_p50))
+}
 
+/// Further observations: the cost of the flush, virtual and loop disks, no block device.
+fn notes(id: &DeviceIdentity, methods: &[MethodRow]) -> Vec<String> {
+    let mut notes = vec![];
     if let (Some(f), Some(r)) = (
         methods
             .iter()
@@ -138,8 +165,15 @@ pub fn read(
                 .to_string(),
         );
     }
+    notes
+}
 
-    let failed = sweep
+/// The first sweep row or flushing method row that failed, with its error.
+fn first_failure<'a>(
+    sweep: &'a [SweepRow],
+    methods: &'a [MethodRow],
+) -> Option<(Status, Option<&'a str>)> {
+    sweep
         .iter()
         .map(|r| (r.status, r.error.as_deref()))
         .chain(
@@ -148,84 +182,88 @@ pub fn read(
                 .filter(|m| m.method != FlushMethod::None)
                 .map(|m| (m.status, m.error.as_deref())),
         )
-        .find(|(s, _)| !s.is_ok());
-    let fmt_floor = |u: f64| {
-        if u >= 1000.0 {
-            format!("{:.2} ms", u / 1000.0)
-        } else {
-            format!("{u:.0} µs")
-        }
-    };
+        .find(|(s, _)| !s.is_ok())
+}
 
-    let (class, summary) = if let Some((status, err)) = failed {
+/// The reading when a write or flush failed: there is no latency to read.
+fn failed(status: Status, err: Option<&str>) -> (ReadingClass, String) {
+    (
+        if status == Status::WriteFailed {
+            ReadingClass::WriteFailed
+        } else {
+            ReadingClass::FlushFailed
+        },
+        format!(
+            "A write or flush could not be done ({}: {}). Rows marked {} measured no flush; a power-cut test with that method would prove nothing until it works.",
+            status.mark(),
+            err.unwrap_or("no detail"),
+            status.mark()
+        ),
+    )
+}
+
+fn fmt_floor(u: f64) -> String {
+    if u >= 1000.0 {
+        format!("{:.2} ms", u / 1000.0)
+    } else {
+        format!("{u:.0} µs")
+    }
+}
+
+/// The reading of a flush floor of `floor_us` (if one was measured) on device `id`.
+fn judge_floor(id: &DeviceIdentity, floor_us: Option<f64>) -> (ReadingClass, String) {
+    if id.write_cache.as_deref() == Some("write through") {
+        return (
+            ReadingClass::WriteThrough,
+            "The kernel treats this drive's cache as write-through, so fsync and fdatasync send no flush command to it: these times are writes alone. That is right only if the drive has no volatile cache or has power-loss protection (USB bridges often report write-through wrongly); only a power-cut test can tell.".to_string(),
+        );
+    }
+    let Some(u) = floor_us else {
+        return (
+            ReadingClass::NoFlushMeasured,
+            "No flush was measured (no sweep with a flush and no fdatasync row: --flush none or --only), so there is no flush latency to read.".to_string(),
+        );
+    };
+    let rate = 1e6 / u;
+    if id.rotational == Some(true) {
+        rotating(rate, u)
+    } else if u < FAST_FLUSH_US {
         (
-            if status == Status::WriteFailed {
-                Class::WriteFailed
-            } else {
-                Class::FlushFailed
-            },
+            ReadingClass::FastFlush,
             format!(
-                "A write or flush could not be done ({}: {}). Rows marked {} measured no flush; a power-cut test with that method would prove nothing until it works.",
-                status.mark(),
-                err.unwrap_or("no detail"),
-                status.mark()
+                "A write+flush takes {} ({rate:.0}/s): that fast, either the drive has power-loss protection or its cache ignores flushes. Latency cannot tell these apart; only a power-cut test can, and it is urgent before trusting this drive with a database or a ZFS log.",
+                fmt_floor(u)
             ),
         )
-    } else if id.write_cache.as_deref() == Some("write through") {
-        (
-            Class::WriteThrough,
-            "The kernel treats this drive's cache as write-through, so fsync and fdatasync send no flush command to it: these times are writes alone. That is right only if the drive has no volatile cache or has power-loss protection (USB bridges often report write-through wrongly); only a power-cut test can tell.".to_string(),
-        )
-    } else if let Some(u) = floor_us {
-        let rate = 1e6 / u;
-        if id.rotational == Some(true) {
-            if rate > ROTATING_MAX_FLUSHES_PER_S {
-                (
-                    Class::RotatingTooFast,
-                    format!(
-                        "A rotating disk cannot honestly commit more than about rpm/60 flushes per second (120/s at 7,200 rpm, 250/s at 15,000 rpm); this one does {rate:.0}/s ({}), so a cache is answering: a battery-backed controller, or a drive that ignores flushes. Only a power-cut test can tell which.",
-                        fmt_floor(u)
-                    ),
-                )
-            } else {
-                (
-                    Class::RotatingPlausible,
-                    format!(
-                        "{rate:.0} flushes/s ({}) is within what a rotating disk can commit (about rpm/60: 120/s at 7,200 rpm): consistent with a disk that honours flushes, not proof of it.",
-                        fmt_floor(u)
-                    ),
-                )
-            }
-        } else if u < FAST_FLUSH_US {
-            (
-                Class::FastFlush,
-                format!(
-                    "A write+flush takes {} ({rate:.0}/s): that fast, either the drive has power-loss protection or its cache ignores flushes. Latency cannot tell these apart; only a power-cut test can, and it is urgent before trusting this drive with a database or a ZFS log.",
-                    fmt_floor(u)
-                ),
-            )
-        } else {
-            (
-                Class::FlushFloor,
-                format!(
-                    "A write+flush takes {} ({rate:.0}/s), a floor of hundreds of µs to ms: the signature of flushes that reach non-volatile media, as on an SSD without power-loss protection. Consistent with an honest drive, but not proof: a power-cut test can confirm it.",
-                    fmt_floor(u)
-                ),
-            )
-        }
     } else {
         (
-            Class::NoFlushMeasured,
-            "No flush was measured (no sweep with a flush and no fdatasync row: --flush none or --only), so there is no flush latency to read.".to_string(),
+            ReadingClass::FlushFloor,
+            format!(
+                "A write+flush takes {} ({rate:.0}/s), a floor of hundreds of µs to ms: the signature of flushes that reach non-volatile media, as on an SSD without power-loss protection. Consistent with an honest drive, but not proof: a power-cut test can confirm it.",
+                fmt_floor(u)
+            ),
         )
-    };
-    Reading {
-        class,
-        flush_latency_us_p50: floor_us,
-        flushes_per_s,
-        summary,
-        notes,
-        power_cut_test,
+    }
+}
+
+/// A spinning disk commits at most about one flush per revolution.
+fn rotating(rate: f64, u: f64) -> (ReadingClass, String) {
+    if rate > ROTATING_MAX_FLUSHES_PER_S {
+        (
+            ReadingClass::RotatingTooFast,
+            format!(
+                "A rotating disk cannot honestly commit more than about rpm/60 flushes per second (120/s at 7,200 rpm, 250/s at 15,000 rpm); this one does {rate:.0}/s ({}), so a cache is answering: a battery-backed controller, or a drive that ignores flushes. Only a power-cut test can tell which.",
+                fmt_floor(u)
+            ),
+        )
+    } else {
+        (
+            ReadingClass::RotatingPlausible,
+            format!(
+                "{rate:.0} flushes/s ({}) is within what a rotating disk can commit (about rpm/60: 120/s at 7,200 rpm): consistent with a disk that honours flushes, not proof of it.",
+                fmt_floor(u)
+            ),
+        )
     }
 }
 
@@ -265,11 +303,11 @@ mod tests {
             row(8 << 20, 90_000.0),
         ];
         let r = read(&id, FlushMethod::Fdatasync, &sweep, &[], "/dev/x", false);
-        assert_eq!(r.class, Class::FlushFloor);
+        assert_eq!(r.class, ReadingClass::FlushFloor);
         assert_eq!(r.flush_latency_us_p50, Some(1900.0));
         // The same rows without a flush in the sweep: nothing to read.
         let r = read(&id, FlushMethod::None, &sweep, &[], "/dev/x", false);
-        assert_eq!(r.class, Class::NoFlushMeasured);
+        assert_eq!(r.class, ReadingClass::NoFlushMeasured);
     }
 
     #[test]
@@ -282,7 +320,7 @@ mod tests {
             "/mnt/x/",
             true,
         );
-        assert_eq!(r.class, Class::FastFlush);
+        assert_eq!(r.class, ReadingClass::FastFlush);
         assert!(
             r.power_cut_test
                 .iter()

@@ -3,9 +3,10 @@
 //! chosen flush. At small sizes the flush dominates, so the first rows are the drive's
 //! flush floor; at large sizes the rows become its sustained durable bandwidth.
 
+use super::config::Config;
+use super::data::fill_random;
 use super::measure::{Failure, Limits, Status, timed};
 use super::stats::{LatencySummary, mb_per_s, per_s};
-use super::{Config, fill_random};
 use crate::device::{AlignedBuf, Device, FlushMethod};
 use crate::rng::Rng;
 use indicatif::ProgressBar;

@@ -11,13 +11,12 @@
 //! preparing it fails. A target in RAM (tmpfs, a RAM disk) gets a loud warning: bench
 //! would measure memory, not a drive.
 
-use super::Opener;
+use crate::device::error::Doing;
 use crate::device::marker::{self, Creator};
-use crate::device::safety::{check_write_target, ram_warning};
+use crate::device::safety::{SafetyError, check_write_target, ram_warning};
 use crate::device::{
-    Device, FileDevice, FlushMethod, OpenOptions, is_block_device, prepare_target_file,
+    Device, DeviceError, FileDevice, FlushMethod, OpenOptions, is_block_device, prepare_target_file,
 };
-use anyhow::{Context, Result, bail};
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
@@ -28,6 +27,23 @@ pub const BENCH_FILE_NAME: &str = "plugpull-bench.tmp";
 /// Where bench data starts: past the stamp, and a multiple of the largest sweep size so
 /// every size-aligned offset is aligned on the device too.
 pub const REGION_OFFSET_BYTES: u64 = 8 << 20;
+
+/// A target bench must not or cannot write to.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchTargetError {
+    #[error("--size must be more than 0")]
+    ZeroSize,
+    #[error("checking {} before bench writes to it", .path.display())]
+    Unsafe {
+        path: PathBuf,
+        #[source]
+        source: SafetyError,
+    },
+    #[error("{} is too small for bench (needs more than {} bytes)", .0.display(), REGION_OFFSET_BYTES)]
+    TooSmall(PathBuf),
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+}
 
 /// A prepared target.
 #[derive(Debug)]
@@ -56,9 +72,13 @@ impl Drop for BenchTarget {
 }
 
 /// Checks and prepares `target` for a bench over `size` bytes.
-pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<BenchTarget> {
+pub fn prepare(
+    target: &Path,
+    size: u64,
+    destroy: Option<&Path>,
+) -> Result<BenchTarget, BenchTargetError> {
     if size == 0 {
-        bail!("--size must be more than 0");
+        return Err(BenchTargetError::ZeroSize);
     }
     let is_dir = target.is_dir();
     let path = if is_dir {
@@ -66,8 +86,10 @@ pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<Bench
     } else {
         target.to_path_buf()
     };
-    check_write_target(&path, destroy, 0)
-        .with_context(|| format!("checking {} before bench writes to it", path.display()))?;
+    check_write_target(&path, destroy, 0).map_err(|source| BenchTargetError::Unsafe {
+        path: path.clone(),
+        source,
+    })?;
     if let Some(w) = ram_warning(&path) {
         eprintln!("plugpull bench: WARNING: {w}");
     }
@@ -76,11 +98,7 @@ pub fn prepare(target: &Path, size: u64, destroy: Option<&Path>) -> Result<Bench
         let dev = FileDevice::open_write(&path, OpenOptions::default())?;
         let avail = dev.size_bytes().saturating_sub(REGION_OFFSET_BYTES);
         if avail == 0 {
-            bail!(
-                "{} is too small for bench (needs more than {} bytes)",
-                path.display(),
-                REGION_OFFSET_BYTES
-            );
+            return Err(BenchTargetError::TooSmall(path));
         }
         (size.min(avail), None)
     } else {
@@ -121,14 +139,20 @@ fn drop_cached_pages(path: &Path) {
 }
 
 /// Writes the target marker into the first sector and makes it durable.
-fn stamp(path: &Path) -> Result<()> {
+fn stamp(path: &Path) -> Result<(), DeviceError> {
     let f = fs::OpenOptions::new()
         .write(true)
         .open(path)
-        .with_context(|| format!("opening {} to stamp it", path.display()))?;
+        .doing(|| format!("opening {} to stamp it", path.display()))?;
     f.write_all_at(&marker::encode(Creator::Bench, 0), 0)
         .and_then(|()| f.sync_data())
-        .with_context(|| format!("stamping {}", path.display()))
+        .doing(|| format!("stamping {}", path.display()))
+}
+
+/// Opens the target for a given flush method. Bench needs several opens (O_DSYNC is an
+/// open flag), so it takes an opener rather than one device.
+pub trait TargetOpener {
+    fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>, DeviceError>;
 }
 
 /// Opens a prepared file or block device once per flush method.
@@ -137,8 +161,8 @@ pub struct FileOpener {
     pub direct: bool,
 }
 
-impl Opener for FileOpener {
-    fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>> {
+impl TargetOpener for FileOpener {
+    fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>, DeviceError> {
         let dev = FileDevice::open_write(
             &self.path,
             OpenOptions {

@@ -223,7 +223,7 @@ impl Target {
                                 };
                                 return (Ok(Arc::new(d) as Arc<dyn Device>), c);
                             }
-                            Err(e) if t0.elapsed() > timeout => return (Err(e), None),
+                            Err(e) if t0.elapsed() > timeout => return (Err(e.into()), None),
                             Err(_) => {}
                         }
                     }

@@ -1,9 +1,17 @@
-//! The command line, as clap definitions only. Each subcommand's action lives in its own
-//! module and receives these typed arguments.
+//! The command line, as clap definitions only. Each subcommand's module under
+//! `commands/` turns these arguments into the typed options its domain module takes.
+//!
+//! Why mirror enums: clap derives help text and accepted values from `ValueEnum`, but the
+//! domain enums ([`FlushMethod`], [`Placement`], the bench tables and IOPS `Op` and
+//! `Pattern`) must not depend on clap. Each has a clap-side twin here with the same
+//! variants and doc comments (so `--help` is unchanged) and a `From` into the domain
+//! type (here, or in `commands/bench.rs` for bench's, so this file imports no bench
+//! module).
 
 use crate::device::FlushMethod;
 use crate::model::Placement;
-use crate::units::{parse_duration, parse_size};
+pub use crate::units::SizeRange;
+use crate::units::{UnitError, parse_duration, parse_size, parse_size_usize};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -54,14 +62,71 @@ pub enum Command {
     Agent(AgentArgs),
 }
 
-fn size(s: &str) -> Result<u64, String> {
+fn size(s: &str) -> Result<u64, UnitError> {
     parse_size(s)
 }
-fn size_usize(s: &str) -> Result<usize, String> {
-    usize::try_from(parse_size(s)?).map_err(|_| format!("{s} is too large"))
+fn size_usize(s: &str) -> Result<usize, UnitError> {
+    parse_size_usize(s)
 }
-fn duration(s: &str) -> Result<Duration, String> {
+fn duration(s: &str) -> Result<Duration, UnitError> {
     parse_duration(s)
+}
+
+/// `--flush`: how each record is made durable (see [`FlushMethod`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FlushArg {
+    /// fdatasync(2) after each write: data plus the metadata needed to read it back.
+    Fdatasync,
+    /// fsync(2) after each write.
+    Fsync,
+    /// Open with O_DSYNC: every write returns only once durable (FUA or write+flush).
+    Dsync,
+    /// No flush at all: a control run that is expected to lose data at a cut.
+    None,
+}
+
+impl From<FlushArg> for FlushMethod {
+    fn from(a: FlushArg) -> FlushMethod {
+        match a {
+            FlushArg::Fdatasync => FlushMethod::Fdatasync,
+            FlushArg::Fsync => FlushMethod::Fsync,
+            FlushArg::Dsync => FlushMethod::Dsync,
+            FlushArg::None => FlushMethod::None,
+        }
+    }
+}
+
+/// `--placement`: where records go within the target (see [`Placement`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlacementArg {
+    /// Each stream writes its share of the region front to back, wrapping around.
+    Sequential,
+    /// Each record at a random record-aligned offset within the stream's share.
+    Random,
+}
+
+impl From<PlacementArg> for Placement {
+    fn from(a: PlacementArg) -> Placement {
+        match a {
+            PlacementArg::Sequential => Placement::Sequential,
+            PlacementArg::Random => Placement::Random,
+        }
+    }
+}
+
+/// `bench --iops-ops`: the operations of the IOPS table (`bench::iops::Op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum IopsOpArg {
+    Read,
+    Write,
+}
+
+/// `bench --iops-patterns`: the access patterns of the IOPS table
+/// (`bench::iops::Pattern`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum IopsPatternArg {
+    Sequential,
+    Random,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -96,27 +161,10 @@ pub struct ListenArgs {
     pub key_file: Option<PathBuf>,
 }
 
-/// A fixed record size ("4k") or an inclusive range ("4k-64k").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SizeRange {
-    pub min: u64,
-    pub max: u64,
-}
-
-pub fn size_range(s: &str) -> Result<SizeRange, String> {
-    let (a, b) = match s.split_once('-') {
-        Some((a, b)) => (parse_size(a)?, parse_size(b)?),
-        None => {
-            let v = parse_size(s)?;
-            (v, v)
-        }
-    };
-    if a == 0 || a % 512 != 0 || b % 512 != 0 || a > b {
-        return Err(format!(
-            "record size '{s}' must be whole 512-byte sectors, min <= max (e.g. 4k or 4k-64k)"
-        ));
-    }
-    Ok(SizeRange { min: a, max: b })
+/// A fixed record size ("4k") or an inclusive range ("4k-64k"): see
+/// [`crate::units::parse_size_range`].
+pub fn size_range(s: &str) -> Result<SizeRange, UnitError> {
+    crate::units::parse_size_range(s)
 }
 
 #[derive(Args, Debug, Clone)]
@@ -139,13 +187,13 @@ pub struct WriteArgs {
     #[arg(long, value_parser = size_range, default_value = "4k")]
     pub record_size: SizeRange,
     #[arg(long, value_enum, default_value = "sequential")]
-    pub placement: Placement,
+    pub placement: PlacementArg,
     /// Writer threads; the region is split into this many equal, disjoint shares.
     #[arg(long, default_value_t = 1)]
     pub streams: u16,
     /// How each record is made durable before it is acknowledged.
     #[arg(long, value_enum, default_value = "fdatasync")]
-    pub flush: FlushMethod,
+    pub flush: FlushArg,
     /// Write through the page cache instead of O_DIRECT.
     #[arg(long)]
     pub no_direct: bool,
@@ -255,7 +303,7 @@ pub struct BenchArgs {
     pub size: Option<u64>,
     /// The flush after each write of the sweep.
     #[arg(long, value_enum, default_value = "fdatasync")]
-    pub flush: FlushMethod,
+    pub flush: FlushArg,
     /// Go through the page cache instead of O_DIRECT.
     #[arg(long)]
     pub no_direct: bool,
@@ -281,7 +329,7 @@ pub struct BenchArgs {
     pub block_sizes: Vec<u64>,
     /// Operations of the IOPS table, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "read,write")]
-    pub iops_ops: Vec<crate::bench::iops::Op>,
+    pub iops_ops: Vec<IopsOpArg>,
     /// Access patterns of the IOPS table, comma-separated.
     #[arg(
         long,
@@ -289,7 +337,7 @@ pub struct BenchArgs {
         value_delimiter = ',',
         default_value = "sequential,random"
     )]
-    pub iops_patterns: Vec<crate::bench::iops::Pattern>,
+    pub iops_patterns: Vec<IopsPatternArg>,
     /// Threads (queue depth) for the IOPS table.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -418,4 +466,29 @@ pub struct AgentArgs {
     /// The agent config (TOML; see docs/campaign.md, whole-host mode).
     #[arg(long, default_value = "/etc/plugpull/agent.toml")]
     pub config: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clap-side mirror accepts exactly the names its domain enum is known by, so
+    /// `--flush fsync` means FlushMethod::Fsync and the lists cannot drift apart.
+    #[test]
+    fn mirrors_accept_the_domain_names() {
+        for a in FlushArg::value_variants() {
+            let m = FlushMethod::from(*a);
+            assert_eq!(a.to_possible_value().unwrap().get_name(), m.name());
+            assert_eq!(m.name().parse::<FlushMethod>().unwrap(), m);
+        }
+        assert_eq!(FlushArg::value_variants().len(), FlushMethod::ALL.len());
+        for a in PlacementArg::value_variants() {
+            let p = Placement::from(*a);
+            assert_eq!(a.to_possible_value().unwrap().get_name(), p.name());
+            assert_eq!(p.to_string().parse::<Placement>().unwrap(), p);
+        }
+        assert_eq!(PlacementArg::value_variants().len(), Placement::ALL.len());
+        assert!("bogus".parse::<FlushMethod>().is_err());
+        assert!("bogus".parse::<Placement>().is_err());
+    }
 }

@@ -3,5 +3,5 @@
 use crate::commands::args::CompletionsArgs;
 
 pub fn run(a: CompletionsArgs) -> anyhow::Result<i32> {
-    crate::report::clidocs::completions(a)
+    crate::commands::clidocs::completions(a)
 }

@@ -3,5 +3,5 @@
 use crate::commands::args::ManArgs;
 
 pub fn run(a: ManArgs) -> anyhow::Result<i32> {
-    crate::report::clidocs::man(a)
+    crate::commands::clidocs::man(a)
 }

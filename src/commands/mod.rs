@@ -7,6 +7,7 @@ pub mod agent;
 pub mod args;
 pub mod bench;
 pub mod campaign;
+pub mod clidocs;
 pub mod completions;
 pub mod demo;
 pub mod fetch;

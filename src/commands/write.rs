@@ -1,7 +1,36 @@
-//! `plugpull write`: arguments to options, then the action.
+//! `plugpull write`: arguments to [`WriteOptions`], then the run; its outcome to an exit
+//! code (PASS, or TARGET_FAILED when a write or flush failed mid-run).
 
 use crate::commands::args::WriteArgs;
+use crate::exit;
+use crate::write::{self, WriteOptions, WriteOutcome};
 
 pub fn run(a: WriteArgs) -> anyhow::Result<i32> {
-    crate::write::run(a)
+    let outcome = write::run(&options(a))?;
+    Ok(match outcome {
+        WriteOutcome::Finished => exit::PASS,
+        WriteOutcome::TargetFailed => exit::TARGET_FAILED,
+    })
+}
+
+/// The options the command line asks for.
+pub fn options(a: WriteArgs) -> WriteOptions {
+    WriteOptions {
+        target: a.target,
+        witness: a.witness,
+        key_file: a.key_file,
+        size_bytes: a.size,
+        offset_bytes: a.offset,
+        record_size: a.record_size,
+        placement: a.placement.into(),
+        streams: a.streams,
+        flush: a.flush.into(),
+        direct: !a.no_direct,
+        duration: a.duration,
+        count: a.count,
+        seed: a.seed,
+        destroy_data_on: a.destroy_data_on,
+        json: a.json,
+        quiet: a.quiet,
+    }
 }

@@ -1,10 +1,10 @@
 //! The real device: a regular file or a block device, opened with O_DIRECT by default.
 
-use super::Device;
+use super::error::{DeviceError, Doing};
 use super::geometry::{Geometry, block_geometry};
+use super::interface::Device;
 use super::marker::Creator;
 use crate::record::SECTOR;
-use anyhow::{Context, Result, bail};
 use std::fs::{File, OpenOptions as StdOpen};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How the writer makes a record durable before acknowledging it.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FlushMethod {
     /// fdatasync(2) after each write: data plus the metadata needed to read it back.
@@ -29,6 +27,14 @@ pub enum FlushMethod {
 }
 
 impl FlushMethod {
+    /// Every method, in the order the command line lists them.
+    pub const ALL: [FlushMethod; 4] = [
+        FlushMethod::Fdatasync,
+        FlushMethod::Fsync,
+        FlushMethod::Dsync,
+        FlushMethod::None,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             FlushMethod::Fdatasync => "fdatasync",
@@ -36,6 +42,27 @@ impl FlushMethod {
             FlushMethod::Dsync => "dsync",
             FlushMethod::None => "none",
         }
+    }
+}
+
+impl std::fmt::Display for FlushMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A flush method name that is none of [`FlushMethod::ALL`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown flush method '{0}' (expected fdatasync, fsync, dsync or none)")]
+pub struct UnknownFlushMethod(pub String);
+
+impl std::str::FromStr for FlushMethod {
+    type Err = UnknownFlushMethod;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FlushMethod::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| UnknownFlushMethod(s.to_string()))
     }
 }
 
@@ -75,7 +102,7 @@ pub fn is_block_device(path: &Path) -> bool {
 impl FileDevice {
     /// Opens an existing block device or regular file for writing. Regular files must
     /// already have their final size (see [`prepare_file`]).
-    pub fn open_write(path: &Path, opts: OpenOptions) -> Result<FileDevice> {
+    pub fn open_write(path: &Path, opts: OpenOptions) -> Result<FileDevice, DeviceError> {
         let mut flags = 0;
         if opts.direct {
             flags |= libc::O_DIRECT;
@@ -89,40 +116,37 @@ impl FileDevice {
             .custom_flags(flags)
             .open(path)
             .map_err(|e| direct_hint(e, opts.direct))
-            .with_context(|| format!("opening {} for writing", path.display()))?;
+            .doing(|| format!("opening {} for writing", path.display()))?;
         Self::from_file(file, path, opts.flush)
     }
 
     /// Opens for reading only, bypassing the page cache: O_DIRECT, and cached pages of the
     /// file dropped first, so nothing a previous process left in memory is mistaken for
     /// what the drive kept.
-    pub fn open_read(path: &Path) -> Result<FileDevice> {
+    pub fn open_read(path: &Path) -> Result<FileDevice, DeviceError> {
         let file = StdOpen::new()
             .read(true)
             .custom_flags(libc::O_DIRECT)
             .open(path)
             .map_err(|e| direct_hint(e, true))
-            .with_context(|| format!("opening {} for reading", path.display()))?;
+            .doing(|| format!("opening {} for reading", path.display()))?;
         // SAFETY: fd is valid; POSIX_FADV_DONTNEED over the whole file only drops clean
         // cached pages, it never changes the file.
         unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
         Self::from_file(file, path, FlushMethod::None)
     }
 
-    fn from_file(file: File, path: &Path, flush: FlushMethod) -> Result<FileDevice> {
+    fn from_file(file: File, path: &Path, flush: FlushMethod) -> Result<FileDevice, DeviceError> {
         let meta = file.metadata()?;
         let is_block = meta.file_type().is_block_device();
         let (size_bytes, lbs, geometry) = if is_block {
             let g = block_geometry(&file)
-                .with_context(|| format!("reading the geometry of {}", path.display()))?;
+                .doing(|| format!("reading the geometry of {}", path.display()))?;
             (g.size_bytes, g.logical_sector_bytes, Some(g))
         } else if meta.is_file() {
             (meta.len(), 512, None)
         } else {
-            bail!(
-                "{} is neither a regular file nor a block device",
-                path.display()
-            );
+            return Err(DeviceError::NotFileOrBlock(path.to_owned()));
         };
         Ok(FileDevice {
             file,
@@ -239,7 +263,7 @@ pub fn prepare_target_file(
     size: u64,
     marker: Option<(Creator, u64)>,
     stop: &AtomicBool,
-) -> Result<PreparedFile> {
+) -> Result<PreparedFile, DeviceError> {
     let (file, created) = match StdOpen::new()
         .read(true)
         .write(true)
@@ -252,10 +276,10 @@ pub fn prepare_target_file(
                 .read(true)
                 .write(true)
                 .open(path)
-                .with_context(|| format!("opening {}", path.display()))?,
+                .doing(|| format!("opening {}", path.display()))?,
             false,
         ),
-        Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+        Err(e) => return Err(e).doing(|| format!("creating {}", path.display())),
     };
     let prepared = PreparedFile {
         path: path.to_owned(),
@@ -267,32 +291,33 @@ pub fn prepare_target_file(
     if let Some((creator, at)) = marker.filter(|&(_, at)| created && at + SECTOR as u64 <= size) {
         file.write_all_at(&super::marker::encode(creator, at), at)
             .and_then(|()| file.sync_all())
-            .with_context(|| format!("marking {} as a plugpull target", path.display()))?;
+            .doing(|| format!("marking {} as a plugpull target", path.display()))?;
         sync_dir(path)?;
         zeros = vec![(0, at), (at + SECTOR as u64, size)];
     }
     for (from, to) in zeros {
         fill_zeros(&file, from, to, stop)
-            .with_context(|| format!("preallocating {} ({size} bytes)", path.display()))?;
+            .doing(|| format!("preallocating {} ({size} bytes)", path.display()))?;
     }
     file.sync_all()
-        .with_context(|| format!("fsync {}", path.display()))?;
+        .doing(|| format!("fsync {}", path.display()))?;
     sync_dir(path)?;
     Ok(prepared)
 }
 
 /// [`prepare_target_file`] without a marker or interruption, keeping the file.
-pub fn prepare_file(path: &Path, size: u64) -> Result<()> {
+pub fn prepare_file(path: &Path, size: u64) -> Result<(), DeviceError> {
     prepare_target_file(path, size, None, &AtomicBool::new(false)).map(PreparedFile::keep)
 }
 
-/// Writes zeros over `[from, to)` in 1 MiB chunks, stopping with an error if `stop` is set.
-fn fill_zeros(file: &File, from: u64, to: u64, stop: &AtomicBool) -> Result<()> {
+/// Writes zeros over `[from, to)` in 1 MiB chunks, stopping with an error of kind
+/// `Interrupted` if `stop` is set.
+fn fill_zeros(file: &File, from: u64, to: u64, stop: &AtomicBool) -> io::Result<()> {
     let chunk = vec![0u8; 1 << 20];
     let mut at = from;
     while at < to {
         if stop.load(Ordering::SeqCst) {
-            bail!("interrupted");
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "interrupted"));
         }
         let n = chunk.len().min((to - at) as usize);
         file.write_all_at(&chunk[..n], at)?;
@@ -301,12 +326,12 @@ fn fill_zeros(file: &File, from: u64, to: u64, stop: &AtomicBool) -> Result<()> 
     Ok(())
 }
 
-fn sync_dir(path: &Path) -> Result<()> {
+fn sync_dir(path: &Path) -> Result<(), DeviceError> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .with_context(|| format!("fsync directory {}", dir.display()))
+        .doing(|| format!("fsync directory {}", dir.display()))
 }

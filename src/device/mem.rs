@@ -1,7 +1,7 @@
 //! A plain in-memory device: pristine storage with no cache and no faults, for unit tests
 //! of the writer and verify and for injecting damage by hand.
 
-use super::Device;
+use super::interface::Device;
 use std::io;
 use std::sync::Mutex;
 

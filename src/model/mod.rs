@@ -8,12 +8,46 @@ use crate::record::{RecordId, RunId};
 use serde::{Deserialize, Serialize};
 
 /// Where records go within the target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
     /// Each stream writes its share of the region front to back, wrapping around.
     Sequential,
     /// Each record at a random record-aligned offset within the stream's share.
     Random,
+}
+
+impl Placement {
+    /// Every placement, in the order the command line lists them.
+    pub const ALL: [Placement; 2] = [Placement::Sequential, Placement::Random];
+
+    /// The name used on the command line, in config files and in `WriterSettings`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Sequential => "sequential",
+            Placement::Random => "random",
+        }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A placement name that is none of [`Placement::ALL`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown placement '{0}' (expected sequential or random)")]
+pub struct UnknownPlacement(pub String);
+
+impl std::str::FromStr for Placement {
+    type Err = UnknownPlacement;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Placement::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| UnknownPlacement(s.to_string()))
+    }
 }
 
 /// The writer's promise: `record` was written and the flush covering it returned success

@@ -4,11 +4,8 @@
 //! power-loss-protection claim. A wall of JSON is not that, so this module reads one or
 //! more `plugpull-verify/1` reports (several are the cycles of a campaign), merges them
 //! (`aggregate`), and renders a single self-contained page (`html`, charts in `svg`).
-//! Completions and man pages (`clidocs`) live here too: the other half of "output for
-//! people".
 
 pub mod aggregate;
-pub mod clidocs;
 pub mod html;
 pub mod input;
 pub mod svg;

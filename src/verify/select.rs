@@ -19,14 +19,44 @@
 use super::medium::{self, Sample};
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FileDevice};
-use crate::exit::{ERROR, ExitCode};
+use crate::exit::{BoxedError, error_chain};
 use crate::model::{RunLog, RunSelector};
+use crate::record::RunId;
 use crate::wire::auth::Key;
 use crate::witness::client::fetch_with_key;
-use anyhow::{Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// No run to verify could be chosen, or the chosen run may not be judged on this drive.
+/// Both are usage errors (exit 2): the message says what to pass.
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    /// The witness could not be asked.
+    #[error(transparent)]
+    Fetch(BoxedError),
+    /// The run named by the newest stamp on the drive could not be fetched.
+    #[error("{why}, and the newest stamp on {} is of run {run}", .target.display())]
+    FetchStampedRun {
+        why: String,
+        target: PathBuf,
+        run: RunId,
+        #[source]
+        source: BoxedError,
+    },
+    /// Neither the drive's identity nor its stamps name a run.
+    #[error("{why} at {addr}, and {sample}: pass --run RUN_ID (as printed by `write`)")]
+    NoRunFound {
+        why: String,
+        addr: String,
+        sample: String,
+    },
+    /// The run was written to another medium and the drive carries none of its stamps.
+    #[error(
+        "{mismatch}, and {sample}. Judging a drive by another drive's records would report them lost (a false FAIL). Verify the drive the run was written to, or name this drive's run with --run (leave it out to take this drive's latest run); if this really is the same medium under a new identity (a restored image, a re-created file), pass --allow-identity-mismatch"
+    )]
+    IdentityMismatch { mismatch: String, sample: String },
+}
 
 /// How to reach the witness.
 pub struct Witness<'a> {
@@ -43,14 +73,14 @@ pub fn latest_for_target(
     target: &Path,
     device: &DeviceIdentity,
     read_timeout: Duration,
-) -> Result<RunLog> {
+) -> Result<RunLog, SelectError> {
     let key = device.key();
     let by_key = match fetch_with_key(w.addr, &RunSelector::LatestForDevice(key.clone()), w.key)
-        .map_err(anyhow::Error::from)
+        .map_err(BoxedError::from)
     {
         Ok(log) => Some(log),
-        Err(e) if is_no_run_for_device(&e) => None,
-        Err(e) => return Err(e),
+        Err(e) if is_no_run_for_device(e.as_ref()) => None,
+        Err(e) => return Err(SelectError::Fetch(e)),
     };
     if let Some(log) = &by_key {
         if log.descriptor.device.same_medium(device) {
@@ -69,15 +99,14 @@ pub fn latest_for_target(
     if let Some(stamp) = sample.and_then(|s| s.newest) {
         let log = match by_key {
             Some(l) if l.descriptor.run_id == stamp.run => l,
-            _ => {
-                fetch_with_key(w.addr, &RunSelector::Run(stamp.run), w.key).with_context(|| {
-                    format!(
-                        "{why}, and the newest stamp on {} is of run {}",
-                        target.display(),
-                        stamp.run
-                    )
-                })?
-            }
+            _ => fetch_with_key(w.addr, &RunSelector::Run(stamp.run), w.key).map_err(|e| {
+                SelectError::FetchStampedRun {
+                    why: why.clone(),
+                    target: target.to_owned(),
+                    run: stamp.run,
+                    source: e.into(),
+                }
+            })?,
         };
         eprintln!(
             "plugpull verify: {why}; the newest stamp among the {} sectors sampled on {} is of run {} (written {}): verifying that run",
@@ -90,29 +119,25 @@ pub fn latest_for_target(
     }
     match by_key {
         Some(log) => Ok(log),
-        None => Err(ExitCode(
-            ERROR,
-            format!(
-                "{why} at {}, and {}: pass --run RUN_ID (as printed by `write`)",
-                w.addr,
-                match sample {
-                    Some(s) => format!(
-                        "none of the {} sectors sampled on {} carries a plugpull stamp",
-                        s.sectors,
-                        target.display()
-                    ),
-                    None => format!("{} could not be read", target.display()),
-                }
-            ),
-        )
-        .into()),
+        None => Err(SelectError::NoRunFound {
+            why,
+            addr: w.addr.to_string(),
+            sample: match sample {
+                Some(s) => format!(
+                    "none of the {} sectors sampled on {} carries a plugpull stamp",
+                    s.sectors,
+                    target.display()
+                ),
+                None => format!("{} could not be read", target.display()),
+            },
+        }),
     }
 }
 
 /// The witness's refusal of a device key it has no run for (its wording in
 /// src/witness/server/ `on_fetch`), as opposed to any other failure to fetch.
-fn is_no_run_for_device(e: &anyhow::Error) -> bool {
-    format!("{e:#}").contains("no run for device")
+fn is_no_run_for_device(e: &(dyn std::error::Error + 'static)) -> bool {
+    error_chain(e).contains("no run for device")
 }
 
 /// Refuses (exit 2, naming both identities) to judge `log` against `target` when the
@@ -124,7 +149,7 @@ pub fn check_identity(
     device: &DeviceIdentity,
     allow: bool,
     read_timeout: Duration,
-) -> Result<()> {
+) -> Result<(), SelectError> {
     let written = &log.descriptor.device;
     if written.same_medium(device) {
         return Ok(());
@@ -153,20 +178,16 @@ pub fn check_identity(
             );
             Ok(())
         }
-        s => Err(ExitCode(
-            ERROR,
-            format!(
-                "{mismatch}, and {}. Judging a drive by another drive's records would report them lost (a false FAIL). Verify the drive the run was written to, or name this drive's run with --run (leave it out to take this drive's latest run); if this really is the same medium under a new identity (a restored image, a re-created file), pass --allow-identity-mismatch",
-                match s {
-                    Some(s) => format!(
-                        "none of the {} sectors read there from the run's region carries a stamp of that run",
-                        s.sectors
-                    ),
-                    None => "it could not be read to look for the run's stamps".to_string(),
-                }
-            ),
-        )
-        .into()),
+        s => Err(SelectError::IdentityMismatch {
+            mismatch,
+            sample: match s {
+                Some(s) => format!(
+                    "none of the {} sectors read there from the run's region carries a stamp of that run",
+                    s.sectors
+                ),
+                None => "it could not be read to look for the run's stamps".to_string(),
+            },
+        }),
     }
 }
 

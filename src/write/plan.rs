@@ -7,6 +7,27 @@ use crate::record::RunId;
 use crate::rng::Rng;
 use std::time::Duration;
 
+/// A plan that cannot be written, and what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("--streams must be at least 1")]
+    NoStreams,
+    #[error("block size {0} is not a power of two >= 512")]
+    BadBlockSize(u64),
+    #[error("record sizes must be multiples of the device's block size ({0} bytes) for direct I/O")]
+    RecordsNotAligned(u64),
+    #[error("--offset must be a multiple of {0} bytes")]
+    OffsetNotAligned(u64),
+    #[error(
+        "the region ({region_bytes} bytes) is too small for {streams} stream(s) of records up to {record_max} bytes: use a larger --size, fewer --streams or smaller --record-size"
+    )]
+    RegionTooSmall {
+        region_bytes: u64,
+        streams: u16,
+        record_max: u64,
+    },
+}
+
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub run: RunId,
@@ -30,33 +51,25 @@ impl Plan {
     }
 
     /// Checks the plan makes sense, with messages that say what to change.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PlanError> {
         if self.streams == 0 {
-            return Err("--streams must be at least 1".into());
+            return Err(PlanError::NoStreams);
         }
         if self.align < 512 || !self.align.is_power_of_two() {
-            return Err(format!(
-                "block size {} is not a power of two >= 512",
-                self.align
-            ));
+            return Err(PlanError::BadBlockSize(self.align));
         }
         if self.record_min % self.align != 0 || self.record_max % self.align != 0 {
-            return Err(format!(
-                "record sizes must be multiples of the device's block size ({} bytes) for direct I/O",
-                self.align
-            ));
+            return Err(PlanError::RecordsNotAligned(self.align));
         }
         if self.region_offset % self.align != 0 {
-            return Err(format!(
-                "--offset must be a multiple of {} bytes",
-                self.align
-            ));
+            return Err(PlanError::OffsetNotAligned(self.align));
         }
         if self.share_bytes() < self.record_max {
-            return Err(format!(
-                "the region ({} bytes) is too small for {} stream(s) of records up to {} bytes: use a larger --size, fewer --streams or smaller --record-size",
-                self.region_bytes, self.streams, self.record_max
-            ));
+            return Err(PlanError::RegionTooSmall {
+                region_bytes: self.region_bytes,
+                streams: self.streams,
+                record_max: self.record_max,
+            });
         }
         Ok(())
     }
@@ -186,6 +199,6 @@ mod tests {
     fn too_small_region_is_explained() {
         let mut p = plan(Placement::Sequential, 4, 4096, 4096);
         p.region_bytes = 8192;
-        assert!(p.validate().unwrap_err().contains("too small"));
+        assert!(p.validate().unwrap_err().to_string().contains("too small"));
     }
 }

@@ -1,4 +1,4 @@
-//! Shell completions and man pages, generated from the clap definitions in `cli.rs` at run
+//! Shell completions and man pages, generated from the clap definitions in `args.rs` at run
 //! time: one documented command each (`plugpull completions bash`, `plugpull man --dir
 //! DIR`), so packagers get them without a build script and they never drift from the
 //! options the binary really takes.

@@ -1,0 +1,79 @@
+//! What verify is asked to do ([`VerifyOptions`]) and why it can give no report
+//! ([`VerifyError`]). Why apart from the module root: loading the run and judging the
+//! target both take these, and the root uses both, so they sit below all three.
+
+use super::select;
+use crate::exit::BoxedError;
+use crate::record::RunId;
+use crate::witness::validate::ImpossibleRun;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the acks to judge come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AckSource {
+    /// Fetched from the witness at HOST:PORT.
+    Witness(String),
+    /// Read from a log file (a witness log or `plugpull fetch` output).
+    File(PathBuf),
+}
+
+/// Everything `verify` needs to know; the command line's `plugpull verify` arguments.
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    /// The block device or file the run wrote to.
+    pub target: PathBuf,
+    pub acks: AckSource,
+    /// The witness's pre-shared key file, to authenticate the acks.
+    pub key_file: Option<PathBuf>,
+    /// The run to verify; None: the latest run for this drive (see `select`).
+    pub run: Option<RunId>,
+    /// Verify even when the target is not the drive the run was written to.
+    pub allow_identity_mismatch: bool,
+    /// Print the report as JSON on stdout.
+    pub json: bool,
+    /// Only the verdict line.
+    pub quiet: bool,
+    /// A read slower than this marks the rest of the target unreadable.
+    pub read_timeout: Duration,
+    /// Read the run's whole region, not just the span its acknowledged records cover.
+    pub scan_region: bool,
+}
+
+/// Why verify gave no report.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error(
+        "{} does not exist. Give the path of the device or file the run wrote to; if the drive did not come back after the cut, pass --run RUN_ID (or --acks FILE) to get a dead-device verdict",
+        .0.display()
+    )]
+    TargetMissing(PathBuf),
+    #[error("{} does not exist, and run {run} wrote to {written_to}: give that path", .target.display())]
+    TargetMissingRunElsewhere {
+        target: PathBuf,
+        run: RunId,
+        written_to: String,
+    },
+    /// The key file could not be read.
+    #[error(transparent)]
+    Key(BoxedError),
+    #[error("reading acks from {}", .path.display())]
+    ReadingAcks {
+        path: PathBuf,
+        #[source]
+        source: BoxedError,
+    },
+    /// The witness could not be asked or refused the fetch.
+    #[error(transparent)]
+    Fetch(BoxedError),
+    #[error("the ack log is for run {found}, not {asked}")]
+    WrongRun { found: RunId, asked: RunId },
+    /// Which run, or whether this drive may be judged by it.
+    #[error(transparent)]
+    Select(#[from] select::SelectError),
+    /// The log holds what no writer can produce: no verdict (exit 3).
+    #[error(transparent)]
+    ImpossibleRun(#[from] ImpossibleRun),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}

@@ -1,0 +1,351 @@
+//! Reading the target back and judging every acknowledged record, sector by sector.
+//!
+//! A reader thread reads the span of the run in large aligned chunks, one chunk ahead of
+//! the checker, so verify runs at the device's read bandwidth. Every sector's stamp is
+//! decoded once; each acknowledged record covering it is judged against it.
+//!
+//! A sector is judged only for the latest acknowledged record covering it (see
+//! [`visible_ranges`]): once a later record was acknowledged over a sector, the earlier
+//! record's promise for that sector is void, whatever the drive holds there.
+
+mod pipeline;
+
+use super::classify::{SectorFinding, SectorTally, classify_sector};
+use crate::device::Device;
+use crate::model::Ack;
+use crate::record::{RunId, SECTOR, expected_sector};
+use crate::rng::RunKey;
+use pipeline::{Chunk, Pipeline};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the scan found for each ack (same order as the input) and around them.
+pub struct ScanResult {
+    pub tallies: Vec<SectorTally>,
+    /// (stream, seq) of this run's records found away from their home, and where.
+    pub found_elsewhere: HashMap<(u16, u64), u64>,
+    pub bytes_read: u64,
+    /// Ranges that could not be read: (offset, len, reason).
+    pub unreadable: Vec<(u64, u64, String)>,
+    /// (offset, len) left unread because a read did not complete within the timeout.
+    /// Unlike a failed read this says nothing about the data (see `judge::timed_out`).
+    pub timed_out: Option<(u64, u64)>,
+}
+
+/// Reads [start, end) of `dev` and judges every ack against it.
+pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Duration) -> ScanResult {
+    scan_with_progress(dev, run, acks, read_timeout, None, &|_, _| {})
+}
+
+/// `scan`, calling `progress(bytes_done, bytes_total)` after every chunk (for a progress
+/// bar). `also`: a byte range to read as well as the records' span (the run's whole
+/// region, so a misdirected copy that landed outside the span is found), clamped to
+/// the device.
+pub fn scan_with_progress(
+    dev: Arc<dyn Device>,
+    run: RunId,
+    acks: &[Ack],
+    read_timeout: Duration,
+    also: Option<(u64, u64)>,
+    progress: &dyn Fn(u64, u64),
+) -> ScanResult {
+    let mut result = ScanResult {
+        tallies: vec![SectorTally::default(); acks.len()],
+        found_elsewhere: HashMap::new(),
+        bytes_read: 0,
+        unreadable: vec![],
+        timed_out: None,
+    };
+    if acks.is_empty() {
+        return result;
+    }
+    let span = Span::new(dev.as_ref(), acks, also);
+    if span.readable_end < span.end {
+        result.unreadable.push((
+            span.readable_end,
+            span.end - span.readable_end,
+            "beyond the end of the device".to_string(),
+        ));
+    }
+    let mut judge = Judge::new(run, acks);
+    let pipeline = Pipeline::start(dev, span.start, span.readable_end, span.block);
+    let mut at = span.start;
+    while at < span.end {
+        let chunk = if at < span.readable_end {
+            match pipeline.next(read_timeout) {
+                Some(c) => Some(c),
+                None => {
+                    // A hung read: mark the rest unreadable and stop waiting. The reader
+                    // thread is abandoned (it exits with the process).
+                    result.timed_out = Some((at, span.readable_end - at));
+                    result.unreadable.push((
+                        at,
+                        span.readable_end - at,
+                        format!("read did not complete within {read_timeout:?}"),
+                    ));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let (c_off, c_len) = match &chunk {
+            Some(c) => (c.offset, c.len as u64),
+            None => (at, span.end - at),
+        };
+        if let Some(c) = &chunk {
+            result.bytes_read += c_len;
+            result.unreadable.extend(c.bad.iter().cloned());
+            judge.note_found_elsewhere(c, &mut result.found_elsewhere);
+        }
+        let c_end = c_off + c_len;
+        judge.judge_range(chunk.as_ref(), c_off, c_end, &mut result.tallies);
+        at = c_end;
+        progress(at - span.start, span.end - span.start);
+        match chunk {
+            Some(c) => pipeline.recycle(c),
+            // Past the device end or after a hung read: the range judged above covered
+            // every remaining sector of every record as unreadable (c_end == end).
+            None => break,
+        }
+    }
+    result
+}
+
+/// The bytes to read: the records' span (and `also`), in whole device blocks, and how
+/// much of it the device holds.
+struct Span {
+    block: u64,
+    start: u64,
+    end: u64,
+    /// `end`, or the device's end if that comes first.
+    readable_end: u64,
+}
+
+impl Span {
+    fn new(dev: &dyn Device, acks: &[Ack], also: Option<(u64, u64)>) -> Span {
+        let block = dev.logical_block_bytes().max(512) as u64;
+        let rec_start = acks.iter().map(|a| a.record.offset).min().unwrap() / block * block;
+        let rec_end = acks
+            .iter()
+            .map(|a| a.record.end())
+            .max()
+            .unwrap()
+            .div_ceil(block)
+            * block;
+        let dev_end = dev.size_bytes() / block * block;
+        let (start, end) = match also {
+            Some((s, e)) => (
+                rec_start.min(s / block * block),
+                rec_end.max((e.div_ceil(block) * block).min(dev_end)),
+            ),
+            None => (rec_start, rec_end),
+        };
+        Span {
+            block,
+            start,
+            end,
+            readable_end: end.min(dev_end),
+        }
+    }
+}
+
+/// Judges each acknowledged record's sectors as the chunks covering them go by, in
+/// offset order; only the records overlapping the current chunk are active.
+struct Judge<'a> {
+    run: RunId,
+    key: RunKey,
+    acks: &'a [Ack],
+    visible: Vec<Vec<(u64, u64)>>,
+    /// Ack indexes in offset order; `next` is the first not yet active.
+    order: Vec<usize>,
+    next: usize,
+    active: Vec<usize>,
+}
+
+impl<'a> Judge<'a> {
+    fn new(run: RunId, acks: &'a [Ack]) -> Judge<'a> {
+        let mut order: Vec<usize> = (0..acks.len()).collect();
+        order.sort_by_key(|&i| acks[i].record.offset);
+        Judge {
+            run,
+            key: RunKey::new(run),
+            acks,
+            visible: visible_ranges(acks),
+            order,
+            next: 0,
+            active: vec![],
+        }
+    }
+
+    /// Records of this run whose sectors sit away from their home in chunk `c`.
+    fn note_found_elsewhere(&self, c: &Chunk, found: &mut HashMap<(u16, u64), u64>) {
+        for (k, st) in c.stamps.iter().enumerate() {
+            if let Ok(st) = st {
+                let here = c.offset + (k * SECTOR) as u64;
+                if st.run == self.run && st.home() != here {
+                    // Where the record's first sector would be, given this one.
+                    let landed = here.saturating_sub(st.index as u64 * SECTOR as u64);
+                    found
+                        .entry((st.record.stream, st.record.seq))
+                        .or_insert(landed);
+                }
+            }
+        }
+    }
+
+    /// Adds a finding for every sector in [c_off, c_end) of every record covering it:
+    /// from `chunk` when it was read, unreadable when not.
+    fn judge_range(
+        &mut self,
+        chunk: Option<&Chunk>,
+        c_off: u64,
+        c_end: u64,
+        tallies: &mut [SectorTally],
+    ) {
+        let acks = self.acks;
+        while self.next < self.order.len() && acks[self.order[self.next]].record.offset < c_end {
+            self.active.push(self.order[self.next]);
+            self.next += 1;
+        }
+        for &i in &self.active {
+            let rec = &acks[i].record;
+            let lo = rec.offset.max(c_off);
+            let hi = rec.end().min(c_end);
+            let mut p = lo;
+            while p < hi {
+                let finding = self.sector(chunk, i, p);
+                tallies[i].add(finding);
+                p += SECTOR as u64;
+            }
+        }
+        self.active.retain(|&i| acks[i].record.end() > c_end);
+    }
+
+    /// What ack `i`'s sector at byte `p` holds.
+    fn sector(&self, chunk: Option<&Chunk>, i: usize, p: u64) -> SectorFinding {
+        let rec = &self.acks[i].record;
+        let index = ((p - rec.offset) / SECTOR as u64) as u32;
+        match chunk {
+            _ if !covers(&self.visible[i], p) => SectorFinding::Superseded,
+            Some(c) if !in_bad(&c.bad, p) => {
+                let k = ((p - c.offset) / SECTOR as u64) as usize;
+                let found = &c.buf[k * SECTOR..(k + 1) * SECTOR];
+                classify_sector(
+                    found,
+                    &c.stamps[k],
+                    c.content_ok[k],
+                    self.run,
+                    rec,
+                    index,
+                    || {
+                        let mut e = [0u8; SECTOR];
+                        expected_sector(&mut e, &self.key, self.run, rec, index);
+                        e
+                    },
+                )
+            }
+            _ => SectorFinding::Unreadable,
+        }
+    }
+}
+
+/// For each ack (same order), the byte ranges of its record that no later acknowledged
+/// record covers, sorted. "Later" is (stream, seq) order: a stream's records are
+/// acknowledged in seq order, and streams own disjoint shares of the region.
+pub fn visible_ranges(acks: &[Ack]) -> Vec<Vec<(u64, u64)>> {
+    let mut order: Vec<usize> = (0..acks.len()).collect();
+    order.sort_by_key(|&i| (acks[i].record.stream, acks[i].record.seq));
+    // Non-overlapping painted intervals: start -> (end, ack index). Later paint wins.
+    let mut paint: BTreeMap<u64, (u64, usize)> = BTreeMap::new();
+    for i in order {
+        let (s, e) = (acks[i].record.offset, acks[i].record.end());
+        if s >= e {
+            continue;
+        }
+        // An interval starting before `s` that reaches into [s, e): keep its head (and
+        // its tail past `e`).
+        if let Some((&ps, &(pe, pi))) = paint.range(..s).next_back()
+            && pe > s
+        {
+            paint.insert(ps, (s, pi));
+            if pe > e {
+                paint.insert(e, (pe, pi));
+            }
+        }
+        let inside: Vec<u64> = paint.range(s..e).map(|(&k, _)| k).collect();
+        for k in inside {
+            let (pe, pi) = paint.remove(&k).expect("key just listed");
+            if pe > e {
+                paint.insert(e, (pe, pi));
+            }
+        }
+        paint.insert(s, (e, i));
+    }
+    let mut out = vec![Vec::new(); acks.len()];
+    for (s, (e, i)) in paint {
+        match out[i].last_mut() {
+            Some((_, pe)) if *pe == s => *pe = e,
+            _ => out[i].push((s, e)),
+        }
+    }
+    out
+}
+
+fn covers(ranges: &[(u64, u64)], p: u64) -> bool {
+    ranges.iter().any(|&(s, e)| s <= p && p < e)
+}
+
+fn in_bad(bad: &[(u64, u64, String)], p: u64) -> bool {
+    bad.iter().any(|(o, l, _)| p >= *o && p < o + l)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RecordId;
+
+    fn ack(stream: u16, seq: u64, offset: u64, sectors: u32) -> Ack {
+        Ack {
+            record: RecordId {
+                stream,
+                seq,
+                offset,
+                sectors,
+                write_time_ns: seq,
+            },
+            flushed_ns: seq,
+        }
+    }
+
+    #[test]
+    fn later_acks_hide_earlier_sectors() {
+        let acks = [
+            ack(0, 1, 0, 8),    // [0, 4096)
+            ack(0, 3, 1024, 2), // [1024, 2048) later: hides part of seq 1
+            ack(0, 2, 4096, 8), // untouched
+            ack(0, 4, 0, 8),    // hides all of seq 1 and seq 3
+            ack(0, 5, 6144, 8), // hides the tail of seq 2
+        ];
+        let v = visible_ranges(&acks);
+        assert_eq!(v[0], vec![]);
+        assert_eq!(v[1], vec![]);
+        assert_eq!(v[2], vec![(4096, 6144)]);
+        assert_eq!(v[3], vec![(0, 4096)]);
+        assert_eq!(v[4], vec![(6144, 10240)]);
+        // Acks arrive in any order; the result does not depend on it.
+        let mut rev = acks;
+        rev.reverse();
+        let mut w = visible_ranges(&rev);
+        w.reverse();
+        assert_eq!(v, w);
+    }
+
+    #[test]
+    fn a_later_record_inside_splits_an_earlier_one() {
+        let v = visible_ranges(&[ack(0, 1, 0, 8), ack(0, 2, 1024, 2)]);
+        assert_eq!(v[0], vec![(0, 1024), (2048, 4096)]);
+        assert_eq!(v[1], vec![(1024, 2048)]);
+    }
+}

@@ -1,0 +1,188 @@
+//! The read pipeline behind the scan: readers read the span in large aligned chunks, a
+//! decoder decodes every sector's stamp and checks its content CRC, and the scan judges
+//! the chunks in file order. Why a pipeline: a read is always in flight while the
+//! previous chunk is decoded and judged, so verify runs at the device's read bandwidth.
+//!
+//! READERS readers take alternate chunks, so a read is always in flight while the other's
+//! completion is handled (on a 2-vCPU VM a lone reader's completions wait for a CPU the
+//! workers use); the decoder does most of the CPU work, in file order. Each reader owns
+//! a fixed pool of chunks that come back to it after judging, so nothing is allocated
+//! per chunk. The pools must be per reader: with one shared pool a reader running ahead
+//! could hold every chunk while the decoder waits for the other reader's next one, a
+//! deadlock that the read timeout then reported as unreadable sectors.
+
+use crate::device::{AlignedBuf, Device};
+use crate::record::{SECTOR, Stamp, StampError, content_matches, decode_stamp};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+const CHUNK_BYTES: u64 = 2 << 20;
+/// Chunks in circulation per reader.
+const POOL: usize = 3;
+const READERS: usize = 2;
+
+/// One chunk of the span, read and decoded.
+pub(super) struct Chunk {
+    pub offset: u64,
+    /// Bytes of `buf` in use (the last chunk may be short).
+    pub len: usize,
+    pub buf: AlignedBuf,
+    /// Ranges that failed to read: (offset, len, reason).
+    pub bad: Vec<(u64, u64, String)>,
+    /// Each sector's decoded stamp, and whether its content matches the stamp's CRC.
+    pub stamps: Vec<Result<Stamp, StampError>>,
+    pub content_ok: Vec<bool>,
+}
+
+/// The running readers and decoder of one scan.
+pub(super) struct Pipeline {
+    start: u64,
+    from_decoder: mpsc::Receiver<Chunk>,
+    /// Per reader: where its chunks go back after judging.
+    give_backs: Vec<mpsc::Sender<Chunk>>,
+}
+
+impl Pipeline {
+    /// Starts reading [start, readable_end) of `dev` in chunks of whole `block`s.
+    pub fn start(dev: Arc<dyn Device>, start: u64, readable_end: u64, block: u64) -> Pipeline {
+        let (to_judge, from_decoder) = mpsc::sync_channel::<Chunk>(POOL);
+        let mut from_readers = vec![];
+        let mut give_backs = vec![];
+        for k in 0..READERS as u64 {
+            let (to_decoder, from_reader) = mpsc::sync_channel::<Chunk>(POOL);
+            let (give_back, recycled) = mpsc::channel::<Chunk>();
+            for _ in 0..POOL {
+                // No chunk is longer than the span: a small run (a test's few sectors)
+                // does not allocate and zero 12 MiB of buffers on every verify.
+                let n = CHUNK_BYTES.min(readable_end.saturating_sub(start)) as usize;
+                give_back.send(empty_chunk(n)).expect("fresh channel");
+            }
+            from_readers.push(from_reader);
+            give_backs.push(give_back);
+            let first = start + k * CHUNK_BYTES;
+            spawn_reader(
+                dev.clone(),
+                first,
+                readable_end,
+                block,
+                recycled,
+                to_decoder,
+            );
+        }
+        spawn_decoder(from_readers, to_judge);
+        Pipeline {
+            start,
+            from_decoder,
+            give_backs,
+        }
+    }
+
+    /// The next chunk in file order; None if it did not come within `timeout`.
+    pub fn next(&self, timeout: Duration) -> Option<Chunk> {
+        self.from_decoder.recv_timeout(timeout).ok()
+    }
+
+    /// Gives a judged chunk back to the reader that owns it (reader k reads chunks k,
+    /// k+READERS, ...).
+    pub fn recycle(&self, c: Chunk) {
+        let owner = ((c.offset - self.start) / CHUNK_BYTES) as usize % READERS;
+        let _ = self.give_backs[owner].send(c);
+    }
+}
+
+fn empty_chunk(n: usize) -> Chunk {
+    Chunk {
+        offset: 0,
+        len: 0,
+        buf: AlignedBuf::new(n),
+        bad: vec![],
+        stamps: Vec::with_capacity(n / SECTOR),
+        content_ok: Vec::with_capacity(n / SECTOR),
+    }
+}
+
+/// A reader: chunks `first`, `first + READERS * CHUNK_BYTES`, ... up to `readable_end`.
+fn spawn_reader(
+    dev: Arc<dyn Device>,
+    first: u64,
+    readable_end: u64,
+    block: u64,
+    recycled: mpsc::Receiver<Chunk>,
+    to_decoder: mpsc::SyncSender<Chunk>,
+) {
+    // Not scoped threads: if a read hangs we must be able to walk away from it.
+    std::thread::spawn(move || {
+        let dev = &*dev;
+        let mut at = first;
+        while at < readable_end {
+            let len = CHUNK_BYTES.min(readable_end - at);
+            let Ok(mut c) = recycled.recv() else { return };
+            c.offset = at;
+            c.len = len as usize;
+            c.bad = read_chunk(dev, &mut c.buf[..c.len], at, block);
+            if to_decoder.send(c).is_err() {
+                return;
+            }
+            at += READERS as u64 * CHUNK_BYTES;
+        }
+    });
+}
+
+/// The decoder: takes the readers' chunks in turn (so in file order), decodes stamps and
+/// checks content CRCs.
+fn spawn_decoder(from_readers: Vec<mpsc::Receiver<Chunk>>, to_judge: mpsc::SyncSender<Chunk>) {
+    std::thread::spawn(move || {
+        // Chunks come back in file order: reader k holds chunks k, k+READERS, ...
+        for turn in 0.. {
+            let Ok(mut c) = from_readers[turn % READERS].recv() else {
+                return;
+            };
+            c.stamps.clear();
+            c.stamps
+                .extend(c.buf[..c.len].chunks_exact(SECTOR).map(decode_stamp));
+            c.content_ok.clear();
+            let ok = c.buf[..c.len]
+                .chunks_exact(SECTOR)
+                .zip(&c.stamps)
+                .map(|(sec, st)| st.as_ref().is_ok_and(|s| content_matches(sec, s)));
+            c.content_ok.extend(ok);
+            if to_judge.send(c).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Reads one chunk; on error, narrows down to the failing blocks so one bad sector does
+/// not hide a whole chunk.
+fn read_chunk(
+    dev: &dyn Device,
+    buf: &mut [u8],
+    offset: u64,
+    block: u64,
+) -> Vec<(u64, u64, String)> {
+    if dev.read_at(buf, offset).is_ok() {
+        return vec![];
+    }
+    let mut bad = vec![];
+    let piece = (64 * 1024).max(block) as usize;
+    for (k, part) in buf.chunks_mut(piece).enumerate() {
+        let po = offset + (k * piece) as u64;
+        if dev.read_at(part, po).is_ok() {
+            continue;
+        }
+        for (j, b) in part.chunks_mut(block as usize).enumerate() {
+            let bo = po + j as u64 * block;
+            if let Err(e) = dev.read_at(b, bo) {
+                // The buffer is recycled: leave nothing of an earlier chunk in it to be
+                // mistaken for data found here.
+                b.fill(0);
+                match bad.last_mut() {
+                    Some((o, l, r)) if *o + *l == bo && *r == e.to_string() => *l += block,
+                    _ => bad.push((bo, block, e.to_string())),
+                }
+            }
+        }
+    }
+    bad
+}

@@ -1,0 +1,167 @@
+//! Verify end to end on in-memory devices: superseded records, dead devices, and reads
+//! that time out.
+
+use super::*;
+use crate::device::mem::MemDevice;
+use crate::model::{Ack, RunDescriptor, WriterSettings};
+use crate::record::{RecordId, RunId, fill_record};
+use crate::rng::RunKey;
+
+fn log(run: RunId, acks: Vec<Ack>) -> RunLog {
+    RunLog {
+        descriptor: RunDescriptor {
+            run_id: run,
+            format_version: crate::record::FORMAT_VERSION,
+            plugpull_version: String::new(),
+            host: String::new(),
+            started_at: String::new(),
+            device: Default::default(),
+            settings: WriterSettings {
+                region_offset: 0,
+                region_bytes: 1 << 16,
+                record_bytes_min: 4096,
+                record_bytes_max: 4096,
+                placement: "sequential".into(),
+                streams: 1,
+                flush: crate::device::FlushMethod::Fdatasync,
+                direct: true,
+                seed: 0,
+            },
+            command: vec![],
+        },
+        acks,
+        events: vec![],
+    }
+}
+
+fn ack(seq: u64, offset: u64) -> Ack {
+    Ack {
+        record: RecordId {
+            stream: 0,
+            seq,
+            offset,
+            sectors: 8,
+            write_time_ns: seq,
+        },
+        flushed_ns: seq,
+    }
+}
+
+/// A record acknowledged over an earlier one takes over its promise: when both are
+/// lost, only the later one is (the earlier was judged lost too before the fix; the
+/// simulated drive's oracle and the design both say "latest acknowledged record").
+#[test]
+fn only_the_latest_acked_record_at_a_sector_is_judged() {
+    let run = RunId([9; 16]);
+    let key = RunKey::new(run);
+    let dev = Arc::new(MemDevice::new(1 << 16));
+    // seq 1 and seq 3 at 0 (both lost: the device holds zeros there), seq 2 intact
+    // at 4096.
+    let a2 = ack(2, 4096);
+    let mut buf = vec![0u8; 4096];
+    fill_record(&mut buf, &key, run, &a2.record);
+    dev.write_at(&buf, 4096).unwrap();
+    let l = log(run, vec![ack(1, 0), a2, ack(3, 0)]);
+    let r = verify_device(dev.clone(), &l, Duration::from_secs(5));
+    assert_eq!(r.counts["lost"], 1, "{:?}", r.findings);
+    assert_eq!(r.counts["superseded"], 1);
+    assert_eq!(r.counts["intact"], 1);
+    assert_eq!(r.findings[0].seq, 3);
+    // A dead device: the covered record is superseded, the others unreadable.
+    let d = dead_device_report(&l, "gone".into());
+    assert_eq!(d.counts["unreadable"], 2);
+    assert_eq!(d.counts["superseded"], 1);
+}
+
+/// A device whose first read at or past `stall_from` takes `stall` (a host starved of
+/// CPU, a drive busy collecting garbage) and then returns the right data.
+struct SlowOnce {
+    inner: Arc<MemDevice>,
+    stall_from: u64,
+    stall: Duration,
+    stalled: std::sync::atomic::AtomicBool,
+}
+
+impl Device for SlowOnce {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn logical_block_bytes(&self) -> u32 {
+        512
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+        panic!("verify must never write")
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        panic!("verify must never flush")
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let ordering = std::sync::atomic::Ordering::SeqCst;
+        if offset >= self.stall_from && !self.stalled.swap(true, ordering) {
+            std::thread::sleep(self.stall);
+        }
+        self.inner.read_at(buf, offset)
+    }
+}
+
+/// `n` intact 4 KiB records at `offsets` of a 4 MiB device, and their log.
+fn intact_run(offsets: &[u64]) -> (Arc<MemDevice>, RunLog) {
+    let run = RunId([7; 16]);
+    let key = RunKey::new(run);
+    let dev = Arc::new(MemDevice::new(4 << 20));
+    let acks: Vec<Ack> = offsets
+        .iter()
+        .enumerate()
+        .map(|(i, &o)| ack(i as u64 + 1, o))
+        .collect();
+    for a in &acks {
+        let mut buf = vec![0u8; 4096];
+        fill_record(&mut buf, &key, run, &a.record);
+        dev.write_at(&buf, a.record.offset).unwrap();
+    }
+    (dev, log(run, acks))
+}
+
+/// Issue 11, defect 9 (a false alarm under load): a read slower than
+/// `--read-timeout` on an honest drive made verify say FAIL, "8 of 8 acknowledged
+/// records did not survive intact", about records it never saw. A timeout proves
+/// nothing about the data: INCONCLUSIVE (exit 3), and the next verify decides.
+#[test]
+fn false_alarm_under_load_a_read_timeout_is_inconclusive_not_fail() {
+    let offsets: Vec<u64> = (0..8).map(|i| i * 4096).collect();
+    let (dev, l) = intact_run(&offsets);
+    let slow = Arc::new(SlowOnce {
+        inner: dev,
+        stall_from: 0,
+        stall: Duration::from_millis(1500),
+        stalled: Default::default(),
+    });
+    let r = verify_device(slow.clone(), &l, Duration::from_millis(200));
+    assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.to_text());
+    assert_eq!(r.verdict.exit_code(), crate::exit::INCONCLUSIVE);
+    assert!(r.loss_window.is_none(), "nothing was shown lost");
+    assert!(r.summary.contains("--read-timeout"), "{}", r.summary);
+    // The drive kept everything: once the read answers in time, PASS.
+    let again = verify_device(slow, &l, Duration::from_millis(200));
+    assert_eq!(again.verdict, Verdict::Pass, "{}", again.to_text());
+    assert_eq!(again.counts["intact"], 8);
+}
+
+/// The other side: a loss verify did see stays a FAIL when a later read times out.
+#[test]
+fn a_read_timeout_does_not_hide_a_loss_already_seen() {
+    // Record 1 at 0 is lost (zeros); record 2 lies in the next 2 MiB chunk, whose
+    // read stalls past the timeout.
+    let (dev, mut l) = intact_run(&[2 << 20]);
+    l.acks.insert(0, ack(0, 0));
+    let slow = Arc::new(SlowOnce {
+        inner: dev,
+        stall_from: 2 << 20,
+        stall: Duration::from_millis(1500),
+        stalled: Default::default(),
+    });
+    let r = verify_device(slow, &l, Duration::from_millis(200));
+    assert_eq!(r.verdict, Verdict::Fail, "{}", r.to_text());
+    assert_eq!(r.counts["lost"], 1);
+    assert_eq!(r.counts["unreadable"], 1);
+}

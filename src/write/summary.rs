@@ -1,0 +1,165 @@
+//! What `write` says when it ends: the summary (text on stderr, or JSON on stdout), the
+//! witness-lag warning, and, after a target failure, what happened and what to do next.
+//! Why its own module: the run loop decides, this only words it, and the JSON shape is
+//! a documented format (`plugpull-write/1`) that must not change by accident.
+
+use super::engine::{Failure, Progress};
+use super::plan::Plan;
+use crate::witness::client::SenderStats;
+use serde::Serialize;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// What `write` prints at the end (and with --json).
+#[derive(Debug, Serialize)]
+pub struct WriteSummary {
+    pub format: &'static str,
+    pub run_id: String,
+    pub target: String,
+    /// "limit reached", "interrupted" or "target failed".
+    pub stopped_because: String,
+    pub records_acked: u64,
+    pub bytes_acked: u64,
+    /// Acks the witness confirmed durable.
+    pub witness_durable: u64,
+    pub seconds: f64,
+    pub records_per_s: f64,
+    pub flush_latency_us_p50: f64,
+    pub flush_latency_us_p99: f64,
+    pub flush_latency_us_max: f64,
+    pub last_acked: Option<AckedRecord>,
+    pub failure: Option<String>,
+    pub seed: u64,
+    /// Set when the target lives in RAM (tmpfs, ramfs, a RAM disk): the run tests no drive.
+    pub ram_warning: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AckedRecord {
+    pub stream: u16,
+    pub seq: u64,
+    pub offset: u64,
+    pub len_bytes: u64,
+    pub flushed_ns: u64,
+}
+
+/// How the streams ended and what the witness confirmed.
+pub(super) struct Ending {
+    pub failure: Option<Failure>,
+    pub interrupted: bool,
+    pub elapsed: Duration,
+    pub stats: SenderStats,
+}
+
+/// Builds the summary of a finished run from its counters.
+pub(super) fn summarize(
+    plan: &Plan,
+    target: &str,
+    progress: &Progress,
+    end: &Ending,
+    ram_warning: Option<String>,
+) -> WriteSummary {
+    let Ending {
+        failure,
+        interrupted,
+        elapsed,
+        stats,
+    } = end;
+    let acked = progress.records_acked.load(Ordering::Relaxed);
+    let h = &progress.flush_latency;
+    WriteSummary {
+        format: "plugpull-write/1",
+        run_id: plan.run.hex(),
+        target: target.to_string(),
+        stopped_because: if failure.is_some() {
+            "target failed".into()
+        } else if *interrupted {
+            "interrupted".into()
+        } else {
+            "limit reached".into()
+        },
+        records_acked: acked,
+        bytes_acked: progress.bytes_acked.load(Ordering::Relaxed),
+        witness_durable: stats.durable,
+        seconds: elapsed.as_secs_f64(),
+        records_per_s: acked as f64 / elapsed.as_secs_f64().max(1e-9),
+        flush_latency_us_p50: h.quantile_ns(0.5) as f64 / 1e3,
+        flush_latency_us_p99: h.quantile_ns(0.99) as f64 / 1e3,
+        flush_latency_us_max: h.max_ns() as f64 / 1e3,
+        last_acked: progress.last_ack().map(|k| AckedRecord {
+            stream: k.record.stream,
+            seq: k.record.seq,
+            offset: k.record.offset,
+            len_bytes: k.record.len_bytes(),
+            flushed_ns: k.flushed_ns,
+        }),
+        failure: failure.as_ref().map(|f| {
+            format!(
+                "{} of stream {} seq {} at offset {} failed: {}",
+                f.during, f.record.stream, f.record.seq, f.record.offset, f.error
+            )
+        }),
+        seed: plan.seed,
+        ram_warning,
+    }
+}
+
+/// The summary line on stderr (unless quiet), or the JSON on stdout.
+pub(super) fn print_summary(
+    summary: &WriteSummary,
+    json: bool,
+    quiet: bool,
+) -> Result<(), serde_json::Error> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(summary)?);
+    } else if !quiet {
+        eprintln!(
+            "plugpull write: {} records acked ({}) in {:.1} s, {:.0} records/s, flush p50 {:.0} µs p99 {:.0} µs; witness holds {} durable",
+            summary.records_acked,
+            crate::units::fmt_bytes(summary.bytes_acked),
+            summary.seconds,
+            summary.records_per_s,
+            summary.flush_latency_us_p50,
+            summary.flush_latency_us_p99,
+            summary.witness_durable
+        );
+    }
+    Ok(())
+}
+
+/// Warns when the witness confirmed fewer acks than the writer made: verify judges only
+/// what the witness holds.
+pub(super) fn warn_witness_behind(stats: &SenderStats, acked: u64) {
+    if stats.durable < acked {
+        eprintln!(
+            "plugpull write: warning: the witness confirmed only {} of {} acks as durable ({}); verify judges only what the witness holds",
+            stats.durable,
+            acked,
+            stats.last_error.as_deref().unwrap_or("witness unreachable")
+        );
+    }
+}
+
+/// Says what failed, that a cut explains it, the last acknowledged record, and the
+/// verify command to run next.
+pub(super) fn explain_target_failure(
+    f: &Failure,
+    summary: &WriteSummary,
+    target: &str,
+    witness: &str,
+) {
+    let last = summary
+        .last_acked
+        .as_ref()
+        .map(|l| {
+            format!(
+                "stream {} seq {} at offset {} ({} ns)",
+                l.stream, l.seq, l.offset, l.flushed_ns
+            )
+        })
+        .unwrap_or_else(|| "none".into());
+    eprintln!(
+        "plugpull write: the target failed: {} of stream {} seq {} returned \"{}\". If you cut the power, this is expected. Nothing more was acknowledged. Last acknowledged record: {last}. Next: restore power and run `plugpull verify {} --witness {}`",
+        f.during, f.record.stream, f.record.seq, f.error, target, witness
+    );
+}
