@@ -14,12 +14,12 @@
 //! The agent config is a small TOML file (docs/campaign.md, whole-host mode).
 
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, request};
-use super::results::{LastAcked, LossWindow};
+use super::results::LastAcked;
 use crate::commands::args::AgentArgs;
 use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, identity, is_block_device};
 use crate::exit;
 use crate::model::Placement;
-use crate::model::RunSelector;
+use crate::model::{ReportSummary, RunSelector};
 use crate::record::RunId;
 use crate::verify::{dead_device_report, verify_device};
 use crate::witness::client::{AckSender, ClientOptions, fetch};
@@ -199,8 +199,8 @@ pub fn run(a: AgentArgs) -> Result<i32> {
             say(format!(
                 "cycle {}: {} - {}",
                 p.cycle,
-                p.verdict,
-                p.error.as_deref().unwrap_or(&p.summary)
+                p.report.verdict,
+                p.error.as_deref().unwrap_or(&p.report.summary)
             ));
             Some(Box::new(p))
         }
@@ -251,14 +251,9 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
     let mut p = PreviousRun {
         cycle: s.cycle,
         run_id: run_id.clone(),
-        verdict: "ERROR".into(),
-        summary: String::new(),
-        counts: Default::default(),
+        report: ReportSummary::default(),
         acked_records: 0,
         last_acked: None,
-        loss_window: None,
-        ordering_holes: 0,
-        dead_device: None,
         reattach_ms: None,
         unsafe_shutdowns_delta: None,
         error: None,
@@ -303,20 +298,7 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
         }
         Err(e) => dead_device_report(&log, format!("{e:#}")),
     };
-    p.verdict = report.verdict.name().into();
-    p.summary = report.summary.clone();
-    p.counts = report
-        .counts
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
-    p.loss_window = report.loss_window.as_ref().map(|w| LossWindow {
-        records: w.records,
-        bytes: w.bytes,
-        ms: w.ms,
-    });
-    p.ordering_holes = report.ordering_holes.count;
-    p.dead_device = report.dead_device.clone();
+    p.report = report.to_summary();
     p
 }
 

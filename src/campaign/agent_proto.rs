@@ -8,9 +8,9 @@
 //! so a host that dies mid-conversation leaves nothing half-open to clean up.
 //! Format `plugpull-agent/1`, documented in docs/campaign.md.
 
+use crate::model::ReportSummary;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -39,16 +39,12 @@ pub enum AgentMsg {
 pub struct PreviousRun {
     pub cycle: u64,
     pub run_id: String,
-    /// "PASS", "FAIL", "INCONCLUSIVE", or "ERROR" when the agent could not verify.
-    pub verdict: String,
-    pub summary: String,
-    pub counts: BTreeMap<String, u64>,
+    /// The verify report's summary; verdict ERROR when the agent could not verify.
+    #[serde(flatten)]
+    pub report: ReportSummary,
     /// Acks the witness holds for the run.
     pub acked_records: u64,
     pub last_acked: Option<super::results::LastAcked>,
-    pub loss_window: Option<super::results::LossWindow>,
-    pub ordering_holes: u64,
-    pub dead_device: Option<String>,
     /// Boot → drive found again, ms.
     pub reattach_ms: Option<f64>,
     pub unsafe_shutdowns_delta: Option<i64>,

@@ -15,7 +15,7 @@ use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, read_line, writ
 use super::config::Settings;
 use super::results::{CycleResult, ResultsFile};
 use super::{derive, empty_result};
-use crate::model::Placement;
+use crate::model::{Placement, Verdict};
 use crate::power::PowerSwitch;
 use crate::rng::Rng;
 use crate::witness::server::{Witness, WitnessOptions};
@@ -74,15 +74,10 @@ fn order(s: &Settings, seed: u64, cycle: u64) -> RunOrder {
 fn fill(r: &mut CycleResult, p: Box<PreviousRun>) {
     let p = *p;
     r.run_id = p.run_id;
-    r.verdict = p.verdict;
-    r.summary = p.summary;
-    r.counts = p.counts;
+    r.report = p.report;
     r.acked_records = p.acked_records;
     r.witness_durable = p.acked_records;
     r.last_acked = p.last_acked;
-    r.loss_window = p.loss_window;
-    r.ordering_holes = p.ordering_holes;
-    r.dead_device = p.dead_device;
     r.unsafe_shutdowns_delta = p.unsafe_shutdowns_delta;
     if p.error.is_some() {
         r.error = p.error;
@@ -162,13 +157,13 @@ pub fn run(c: Ctx, results: &mut ResultsFile, power: &mut dyn PowerSwitch) -> Re
                         "the host did not report within {:?} after power was restored: the host or the drive under test did not come back (or the switch did not cut the host: its run would have gone on acking)",
                         s.boot_timeout
                     );
-                    r.verdict = "FAIL".into();
-                    r.summary = format!("the device is dead: {why}");
-                    r.dead_device = Some(why);
+                    r.report.verdict = Verdict::Fail;
+                    r.report.summary = format!("the device is dead: {why}");
+                    r.report.dead_device = Some(why);
                     r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
                     say(format!(
                         "cycle {n}/{}: FAIL - {}",
-                        c.cycles_wanted, r.summary
+                        c.cycles_wanted, r.report.summary
                     ));
                     results.append(*r)?;
                     say("stopping: the host is gone. Bring it back, then run the same command to resume".into());
@@ -292,10 +287,10 @@ fn cut(s: &Settings, r: &mut CycleResult, power: &mut dyn PowerSwitch) -> Result
 
 fn line(n: u64, of: u64, r: &CycleResult) -> String {
     match &r.error {
-        Some(e) => format!("cycle {n}/{of}: {}: {e}", r.verdict),
+        Some(e) => format!("cycle {n}/{of}: {}: {e}", r.report.verdict),
         None => format!(
             "cycle {n}/{of}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
-            r.delay_ms, r.acked_records, r.verdict, r.summary
+            r.delay_ms, r.acked_records, r.report.verdict, r.report.summary
         ),
     }
 }

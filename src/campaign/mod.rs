@@ -23,7 +23,7 @@ pub mod stats;
 pub mod target;
 
 use crate::commands::args::CampaignArgs;
-use crate::model::RunSelector;
+use crate::model::{ReportSummary, RunSelector, Verdict};
 use crate::power::{PowerSwitch, Stamp};
 use crate::record::RunId;
 use crate::rng::Rng;
@@ -199,7 +199,7 @@ pub fn run(a: CampaignArgs) -> Result<i32> {
             Some(e) => format!("cycle {cycle}/{cycles_wanted}: ERROR: {e}"),
             None => format!(
                 "cycle {cycle}/{cycles_wanted}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
-                r.delay_ms, r.acked_records, r.verdict, r.summary
+                r.delay_ms, r.acked_records, r.report.verdict, r.report.summary
             ),
         };
         bar.suspend(|| say(line));
@@ -252,12 +252,7 @@ fn empty_result(cycle: u64, seed: u64) -> CycleResult {
         last_acked: None,
         writer_stopped: String::new(),
         reattach_ms: None,
-        verdict: "ERROR".into(),
-        summary: String::new(),
-        counts: Default::default(),
-        loss_window: None,
-        ordering_holes: 0,
-        dead_device: None,
+        report: ReportSummary::default(),
         unsafe_shutdowns_delta: None,
         error: None,
         cycle_ms: 0.0,
@@ -277,7 +272,7 @@ pub fn run_cycle(
     let seed = derive(campaign_seed, cycle);
     let mut r = empty_result(cycle, seed);
     if let Err(e) = cycle_inner(&mut r, s, target, power, witness) {
-        r.verdict = "ERROR".into();
+        r.report.verdict = Verdict::Error;
         r.error = Some(format!("{e:#}"));
         // Leave the switch on for the next cycle (or the operator).
         let _ = power.on();
@@ -388,19 +383,6 @@ fn cycle_inner(
         (Some(b), Some(a)) => Some(a as i64 - b as i64),
         _ => None,
     };
-    r.verdict = report.verdict.name().into();
-    r.summary = report.summary.clone();
-    r.counts = report
-        .counts
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
-    r.loss_window = report.loss_window.as_ref().map(|w| results::LossWindow {
-        records: w.records,
-        bytes: w.bytes,
-        ms: w.ms,
-    });
-    r.ordering_holes = report.ordering_holes.count;
-    r.dead_device = report.dead_device.clone();
+    r.report = report.to_summary();
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! off on resume.
 
 use super::stats::{clopper_pearson_upper, quantile};
+use crate::model::{ReportSummary, Verdict};
 use crate::power::Stamp;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -59,28 +60,16 @@ pub struct CycleResult {
     pub writer_stopped: String,
     /// Power on → drive found again.
     pub reattach_ms: Option<f64>,
-    /// "PASS", "FAIL", "INCONCLUSIVE", or "ERROR" (the cycle itself went wrong).
-    pub verdict: String,
-    pub summary: String,
-    pub counts: BTreeMap<String, u64>,
-    pub loss_window: Option<LossWindow>,
-    pub ordering_holes: u64,
-    pub dead_device: Option<String>,
+    /// The verify report's summary: its verdict is ERROR when the cycle itself went
+    /// wrong. Flat in the line, between `reattach_ms` and `unsafe_shutdowns_delta`.
+    #[serde(flatten)]
+    pub report: ReportSummary,
     /// Rise of the drive's unsafe-shutdown counter across the cut, where it exposes one
     /// (must be 1 for a real cut).
     pub unsafe_shutdowns_delta: Option<i64>,
     /// Set when the cycle could not be completed (switch error, writer never started).
     pub error: Option<String>,
     pub cycle_ms: f64,
-}
-
-/// How much was lost, from the verify report (same fields).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct LossWindow {
-    pub records: u64,
-    pub bytes: u64,
-    /// From the earliest failing record's ack to the last ack of the run.
-    pub ms: f64,
 }
 
 /// The open results file.
@@ -218,12 +207,12 @@ pub struct Summary {
 }
 
 pub fn summarize(cycles: &[CycleResult]) -> Summary {
-    let count = |v: &str| cycles.iter().filter(|c| c.verdict == v).count() as u64;
-    let (passed, failed) = (count("PASS"), count("FAIL"));
+    let count = |v: Verdict| cycles.iter().filter(|c| c.report.verdict == v).count() as u64;
+    let (passed, failed) = (count(Verdict::Pass), count(Verdict::Fail));
     let judged = passed + failed;
     let mut windows: Vec<f64> = cycles
         .iter()
-        .filter_map(|c| c.loss_window.as_ref().map(|w| w.ms))
+        .filter_map(|c| c.report.loss_window.as_ref().map(|w| w.ms))
         .collect();
     windows.sort_by(f64::total_cmp);
     Summary {
@@ -231,8 +220,8 @@ pub fn summarize(cycles: &[CycleResult]) -> Summary {
         cycles: cycles.len() as u64,
         passed,
         failed,
-        inconclusive: count("INCONCLUSIVE"),
-        errors: count("ERROR"),
+        inconclusive: count(Verdict::Inconclusive),
+        errors: count(Verdict::Error),
         failure_rate: if judged == 0 {
             0.0
         } else {
@@ -248,10 +237,16 @@ pub fn summarize(cycles: &[CycleResult]) -> Summary {
         }),
         lost_records_total: cycles
             .iter()
-            .filter_map(|c| c.loss_window.as_ref().map(|w| w.records))
+            .filter_map(|c| c.report.loss_window.as_ref().map(|w| w.records))
             .sum(),
-        first_failure_cycle: cycles.iter().find(|c| c.verdict == "FAIL").map(|c| c.cycle),
-        dead_device_cycles: cycles.iter().filter(|c| c.dead_device.is_some()).count() as u64,
+        first_failure_cycle: cycles
+            .iter()
+            .find(|c| c.report.verdict == Verdict::Fail)
+            .map(|c| c.cycle),
+        dead_device_cycles: cycles
+            .iter()
+            .filter(|c| c.report.dead_device.is_some())
+            .count() as u64,
     }
 }
 
@@ -293,5 +288,24 @@ impl Summary {
             );
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line as the string-typed results file wrote it: it must read back and be
+    /// written again byte for byte (the results file is the campaign's resume state).
+    #[test]
+    fn an_old_cycle_line_round_trips_byte_for_byte() {
+        let lines = [
+            r#"{"format":"plugpull-campaign-cycle/1","cycle":3,"seed":99,"run_id":"00ff","started_at":"2026-01-01T00:00:00+00:00","delay_ms":12.5,"cut":null,"restore":null,"off_ms":1000.0,"acked_records":40,"witness_durable":40,"last_acked":{"stream":0,"seq":39,"offset":159744,"flushed_ns":17},"writer_stopped":"target failed: flush returned EIO","reattach_ms":3.25,"verdict":"FAIL","summary":"2 lost","counts":{"corrupt":0,"intact":38,"lost":2,"misdirected":0,"shorn":0,"stale":0,"superseded":0,"unreadable":0},"loss_window":{"records":2,"bytes":8192,"ms":1.5},"ordering_holes":1,"dead_device":null,"unsafe_shutdowns_delta":1,"error":null,"cycle_ms":2000.0}"#,
+            r#"{"format":"plugpull-campaign-cycle/1","cycle":4,"seed":7,"run_id":"","started_at":"x","delay_ms":0.0,"cut":null,"restore":null,"off_ms":0.0,"acked_records":0,"witness_durable":0,"last_acked":null,"writer_stopped":"","reattach_ms":null,"verdict":"ERROR","summary":"","counts":{},"loss_window":null,"ordering_holes":0,"dead_device":null,"unsafe_shutdowns_delta":null,"error":"no acks","cycle_ms":1.0}"#,
+        ];
+        for line in lines {
+            let c: CycleResult = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&c).unwrap(), line);
+        }
     }
 }

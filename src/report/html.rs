@@ -7,6 +7,7 @@
 use super::aggregate::{CLASSES, Summary, latency_quantile_us};
 use super::input::{Cycle, VerifyReport};
 use super::svg::{self, Marker, esc, fmt_ms, fmt_us};
+use crate::model::{RecordClass, Verdict};
 use crate::units::fmt_bytes;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -32,17 +33,16 @@ pre{background:#f6f6f6;border:1px solid #ddd;padding:8px;white-space:pre-wrap;wo
 ";
 
 /// What each class means, for the counts table.
-fn meaning(class: &str) -> &'static str {
+fn meaning(class: RecordClass) -> &'static str {
     match class {
-        "intact" => "read back exactly as written",
-        "superseded" => "legitimately overwritten later by this run (not a failure)",
-        "lost" => "old or never-written content where an acknowledged record should be",
-        "shorn" => "some sectors new, the rest old: a torn write",
-        "corrupt" => "stamp or content bits wrong",
-        "stale" => "a record of another run where this one should be",
-        "misdirected" => "found at the wrong place, or a foreign record here",
-        "unreadable" => "read failed or hung",
-        _ => "",
+        RecordClass::Intact => "read back exactly as written",
+        RecordClass::Superseded => "legitimately overwritten later by this run (not a failure)",
+        RecordClass::Lost => "old or never-written content where an acknowledged record should be",
+        RecordClass::Shorn => "some sectors new, the rest old: a torn write",
+        RecordClass::Corrupt => "stamp or content bits wrong",
+        RecordClass::Stale => "a record of another run where this one should be",
+        RecordClass::Misdirected => "found at the wrong place, or a foreign record here",
+        RecordClass::Unreadable => "read failed or hung",
     }
 }
 
@@ -159,13 +159,13 @@ fn device_table(o: &mut String, cycles: &[Cycle]) {
 fn counts_table(o: &mut String, s: &Summary) {
     o.push_str("<table id=\"counts\"><tr><th>class</th><th>records</th><th>share</th><th>meaning</th></tr>");
     for class in CLASSES {
-        let n = s.counts.get(class).copied().unwrap_or(0);
+        let n = s.counts.get(class);
         let share = if s.acked_records > 0 {
             format!("{:.2}%", 100.0 * n as f64 / s.acked_records as f64)
         } else {
             "-".into()
         };
-        let cls = if n > 0 && super::aggregate::is_failure(class) {
+        let cls = if n > 0 && class.is_failure() {
             " class=\"fail\""
         } else {
             ""
@@ -216,12 +216,7 @@ fn runs_table(o: &mut String, cycles: &[Cycle]) {
     o.push_str("<table id=\"runs\"><tr><th>#</th><th>source</th><th>run</th><th>started</th><th>verdict</th><th>acked</th><th>failing</th><th>loss window</th><th>ordering holes</th><th>writer</th></tr>");
     for (k, c) in cycles.iter().enumerate() {
         let r = &c.report;
-        let failing: u64 = r
-            .counts
-            .iter()
-            .filter(|(k, _)| super::aggregate::is_failure(k))
-            .map(|(_, v)| v)
-            .sum();
+        let failing = r.summary.counts.failing();
         let (id, started) = r
             .run
             .as_ref()
@@ -234,11 +229,12 @@ fn runs_table(o: &mut String, cycles: &[Cycle]) {
             esc(&c.label),
             esc(&id),
             esc(&started),
-            svg::verdict_colour(&r.verdict),
-            esc(&r.verdict),
+            svg::verdict_colour(r.summary.verdict),
+            r.summary.verdict,
             r.acked_records,
             failing,
-            r.loss_window
+            r.summary
+                .loss_window
                 .as_ref()
                 .map(|w| format!(
                     "{} ({}, {} records)",
@@ -247,7 +243,7 @@ fn runs_table(o: &mut String, cycles: &[Cycle]) {
                     w.records
                 ))
                 .unwrap_or_else(|| "-".into()),
-            r.ordering_holes.count,
+            r.summary.ordering_holes,
             esc(&settings_text(r)),
         );
     }
@@ -268,7 +264,10 @@ fn findings_table(o: &mut String, c: &Cycle) {
         o,
         "<h2>Failing records</h2><p>{} of {} failing records of {}, most recently acknowledged first (the full list is in the JSON report).</p>",
         f.len().min(20),
-        r.loss_window.as_ref().map_or(f.len() as u64, |w| w.records),
+        r.summary
+            .loss_window
+            .as_ref()
+            .map_or(f.len() as u64, |w| w.records),
         esc(&c.label)
     );
     o.push_str("<table id=\"findings\"><tr><th>class</th><th>stream</th><th>seq</th><th>offset</th><th>length</th><th>acked before the last ack</th><th>sectors found</th><th>ordering hole</th></tr>");
@@ -289,8 +288,8 @@ fn findings_table(o: &mut String, c: &Cycle) {
         let _ = write!(
             o,
             "<tr><td><span class=\"sw\" style=\"background:{}\"></span>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}{}</td><td>{}</td></tr>",
-            svg::class_colour(&x.class),
-            esc(&x.class),
+            svg::class_colour(x.class),
+            x.class,
             x.stream,
             x.seq,
             x.offset,
@@ -326,7 +325,7 @@ fn quantile(cycles: &[Cycle], s: &Summary, q: f64) -> Option<f64> {
 /// The banner sentence: the run's own summary, or the campaign's tally.
 fn banner_text(cycles: &[Cycle], s: &Summary) -> String {
     if cycles.len() == 1 {
-        return cycles[0].report.summary.clone();
+        return cycles[0].report.summary.summary.clone();
     }
     let mut t = format!(
         "{} cycles: {}",
@@ -337,7 +336,7 @@ fn banner_text(cycles: &[Cycle], s: &Summary) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    if s.verdict == "PASS" {
+    if s.verdict == Verdict::Pass {
         let _ = write!(
             t,
             ". No loss in {} cycles: with 95% confidence fewer than {:.1}% of cuts would lose data (rule of three: 3/{}).",
@@ -345,7 +344,7 @@ fn banner_text(cycles: &[Cycle], s: &Summary) -> String {
             300.0 / s.cycles as f64,
             s.cycles
         );
-    } else if s.verdict == "FAIL" {
+    } else if s.verdict == Verdict::Fail {
         t += &format!(
             "; {} acknowledged records did not survive in all.",
             s.failing_records
@@ -389,9 +388,9 @@ pub fn render(
     let _ = write!(
         o,
         "<div class=\"banner\" id=\"verdict\" data-verdict=\"{v}\" style=\"background:{}\"><div class=\"verdict\">{v}</div><div class=\"why\">{}</div></div>",
-        svg::verdict_colour(&s.verdict),
+        svg::verdict_colour(s.verdict),
         esc(&banner_text(cycles, s)),
-        v = esc(&s.verdict),
+        v = s.verdict,
     );
 
     o.push_str("\n<div class=\"numbers\">");
@@ -419,7 +418,7 @@ pub fn render(
             "loss window (ack age of oldest failing record)"
         },
     );
-    let holes: u64 = cycles.iter().map(|c| c.report.ordering_holes.count).sum();
+    let holes: u64 = cycles.iter().map(|c| c.report.summary.ordering_holes).sum();
     number(&mut o, "holes", &holes.to_string(), "ordering holes");
     if let (Some(p50), Some(p99)) = (quantile(cycles, s, 0.5), quantile(cycles, s, 0.99)) {
         number(
@@ -436,13 +435,16 @@ pub fn render(
 
     if cycles.len() > 1 {
         o.push_str("<h2>Campaign</h2>");
-        let v: Vec<(String, String)> = cycles
+        let v: Vec<(String, Verdict)> = cycles
             .iter()
-            .map(|c| (c.label.clone(), c.report.verdict.clone()))
+            .map(|c| (c.label.clone(), c.report.summary.verdict))
             .collect();
         o.push_str(&svg::cycles(&v));
         let mut lw: BTreeMap<usize, (f64, u64)> = BTreeMap::new();
-        for w in cycles.iter().filter_map(|c| c.report.loss_window.as_ref()) {
+        for w in cycles
+            .iter()
+            .filter_map(|c| c.report.summary.loss_window.as_ref())
+        {
             let i = crate::verify::distribution::bucket_125(w.ms);
             let lo = if i == 0 {
                 0.0
@@ -506,7 +508,7 @@ pub fn render(
     o.push_str("<h2>Runs</h2>");
     runs_table(&mut o, cycles);
     for c in cycles {
-        if let Some(d) = &c.report.dead_device {
+        if let Some(d) = &c.report.summary.dead_device {
             let _ = write!(
                 o,
                 "<p class=\"fail\">{}: dead device: {}</p>",

@@ -2,41 +2,40 @@
 //!
 //! Why a separate, lenient model instead of deserialising `verify::report::Report`: the
 //! report renders files made by other plugpull versions and by other tools' wrappers
-//! (campaign JSON lines), so every key is optional here and unknown keys are ignored.
+//! (campaign JSON lines), so keys are optional here and unknown keys are ignored. The
+//! verdict and counts are the shared `model::ReportSummary`; verdicts and record classes
+//! are typed, so a report naming one this build does not know is refused as malformed.
 //! Anything that is not a verify report is skipped with a note rather than failing the page.
 
+use crate::model::{ClassCounts, RecordClass, ReportSummary};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct LossWindow {
-    pub records: u64,
-    pub bytes: u64,
-    pub ms: f64,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct OrderingHoles {
-    pub count: u64,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
+/// One failing record as the page lists it (verify writes `verify::report::Finding`; its
+/// sector kinds are names, read back as they are).
+#[derive(Clone, Debug, Deserialize)]
 pub struct Finding {
-    pub class: String,
+    pub class: RecordClass,
+    #[serde(default)]
     pub stream: u16,
+    #[serde(default)]
     pub seq: u64,
+    #[serde(default)]
     pub offset: u64,
+    #[serde(default)]
     pub len_bytes: u64,
+    #[serde(default)]
     pub acked_ms_before_last_ack: f64,
+    #[serde(default)]
     pub sectors: BTreeMap<String, u64>,
+    #[serde(default)]
     pub corrupt_bits: Option<u64>,
+    #[serde(default)]
     pub found_at: Option<u64>,
+    #[serde(default)]
     pub ordering_hole: bool,
 }
 
@@ -45,7 +44,7 @@ pub struct Finding {
 pub struct TimelineBucket {
     pub from_ms: f64,
     pub to_ms: f64,
-    pub counts: BTreeMap<String, u64>,
+    pub counts: ClassCounts,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -82,15 +81,12 @@ pub struct Run {
 #[serde(default)]
 pub struct VerifyReport {
     pub format: String,
-    pub verdict: String,
-    pub summary: String,
-    pub counts: BTreeMap<String, u64>,
+    /// Verdict, why, counts, loss window, ordering holes, dead device.
+    #[serde(flatten)]
+    pub summary: ReportSummary,
     pub acked_records: u64,
     pub acked_bytes: u64,
     pub corrupt_bits: u64,
-    pub loss_window: Option<LossWindow>,
-    pub ordering_holes: OrderingHoles,
-    pub dead_device: Option<String>,
     pub unreadable_ranges: Vec<(u64, u64, String)>,
     pub findings: Vec<Finding>,
     pub findings_truncated: bool,
@@ -196,7 +192,13 @@ mod tests {
         let one = r#"{"format":"plugpull-verify/1","verdict":"PASS","counts":{"intact":3}}"#;
         let c = parse("a.json", one, &mut notes).unwrap();
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].report.counts["intact"], 3);
+        assert_eq!(
+            c[0].report
+                .summary
+                .counts
+                .get(crate::model::RecordClass::Intact),
+            3
+        );
         let lines = format!(
             "{one}\n{{\"cycle\":7,\"verify\":{one}}}\n{{\"format\":\"plugpull-campaign/1\"}}\n"
         );

@@ -6,8 +6,9 @@
 //! titles with units, and text labels next to every colour, so it reads in greyscale too.
 //! Rectangles carry a `<title>` so hovering shows exact numbers.
 
-use super::aggregate::{CLASSES, is_failure};
+use super::aggregate::CLASSES;
 use super::input::TimelineBucket;
+use crate::model::{RecordClass, Verdict};
 use crate::verify::distribution::{bucket_125, edge_125};
 use std::fmt::Write;
 
@@ -25,25 +26,24 @@ pub fn esc(s: &str) -> String {
 
 /// A colour per record class: green survived, greys for legitimately overwritten, warm and
 /// dark colours for the failure kinds.
-pub fn class_colour(class: &str) -> &'static str {
+pub fn class_colour(class: RecordClass) -> &'static str {
     match class {
-        "intact" => "#2e7d32",
-        "superseded" => "#9fb3bf",
-        "lost" => "#c62828",
-        "shorn" => "#ef6c00",
-        "corrupt" => "#6a1b9a",
-        "stale" => "#8d6e63",
-        "misdirected" => "#d81b60",
-        "unreadable" => "#212121",
-        _ => "#757575",
+        RecordClass::Intact => "#2e7d32",
+        RecordClass::Superseded => "#9fb3bf",
+        RecordClass::Lost => "#c62828",
+        RecordClass::Shorn => "#ef6c00",
+        RecordClass::Corrupt => "#6a1b9a",
+        RecordClass::Stale => "#8d6e63",
+        RecordClass::Misdirected => "#d81b60",
+        RecordClass::Unreadable => "#212121",
     }
 }
 
-pub fn verdict_colour(v: &str) -> &'static str {
+pub fn verdict_colour(v: Verdict) -> &'static str {
     match v {
-        "PASS" => "#2e7d32",
-        "FAIL" => "#c62828",
-        _ => "#f9a825",
+        Verdict::Pass => "#2e7d32",
+        Verdict::Fail => "#c62828",
+        Verdict::Inconclusive | Verdict::Error => "#f9a825",
     }
 }
 
@@ -209,7 +209,7 @@ pub fn timeline(buckets: &[TimelineBucket], loss_window_ms: Option<f64>) -> Stri
     }
     for b in buckets {
         let i = bucket_125(b.from_ms);
-        let total: u64 = b.counts.values().sum();
+        let total: u64 = b.counts.total();
         if total == 0 {
             continue;
         }
@@ -217,7 +217,7 @@ pub fn timeline(buckets: &[TimelineBucket], loss_window_ms: Option<f64>) -> Stri
         let w = cw - 4.0;
         let mut y = bottom;
         for class in CLASSES {
-            let c = b.counts.get(class).copied().unwrap_or(0);
+            let c = b.counts.get(class);
             if c == 0 {
                 continue;
             }
@@ -232,12 +232,7 @@ pub fn timeline(buckets: &[TimelineBucket], loss_window_ms: Option<f64>) -> Stri
                 esc(&fmt_ms(b.to_ms)),
             );
         }
-        let failing: u64 = b
-            .counts
-            .iter()
-            .filter(|(k, _)| is_failure(k))
-            .map(|(_, v)| v)
-            .sum();
+        let failing: u64 = b.counts.failing();
         let label = if failing > 0 {
             format!("{failing}/{total}")
         } else {
@@ -331,11 +326,8 @@ pub fn timeline(buckets: &[TimelineBucket], loss_window_ms: Option<f64>) -> Stri
 fn legend(o: &mut String, y: f64, buckets: &[TimelineBucket]) {
     let mut x = LEFT;
     for class in CLASSES {
-        let n: u64 = buckets
-            .iter()
-            .map(|b| b.counts.get(class).copied().unwrap_or(0))
-            .sum();
-        if n == 0 && class != "intact" && class != "lost" {
+        let n: u64 = buckets.iter().map(|b| b.counts.get(class)).sum();
+        if n == 0 && class != RecordClass::Intact && class != RecordClass::Lost {
             continue;
         }
         let _ = write!(
@@ -487,7 +479,7 @@ pub fn log_bars(
 }
 
 /// One square per cycle, coloured and lettered by verdict, numbered in order.
-pub fn cycles(verdicts: &[(String, String)]) -> String {
+pub fn cycles(verdicts: &[(String, Verdict)]) -> String {
     let per_row = 24usize;
     let size = 34.0;
     let rows = verdicts.len().div_ceil(per_row).max(1);
@@ -499,10 +491,10 @@ pub fn cycles(verdicts: &[(String, String)]) -> String {
         let _ = write!(
             o,
             "<rect class=\"cycle verdict-{}\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{size}\" height=\"{size}\" rx=\"3\" fill=\"{}\"><title>{}: {}</title></rect>",
-            esc(&v.to_lowercase()),
-            verdict_colour(v),
+            v.name().to_lowercase(),
+            verdict_colour(*v),
             esc(label),
-            esc(v)
+            v
         );
         text(
             &mut o,
@@ -511,7 +503,7 @@ pub fn cycles(verdicts: &[(String, String)]) -> String {
             12,
             "middle",
             "fill=\"#fff\" font-weight=\"bold\"",
-            &v.chars().next().unwrap_or('?').to_string(),
+            &v.name()[..1],
         );
         text(
             &mut o,
@@ -525,15 +517,15 @@ pub fn cycles(verdicts: &[(String, String)]) -> String {
     }
     let mut x = LEFT;
     let y = h - 12.0;
-    for v in ["PASS", "FAIL", "INCONCLUSIVE"] {
-        let n = verdicts.iter().filter(|(_, x)| x == v).count();
+    for v in [Verdict::Pass, Verdict::Fail, Verdict::Inconclusive] {
+        let n = verdicts.iter().filter(|(_, x)| *x == v).count();
         let _ = write!(
             o,
             "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"14\" height=\"14\" fill=\"{}\"/>",
             y - 12.0,
             verdict_colour(v)
         );
-        let label = format!("{v} ({}): {n}", &v[..1]);
+        let label = format!("{v} ({}): {n}", &v.name()[..1]);
         text(&mut o, x + 19.0, y, 13, "start", "", &label);
         x += 40.0 + label.len() as f64 * 7.5;
     }

@@ -16,12 +16,10 @@ pub mod select;
 
 use crate::commands::args::VerifyArgs;
 use crate::device::{Device, FileDevice, identity};
-use crate::model::{Ack, RunLog, RunSelector};
+use crate::model::{Ack, LossWindow, RecordClass, RunLog, RunSelector, Verdict};
 use anyhow::{Context, Result, bail};
-use classify::{RecordClass, classify_record};
-use report::{
-    AckLogCheck, Finding, LossWindow, MAX_FINDINGS, OrderingHoles, REPORT_FORMAT, Report, Verdict,
-};
+use classify::classify_record;
+use report::{AckLogCheck, Finding, MAX_FINDINGS, OrderingHoles, REPORT_FORMAT, Report};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -1,9 +1,8 @@
 //! The verify report: one struct, serialised as versioned JSON (docs/report.md) or
 //! printed for people.
 
-use super::classify::RecordClass;
 use crate::device::identity::DeviceIdentity;
-use crate::model::RunDescriptor;
+use crate::model::{ClassCounts, LossWindow, RecordClass, ReportSummary, RunDescriptor, Verdict};
 use crate::units::fmt_bytes;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -11,33 +10,6 @@ use std::collections::BTreeMap;
 pub const REPORT_FORMAT: &str = "plugpull-verify/1";
 /// Failing records listed individually in the report; the counts are always complete.
 pub const MAX_FINDINGS: usize = 10_000;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Verdict {
-    #[serde(rename = "PASS")]
-    Pass,
-    #[serde(rename = "FAIL")]
-    Fail,
-    #[serde(rename = "INCONCLUSIVE")]
-    Inconclusive,
-}
-
-impl Verdict {
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Verdict::Pass => crate::exit::PASS,
-            Verdict::Fail => crate::exit::FAIL,
-            Verdict::Inconclusive => crate::exit::INCONCLUSIVE,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Pass => "PASS",
-            Verdict::Fail => "FAIL",
-            Verdict::Inconclusive => "INCONCLUSIVE",
-        }
-    }
-}
 
 /// One acknowledged record that did not survive as it should have.
 #[derive(Clone, Debug, Serialize)]
@@ -61,14 +33,6 @@ pub struct Finding {
     pub found_at: Option<u64>,
     /// A record acknowledged later (flush completed before... see ordering_holes) survived.
     pub ordering_hole: bool,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct LossWindow {
-    pub records: u64,
-    pub bytes: u64,
-    /// From the earliest failing record's ack to the last ack of the run.
-    pub ms: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -146,6 +110,18 @@ pub struct Report {
 impl Report {
     pub fn counts_zero() -> BTreeMap<&'static str, u64> {
         RecordClass::ALL.iter().map(|c| (c.name(), 0)).collect()
+    }
+
+    /// What campaigns, the agent and the HTML report keep of this report.
+    pub fn to_summary(&self) -> ReportSummary {
+        ReportSummary {
+            verdict: self.verdict,
+            summary: self.summary.clone(),
+            counts: ClassCounts::from(&self.counts),
+            loss_window: self.loss_window.clone(),
+            ordering_holes: self.ordering_holes.count,
+            dead_device: self.dead_device.clone(),
+        }
     }
 
     /// Records damage found in the ack log. Without a FAIL, the verdict becomes
