@@ -206,6 +206,26 @@ pub fn parse_range(s: &str, what: &str) -> Result<(Duration, Duration)> {
     Ok((a, b))
 }
 
+/// `writer.record_size`: "4k" or "4k-64k", whole 512-byte sectors, min <= max. The same
+/// rule and message as `write --record-size` (commands::args::size_range), which the
+/// campaign cannot call: it sits below the command layer.
+fn record_size_range(s: &str) -> std::result::Result<(u64, u64), String> {
+    use crate::units::parse_size;
+    let (a, b) = match s.split_once('-') {
+        Some((a, b)) => (parse_size(a)?, parse_size(b)?),
+        None => {
+            let v = parse_size(s)?;
+            (v, v)
+        }
+    };
+    if a == 0 || a % 512 != 0 || b % 512 != 0 || a > b {
+        return Err(format!(
+            "record size '{s}' must be whole 512-byte sectors, min <= max (e.g. 4k or 4k-64k)"
+        ));
+    }
+    Ok((a, b))
+}
+
 impl Settings {
     pub fn load(path: &Path) -> Result<Settings> {
         let text = std::fs::read_to_string(path)
@@ -227,7 +247,7 @@ impl Settings {
         }
         let c = &file.campaign;
         let (delay_min, delay_max) = parse_range(&c.delay, "campaign.delay")?;
-        let rs = crate::commands::args::size_range(&file.writer.record_size)
+        let (record_min, record_max) = record_size_range(&file.writer.record_size)
             .map_err(|e| anyhow::anyhow!("writer.record_size: {e}"))?;
         let placement = match file.writer.placement.as_str() {
             "sequential" => Placement::Sequential,
@@ -300,8 +320,8 @@ impl Settings {
             off: dur(&c.off, "campaign.off")?,
             wait_timeout: dur(&c.wait_timeout, "campaign.wait_timeout")?,
             boot_timeout: dur(&file.agent.boot_timeout, "agent.boot_timeout")?,
-            record_min: rs.min,
-            record_max: rs.max,
+            record_min,
+            record_max,
             placement,
             region,
             file,
