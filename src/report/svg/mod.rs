@@ -6,11 +6,12 @@
 //! titles with units, and text labels next to every colour, so it reads in greyscale too.
 //! Rectangles carry a `<title>` so hovering shows exact numbers.
 
-use super::aggregate::CLASSES;
-use super::input::TimelineBucket;
 use crate::model::{RecordClass, Verdict};
+
+mod timeline;
 use crate::verify::distribution::{bucket_125, edge_125};
 use std::fmt::Write;
+pub use timeline::timeline;
 
 const W: f64 = 960.0;
 const LEFT: f64 = 70.0;
@@ -151,197 +152,6 @@ fn y_axis(
     );
 }
 
-/// Records around the cut: one column per 1-2-5 interval of ack time before the last ack,
-/// oldest on the left, the last ack at the right edge; each column is split by class
-/// (share of that interval's records), with the record count above it.
-pub fn timeline(buckets: &[TimelineBucket], loss_window_ms: Option<f64>) -> String {
-    let h = 420.0;
-    let bottom = h - 95.0;
-    let right = W - RIGHT;
-    let mut o = open(
-        "chart-timeline",
-        h,
-        "Acknowledged records by ack time before the last ack, and what became of them",
-    );
-    if buckets.is_empty() {
-        text(
-            &mut o,
-            W / 2.0,
-            h / 2.0,
-            14,
-            "middle",
-            "",
-            "no acknowledged records",
-        );
-        return o + "</svg>";
-    }
-    let n = buckets
-        .iter()
-        .map(|b| bucket_125(b.from_ms))
-        .max()
-        .unwrap_or(0)
-        + 1;
-    let cw = (right - LEFT) / n as f64;
-    let col_x = |i: usize| LEFT + (n - 1 - i) as f64 * cw;
-    y_axis(
-        &mut o,
-        TOP + 20.0,
-        bottom,
-        right,
-        100.0,
-        25.0,
-        "%",
-        "share of records (%)",
-    );
-    let top = TOP + 20.0;
-    for i in 0..n {
-        if !buckets.iter().any(|b| bucket_125(b.from_ms) == i) {
-            text(
-                &mut o,
-                col_x(i) + cw / 2.0,
-                bottom - 6.0,
-                10,
-                "middle",
-                "fill=\"#888\"",
-                "none",
-            );
-        }
-    }
-    for b in buckets {
-        let i = bucket_125(b.from_ms);
-        let total: u64 = b.counts.total();
-        if total == 0 {
-            continue;
-        }
-        let x = col_x(i) + 2.0;
-        let w = cw - 4.0;
-        let mut y = bottom;
-        for class in CLASSES {
-            let c = b.counts.get(class);
-            if c == 0 {
-                continue;
-            }
-            let hh = (bottom - top) * c as f64 / total as f64;
-            y -= hh;
-            let _ = write!(
-                o,
-                "<rect class=\"bar class-{class}\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{hh:.1}\" fill=\"{}\"><title>{}: {c} of {total} records acknowledged {} to {} before the last ack</title></rect>",
-                class_colour(class),
-                class,
-                esc(&fmt_ms(b.from_ms)),
-                esc(&fmt_ms(b.to_ms)),
-            );
-        }
-        let failing: u64 = b.counts.failing();
-        let label = if failing > 0 {
-            format!("{failing}/{total}")
-        } else {
-            total.to_string()
-        };
-        let colour = if failing > 0 { "#c62828" } else { "#333" };
-        text(
-            &mut o,
-            x + w / 2.0,
-            top - 5.0,
-            if cw < 40.0 { 9 } else { 11 },
-            "middle",
-            &format!("fill=\"{colour}\""),
-            &label,
-        );
-    }
-    // Boundary ticks: the right edge is the last ack; each boundary to its left is the
-    // lower edge of the column to its right.
-    for j in 0..=n {
-        let x = LEFT + j as f64 * cw;
-        let v = if j == n { 0.0 } else { lower(n - j) };
-        let _ = write!(
-            o,
-            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{bottom}\" y2=\"{:.1}\" stroke=\"#555\"/>",
-            bottom + 5.0
-        );
-        let label = if j == n {
-            "last ack".to_string()
-        } else {
-            fmt_ms(v)
-        };
-        text(
-            &mut o,
-            x,
-            bottom + 16.0,
-            11,
-            "end",
-            &format!("transform=\"rotate(-35 {x:.1} {:.1})\"", bottom + 16.0),
-            &label,
-        );
-    }
-    let _ = write!(
-        o,
-        "<line x1=\"{LEFT}\" x2=\"{right}\" y1=\"{bottom}\" y2=\"{bottom}\" stroke=\"#555\"/>"
-    );
-    if let Some(ms) = loss_window_ms {
-        let i = bucket_125(ms);
-        if i < n {
-            let (lo, hi) = (lower(i), edge_125(i));
-            let frac = if lo == 0.0 {
-                ms / hi
-            } else {
-                (ms / lo).ln() / (hi / lo).ln()
-            };
-            let x = col_x(i) + cw * (1.0 - frac);
-            let _ = write!(
-                o,
-                "<line id=\"loss-window-marker\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{bottom}\" stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"6 4\"/>",
-                top - 18.0
-            );
-            let label = format!("loss window: from {} before the last ack", fmt_ms(ms));
-            let (dx, anchor, label) = if x < W / 2.0 {
-                (4.0, "start", format!("← {label}"))
-            } else {
-                (-4.0, "end", format!("{label} →"))
-            };
-            text(
-                &mut o,
-                x + dx,
-                top - 20.0,
-                12,
-                anchor,
-                "font-weight=\"bold\"",
-                &label,
-            );
-        }
-    }
-    text(
-        &mut o,
-        (LEFT + right) / 2.0,
-        h - 38.0,
-        13,
-        "middle",
-        "",
-        "acknowledged this long before the run's last ack (log scale; the cut is at the right edge)",
-    );
-    legend(&mut o, h - 14.0, buckets);
-    o + "</svg>"
-}
-
-fn legend(o: &mut String, y: f64, buckets: &[TimelineBucket]) {
-    let mut x = LEFT;
-    for class in CLASSES {
-        let n: u64 = buckets.iter().map(|b| b.counts.get(class)).sum();
-        if n == 0 && class != RecordClass::Intact && class != RecordClass::Lost {
-            continue;
-        }
-        let _ = write!(
-            o,
-            "<rect class=\"legend class-{class}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"14\" height=\"14\" fill=\"{}\"/>",
-            y - 12.0,
-            class_colour(class)
-        );
-        let label = format!("{class} {n}");
-        text(o, x + 19.0, y, 13, "start", "", &label);
-        x += 34.0 + label.chars().count() as f64 * 7.5;
-    }
-}
-
 /// A marker line on a 1-2-5 bar chart.
 pub struct Marker {
     pub value: f64,
@@ -378,9 +188,44 @@ pub fn log_bars(
         );
         return o + "</svg>";
     }
-    let mut lo_i = data.iter().map(|d| bucket_125(d.0)).min().unwrap();
-    let mut hi_i = data.iter().map(|d| bucket_125(d.0)).max().unwrap();
-    // At least six intervals, so one lone bucket does not fill the whole width.
+    let (lo_i, hi_i) = shown_buckets(data);
+    let n = hi_i - lo_i + 1;
+    let cw = (right - LEFT) / n as f64;
+    let max = data.iter().map(|d| d.1).max().unwrap_or(1).max(1) as f64;
+    let step = tick_step(max);
+    let ymax = (max / step).ceil() * step;
+    y_axis(&mut o, top, bottom, right, ymax, step, "", y_title);
+    let span = BarSpan {
+        lo_i,
+        hi_i,
+        cw,
+        top,
+        bottom,
+    };
+    bars(&mut o, &span, data, ymax, fmt, colour);
+    edge_ticks(&mut o, &span, fmt);
+    let _ = write!(
+        o,
+        "<line x1=\"{LEFT}\" x2=\"{right}\" y1=\"{bottom}\" y2=\"{bottom}\" stroke=\"#555\"/>"
+    );
+    marker_lines(&mut o, &span, markers);
+    text(
+        &mut o,
+        (LEFT + right) / 2.0,
+        h - 22.0,
+        13,
+        "middle",
+        "",
+        x_title,
+    );
+    o + "</svg>"
+}
+
+/// The 1-2-5 buckets a bar chart shows: those of `data`, widened to at least six
+/// intervals so one lone bucket does not fill the whole width.
+fn shown_buckets(data: &[(f64, u64)]) -> (usize, usize) {
+    let mut lo_i = data.iter().map(|d| bucket_125(d.0)).min().unwrap_or(0);
+    let mut hi_i = data.iter().map(|d| bucket_125(d.0)).max().unwrap_or(0);
     while hi_i - lo_i + 1 < 6 {
         if lo_i > 0 && (hi_i - lo_i) % 2 == 0 {
             lo_i -= 1;
@@ -388,12 +233,29 @@ pub fn log_bars(
             hi_i += 1;
         }
     }
-    let n = hi_i - lo_i + 1;
-    let cw = (right - LEFT) / n as f64;
-    let max = data.iter().map(|d| d.1).max().unwrap_or(1).max(1) as f64;
-    let step = tick_step(max);
-    let ymax = (max / step).ceil() * step;
-    y_axis(&mut o, top, bottom, right, ymax, step, "", y_title);
+    (lo_i, hi_i)
+}
+
+/// Where a bar chart's buckets `lo_i..=hi_i` are: columns of width `cw` from `LEFT`,
+/// bars between `top` and `bottom`.
+struct BarSpan {
+    lo_i: usize,
+    hi_i: usize,
+    cw: f64,
+    top: f64,
+    bottom: f64,
+}
+
+/// One bar per bucket of `data`, its count above it.
+fn bars(
+    o: &mut String,
+    g: &BarSpan,
+    data: &[(f64, u64)],
+    ymax: f64,
+    fmt: fn(f64) -> String,
+    colour: &str,
+) {
+    let (lo_i, cw, top, bottom) = (g.lo_i, g.cw, g.top, g.bottom);
     for (from, count) in data {
         let i = bucket_125(*from) - lo_i;
         let x = LEFT + i as f64 * cw + 2.0;
@@ -407,7 +269,7 @@ pub fn log_bars(
             esc(&fmt(edge_125(bucket_125(*from)))),
         );
         text(
-            &mut o,
+            o,
             x + (cw - 4.0) / 2.0,
             bottom - hh - 4.0,
             11,
@@ -416,6 +278,12 @@ pub fn log_bars(
             &count.to_string(),
         );
     }
+}
+
+/// A tick at every bucket edge, labelled with its value.
+fn edge_ticks(o: &mut String, g: &BarSpan, fmt: fn(f64) -> String) {
+    let (lo_i, cw, bottom) = (g.lo_i, g.cw, g.bottom);
+    let n = g.hi_i - g.lo_i + 1;
     for j in 0..=n {
         let x = LEFT + j as f64 * cw;
         let _ = write!(
@@ -423,20 +291,13 @@ pub fn log_bars(
             "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{bottom}\" y2=\"{:.1}\" stroke=\"#555\"/>",
             bottom + 5.0
         );
-        text(
-            &mut o,
-            x,
-            bottom + 18.0,
-            11,
-            "middle",
-            "",
-            &fmt(lower(lo_i + j)),
-        );
+        text(o, x, bottom + 18.0, 11, "middle", "", &fmt(lower(lo_i + j)));
     }
-    let _ = write!(
-        o,
-        "<line x1=\"{LEFT}\" x2=\"{right}\" y1=\"{bottom}\" y2=\"{bottom}\" stroke=\"#555\"/>"
-    );
+}
+
+/// Dashed lines at the markers' values (log scale within their bucket), labelled.
+fn marker_lines(o: &mut String, g: &BarSpan, markers: &[Marker]) {
+    let (lo_i, hi_i, cw, top, bottom) = (g.lo_i, g.hi_i, g.cw, g.top, g.bottom);
     for (k, m) in markers.iter().enumerate() {
         let i = bucket_125(m.value);
         if i < lo_i || i > hi_i {
@@ -457,7 +318,7 @@ pub fn log_bars(
         let anchor = if x > W * 0.7 { "end" } else { "start" };
         let dx = if anchor == "end" { -4.0 } else { 4.0 };
         text(
-            &mut o,
+            o,
             x + dx,
             y + 4.0,
             12,
@@ -466,16 +327,6 @@ pub fn log_bars(
             &m.label,
         );
     }
-    text(
-        &mut o,
-        (LEFT + right) / 2.0,
-        h - 22.0,
-        13,
-        "middle",
-        "",
-        x_title,
-    );
-    o + "</svg>"
 }
 
 /// One square per cycle, coloured and lettered by verdict, numbered in order.
