@@ -8,7 +8,6 @@
 //! Anything that is not a verify report is skipped with a note rather than failing the page.
 
 use crate::model::{ClassCounts, RecordClass, ReportSummary};
-use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -99,6 +98,34 @@ pub struct VerifyReport {
     pub plugpull_version: String,
 }
 
+/// Why the input could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("reading stdin")]
+    Stdin(#[source] std::io::Error),
+    #[error("reading {}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `where_` is "NAME:LINE".
+    #[error("{where_}: not JSON")]
+    NotJson {
+        where_: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{label}: malformed verify report")]
+    Malformed {
+        label: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("no plugpull verify reports in the input (make them with `plugpull verify --json`)")]
+    NoReports,
+}
+
 /// A report and where it came from ("file.json", "campaign.jsonl:3", or a cycle number).
 #[derive(Clone, Debug)]
 pub struct Cycle {
@@ -127,7 +154,7 @@ fn find_verify(v: &Value) -> Option<(&Value, Option<String>)> {
 
 /// Every verify report in `text`: one JSON document, or JSON lines. `notes` collects what
 /// was skipped and why.
-pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycle>> {
+pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycle>, InputError> {
     let docs: Vec<(String, Value)> = match serde_json::from_str::<Value>(text) {
         Ok(v) => vec![(name.to_string(), v)],
         Err(_) => {
@@ -136,8 +163,11 @@ pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycl
                 if line.trim().is_empty() {
                     continue;
                 }
-                let v = serde_json::from_str::<Value>(line)
-                    .with_context(|| format!("{name}:{}: not JSON", i + 1))?;
+                let v =
+                    serde_json::from_str::<Value>(line).map_err(|source| InputError::NotJson {
+                        where_: format!("{name}:{}", i + 1),
+                        source,
+                    })?;
                 d.push((format!("{name}:{}", i + 1), v));
             }
             d
@@ -147,8 +177,11 @@ pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycl
     for (label, v) in docs {
         match find_verify(&v) {
             Some((r, cycle)) => {
-                let report: VerifyReport = serde_json::from_value(r.clone())
-                    .with_context(|| format!("{label}: malformed verify report"))?;
+                let report: VerifyReport =
+                    serde_json::from_value(r.clone()).map_err(|source| InputError::Malformed {
+                        label: label.clone(),
+                        source,
+                    })?;
                 let label = match cycle {
                     Some(c) => format!("cycle {c}"),
                     None => label,
@@ -162,13 +195,19 @@ pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycl
 }
 
 /// Reads every input file ("-" is stdin) in order.
-pub fn load(paths: &[std::path::PathBuf], notes: &mut Vec<String>) -> Result<Vec<Cycle>> {
+pub fn load(
+    paths: &[std::path::PathBuf],
+    notes: &mut Vec<String>,
+) -> Result<Vec<Cycle>, InputError> {
     let mut all = vec![];
     for p in paths {
         let text = if p == Path::new("-") {
-            std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+            std::io::read_to_string(std::io::stdin()).map_err(InputError::Stdin)?
         } else {
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+            std::fs::read_to_string(p).map_err(|source| InputError::Read {
+                path: p.clone(),
+                source,
+            })?
         };
         let name = p
             .file_name()
@@ -177,7 +216,7 @@ pub fn load(paths: &[std::path::PathBuf], notes: &mut Vec<String>) -> Result<Vec
         all.extend(parse(&name, &text, notes)?);
     }
     if all.is_empty() {
-        bail!("no plugpull verify reports in the input (make them with `plugpull verify --json`)");
+        return Err(InputError::NoReports);
     }
     Ok(all)
 }

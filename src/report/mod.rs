@@ -13,7 +13,6 @@ pub mod html;
 pub mod input;
 pub mod svg;
 
-use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -32,8 +31,25 @@ pub struct ReportOptions {
     pub quiet: bool,
 }
 
+/// Why no page was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Input(#[from] input::InputError),
+    #[error("writing {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Stdout(std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 /// Reads the reports, writes the page, and says what it wrote.
-pub fn run(o: ReportOptions) -> Result<()> {
+pub fn run(o: ReportOptions) -> Result<(), ReportError> {
     let mut notes = vec![];
     let cycles = input::load(&o.inputs, &mut notes)?;
     let summary = aggregate::summarise(&cycles);
@@ -41,10 +57,14 @@ pub fn run(o: ReportOptions) -> Result<()> {
     let page = html::render(&cycles, &summary, o.title.as_deref(), &made_by, &notes);
     let to_stdout = o.output == Path::new("-");
     if to_stdout {
-        std::io::stdout().write_all(page.as_bytes())?;
+        std::io::stdout()
+            .write_all(page.as_bytes())
+            .map_err(ReportError::Stdout)?;
     } else {
-        std::fs::write(&o.output, &page)
-            .with_context(|| format!("writing {}", o.output.display()))?;
+        std::fs::write(&o.output, &page).map_err(|source| ReportError::Write {
+            path: o.output.clone(),
+            source,
+        })?;
     }
     for n in &notes {
         if !o.quiet {
