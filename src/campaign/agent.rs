@@ -246,6 +246,8 @@ fn ask(cfg: &AgentConfig, msg: &AgentMsg) -> Result<Reply> {
         match request(&cfg.controller, msg, Duration::from_secs(60)) {
             Ok(r) => return Ok(r),
             Err(e) => {
+                // Through anyhow so `{:#}` prints the whole chain of causes.
+                let e = anyhow::Error::from(e);
                 if t0.elapsed() > wait {
                     return Err(e.context(format!(
                         "the controller did not answer within {wait:?}: is `plugpull campaign` running there with [target] kind = \"host\", and is its [agent] listen address reachable from here?"

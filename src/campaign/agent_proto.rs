@@ -9,13 +9,51 @@
 //! Format `plugpull-agent/1`, documented in docs/campaign.md.
 
 use crate::model::ReportSummary;
-use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 pub const FORMAT: &str = "plugpull-agent/1";
+
+/// Why a message did not go through.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    #[error("reading a message")]
+    Read(#[source] std::io::Error),
+    #[error("the peer closed the connection without answering")]
+    Closed,
+    #[error("not a {FORMAT} message: {line}")]
+    NotOurs {
+        line: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "peer speaks {0}, this plugpull speaks {FORMAT}: run the same plugpull version on both"
+    )]
+    OtherVersion(String),
+    #[error("resolving the controller address {addr}")]
+    Resolve {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} resolves to no address")]
+    NoAddress(String),
+    #[error("connecting to the controller at {addr}")]
+    Connect {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+type Result<T, E = ProtoError> = std::result::Result<T, E>;
 
 /// Agent → controller.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -102,17 +140,17 @@ pub fn read_line<T: for<'de> Deserialize<'de>>(s: &TcpStream, timeout: Duration)
     let mut line = String::new();
     BufReader::new(s)
         .take_line(&mut line)
-        .context("reading a message")?;
+        .map_err(ProtoError::Read)?;
     if line.is_empty() {
-        bail!("the peer closed the connection without answering");
+        return Err(ProtoError::Closed);
     }
-    let env: Envelope<T> = serde_json::from_str(line.trim_end())
-        .with_context(|| format!("not a {FORMAT} message: {}", line.trim_end()))?;
+    let env: Envelope<T> =
+        serde_json::from_str(line.trim_end()).map_err(|source| ProtoError::NotOurs {
+            line: line.trim_end().to_string(),
+            source,
+        })?;
     if env.format != FORMAT {
-        bail!(
-            "peer speaks {}, this plugpull speaks {FORMAT}: run the same plugpull version on both",
-            env.format
-        );
+        return Err(ProtoError::OtherVersion(env.format));
     }
     Ok(env.body)
 }
@@ -132,11 +170,18 @@ impl<R: std::io::Read> TakeLine for BufReader<R> {
 /// One request, one reply, on a fresh connection.
 pub fn request(addr: &str, msg: &AgentMsg, timeout: Duration) -> Result<Reply> {
     let sa = std::net::ToSocketAddrs::to_socket_addrs(addr)
-        .with_context(|| format!("resolving the controller address {addr}"))?
+        .map_err(|source| ProtoError::Resolve {
+            addr: addr.into(),
+            source,
+        })?
         .next()
-        .with_context(|| format!("{addr} resolves to no address"))?;
-    let mut s = TcpStream::connect_timeout(&sa, Duration::from_secs(5))
-        .with_context(|| format!("connecting to the controller at {addr}"))?;
+        .ok_or_else(|| ProtoError::NoAddress(addr.into()))?;
+    let mut s = TcpStream::connect_timeout(&sa, Duration::from_secs(5)).map_err(|source| {
+        ProtoError::Connect {
+            addr: addr.into(),
+            source,
+        }
+    })?;
     write_line(&mut s, msg)?;
     read_line(&s, timeout)
 }

@@ -9,7 +9,6 @@
 use super::stats::{clopper_pearson_upper, quantile};
 use crate::model::{ReportSummary, Verdict};
 use crate::power::Stamp;
-use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -72,6 +71,45 @@ pub struct CycleResult {
     pub cycle_ms: f64,
 }
 
+/// Why the results file could not be opened, read or appended to.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// `what` says which step: "creating DIR", "reading PATH", "writing to PATH", ...
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Sync(std::io::Error),
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    #[error("{} is not a plugpull campaign results file", path.display())]
+    NotResults {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{} has no header line", path.display())]
+    NoHeader { path: PathBuf },
+    #[error(
+        "{} belongs to a campaign with a different configuration: restore the original config to resume it, or choose a new campaign.results file",
+        path.display()
+    )]
+    OtherConfig { path: PathBuf },
+}
+
+type Result<T, E = ResultsError> = std::result::Result<T, E>;
+
+/// Wraps an I/O error with the step that failed.
+fn step(what: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> ResultsError {
+    move |source| ResultsError::Io {
+        what: what(),
+        source,
+    }
+}
+
 /// The open results file.
 pub struct ResultsFile {
     pub path: PathBuf,
@@ -87,7 +125,7 @@ impl ResultsFile {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
                 std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
+                    .map_err(step(|| format!("creating {}", dir.display())))?;
             }
         }
         let exists = path.metadata().map(|m| m.len() > 0).unwrap_or(false);
@@ -97,9 +135,11 @@ impl ResultsFile {
                 .truncate(true)
                 .write(true)
                 .open(path)
-                .with_context(|| format!("creating the results file {}", path.display()))?;
-            writeln!(file, "{}", serde_json::to_string(&header)?)?;
-            file.sync_all()?;
+                .map_err(step(|| {
+                    format!("creating the results file {}", path.display())
+                }))?;
+            writeln!(file, "{}", serde_json::to_string(&header)?).map_err(ResultsError::Sync)?;
+            file.sync_all().map_err(ResultsError::Sync)?;
             sync_dir(path);
             return Ok(ResultsFile {
                 path: path.into(),
@@ -110,18 +150,16 @@ impl ResultsFile {
         }
         let (old, cycles, good_len) = read(path)?;
         if old.config != header.config {
-            bail!(
-                "{} belongs to a campaign with a different configuration: restore the original config to resume it, or choose a new campaign.results file",
-                path.display()
-            );
+            return Err(ResultsError::OtherConfig { path: path.into() });
         }
         let mut file = OpenOptions::new()
             .write(true)
             .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        file.set_len(good_len)?;
-        file.seek(SeekFrom::End(0))?;
-        file.sync_all()?;
+            .map_err(step(|| format!("opening {}", path.display())))?;
+        file.set_len(good_len)
+            .and_then(|()| file.seek(SeekFrom::End(0)))
+            .and_then(|_| file.sync_all())
+            .map_err(ResultsError::Sync)?;
         Ok(ResultsFile {
             path: path.into(),
             file,
@@ -136,7 +174,7 @@ impl ResultsFile {
         self.file
             .write_all(line.as_bytes())
             .and_then(|()| self.file.sync_data())
-            .with_context(|| format!("writing to {}", self.path.display()))?;
+            .map_err(step(|| format!("writing to {}", self.path.display())))?;
         self.cycles.push(r);
         Ok(())
     }
@@ -158,7 +196,7 @@ fn sync_dir(path: &Path) {
 /// Reads a results file: header, complete cycles, and the byte length up to the last
 /// complete line.
 pub fn read(path: &Path) -> Result<(Header, Vec<CycleResult>, u64)> {
-    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let data = std::fs::read(path).map_err(step(|| format!("reading {}", path.display())))?;
     let mut pos = 0usize;
     let mut header = None;
     let mut cycles = vec![];
@@ -166,9 +204,11 @@ pub fn read(path: &Path) -> Result<(Header, Vec<CycleResult>, u64)> {
     while let Some(nl) = data[pos..].iter().position(|&b| b == b'\n') {
         let line = &data[pos..pos + nl];
         if header.is_none() {
-            let h: Header = serde_json::from_slice(line).with_context(|| {
-                format!("{} is not a plugpull campaign results file", path.display())
-            })?;
+            let h: Header =
+                serde_json::from_slice(line).map_err(|source| ResultsError::NotResults {
+                    path: path.into(),
+                    source,
+                })?;
             header = Some(h);
         } else {
             match serde_json::from_slice::<CycleResult>(line) {
@@ -180,7 +220,7 @@ pub fn read(path: &Path) -> Result<(Header, Vec<CycleResult>, u64)> {
         pos += nl + 1;
         good = pos as u64;
     }
-    let header = header.with_context(|| format!("{} has no header line", path.display()))?;
+    let header = header.ok_or_else(|| ResultsError::NoHeader { path: path.into() })?;
     Ok((header, cycles, good))
 }
 
