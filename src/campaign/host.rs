@@ -13,8 +13,8 @@
 
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, read_line, write_line};
 use super::config::Settings;
+use super::context::{Campaign, derive};
 use super::results::{CycleResult, ResultsFile};
-use super::{Campaign, derive, empty_result};
 use crate::cycle::cut_delay;
 use crate::model::{Placement, Verdict};
 use crate::power::PowerSwitch;
@@ -245,7 +245,7 @@ impl Controller<'_, '_> {
                 if p.cycle == n && !self.results.cycles.iter().any(|x| x.run_id == p.run_id) =>
             {
                 // The controller was restarted between the cut and this report.
-                let mut r = empty_result(n, derive(self.c.seed, n));
+                let mut r = CycleResult::empty(n, derive(self.c.seed, n));
                 r.writer_stopped = "unknown: the controller was restarted during this cycle".into();
                 fill(&mut r, p);
                 self.record(r)?;
@@ -290,7 +290,7 @@ impl Controller<'_, '_> {
             ));
         }
         let t0 = Instant::now();
-        let mut r = Box::new(empty_result(n, derive(self.c.seed, n)));
+        let mut r = Box::new(CycleResult::empty(n, derive(self.c.seed, n)));
         r.run_id = run_id;
         if let Err(e) = cut(self.c.settings, &mut r, self.power) {
             r.error = Some(format!("{e:#}"));

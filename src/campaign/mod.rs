@@ -6,6 +6,7 @@
 //! power on → drop/re-detect the drive (by serial) → verify → append one JSON line → repeat.
 //!
 //! - [`config`]: the TOML campaign file;
+//! - [`context`]: what every cycle shares (settings, seeds), for this loop and `host`;
 //! - [`target`]: the simulated drive or a real drive found by serial, reattach hooks;
 //! - [`results`]: the results file (also the resume state) and the summary;
 //! - [`stats`]: the exact 95% upper bound on the failure rate;
@@ -17,16 +18,16 @@
 pub mod agent;
 pub mod agent_proto;
 pub mod config;
+pub mod context;
 pub mod host;
 pub mod results;
 pub mod stats;
 pub mod target;
 
 use crate::cycle::{AfterCut, cut_delay, judge, wait_for_acks, write_until_cut};
-use crate::model::{ReportSummary, RunSelector, Verdict};
+use crate::model::{RunSelector, Verdict};
 use crate::power::{PowerSwitch, Stamp};
 use crate::record::RunId;
-use crate::rng::Rng;
 use crate::sim::{Profile, SimDrive};
 use crate::witness::client::{AckSender, ClientOptions, SenderStats, fetch};
 use crate::witness::server::{Witness, WitnessOptions};
@@ -35,7 +36,8 @@ use crate::write::plan::Plan;
 use crate::write::run_descriptor;
 use anyhow::{Context, Result};
 use config::Settings;
-use results::{CYCLE_FORMAT, CycleResult, HEADER_FORMAT, Header, LastAcked, ResultsFile, Summary};
+use context::{Campaign, derive};
+use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, ResultsFile, Summary};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -105,23 +107,6 @@ pub fn run(o: CampaignOptions) -> Result<Summary> {
         run_drive_only(&c, &mut results)?;
     }
     print_summary(results::summarize(&results.cycles), o.json)
-}
-
-/// What every cycle of one campaign shares.
-pub struct Campaign<'a> {
-    pub settings: &'a Settings,
-    /// The campaign seed (the results file's, on resume).
-    pub seed: u64,
-    pub cycles_wanted: u64,
-    pub quiet: bool,
-}
-
-impl Campaign<'_> {
-    fn say(&self, s: String) {
-        if !self.quiet {
-            eprintln!("{s}");
-        }
-    }
 }
 
 fn run_whole_host(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
@@ -261,39 +246,6 @@ fn print_summary(s: Summary, json: bool) -> Result<Summary> {
     Ok(s)
 }
 
-/// Mixes the campaign seed with a cycle number: the SplitMix64 mix of
-/// `seed ^ n * GAMMA`, computed by `rng::Rng` (whose first output is the mix of its seed
-/// plus `GAMMA`), so there is one SplitMix64 in the crate. Pinned by
-/// `derived_seeds_never_change`: resumed campaigns depend on them.
-pub fn derive(seed: u64, n: u64) -> u64 {
-    /// SplitMix64's increment, the one `rng::Rng` adds before mixing.
-    const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-    Rng::new((seed ^ n.wrapping_mul(GAMMA)).wrapping_sub(GAMMA)).next_u64()
-}
-
-fn empty_result(cycle: u64, seed: u64) -> CycleResult {
-    CycleResult {
-        format: CYCLE_FORMAT.into(),
-        cycle,
-        seed,
-        run_id: String::new(),
-        started_at: chrono::Utc::now().to_rfc3339(),
-        delay_ms: 0.0,
-        cut: None,
-        restore: None,
-        off_ms: 0.0,
-        acked_records: 0,
-        witness_durable: 0,
-        last_acked: None,
-        writer_stopped: String::new(),
-        reattach_ms: None,
-        report: ReportSummary::default(),
-        unsafe_shutdowns_delta: None,
-        error: None,
-        cycle_ms: 0.0,
-    }
-}
-
 /// One cycle; never fails: whatever went wrong is recorded in the result.
 pub fn run_cycle(
     cycle: u64,
@@ -305,7 +257,7 @@ pub fn run_cycle(
 ) -> CycleResult {
     let t0 = Instant::now();
     let seed = derive(campaign_seed, cycle);
-    let mut r = empty_result(cycle, seed);
+    let mut r = CycleResult::empty(cycle, seed);
     if let Err(e) = cycle_inner(&mut r, s, target, power, witness) {
         r.report.verdict = Verdict::Error;
         r.error = Some(format!("{e:#}"));
@@ -404,25 +356,4 @@ fn note_writer(r: &mut CycleResult, progress: &Progress, stats: Option<SenderSta
         Some(f) => format!("target failed: {} returned {}", f.during, f.error),
         None => "stopped by the controller".into(),
     };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::derive;
-
-    /// Values computed by the hand-written SplitMix64 `derive` had before it used
-    /// `rng::Rng`: cycle seeds and simulated drives of existing campaigns follow them.
-    #[test]
-    fn derived_seeds_never_change() {
-        for (seed, n, want) in [
-            (0u64, 0u64, 0u64),
-            (1, 1, 16490336266968443936),
-            (42, 7, 6029533247520485195),
-            (u64::MAX, 3, 10318735482467590012),
-            (12345, 1 << 40 | 5, 5810308724939162435),
-            (7, 1 << 40, 18142462909517338651),
-        ] {
-            assert_eq!(derive(seed, n), want, "derive({seed}, {n})");
-        }
-    }
 }

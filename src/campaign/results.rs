@@ -71,6 +71,32 @@ pub struct CycleResult {
     pub cycle_ms: f64,
 }
 
+impl CycleResult {
+    /// A cycle that has not got anywhere yet: verdict ERROR until a verify says otherwise.
+    pub fn empty(cycle: u64, seed: u64) -> CycleResult {
+        CycleResult {
+            format: CYCLE_FORMAT.into(),
+            cycle,
+            seed,
+            run_id: String::new(),
+            started_at: chrono::Utc::now().to_rfc3339(),
+            delay_ms: 0.0,
+            cut: None,
+            restore: None,
+            off_ms: 0.0,
+            acked_records: 0,
+            witness_durable: 0,
+            last_acked: None,
+            writer_stopped: String::new(),
+            reattach_ms: None,
+            report: ReportSummary::default(),
+            unsafe_shutdowns_delta: None,
+            error: None,
+            cycle_ms: 0.0,
+        }
+    }
+}
+
 /// Why the results file could not be opened, read or appended to.
 #[derive(Debug, thiserror::Error)]
 pub enum ResultsError {

@@ -7,7 +7,7 @@
 
 use super::super::aggregate::CLASSES;
 use super::super::input::TimelineBucket;
-use super::{LEFT, RIGHT, TOP, W, class_colour, esc, fmt_ms, lower, open, text, y_axis};
+use super::draw::{LEFT, RIGHT, TOP, W, class_colour, esc, fmt_ms, lower, open, text, y_axis};
 use crate::model::RecordClass;
 use crate::verify::distribution::{bucket_125, edge_125};
 use std::fmt::Write;
