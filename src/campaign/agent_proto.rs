@@ -209,4 +209,28 @@ mod tests {
         let r = serde_json::to_value(Reply::Stop { why: "done".into() }).unwrap();
         assert_eq!(r["type"], "stop");
     }
+
+    /// A boot report as agents before the shared summary type wrote it (its fields in
+    /// their old order) still reads, and reads back the same after a round trip.
+    #[test]
+    fn an_old_boot_report_reads() {
+        let old = r#"{"format":"plugpull-agent/1","type":"boot","host":"h","previous":{"cycle":2,"run_id":"ab","verdict":"FAIL","summary":"s","counts":{"intact":1,"lost":2},"acked_records":3,"last_acked":null,"loss_window":{"records":2,"bytes":8192,"ms":1.5},"ordering_holes":1,"dead_device":null,"reattach_ms":4.0,"unsafe_shutdowns_delta":1,"error":null}}"#;
+        let env: Envelope<AgentMsg> = serde_json::from_str(old).unwrap();
+        let AgentMsg::Boot {
+            previous: Some(p), ..
+        } = &env.body
+        else {
+            panic!("not a boot report with a previous run");
+        };
+        assert_eq!(p.report.verdict, crate::model::Verdict::Fail);
+        assert_eq!(p.report.counts.get(crate::model::RecordClass::Lost), 2);
+        assert_eq!(p.report.ordering_holes, 1);
+        assert_eq!(p.acked_records, 3);
+        let again: Envelope<AgentMsg> =
+            serde_json::from_str(&serde_json::to_string(&env).unwrap()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&again).unwrap(),
+            serde_json::to_value(&env).unwrap()
+        );
+    }
 }
