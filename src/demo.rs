@@ -15,13 +15,37 @@ use crate::witness::client::{AckSender, ClientOptions, fetch};
 use crate::witness::server::{Witness, WitnessOptions};
 use crate::write::plan::Plan;
 use crate::write::run_descriptor;
-use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const DRIVE_BYTES: u64 = 64 << 20;
+
+/// Why the demo could not run its cycle.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("creating {}", path.display())]
+    TempDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("creating the simulated drive")]
+    Drive(#[source] std::io::Error),
+    /// The witness, the ack sender or the fetch failed; their modules' errors, whole.
+    #[error(transparent)]
+    Witness(Box<dyn std::error::Error + Send + Sync>),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+type Result<T, E = DemoError> = std::result::Result<T, E>;
+
+/// Keeps a witness-side error whole (its causes included) as a [`DemoError`].
+fn witness_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DemoError {
+    DemoError::Witness(e.into())
+}
 
 /// What `plugpull demo` runs.
 #[derive(Clone, Debug)]
@@ -61,13 +85,13 @@ pub fn run(o: DemoOptions) -> Result<Verdict> {
             quiet: true,
             ..Default::default()
         },
-    )?;
+    )
+    .map_err(witness_error)?;
     let addr = witness.addr.to_string();
     say(format!("  witness: {addr}, ack logs in {}", dir.display()));
 
     let drive = Arc::new(
-        SimDrive::create(DRIVE_BYTES, o.profile.clone(), seed, None)
-            .context("creating the simulated drive")?,
+        SimDrive::create(DRIVE_BYTES, o.profile.clone(), seed, None).map_err(DemoError::Drive)?,
     );
     let plan = demo_plan(seed, o.duration);
     let descriptor = run_descriptor(
@@ -130,7 +154,8 @@ fn cut_and_verify(
     addr: &str,
     say: &dyn Fn(String),
 ) -> Result<Report> {
-    let sender = AckSender::connect(addr, descriptor, ClientOptions::default())?;
+    let sender =
+        AckSender::connect(addr, descriptor, ClientOptions::default()).map_err(witness_error)?;
     say(format!(
         "1/4 writing 4 KiB records with a flush after each, for {:?} ...",
         o.duration
@@ -143,7 +168,9 @@ fn cut_and_verify(
         ((), AfterCut::StopWriter)
     });
     let acked = progress.records_acked.load(Ordering::Relaxed);
-    let stats = sender.finish(Duration::from_secs(10))?;
+    let stats = sender
+        .finish(Duration::from_secs(10))
+        .map_err(witness_error)?;
     say(format!(
         "    {acked} records acknowledged, {} of them durable at the witness",
         stats.durable
@@ -158,7 +185,7 @@ fn cut_and_verify(
     say("3/4 power restored".into());
     let powered = drive.power_on();
     say("4/4 verifying against the witness's acks".into());
-    let log = fetch(addr, &RunSelector::Run(plan.run))?;
+    let log = fetch(addr, &RunSelector::Run(plan.run)).map_err(witness_error)?;
     let drive = powered
         .map(|()| drive.clone() as Arc<dyn Device>)
         .map_err(|e| e.to_string());
@@ -181,6 +208,9 @@ fn print_outcome(o: &DemoOptions, seed: u64, report: &Report, oracle_faults: usi
 
 fn tempfile_dir() -> Result<PathBuf> {
     let d = std::env::temp_dir().join(format!("plugpull-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    std::fs::create_dir_all(&d).map_err(|source| DemoError::TempDir {
+        path: d.clone(),
+        source,
+    })?;
     Ok(d)
 }
