@@ -3,32 +3,70 @@
 //! back on, and the real verify. The honest profile passes; `--profile lying` fails and
 //! shows what a drive that acknowledges flushes it has not done loses.
 
-use crate::commands::args::DemoArgs;
+use crate::cycle::{AfterCut, judge, write_until_cut};
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FlushMethod};
-use crate::model::Placement;
-use crate::model::RunSelector;
+use crate::model::{Placement, RunDescriptor, RunSelector, Verdict};
 use crate::record::RunId;
 use crate::sim::drive::SimDrive;
 use crate::sim::profile::Profile;
-use crate::verify::verify_device;
+use crate::verify::report::Report;
 use crate::witness::client::{AckSender, ClientOptions, fetch};
 use crate::witness::server::{Witness, WitnessOptions};
-use crate::write::engine::{Progress, run_streams};
 use crate::write::plan::Plan;
 use crate::write::run_descriptor;
-use anyhow::{Context, Result};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const DRIVE_BYTES: u64 = 64 << 20;
 
-pub fn run(a: DemoArgs) -> Result<i32> {
-    let profile = Profile::parse(&a.profile).map_err(|e| anyhow::anyhow!(e))?;
-    let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
+/// Why the demo could not run its cycle.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("creating {}", path.display())]
+    TempDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("creating the simulated drive")]
+    Drive(#[source] std::io::Error),
+    /// The witness, the ack sender or the fetch failed; their modules' errors, whole.
+    #[error(transparent)]
+    Witness(Box<dyn std::error::Error + Send + Sync>),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+type Result<T, E = DemoError> = std::result::Result<T, E>;
+
+/// Keeps a witness-side error whole (its causes included) as a [`DemoError`].
+fn witness_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DemoError {
+    DemoError::Witness(e.into())
+}
+
+/// What `plugpull demo` runs.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// The simulated drive's behaviour.
+    pub profile: Profile,
+    /// The profile as the user named it (printed back, and in the replay command).
+    pub profile_name: String,
+    /// Seed of the drive's decisions and the writer's; random when `None`.
+    pub seed: Option<u64>,
+    /// How long the writer runs before the cut.
+    pub duration: Duration,
+    /// Print the verify report as JSON instead of the narrated cycle.
+    pub json: bool,
+}
+
+/// Runs the demo cycle and prints it; the verdict decides the exit status.
+pub fn run(o: DemoOptions) -> Result<Verdict> {
+    let seed = o.seed.unwrap_or_else(crate::rng::random_seed);
     let say = |s: String| {
-        if !a.json {
+        if !o.json {
             eprintln!("{s}");
         }
     };
@@ -36,7 +74,7 @@ pub fn run(a: DemoArgs) -> Result<i32> {
     say(format!(
         "  drive:   simulated, {} MiB, profile {} (seed {seed})",
         DRIVE_BYTES >> 20,
-        a.profile
+        o.profile_name
     ));
 
     let dir = tempfile_dir()?;
@@ -47,15 +85,37 @@ pub fn run(a: DemoArgs) -> Result<i32> {
             quiet: true,
             ..Default::default()
         },
-    )?;
+    )
+    .map_err(witness_error)?;
     let addr = witness.addr.to_string();
     say(format!("  witness: {addr}, ack logs in {}", dir.display()));
 
     let drive = Arc::new(
-        SimDrive::create(DRIVE_BYTES, profile, seed, None)
-            .context("creating the simulated drive")?,
+        SimDrive::create(DRIVE_BYTES, o.profile.clone(), seed, None).map_err(DemoError::Drive)?,
     );
-    let plan = Plan {
+    let plan = demo_plan(seed, o.duration);
+    let descriptor = run_descriptor(
+        &plan,
+        drive_identity(&o.profile_name),
+        FlushMethod::Fdatasync,
+        true,
+    );
+    let mut report = cut_and_verify(&o, &drive, &plan, &descriptor, &addr, &say)?;
+    report.target = "simdrive (in-process)".into();
+    report.device = Some(descriptor.device.clone());
+    if o.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_outcome(&o, seed, &report, drive.oracle().len());
+    }
+    witness.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(report.verdict)
+}
+
+/// 4 KiB records, one stream, front to back over the whole drive, for `duration`.
+fn demo_plan(seed: u64, duration: Duration) -> Plan {
+    Plan {
         run: RunId::random(),
         region_offset: 0,
         region_bytes: DRIVE_BYTES,
@@ -66,37 +126,51 @@ pub fn run(a: DemoArgs) -> Result<i32> {
         seed,
         align: 512,
         count: None,
-        duration: Some(a.duration),
-    };
-    let device = DeviceIdentity {
+        duration: Some(duration),
+    }
+}
+
+/// The simulated drive as the run descriptor names it.
+fn drive_identity(profile_name: &str) -> DeviceIdentity {
+    DeviceIdentity {
         target: "simdrive".into(),
         kind: "simulated".into(),
-        model: Some(format!("plugpull simdrive ({})", a.profile)),
+        model: Some(format!("plugpull simdrive ({profile_name})")),
         size_bytes: DRIVE_BYTES,
         logical_sector_bytes: Some(512),
         physical_sector_bytes: Some(4096),
         write_cache: Some("write back".into()),
         ..Default::default()
-    };
-    let descriptor = run_descriptor(&plan, device, FlushMethod::Fdatasync, true);
-    let sender = AckSender::connect(&addr, &descriptor, ClientOptions::default())?;
+    }
+}
 
+/// The cycle, narrated: write with acks to the witness at `addr`, cut while the writer
+/// still runs, power on, verify against the witness's acks.
+fn cut_and_verify(
+    o: &DemoOptions,
+    drive: &Arc<SimDrive>,
+    plan: &Plan,
+    descriptor: &RunDescriptor,
+    addr: &str,
+    say: &dyn Fn(String),
+) -> Result<Report> {
+    let sender =
+        AckSender::connect(addr, descriptor, ClientOptions::default()).map_err(witness_error)?;
     say(format!(
         "1/4 writing 4 KiB records with a flush after each, for {:?} ...",
-        a.duration
+        o.duration
     ));
-    let progress = Progress::default();
-    let stop = AtomicBool::new(false);
     // The cut comes while the writer is still running, as a real one would.
-    std::thread::scope(|s| {
-        s.spawn(|| run_streams(drive.as_ref(), &plan, &sender, &stop, &progress));
-        std::thread::sleep(a.duration.saturating_sub(Duration::from_millis(50)));
+    let ((), progress) = write_until_cut(drive.as_ref(), plan, &sender, |_| {
+        std::thread::sleep(o.duration.saturating_sub(Duration::from_millis(50)));
         say("2/4 cutting power (the writer is still writing)".into());
         drive.cut().ok();
-        stop.store(true, Ordering::SeqCst);
+        ((), AfterCut::StopWriter)
     });
     let acked = progress.records_acked.load(Ordering::Relaxed);
-    let stats = sender.finish(Duration::from_secs(10))?;
+    let stats = sender
+        .finish(Duration::from_secs(10))
+        .map_err(witness_error)?;
     say(format!(
         "    {acked} records acknowledged, {} of them durable at the witness",
         stats.durable
@@ -111,43 +185,32 @@ pub fn run(a: DemoArgs) -> Result<i32> {
     say("3/4 power restored".into());
     let powered = drive.power_on();
     say("4/4 verifying against the witness's acks".into());
-    let log = fetch(&addr, &RunSelector::Run(plan.run))?;
-    let mut report = match powered {
-        Ok(()) => verify_device(
-            drive.clone() as Arc<dyn Device>,
-            &log,
-            Duration::from_secs(10),
-        ),
-        Err(e) => crate::verify::dead_device_report(&log, e.to_string()),
-    };
-    report.target = "simdrive (in-process)".into();
-    report.device = Some(descriptor.device.clone());
-    let oracle = drive.oracle();
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!();
-        print!("{}", report.to_text());
-        println!();
-        println!(
-            "The simulated drive's own log (its oracle) lists {} injected fault(s).",
-            oracle.len()
-        );
-        println!(
-            "Mode: in-process simulated drive. For the same cycle through real syscalls on a FUSE mount, see docs/GUIDE-simdrive.md."
-        );
-        println!(
-            "Same drive decisions again (the cut moment is timed, so counts vary): plugpull demo --profile {} --seed {seed} --duration {:?}",
-            a.profile, a.duration
-        );
-    }
-    witness.shutdown();
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(report.verdict.exit_code())
+    let log = fetch(addr, &RunSelector::Run(plan.run)).map_err(witness_error)?;
+    let drive = powered
+        .map(|()| drive.clone() as Arc<dyn Device>)
+        .map_err(|e| e.to_string());
+    Ok(judge(drive, &log, Duration::from_secs(10)))
 }
 
-fn tempfile_dir() -> Result<std::path::PathBuf> {
+fn print_outcome(o: &DemoOptions, seed: u64, report: &Report, oracle_faults: usize) {
+    println!();
+    print!("{}", report.to_text());
+    println!();
+    println!("The simulated drive's own log (its oracle) lists {oracle_faults} injected fault(s).");
+    println!(
+        "Mode: in-process simulated drive. For the same cycle through real syscalls on a FUSE mount, see docs/GUIDE-simdrive.md."
+    );
+    println!(
+        "Same drive decisions again (the cut moment is timed, so counts vary): plugpull demo --profile {} --seed {seed} --duration {:?}",
+        o.profile_name, o.duration
+    );
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
     let d = std::env::temp_dir().join(format!("plugpull-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    std::fs::create_dir_all(&d).map_err(|source| DemoError::TempDir {
+        path: d.clone(),
+        source,
+    })?;
     Ok(d)
 }

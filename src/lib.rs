@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod campaign;
 pub mod commands;
+pub mod cycle;
 pub mod demo;
 pub mod device;
 pub mod exit;

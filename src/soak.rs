@@ -12,23 +12,18 @@
 //! count: the drive loses power just before the writer's N-th write or flush, so a
 //! failing seed replays exactly with `plugpull soak --seed S --cycles 1`.
 
-use crate::commands::args::SoakArgs;
+use crate::cycle::{AfterCut, judge, write_until_cut};
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FlushMethod};
-use crate::model::Placement;
-use crate::model::{Ack, RunLog};
+use crate::model::{Ack, Placement, RunLog, Verdict};
 use crate::record::RunId;
 use crate::rng::Rng;
 use crate::sim::compare::{Findings, diff, expected, found};
 use crate::sim::{Kind, Profile, SimDrive};
-use crate::verify::report::Verdict;
-use crate::verify::{dead_device_report, verify_device};
-use crate::write::engine::{Progress, run_streams};
 use crate::write::plan::Plan;
 use crate::write::run_descriptor;
-use anyhow::Result;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -205,12 +200,12 @@ impl Device for CutAt<'_> {
 }
 
 /// Runs one cycle: write until the cut, power on, verify, compare with the oracle.
-pub fn run_cycle(seed: u64, faulty: bool) -> Result<CycleOutcome> {
+pub fn run_cycle(seed: u64, faulty: bool) -> io::Result<CycleOutcome> {
     run_cycle_on(seed, faulty).map(|(o, _)| o)
 }
 
 /// [`run_cycle`], also returning the drive (its oracle events, for debugging a seed).
-pub fn run_cycle_on(seed: u64, faulty: bool) -> Result<(CycleOutcome, Arc<SimDrive>)> {
+pub fn run_cycle_on(seed: u64, faulty: bool) -> io::Result<(CycleOutcome, Arc<SimDrive>)> {
     let spec = CycleSpec::new(seed, faulty);
     let drive = Arc::new(SimDrive::create(
         spec.drive_bytes,
@@ -218,33 +213,16 @@ pub fn run_cycle_on(seed: u64, faulty: bool) -> Result<(CycleOutcome, Arc<SimDri
         seed,
         None,
     )?);
-    let mut id = [0u8; 16];
-    id[..8].copy_from_slice(&seed.to_le_bytes());
-    id[8..].copy_from_slice(b"soakcycl");
-    let plan = Plan {
-        run: RunId(id),
-        region_offset: 0,
-        region_bytes: spec.drive_bytes,
-        record_min: spec.record_bytes,
-        record_max: spec.record_bytes,
-        placement: spec.placement,
-        streams: 1,
-        seed,
-        // Random placement on the record grid (see CycleSpec::new).
-        align: spec.record_bytes,
-        count: None,
-        duration: None,
-    };
+    let plan = soak_plan(&spec);
     let sink: Mutex<Vec<Ack>> = Mutex::new(Vec::new());
-    let progress = Progress::default();
-    let stop = AtomicBool::new(false);
     let dev = CutAt {
         drive: &drive,
         ops: AtomicU64::new(0),
         cut_op: spec.cut_op,
     };
-    // The writer stops at its first failed operation, which the cut guarantees.
-    run_streams(&dev, &plan, &sink, &stop, &progress);
+    // The cut is inside the device; the writer stops at its first failed operation,
+    // which the cut guarantees.
+    write_until_cut(&dev, &plan, &sink, |_| ((), AfterCut::LetItRun));
     let acks = sink.into_inner().unwrap_or_else(|e| e.into_inner());
     let descriptor = run_descriptor(
         &plan,
@@ -262,14 +240,11 @@ pub fn run_cycle_on(seed: u64, faulty: bool) -> Result<(CycleOutcome, Arc<SimDri
         acks,
         events: vec![],
     };
-    let report = match drive.power_on() {
-        Ok(()) => verify_device(
-            drive.clone() as Arc<dyn Device>,
-            &log,
-            Duration::from_secs(10),
-        ),
-        Err(e) => dead_device_report(&log, e.to_string()),
-    };
+    let powered = drive
+        .power_on()
+        .map(|()| drive.clone() as Arc<dyn Device>)
+        .map_err(|e| e.to_string());
+    let report = judge(powered, &log, Duration::from_secs(10));
     let oracle = drive.oracle();
     let exp = expected(&plan.run.hex(), &log.acks, &oracle);
     Ok((
@@ -283,6 +258,28 @@ pub fn run_cycle_on(seed: u64, faulty: bool) -> Result<(CycleOutcome, Arc<SimDri
         },
         drive,
     ))
+}
+
+/// The writer of one soak cycle: one stream of fixed-size records over the whole drive,
+/// under a run id made from the seed (so a cycle replays byte for byte).
+fn soak_plan(spec: &CycleSpec) -> Plan {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&spec.seed.to_le_bytes());
+    id[8..].copy_from_slice(b"soakcycl");
+    Plan {
+        run: RunId(id),
+        region_offset: 0,
+        region_bytes: spec.drive_bytes,
+        record_min: spec.record_bytes,
+        record_max: spec.record_bytes,
+        placement: spec.placement,
+        streams: 1,
+        seed: spec.seed,
+        // Random placement on the record grid (see CycleSpec::new).
+        align: spec.record_bytes,
+        count: None,
+        duration: None,
+    }
 }
 
 /// Totals of a soak.
@@ -307,7 +304,7 @@ pub fn soak(
     honest: bool,
     faulty: bool,
     mut report: impl FnMut(&CycleOutcome),
-) -> Result<Summary> {
+) -> io::Result<Summary> {
     let mut s = Summary::default();
     for i in 0..cycles {
         let cs = seed.wrapping_add(i);
@@ -337,31 +334,49 @@ pub fn soak(
     Ok(s)
 }
 
-/// `plugpull soak`.
-pub fn run(a: SoakArgs) -> Result<i32> {
-    let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
-    let (honest, faulty) = match a.only.as_deref() {
-        None => (true, true),
-        Some("honest") => (true, false),
-        Some("faulty") => (false, true),
-        Some(o) => {
-            anyhow::bail!("--only {o:?}: expected honest or faulty");
-        }
+/// Which kinds of cycle a soak runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kinds {
+    Both,
+    HonestOnly,
+    FaultyOnly,
+}
+
+/// What `plugpull soak` runs.
+#[derive(Clone, Debug)]
+pub struct SoakOptions {
+    /// First seed; random when `None` (printed either way).
+    pub seed: Option<u64>,
+    /// Cycles of each kind.
+    pub cycles: u64,
+    pub kinds: Kinds,
+    /// Print the expected and found findings of every failing cycle.
+    pub verbose: bool,
+}
+
+/// `plugpull soak`: runs the cycles and prints the totals and how to replay each failing
+/// cycle. The soak passed when `failing` is empty.
+pub fn run(o: SoakOptions) -> io::Result<Summary> {
+    let seed = o.seed.unwrap_or_else(crate::rng::random_seed);
+    let (honest, faulty) = match o.kinds {
+        Kinds::Both => (true, true),
+        Kinds::HonestOnly => (true, false),
+        Kinds::FaultyOnly => (false, true),
     };
     eprintln!(
         "plugpull soak: {} cycle(s) per kind from seed {seed} (in-process simulated drive, cut at a seeded operation)",
-        a.cycles
+        o.cycles
     );
     let t0 = Instant::now();
-    let s = soak(seed, a.cycles, honest, faulty, |o| {
-        eprintln!("FAILED {}", o.describe());
-        if a.verbose {
-            eprintln!("  expected: {:?}\n  found:    {:?}", o.expected, o.found);
+    let s = soak(seed, o.cycles, honest, faulty, |c| {
+        eprintln!("FAILED {}", c.describe());
+        if o.verbose {
+            eprintln!("  expected: {:?}\n  found:    {:?}", c.expected, c.found);
         }
     })?;
     println!(
         "soak: seeds {seed}..{}: {} honest cycles, {} false alarm(s); {} faulty cycles ({} with damage to acknowledged records), {} miss(es); {} cycle(s) whose findings differ from the oracle; {:.1} s",
-        seed.wrapping_add(a.cycles.saturating_sub(1)),
+        seed.wrapping_add(o.cycles.saturating_sub(1)),
         s.honest,
         s.false_alarms,
         s.faulty,
@@ -373,11 +388,7 @@ pub fn run(a: SoakArgs) -> Result<i32> {
     for f in &s.failing {
         println!("  reproduce: {f}");
     }
-    Ok(if s.failing.is_empty() {
-        crate::exit::PASS
-    } else {
-        crate::exit::FAIL
-    })
+    Ok(s)
 }
 
 #[cfg(test)]

@@ -9,10 +9,10 @@
 
 use plugpull::device::mem::MemDevice;
 use plugpull::device::{Device, FlushMethod};
+use plugpull::model::Verdict;
 use plugpull::model::{Ack, RunDescriptor, RunLog, WriterSettings};
 use plugpull::record::{RecordId, RunId, fill_record};
 use plugpull::rng::RunKey;
-use plugpull::verify::report::Verdict;
 use plugpull::verify::verify_device;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

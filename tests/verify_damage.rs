@@ -4,10 +4,11 @@
 use plugpull::device::mem::MemDevice;
 use plugpull::device::{Device, FlushMethod};
 use plugpull::model::Placement;
+use plugpull::model::Verdict;
 use plugpull::model::{Ack, RunDescriptor, RunLog, WriterSettings};
 use plugpull::record::{RecordId, RunId, fill_record};
 use plugpull::rng::RunKey;
-use plugpull::verify::report::{Report, Verdict};
+use plugpull::verify::report::Report;
 use plugpull::verify::verify_device;
 use plugpull::write::engine::{Progress, run_streams};
 use plugpull::write::plan::Plan;

@@ -38,11 +38,12 @@
 mod common;
 
 use plugpull::device::mem::MemDevice;
+use plugpull::model::Verdict;
 use plugpull::model::{Ack, RunLog};
 use plugpull::record::{RecordId, RunId, SECTOR, fill_record};
 use plugpull::rng::{Rng, RunKey};
 use plugpull::verify::distribution::bucket_125;
-use plugpull::verify::report::{Report, Verdict};
+use plugpull::verify::report::Report;
 use plugpull::verify::verify_device;
 use std::collections::BTreeMap;
 use std::io::Write as _;

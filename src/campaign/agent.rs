@@ -14,16 +14,13 @@
 //! The agent config is a small TOML file (docs/campaign.md, whole-host mode).
 
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, request};
-use super::results::{LastAcked, LossWindow};
-use crate::commands::args::AgentArgs;
+use super::results::LastAcked;
+use crate::cycle::{AfterCut, judge, wait_for_acks, write_until_cut};
 use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, identity, is_block_device};
-use crate::exit;
 use crate::model::Placement;
-use crate::model::RunSelector;
+use crate::model::{ReportSummary, RunSelector};
 use crate::record::RunId;
-use crate::verify::{dead_device_report, verify_device};
 use crate::witness::client::{AckSender, ClientOptions, fetch};
-use crate::write::engine::{Progress, run_streams};
 use crate::write::plan::Plan;
 use crate::write::run_descriptor;
 use anyhow::{Context, Result, bail};
@@ -31,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub const STATE_FORMAT: &str = "plugpull-agent-state/1";
@@ -182,8 +179,26 @@ fn say(s: String) {
     eprintln!("plugpull agent: {s}");
 }
 
-pub fn run(a: AgentArgs) -> Result<i32> {
-    let cfg = AgentConfig::load(&a.config)?;
+/// What `plugpull agent` runs.
+#[derive(Clone, Debug)]
+pub struct AgentOptions {
+    /// The agent config (TOML).
+    pub config: PathBuf,
+}
+
+/// How an agent's boot ended (errors aside).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgentEnd {
+    /// Nothing (more) to write, or the writer ended by itself.
+    Done,
+    /// The drive failed under the writer while this host kept power.
+    DriveFailedWithPower,
+}
+
+/// One boot of the host under test: verify and report the previous run, then write the
+/// next one until the power dies.
+pub fn run(o: AgentOptions) -> Result<AgentEnd> {
+    let cfg = AgentConfig::load(&o.config)?;
     let host = nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_default();
@@ -199,8 +214,8 @@ pub fn run(a: AgentArgs) -> Result<i32> {
             say(format!(
                 "cycle {}: {} - {}",
                 p.cycle,
-                p.verdict,
-                p.error.as_deref().unwrap_or(&p.summary)
+                p.report.verdict,
+                p.error.as_deref().unwrap_or(&p.report.summary)
             ));
             Some(Box::new(p))
         }
@@ -215,7 +230,7 @@ pub fn run(a: AgentArgs) -> Result<i32> {
     match reply {
         Reply::Stop { why } => {
             say(format!("nothing to write: {why}"));
-            Ok(exit::PASS)
+            Ok(AgentEnd::Done)
         }
         Reply::Next(order) => write_run(&cfg, &order),
         Reply::Ok => bail!("the controller answered the boot report with no order"),
@@ -231,6 +246,8 @@ fn ask(cfg: &AgentConfig, msg: &AgentMsg) -> Result<Reply> {
         match request(&cfg.controller, msg, Duration::from_secs(60)) {
             Ok(r) => return Ok(r),
             Err(e) => {
+                // Through anyhow so `{:#}` prints the whole chain of causes.
+                let e = anyhow::Error::from(e);
                 if t0.elapsed() > wait {
                     return Err(e.context(format!(
                         "the controller did not answer within {wait:?}: is `plugpull campaign` running there with [target] kind = \"host\", and is its [agent] listen address reachable from here?"
@@ -251,14 +268,9 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
     let mut p = PreviousRun {
         cycle: s.cycle,
         run_id: run_id.clone(),
-        verdict: "ERROR".into(),
-        summary: String::new(),
-        counts: Default::default(),
+        report: ReportSummary::default(),
         acked_records: 0,
         last_acked: None,
-        loss_window: None,
-        ordering_holes: 0,
-        dead_device: None,
         reattach_ms: None,
         unsafe_shutdowns_delta: None,
         error: None,
@@ -289,7 +301,7 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
         let d = FileDevice::open_read(&path)?;
         Ok((path, d))
     });
-    let report = match found {
+    let drive = match found {
         Ok((path, d)) => {
             p.reattach_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
             if cfg.target.unsafe_shutdown_counter && is_block_device(&path) {
@@ -299,24 +311,11 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
                     _ => None,
                 };
             }
-            verify_device(Arc::new(d), &log, Duration::from_secs(30))
+            Ok(Arc::new(d) as Arc<dyn Device>)
         }
-        Err(e) => dead_device_report(&log, format!("{e:#}")),
+        Err(e) => Err(format!("{e:#}")),
     };
-    p.verdict = report.verdict.name().into();
-    p.summary = report.summary.clone();
-    p.counts = report
-        .counts
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
-    p.loss_window = report.loss_window.as_ref().map(|w| LossWindow {
-        records: w.records,
-        bytes: w.bytes,
-        ms: w.ms,
-    });
-    p.ordering_holes = report.ordering_holes.count;
-    p.dead_device = report.dead_device.clone();
+    p.report = judge(drive, &log, Duration::from_secs(30)).to_summary();
     p
 }
 
@@ -335,7 +334,7 @@ fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::model::RunLog> {
     }
 }
 
-fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<i32> {
+fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<AgentEnd> {
     let path = cfg.wait_for_target()?;
     let destroy = cfg.target.destroy_data.then_some(path.as_path());
     let (dev, region) = crate::write::open_target(
@@ -348,25 +347,7 @@ fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<i32> {
             flush: FlushMethod::Fdatasync,
         },
     )?;
-    let plan = Plan {
-        run: RunId::random(),
-        region_offset: 0,
-        region_bytes: region,
-        record_min: o.record_min,
-        record_max: o.record_max,
-        placement: if o.placement == "random" {
-            Placement::Random
-        } else {
-            Placement::Sequential
-        },
-        streams: o.streams,
-        seed: o.seed,
-        align: (dev.logical_block_bytes() as u64).max(512),
-        count: None,
-        duration: None,
-    };
-    plan.validate()
-        .map_err(|e| anyhow::anyhow!("the controller's writer settings: {e}"))?;
+    let plan = order_plan(o, region, dev.logical_block_bytes())?;
     let counter = (cfg.target.unsafe_shutdown_counter && is_block_device(&path))
         .then(|| super::target::unsafe_shutdowns(&path))
         .flatten();
@@ -398,21 +379,10 @@ fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<i32> {
         region,
         o.seed
     ));
-    let progress = Progress::default();
-    let stop = AtomicBool::new(false);
-    let told: Result<()> = std::thread::scope(|sc| {
-        sc.spawn(|| run_streams(&dev as &dyn Device, &plan, &sender, &stop, &progress));
-        let res = (|| {
-            while progress.records_acked.load(Ordering::Relaxed) < o.min_acks.max(1) {
-                if let Some(f) = progress.failure() {
-                    bail!(
-                        "the writer failed before any ack: {} failed: {}",
-                        f.during,
-                        f.error
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
+    // The cut is the controller's: tell it acks flow, then write until the power dies.
+    let (told, progress) = write_until_cut(&dev as &dyn Device, &plan, &sender, |progress| {
+        let told = (|| -> Result<()> {
+            wait_for_acks(progress, o.min_acks.max(1), None)?;
             let msg = AgentMsg::Acking {
                 cycle: o.cycle,
                 run_id: plan.run.hex(),
@@ -421,10 +391,12 @@ fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<i32> {
             ask(cfg, &msg)?;
             Ok(())
         })();
-        if res.is_err() {
-            stop.store(true, Ordering::SeqCst);
-        }
-        res
+        let after = if told.is_err() {
+            AfterCut::StopWriter
+        } else {
+            AfterCut::LetItRun
+        };
+        (told, after)
     });
     let _ = sender.finish(Duration::from_secs(10));
     told?;
@@ -434,8 +406,32 @@ fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<i32> {
                 "the drive failed under the writer ({} returned {}) but this host kept power: the switch may cut only the drive, or the drive died by itself",
                 f.during, f.error
             ));
-            Ok(exit::TARGET_FAILED)
+            Ok(AgentEnd::DriveFailedWithPower)
         }
-        None => Ok(exit::PASS),
+        None => Ok(AgentEnd::Done),
     }
+}
+
+/// The writer of the controller's order, over `region` bytes of the target.
+fn order_plan(o: &RunOrder, region: u64, block_bytes: u32) -> Result<Plan> {
+    let plan = Plan {
+        run: RunId::random(),
+        region_offset: 0,
+        region_bytes: region,
+        record_min: o.record_min,
+        record_max: o.record_max,
+        placement: if o.placement == "random" {
+            Placement::Random
+        } else {
+            Placement::Sequential
+        },
+        streams: o.streams,
+        seed: o.seed,
+        align: (block_bytes as u64).max(512),
+        count: None,
+        duration: None,
+    };
+    plan.validate()
+        .map_err(|e| anyhow::anyhow!("the controller's writer settings: {e}"))?;
+    Ok(plan)
 }

@@ -8,14 +8,52 @@
 //! so a host that dies mid-conversation leaves nothing half-open to clean up.
 //! Format `plugpull-agent/1`, documented in docs/campaign.md.
 
-use anyhow::{Context, Result, bail};
+use crate::model::ReportSummary;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
 pub const FORMAT: &str = "plugpull-agent/1";
+
+/// Why a message did not go through.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    #[error("reading a message")]
+    Read(#[source] std::io::Error),
+    #[error("the peer closed the connection without answering")]
+    Closed,
+    #[error("not a {FORMAT} message: {line}")]
+    NotOurs {
+        line: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "peer speaks {0}, this plugpull speaks {FORMAT}: run the same plugpull version on both"
+    )]
+    OtherVersion(String),
+    #[error("resolving the controller address {addr}")]
+    Resolve {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} resolves to no address")]
+    NoAddress(String),
+    #[error("connecting to the controller at {addr}")]
+    Connect {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+type Result<T, E = ProtoError> = std::result::Result<T, E>;
 
 /// Agent → controller.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -39,16 +77,12 @@ pub enum AgentMsg {
 pub struct PreviousRun {
     pub cycle: u64,
     pub run_id: String,
-    /// "PASS", "FAIL", "INCONCLUSIVE", or "ERROR" when the agent could not verify.
-    pub verdict: String,
-    pub summary: String,
-    pub counts: BTreeMap<String, u64>,
+    /// The verify report's summary; verdict ERROR when the agent could not verify.
+    #[serde(flatten)]
+    pub report: ReportSummary,
     /// Acks the witness holds for the run.
     pub acked_records: u64,
     pub last_acked: Option<super::results::LastAcked>,
-    pub loss_window: Option<super::results::LossWindow>,
-    pub ordering_holes: u64,
-    pub dead_device: Option<String>,
     /// Boot → drive found again, ms.
     pub reattach_ms: Option<f64>,
     pub unsafe_shutdowns_delta: Option<i64>,
@@ -106,17 +140,17 @@ pub fn read_line<T: for<'de> Deserialize<'de>>(s: &TcpStream, timeout: Duration)
     let mut line = String::new();
     BufReader::new(s)
         .take_line(&mut line)
-        .context("reading a message")?;
+        .map_err(ProtoError::Read)?;
     if line.is_empty() {
-        bail!("the peer closed the connection without answering");
+        return Err(ProtoError::Closed);
     }
-    let env: Envelope<T> = serde_json::from_str(line.trim_end())
-        .with_context(|| format!("not a {FORMAT} message: {}", line.trim_end()))?;
+    let env: Envelope<T> =
+        serde_json::from_str(line.trim_end()).map_err(|source| ProtoError::NotOurs {
+            line: line.trim_end().to_string(),
+            source,
+        })?;
     if env.format != FORMAT {
-        bail!(
-            "peer speaks {}, this plugpull speaks {FORMAT}: run the same plugpull version on both",
-            env.format
-        );
+        return Err(ProtoError::OtherVersion(env.format));
     }
     Ok(env.body)
 }
@@ -136,11 +170,18 @@ impl<R: std::io::Read> TakeLine for BufReader<R> {
 /// One request, one reply, on a fresh connection.
 pub fn request(addr: &str, msg: &AgentMsg, timeout: Duration) -> Result<Reply> {
     let sa = std::net::ToSocketAddrs::to_socket_addrs(addr)
-        .with_context(|| format!("resolving the controller address {addr}"))?
+        .map_err(|source| ProtoError::Resolve {
+            addr: addr.into(),
+            source,
+        })?
         .next()
-        .with_context(|| format!("{addr} resolves to no address"))?;
-    let mut s = TcpStream::connect_timeout(&sa, Duration::from_secs(5))
-        .with_context(|| format!("connecting to the controller at {addr}"))?;
+        .ok_or_else(|| ProtoError::NoAddress(addr.into()))?;
+    let mut s = TcpStream::connect_timeout(&sa, Duration::from_secs(5)).map_err(|source| {
+        ProtoError::Connect {
+            addr: addr.into(),
+            source,
+        }
+    })?;
     write_line(&mut s, msg)?;
     read_line(&s, timeout)
 }
@@ -167,5 +208,29 @@ mod tests {
         assert!(matches!(back.body, AgentMsg::Acking { cycle: 3, .. }));
         let r = serde_json::to_value(Reply::Stop { why: "done".into() }).unwrap();
         assert_eq!(r["type"], "stop");
+    }
+
+    /// A boot report as agents before the shared summary type wrote it (its fields in
+    /// their old order) still reads, and reads back the same after a round trip.
+    #[test]
+    fn an_old_boot_report_reads() {
+        let old = r#"{"format":"plugpull-agent/1","type":"boot","host":"h","previous":{"cycle":2,"run_id":"ab","verdict":"FAIL","summary":"s","counts":{"intact":1,"lost":2},"acked_records":3,"last_acked":null,"loss_window":{"records":2,"bytes":8192,"ms":1.5},"ordering_holes":1,"dead_device":null,"reattach_ms":4.0,"unsafe_shutdowns_delta":1,"error":null}}"#;
+        let env: Envelope<AgentMsg> = serde_json::from_str(old).unwrap();
+        let AgentMsg::Boot {
+            previous: Some(p), ..
+        } = &env.body
+        else {
+            panic!("not a boot report with a previous run");
+        };
+        assert_eq!(p.report.verdict, crate::model::Verdict::Fail);
+        assert_eq!(p.report.counts.get(crate::model::RecordClass::Lost), 2);
+        assert_eq!(p.report.ordering_holes, 1);
+        assert_eq!(p.acked_records, 3);
+        let again: Envelope<AgentMsg> =
+            serde_json::from_str(&serde_json::to_string(&env).unwrap()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&again).unwrap(),
+            serde_json::to_value(&env).unwrap()
+        );
     }
 }

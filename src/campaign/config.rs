@@ -6,7 +6,6 @@
 
 use crate::model::Placement;
 use crate::power::PowerConfig;
-use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -187,8 +186,42 @@ pub struct Settings {
     pub region: Option<u64>,
 }
 
+/// Why a campaign file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading the campaign file {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other refusal, with the file it came from.
+    #[error("in {}", path.display())]
+    In {
+        path: PathBuf,
+        #[source]
+        source: Box<ConfigError>,
+    },
+    #[error("not a valid campaign file")]
+    Toml(#[source] toml::de::Error),
+    #[error(transparent)]
+    Fingerprint(#[from] serde_json::Error),
+    /// A value that breaks a rule; the message names the key and the rule.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+type Result<T, E = ConfigError> = std::result::Result<T, E>;
+
+/// Refuses the file with `message`.
+macro_rules! invalid {
+    ($($arg:tt)*) => {
+        return Err(ConfigError::Invalid(format!($($arg)*)))
+    };
+}
+
 fn dur(s: &str, what: &str) -> Result<Duration> {
-    crate::units::parse_duration(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+    crate::units::parse_duration(s).map_err(|e| ConfigError::Invalid(format!("{what}: {e}")))
 }
 
 pub fn parse_range(s: &str, what: &str) -> Result<(Duration, Duration)> {
@@ -201,22 +234,35 @@ pub fn parse_range(s: &str, what: &str) -> Result<(Duration, Duration)> {
         }
     };
     if a > b {
-        bail!("{what} '{s}': the lower end is above the upper end");
+        invalid!("{what} '{s}': the lower end is above the upper end");
     }
     Ok((a, b))
 }
 
+/// `writer.record_size`: "4k" or "4k-64k", whole 512-byte sectors, min <= max: the same
+/// rule and message as `write --record-size` (both use `units::parse_size_range`).
+fn record_size_range(s: &str) -> std::result::Result<(u64, u64), crate::units::UnitError> {
+    let r = crate::units::parse_size_range(s)?;
+    Ok((r.min, r.max))
+}
+
 impl Settings {
     pub fn load(path: &Path) -> Result<Settings> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the campaign file {}", path.display()))?;
-        Settings::parse(&text, path.parent().unwrap_or(Path::new(".")))
-            .with_context(|| format!("in {}", path.display()))
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        Settings::parse(&text, path.parent().unwrap_or(Path::new("."))).map_err(|e| {
+            ConfigError::In {
+                path: path.into(),
+                source: Box::new(e),
+            }
+        })
     }
 
     pub fn parse(text: &str, base: &Path) -> Result<Settings> {
-        let file: CampaignFile = toml::from_str(text).context("not a valid campaign file")?;
-        let raw: toml::Value = toml::from_str(text)?;
+        let file: CampaignFile = toml::from_str(text).map_err(ConfigError::Toml)?;
+        let raw: toml::Value = toml::from_str(text).map_err(ConfigError::Toml)?;
         let mut fingerprint = serde_json::to_value(&raw)?;
         // The cycle count may grow on resume; everything else must match.
         if let Some(c) = fingerprint
@@ -227,65 +273,23 @@ impl Settings {
         }
         let c = &file.campaign;
         let (delay_min, delay_max) = parse_range(&c.delay, "campaign.delay")?;
-        let rs = crate::commands::args::size_range(&file.writer.record_size)
-            .map_err(|e| anyhow::anyhow!("writer.record_size: {e}"))?;
+        let (record_min, record_max) = record_size_range(&file.writer.record_size)
+            .map_err(|e| ConfigError::Invalid(format!("writer.record_size: {e}")))?;
         let placement = match file.writer.placement.as_str() {
             "sequential" => Placement::Sequential,
             "random" => Placement::Random,
-            p => bail!("writer.placement '{p}': use sequential or random"),
+            p => invalid!("writer.placement '{p}': use sequential or random"),
         };
         let region = match &file.writer.region {
             Some(s) => Some(
-                crate::units::parse_size(s).map_err(|e| anyhow::anyhow!("writer.region: {e}"))?,
+                crate::units::parse_size(s)
+                    .map_err(|e| ConfigError::Invalid(format!("writer.region: {e}")))?,
             ),
             None => None,
         };
-        match file.target.kind.as_str() {
-            "simdrive" => {
-                if !matches!(file.power, PowerConfig::Simdrive {}) {
-                    bail!(
-                        "[target] kind = \"simdrive\" needs [power] driver = \"simdrive\" (a real switch cannot cut a simulated drive)"
-                    );
-                }
-            }
-            "device" => {
-                if file.target.serial.is_none() {
-                    bail!(
-                        "[target] kind = \"device\" needs serial = \"...\": the drive is found by its serial number, never by an sdX name that can change after a cut (see `lsblk -o NAME,SERIAL`)"
-                    );
-                }
-                if let PowerConfig::Command { scope, .. }
-                | PowerConfig::Http { scope, .. }
-                | PowerConfig::Manual { scope } = &file.power
-                {
-                    if *scope == crate::power::Scope::Host {
-                        bail!(
-                            "this switch cuts the whole host: a drive-only campaign would cut its own controller. Use `plugpull agent` on the host under test (docs/campaign.md, whole-host mode), or set power.scope = \"drive\" if it really cuts only the drive"
-                        );
-                    }
-                }
-            }
-            "host" => {
-                if matches!(file.power, PowerConfig::Simdrive {}) {
-                    bail!(
-                        "[target] kind = \"host\" cuts a whole host: power.driver simdrive cuts only the in-process simulated drive (use command, http, serial or manual)"
-                    );
-                }
-                if let PowerConfig::Command { scope, .. }
-                | PowerConfig::Http { scope, .. }
-                | PowerConfig::Manual { scope } = &file.power
-                {
-                    if *scope == crate::power::Scope::Drive {
-                        bail!(
-                            "[target] kind = \"host\" needs a switch that cuts the whole host: set power.scope = \"host\" (a drive-only switch leaves the agent running)"
-                        );
-                    }
-                }
-            }
-            k => bail!("[target] kind '{k}': use simdrive, device or host"),
-        }
+        check_target_and_power(&file)?;
         if c.cycles == 0 {
-            bail!("campaign.cycles must be at least 1");
+            invalid!("campaign.cycles must be at least 1");
         }
         let results = if c.results.is_absolute() {
             c.results.clone()
@@ -300,11 +304,62 @@ impl Settings {
             off: dur(&c.off, "campaign.off")?,
             wait_timeout: dur(&c.wait_timeout, "campaign.wait_timeout")?,
             boot_timeout: dur(&file.agent.boot_timeout, "agent.boot_timeout")?,
-            record_min: rs.min,
-            record_max: rs.max,
+            record_min,
+            record_max,
             placement,
             region,
             file,
         })
     }
+}
+
+/// The target kind and the switch must fit together: a simulated drive needs the
+/// simulated switch, a drive-only campaign a switch that cuts only the drive, a
+/// whole-host campaign one that cuts the host.
+fn check_target_and_power(file: &CampaignFile) -> Result<()> {
+    match file.target.kind.as_str() {
+        "simdrive" => {
+            if !matches!(file.power, PowerConfig::Simdrive {}) {
+                invalid!(
+                    "[target] kind = \"simdrive\" needs [power] driver = \"simdrive\" (a real switch cannot cut a simulated drive)"
+                );
+            }
+        }
+        "device" => {
+            if file.target.serial.is_none() {
+                invalid!(
+                    "[target] kind = \"device\" needs serial = \"...\": the drive is found by its serial number, never by an sdX name that can change after a cut (see `lsblk -o NAME,SERIAL`)"
+                );
+            }
+            if let PowerConfig::Command { scope, .. }
+            | PowerConfig::Http { scope, .. }
+            | PowerConfig::Manual { scope } = &file.power
+            {
+                if *scope == crate::power::Scope::Host {
+                    invalid!(
+                        "this switch cuts the whole host: a drive-only campaign would cut its own controller. Use `plugpull agent` on the host under test (docs/campaign.md, whole-host mode), or set power.scope = \"drive\" if it really cuts only the drive"
+                    );
+                }
+            }
+        }
+        "host" => {
+            if matches!(file.power, PowerConfig::Simdrive {}) {
+                invalid!(
+                    "[target] kind = \"host\" cuts a whole host: power.driver simdrive cuts only the in-process simulated drive (use command, http, serial or manual)"
+                );
+            }
+            if let PowerConfig::Command { scope, .. }
+            | PowerConfig::Http { scope, .. }
+            | PowerConfig::Manual { scope } = &file.power
+            {
+                if *scope == crate::power::Scope::Drive {
+                    invalid!(
+                        "[target] kind = \"host\" needs a switch that cuts the whole host: set power.scope = \"host\" (a drive-only switch leaves the agent running)"
+                    );
+                }
+            }
+        }
+        k => invalid!("[target] kind '{k}': use simdrive, device or host"),
+    }
+    Ok(())
 }

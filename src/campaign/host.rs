@@ -13,11 +13,11 @@
 
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, read_line, write_line};
 use super::config::Settings;
+use super::context::{Campaign, derive};
 use super::results::{CycleResult, ResultsFile};
-use super::{derive, empty_result};
-use crate::model::Placement;
+use crate::cycle::cut_delay;
+use crate::model::{Placement, Verdict};
 use crate::power::PowerSwitch;
-use crate::rng::Rng;
 use crate::witness::server::{Witness, WitnessOptions};
 use anyhow::{Context, Result, bail};
 use std::net::TcpListener;
@@ -74,15 +74,10 @@ fn order(s: &Settings, seed: u64, cycle: u64) -> RunOrder {
 fn fill(r: &mut CycleResult, p: Box<PreviousRun>) {
     let p = *p;
     r.run_id = p.run_id;
-    r.verdict = p.verdict;
-    r.summary = p.summary;
-    r.counts = p.counts;
+    r.report = p.report;
     r.acked_records = p.acked_records;
     r.witness_durable = p.acked_records;
     r.last_acked = p.last_acked;
-    r.loss_window = p.loss_window;
-    r.ordering_holes = p.ordering_holes;
-    r.dead_device = p.dead_device;
     r.unsafe_shutdowns_delta = p.unsafe_shutdowns_delta;
     if p.error.is_some() {
         r.error = p.error;
@@ -100,165 +95,48 @@ enum Phase {
     },
 }
 
-pub struct Ctx<'a> {
-    pub settings: &'a Settings,
-    pub seed: u64,
-    pub cycles_wanted: u64,
-    pub quiet: bool,
-}
-
 /// Runs the whole-host campaign until `cycles_wanted` results are recorded or the host
 /// does not come back.
-pub fn run(c: Ctx, results: &mut ResultsFile, power: &mut dyn PowerSwitch) -> Result<()> {
+pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch) -> Result<()> {
     let s = c.settings;
-    let say = |m: String| {
-        if !c.quiet {
-            eprintln!("plugpull campaign: {m}");
-        }
-    };
     let (agent_addr, rx) = listen(&s.file.agent.listen)?;
-    let mut own_witness = None;
-    let witness_addr = match &s.file.witness.addr {
-        Some(a) => a.clone(),
-        None => {
-            let bind = s.file.witness.bind.as_deref().unwrap_or("0.0.0.0:7420");
-            let dir = s.results.with_extension("witness");
-            let w = Witness::start(
-                bind,
-                &dir,
-                WitnessOptions {
-                    quiet: true,
-                    ..Default::default()
-                },
-            )
-            .with_context(|| format!("starting the campaign's witness on {bind}"))?;
-            let a = w.addr.to_string();
-            own_witness = Some(w);
-            a
-        }
+    let (witness_addr, own_witness) = witness(s)?;
+    let mut ctl = Controller {
+        c,
+        n: results.cycles.len() as u64 + 1,
+        results,
+        power,
+        agent_addr,
+        witness_addr,
+        phase: Phase::WaitRun,
     };
-    say(format!(
-        "whole-host mode: agent reports to {agent_addr}, witness at {witness_addr}; the agent's config must name both"
+    ctl.say(format!(
+        "whole-host mode: agent reports to {}, witness at {}; the agent's config must name both",
+        ctl.agent_addr, ctl.witness_addr
     ));
     // A controller restarted mid-cycle may have left the host off.
-    power
+    ctl.power
         .on()
         .context("switching the host on before the first cycle")?;
 
-    let mut n = results.cycles.len() as u64 + 1;
-    let mut phase = Phase::WaitRun;
     let mut deadline = Instant::now() + s.boot_timeout + s.wait_timeout;
-    while n <= c.cycles_wanted {
+    while ctl.n <= c.cycles_wanted {
         let left = deadline.saturating_duration_since(Instant::now());
-        let (msg, reply) = match rx.recv_timeout(left) {
-            Ok(m) => m,
-            Err(_) => match phase {
-                Phase::WaitRun => bail!(
-                    "no run of the agent acked within {:?}: is the host on, is plugpull-agent.service enabled there, and can it reach {agent_addr} and the witness {witness_addr}? (journalctl -u plugpull-agent on the host)",
-                    s.boot_timeout + s.wait_timeout
-                ),
-                Phase::WaitReport { mut r, t0, .. } => {
-                    let why = format!(
-                        "the host did not report within {:?} after power was restored: the host or the drive under test did not come back (or the switch did not cut the host: its run would have gone on acking)",
-                        s.boot_timeout
-                    );
-                    r.verdict = "FAIL".into();
-                    r.summary = format!("the device is dead: {why}");
-                    r.dead_device = Some(why);
-                    r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
-                    say(format!(
-                        "cycle {n}/{}: FAIL - {}",
-                        c.cycles_wanted, r.summary
-                    ));
-                    results.append(*r)?;
-                    say("stopping: the host is gone. Bring it back, then run the same command to resume".into());
-                    break;
-                }
-            },
+        let Ok((msg, reply)) = rx.recv_timeout(left) else {
+            ctl.on_silence()?;
+            break;
         };
         match msg {
             AgentMsg::Boot { host, previous } => {
-                let pending = match std::mem::replace(&mut phase, Phase::WaitRun) {
-                    Phase::WaitReport { r, t0, on_at } => Some((r, t0, on_at)),
-                    Phase::WaitRun => None,
-                };
-                match (pending, previous) {
-                    (Some((mut r, t0, on_at)), Some(p)) if p.run_id == r.run_id => {
-                        r.reattach_ms = Some(on_at.elapsed().as_secs_f64() * 1e3);
-                        fill(&mut r, p);
-                        r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
-                        say(line(n, c.cycles_wanted, &r));
-                        results.append(*r)?;
-                        n += 1;
-                    }
-                    (Some((mut r, t0, _)), p) => {
-                        r.error = Some(format!(
-                            "host {host} came back but its agent reported {} instead of run {}: was its state file lost?",
-                            p.map(|p| format!("run {}", p.run_id))
-                                .unwrap_or_else(|| "no run".into()),
-                            r.run_id
-                        ));
-                        r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
-                        say(line(n, c.cycles_wanted, &r));
-                        results.append(*r)?;
-                        n += 1;
-                    }
-                    (None, Some(p))
-                        if p.cycle == n && !results.cycles.iter().any(|x| x.run_id == p.run_id) =>
-                    {
-                        // The controller was restarted between the cut and this report.
-                        let mut r = empty_result(n, derive(c.seed, n));
-                        r.writer_stopped =
-                            "unknown: the controller was restarted during this cycle".into();
-                        fill(&mut r, p);
-                        say(line(n, c.cycles_wanted, &r));
-                        results.append(r)?;
-                        n += 1;
-                    }
-                    (None, Some(p)) => say(format!(
-                        "host {host} reported run {} (cycle {}) again; already recorded",
-                        p.run_id, p.cycle
-                    )),
-                    (None, None) => say(format!("host {host} is up")),
-                }
-                let _ = reply.send(if n > c.cycles_wanted {
-                    Reply::Stop {
-                        why: format!("the campaign's {} cycle(s) are done", c.cycles_wanted),
-                    }
-                } else {
-                    Reply::Next(order(s, c.seed, n))
-                });
+                let answer = ctl.on_boot(&host, previous)?;
+                let _ = reply.send(answer);
                 deadline = Instant::now() + s.wait_timeout;
             }
             AgentMsg::Acking { cycle, run_id, .. } => {
                 let _ = reply.send(Reply::Ok);
-                if !matches!(phase, Phase::WaitRun) {
-                    say(format!(
-                        "ignoring an ack report for run {run_id} while waiting for the host to come back"
-                    ));
-                    continue;
+                if ctl.on_acking(cycle, run_id)? {
+                    deadline = Instant::now() + s.boot_timeout;
                 }
-                if cycle != n {
-                    say(format!(
-                        "the agent is writing cycle {cycle}'s run; recording it as cycle {n}"
-                    ));
-                }
-                let t0 = Instant::now();
-                let mut r = Box::new(empty_result(n, derive(c.seed, n)));
-                r.run_id = run_id;
-                if let Err(e) = cut(s, &mut r, power) {
-                    r.error = Some(format!("{e:#}"));
-                    r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
-                    results.append(*r)?;
-                    let _ = power.on();
-                    bail!("the switch failed, stopping the campaign: {e:#}");
-                }
-                phase = Phase::WaitReport {
-                    r,
-                    t0,
-                    on_at: Instant::now(),
-                };
-                deadline = Instant::now() + s.boot_timeout;
             }
         }
     }
@@ -268,15 +146,171 @@ pub fn run(c: Ctx, results: &mut ResultsFile, power: &mut dyn PowerSwitch) -> Re
     Ok(())
 }
 
+/// The witness: the configured one, or our own on `witness.bind`, which the caller shuts
+/// down at the end.
+fn witness(s: &Settings) -> Result<(String, Option<Witness>)> {
+    if let Some(a) = &s.file.witness.addr {
+        return Ok((a.clone(), None));
+    }
+    let bind = s.file.witness.bind.as_deref().unwrap_or("0.0.0.0:7420");
+    let dir = s.results.with_extension("witness");
+    let w = Witness::start(
+        bind,
+        &dir,
+        WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        },
+    )
+    .with_context(|| format!("starting the campaign's witness on {bind}"))?;
+    Ok((w.addr.to_string(), Some(w)))
+}
+
+/// The controller's state between agent messages.
+struct Controller<'a, 'c> {
+    c: &'a Campaign<'c>,
+    results: &'a mut ResultsFile,
+    power: &'a mut dyn PowerSwitch,
+    agent_addr: String,
+    witness_addr: String,
+    /// The cycle being run (1-based).
+    n: u64,
+    phase: Phase,
+}
+
+impl Controller<'_, '_> {
+    fn say(&self, m: String) {
+        if !self.c.quiet {
+            eprintln!("plugpull campaign: {m}");
+        }
+    }
+
+    /// Nothing came from the agent in time: the host never started acking (an error), or
+    /// it did not come back after the cut (a dead device, recorded; the campaign stops).
+    fn on_silence(&mut self) -> Result<()> {
+        let s = self.c.settings;
+        match std::mem::replace(&mut self.phase, Phase::WaitRun) {
+            Phase::WaitRun => bail!(
+                "no run of the agent acked within {:?}: is the host on, is plugpull-agent.service enabled there, and can it reach {} and the witness {}? (journalctl -u plugpull-agent on the host)",
+                s.boot_timeout + s.wait_timeout,
+                self.agent_addr,
+                self.witness_addr
+            ),
+            Phase::WaitReport { mut r, t0, .. } => {
+                let why = format!(
+                    "the host did not report within {:?} after power was restored: the host or the drive under test did not come back (or the switch did not cut the host: its run would have gone on acking)",
+                    s.boot_timeout
+                );
+                r.report.verdict = Verdict::Fail;
+                r.report.summary = format!("the device is dead: {why}");
+                r.report.dead_device = Some(why);
+                r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
+                self.say(format!(
+                    "cycle {}/{}: FAIL - {}",
+                    self.n, self.c.cycles_wanted, r.report.summary
+                ));
+                self.results.append(*r)?;
+                self.say("stopping: the host is gone. Bring it back, then run the same command to resume".into());
+                Ok(())
+            }
+        }
+    }
+
+    /// The agent booted, with the verification of its previous run if it had one: record
+    /// the cycle it closes, and answer with the next run or "stop".
+    fn on_boot(&mut self, host: &str, previous: Option<Box<PreviousRun>>) -> Result<Reply> {
+        let n = self.n;
+        let pending = match std::mem::replace(&mut self.phase, Phase::WaitRun) {
+            Phase::WaitReport { r, t0, on_at } => Some((r, t0, on_at)),
+            Phase::WaitRun => None,
+        };
+        match (pending, previous) {
+            (Some((mut r, t0, on_at)), Some(p)) if p.run_id == r.run_id => {
+                r.reattach_ms = Some(on_at.elapsed().as_secs_f64() * 1e3);
+                fill(&mut r, p);
+                r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
+                self.record(*r)?;
+            }
+            (Some((mut r, t0, _)), p) => {
+                r.error = Some(format!(
+                    "host {host} came back but its agent reported {} instead of run {}: was its state file lost?",
+                    p.map(|p| format!("run {}", p.run_id))
+                        .unwrap_or_else(|| "no run".into()),
+                    r.run_id
+                ));
+                r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
+                self.record(*r)?;
+            }
+            (None, Some(p))
+                if p.cycle == n && !self.results.cycles.iter().any(|x| x.run_id == p.run_id) =>
+            {
+                // The controller was restarted between the cut and this report.
+                let mut r = CycleResult::empty(n, derive(self.c.seed, n));
+                r.writer_stopped = "unknown: the controller was restarted during this cycle".into();
+                fill(&mut r, p);
+                self.record(r)?;
+            }
+            (None, Some(p)) => self.say(format!(
+                "host {host} reported run {} (cycle {}) again; already recorded",
+                p.run_id, p.cycle
+            )),
+            (None, None) => self.say(format!("host {host} is up")),
+        }
+        let wanted = self.c.cycles_wanted;
+        Ok(if self.n > wanted {
+            Reply::Stop {
+                why: format!("the campaign's {wanted} cycle(s) are done"),
+            }
+        } else {
+            Reply::Next(order(self.c.settings, self.c.seed, self.n))
+        })
+    }
+
+    /// Appends the result of cycle `n` and moves on to the next.
+    fn record(&mut self, r: CycleResult) -> Result<()> {
+        self.say(line(self.n, self.c.cycles_wanted, &r));
+        self.results.append(r)?;
+        self.n += 1;
+        Ok(())
+    }
+
+    /// The agent's run acks: cut the power under it. Returns whether a cut was made (the
+    /// boot report is then due).
+    fn on_acking(&mut self, cycle: u64, run_id: String) -> Result<bool> {
+        let n = self.n;
+        if !matches!(self.phase, Phase::WaitRun) {
+            self.say(format!(
+                "ignoring an ack report for run {run_id} while waiting for the host to come back"
+            ));
+            return Ok(false);
+        }
+        if cycle != n {
+            self.say(format!(
+                "the agent is writing cycle {cycle}'s run; recording it as cycle {n}"
+            ));
+        }
+        let t0 = Instant::now();
+        let mut r = Box::new(CycleResult::empty(n, derive(self.c.seed, n)));
+        r.run_id = run_id;
+        if let Err(e) = cut(self.c.settings, &mut r, self.power) {
+            r.error = Some(format!("{e:#}"));
+            r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
+            self.results.append(*r)?;
+            let _ = self.power.on();
+            bail!("the switch failed, stopping the campaign: {e:#}");
+        }
+        self.phase = Phase::WaitReport {
+            r,
+            t0,
+            on_at: Instant::now(),
+        };
+        Ok(true)
+    }
+}
+
 /// Random delay, cut, stay off, on; stamps into `r`.
 fn cut(s: &Settings, r: &mut CycleResult, power: &mut dyn PowerSwitch) -> Result<()> {
-    let mut rng = Rng::new(r.seed);
-    let delay = if s.delay_max > s.delay_min {
-        s.delay_min
-            + Duration::from_nanos(rng.below((s.delay_max - s.delay_min).as_nanos() as u64 + 1))
-    } else {
-        s.delay_min
-    };
+    let delay = cut_delay(r.seed, s.delay_min, s.delay_max);
     let d0 = Instant::now();
     std::thread::sleep(delay);
     let off = power.off()?;
@@ -292,10 +326,10 @@ fn cut(s: &Settings, r: &mut CycleResult, power: &mut dyn PowerSwitch) -> Result
 
 fn line(n: u64, of: u64, r: &CycleResult) -> String {
     match &r.error {
-        Some(e) => format!("cycle {n}/{of}: {}: {e}", r.verdict),
+        Some(e) => format!("cycle {n}/{of}: {}: {e}", r.report.verdict),
         None => format!(
             "cycle {n}/{of}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
-            r.delay_ms, r.acked_records, r.verdict, r.summary
+            r.delay_ms, r.acked_records, r.report.verdict, r.report.summary
         ),
     }
 }

@@ -6,6 +6,7 @@
 //! power on → drop/re-detect the drive (by serial) → verify → append one JSON line → repeat.
 //!
 //! - [`config`]: the TOML campaign file;
+//! - [`context`]: what every cycle shares (settings, seeds), for this loop and `host`;
 //! - [`target`]: the simulated drive or a real drive found by serial, reattach hooks;
 //! - [`results`]: the results file (also the resume state) and the summary;
 //! - [`stats`]: the exact 95% upper bound on the failure rate;
@@ -17,43 +18,62 @@
 pub mod agent;
 pub mod agent_proto;
 pub mod config;
+pub mod context;
 pub mod host;
 pub mod results;
 pub mod stats;
 pub mod target;
 
-use crate::commands::args::CampaignArgs;
-use crate::model::RunSelector;
+use crate::cycle::{AfterCut, cut_delay, judge, wait_for_acks, write_until_cut};
+use crate::model::{RunSelector, Verdict};
 use crate::power::{PowerSwitch, Stamp};
 use crate::record::RunId;
-use crate::rng::Rng;
 use crate::sim::{Profile, SimDrive};
-use crate::verify::{dead_device_report, verify_device};
-use crate::witness::client::{AckSender, ClientOptions, fetch};
+use crate::witness::client::{AckSender, ClientOptions, SenderStats, fetch};
 use crate::witness::server::{Witness, WitnessOptions};
-use crate::write::engine::{Progress, run_streams};
+use crate::write::engine::Progress;
 use crate::write::plan::Plan;
 use crate::write::run_descriptor;
 use anyhow::{Context, Result};
 use config::Settings;
-use results::{CYCLE_FORMAT, CycleResult, HEADER_FORMAT, Header, LastAcked, ResultsFile};
+use context::{Campaign, derive};
+use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, ResultsFile, Summary};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use target::Target;
 
 const SIM_DEFAULT_BYTES: u64 = 16 << 20;
 
-pub fn run(a: CampaignArgs) -> Result<i32> {
-    let mut settings = Settings::load(&a.config)?;
-    if let Some(r) = &a.results {
+/// What `plugpull campaign` runs.
+#[derive(Clone, Debug)]
+pub struct CampaignOptions {
+    /// The campaign file (TOML).
+    pub config: PathBuf,
+    /// Overrides `campaign.results`.
+    pub results: Option<PathBuf>,
+    /// Overrides `campaign.cycles`: cycles in all, finished ones included.
+    pub cycles: Option<u64>,
+    /// Only print the summary of the results file; cut nothing.
+    pub summary_only: bool,
+    /// Print the summary as JSON on stdout.
+    pub json: bool,
+    /// No per-cycle lines on stderr.
+    pub quiet: bool,
+}
+
+/// Runs (or resumes) the campaign, prints its summary and returns it: the command's
+/// exit status follows from its failed and error counts.
+pub fn run(o: CampaignOptions) -> Result<Summary> {
+    let mut settings = Settings::load(&o.config)?;
+    if let Some(r) = &o.results {
         settings.results = r.clone();
     }
-    if a.summary {
+    if o.summary_only {
         let (_, cycles, _) = results::read(&settings.results)?;
-        return print_summary(&results::summarize(&cycles), a.json);
+        return print_summary(results::summarize(&cycles), o.json);
     }
-    let cycles_wanted = a.cycles.unwrap_or(settings.file.campaign.cycles);
+    let cycles_wanted = o.cycles.unwrap_or(settings.file.campaign.cycles);
     let seed = settings
         .file
         .campaign
@@ -68,110 +88,138 @@ pub fn run(a: CampaignArgs) -> Result<i32> {
             config: settings.fingerprint.clone(),
         },
     )?;
-    let seed = results.header.seed;
-    let done = results.cycles.len() as u64;
-    let say = |s: String| {
-        if !a.quiet {
-            eprintln!("{s}");
-        }
+    let c = Campaign {
+        settings: &settings,
+        seed: results.header.seed,
+        cycles_wanted,
+        quiet: o.quiet,
     };
+    let done = results.cycles.len() as u64;
     if done > 0 {
-        say(format!(
+        c.say(format!(
             "plugpull campaign: resuming {} after {done} finished cycle(s)",
             settings.results.display()
         ));
     }
-
     if settings.file.target.kind == "host" {
-        let mut power = settings.file.power.build(None)?;
-        say(format!(
-            "plugpull campaign: {} cycle(s) of the whole host with {}, results in {} (seed {seed})",
-            cycles_wanted,
-            power.describe(),
-            settings.results.display()
-        ));
-        host::run(
-            host::Ctx {
-                settings: &settings,
-                seed,
-                cycles_wanted,
-                quiet: a.quiet,
-            },
-            &mut results,
-            power.as_mut(),
-        )?;
-        return print_summary(&results::summarize(&results.cycles), a.json);
+        run_whole_host(&c, &mut results)?;
+    } else {
+        run_drive_only(&c, &mut results)?;
     }
+    print_summary(results::summarize(&results.cycles), o.json)
+}
 
-    // The target and its switch.
-    let t = &settings.file.target;
-    let (mut target, sim) = match t.kind.as_str() {
-        "simdrive" => {
-            let profile_s = t.profile.clone().unwrap_or_else(|| "honest".into());
-            let profile =
-                Profile::parse(&profile_s).map_err(|e| anyhow::anyhow!("target.profile: {e}"))?;
-            let size = match &t.size {
-                Some(s) => {
-                    crate::units::parse_size(s).map_err(|e| anyhow::anyhow!("target.size: {e}"))?
-                }
-                None => SIM_DEFAULT_BYTES,
-            };
-            // A resumed campaign gets a fresh drive whose decisions still follow the seed.
-            let drive = Arc::new(
-                SimDrive::create(size, profile, derive(seed, 1 << 40 | done), None)
-                    .context("creating the simulated drive")?,
-            );
-            (
-                Target::Sim {
-                    drive: drive.clone(),
-                    profile: profile_s,
-                },
-                Some(drive as Arc<dyn crate::power::sim::Cuttable>),
-            )
-        }
-        _ => (
-            Target::Device {
-                serial: t.serial.clone().unwrap_or_default(),
-                reattach: target::Reattach::parse(t.reattach.as_deref()),
-                destroy_data: t.destroy_data,
-                counter: t.unsafe_shutdown_counter,
-                last_disk: None,
-            },
-            None,
-        ),
-    };
-    let mut power = settings.file.power.build(sim)?;
-    say(format!(
-        "plugpull campaign: {} cycle(s) with {}, results in {} (seed {seed})",
-        cycles_wanted,
+fn run_whole_host(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
+    let mut power = c.settings.file.power.build(None)?;
+    c.say(format!(
+        "plugpull campaign: {} cycle(s) of the whole host with {}, results in {} (seed {})",
+        c.cycles_wanted,
         power.describe(),
-        settings.results.display()
+        c.settings.results.display(),
+        c.seed
     ));
+    host::run(c, results, power.as_mut())
+}
 
-    // The witness: given, or our own on loopback (the controller's host keeps power).
-    let mut own_witness = None;
-    let witness_addr = match &settings.file.witness.addr {
-        Some(a) => a.clone(),
-        None => {
-            let dir = settings.results.with_extension("witness");
-            let w = Witness::start(
-                "127.0.0.1:0",
-                &dir,
-                WitnessOptions {
-                    quiet: true,
-                    ..Default::default()
-                },
-            )
-            .with_context(|| format!("starting the campaign's witness in {}", dir.display()))?;
-            let addr = w.addr.to_string();
-            own_witness = Some(w);
-            addr
-        }
+fn run_drive_only(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
+    let settings = c.settings;
+    let done = results.cycles.len() as u64;
+    let (mut target, sim) = open_target(settings, c.seed, done)?;
+    let mut power = settings.file.power.build(sim)?;
+    c.say(format!(
+        "plugpull campaign: {} cycle(s) with {}, results in {} (seed {})",
+        c.cycles_wanted,
+        power.describe(),
+        settings.results.display(),
+        c.seed
+    ));
+    let (witness_addr, own_witness) = loopback_witness(settings)?;
+    let bar = progress_bar(c.quiet, c.cycles_wanted, done);
+    for cycle in done + 1..=c.cycles_wanted {
+        let r = run_cycle(
+            cycle,
+            c.seed,
+            settings,
+            &mut target,
+            power.as_mut(),
+            &witness_addr,
+        );
+        let line = match &r.error {
+            Some(e) => format!("cycle {cycle}/{}: ERROR: {e}", c.cycles_wanted),
+            None => format!(
+                "cycle {cycle}/{}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
+                c.cycles_wanted, r.delay_ms, r.acked_records, r.report.verdict, r.report.summary
+            ),
+        };
+        bar.suspend(|| c.say(line));
+        results.append(r)?;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if let Some(w) = own_witness {
+        w.shutdown();
+    }
+    Ok(())
+}
+
+/// The drive under test and, for a simulated one, the drive the simulated switch cuts.
+fn open_target(
+    settings: &Settings,
+    seed: u64,
+    done: u64,
+) -> Result<(Target, Option<Arc<dyn crate::power::sim::Cuttable>>)> {
+    let t = &settings.file.target;
+    if t.kind != "simdrive" {
+        let target = Target::Device {
+            serial: t.serial.clone().unwrap_or_default(),
+            reattach: target::Reattach::parse(t.reattach.as_deref()),
+            destroy_data: t.destroy_data,
+            counter: t.unsafe_shutdown_counter,
+            last_disk: None,
+        };
+        return Ok((target, None));
+    }
+    let profile_s = t.profile.clone().unwrap_or_else(|| "honest".into());
+    let profile = Profile::parse(&profile_s).map_err(|e| anyhow::anyhow!("target.profile: {e}"))?;
+    let size = match &t.size {
+        Some(s) => crate::units::parse_size(s).map_err(|e| anyhow::anyhow!("target.size: {e}"))?,
+        None => SIM_DEFAULT_BYTES,
     };
+    // A resumed campaign gets a fresh drive whose decisions still follow the seed.
+    let drive = Arc::new(
+        SimDrive::create(size, profile, derive(seed, 1 << 40 | done), None)
+            .context("creating the simulated drive")?,
+    );
+    let target = Target::Sim {
+        drive: drive.clone(),
+        profile: profile_s,
+    };
+    Ok((target, Some(drive as Arc<dyn crate::power::sim::Cuttable>)))
+}
 
-    // A bar of finished cycles; indicatif hides it when stderr is not a terminal, and the
-    // per-cycle lines go through `suspend` so they print either way.
-    let bar = if a.quiet {
+/// The witness: the configured one, or our own on loopback (the controller's host keeps
+/// power), which the caller shuts down at the end.
+fn loopback_witness(settings: &Settings) -> Result<(String, Option<Witness>)> {
+    if let Some(a) = &settings.file.witness.addr {
+        return Ok((a.clone(), None));
+    }
+    let dir = settings.results.with_extension("witness");
+    let w = Witness::start(
+        "127.0.0.1:0",
+        &dir,
+        WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        },
+    )
+    .with_context(|| format!("starting the campaign's witness in {}", dir.display()))?;
+    Ok((w.addr.to_string(), Some(w)))
+}
+
+/// A bar of finished cycles; indicatif hides it when stderr is not a terminal, and the
+/// per-cycle lines go through `suspend` so they print either way.
+fn progress_bar(quiet: bool, cycles_wanted: u64, done: u64) -> indicatif::ProgressBar {
+    let bar = if quiet {
         indicatif::ProgressBar::hidden()
     } else {
         indicatif::ProgressBar::with_draw_target(
@@ -186,82 +234,16 @@ pub fn run(a: CampaignArgs) -> Result<i32> {
         .expect("static template"),
     );
     bar.set_position(done);
-    for cycle in done + 1..=cycles_wanted {
-        let r = run_cycle(
-            cycle,
-            seed,
-            &settings,
-            &mut target,
-            power.as_mut(),
-            &witness_addr,
-        );
-        let line = match &r.error {
-            Some(e) => format!("cycle {cycle}/{cycles_wanted}: ERROR: {e}"),
-            None => format!(
-                "cycle {cycle}/{cycles_wanted}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
-                r.delay_ms, r.acked_records, r.verdict, r.summary
-            ),
-        };
-        bar.suspend(|| say(line));
-        results.append(r)?;
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    if let Some(w) = own_witness {
-        w.shutdown();
-    }
-    print_summary(&results::summarize(&results.cycles), a.json)
+    bar
 }
 
-fn print_summary(s: &results::Summary, json: bool) -> Result<i32> {
+fn print_summary(s: Summary, json: bool) -> Result<Summary> {
     if json {
-        println!("{}", serde_json::to_string_pretty(s)?);
+        println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         print!("{}", s.to_text());
     }
-    Ok(if s.failed > 0 {
-        crate::exit::FAIL
-    } else if s.errors > 0 {
-        crate::exit::ERROR
-    } else {
-        crate::exit::PASS
-    })
-}
-
-/// Mixes the campaign seed with a cycle number (splitmix64).
-pub fn derive(seed: u64, n: u64) -> u64 {
-    let mut z = seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-fn empty_result(cycle: u64, seed: u64) -> CycleResult {
-    CycleResult {
-        format: CYCLE_FORMAT.into(),
-        cycle,
-        seed,
-        run_id: String::new(),
-        started_at: chrono::Utc::now().to_rfc3339(),
-        delay_ms: 0.0,
-        cut: None,
-        restore: None,
-        off_ms: 0.0,
-        acked_records: 0,
-        witness_durable: 0,
-        last_acked: None,
-        writer_stopped: String::new(),
-        reattach_ms: None,
-        verdict: "ERROR".into(),
-        summary: String::new(),
-        counts: Default::default(),
-        loss_window: None,
-        ordering_holes: 0,
-        dead_device: None,
-        unsafe_shutdowns_delta: None,
-        error: None,
-        cycle_ms: 0.0,
-    }
+    Ok(s)
 }
 
 /// One cycle; never fails: whatever went wrong is recorded in the result.
@@ -275,9 +257,9 @@ pub fn run_cycle(
 ) -> CycleResult {
     let t0 = Instant::now();
     let seed = derive(campaign_seed, cycle);
-    let mut r = empty_result(cycle, seed);
+    let mut r = CycleResult::empty(cycle, seed);
     if let Err(e) = cycle_inner(&mut r, s, target, power, witness) {
-        r.verdict = "ERROR".into();
+        r.report.verdict = Verdict::Error;
         r.error = Some(format!("{e:#}"));
         // Leave the switch on for the next cycle (or the operator).
         let _ = power.on();
@@ -293,71 +275,77 @@ fn cycle_inner(
     power: &mut dyn PowerSwitch,
     witness: &str,
 ) -> Result<()> {
-    let mut rng = Rng::new(r.seed);
     let (dev, identity, count_before) = target.open_for_write()?;
-    let region = s.region.unwrap_or(dev.size_bytes()).min(dev.size_bytes());
-    let plan = Plan {
-        run: RunId::random(),
-        region_offset: 0,
-        region_bytes: region,
-        record_min: s.record_min,
-        record_max: s.record_max,
-        placement: s.placement,
-        streams: s.file.writer.streams,
-        seed: r.seed,
-        align: (dev.logical_block_bytes() as u64).max(512),
-        count: None,
-        duration: None,
-    };
-    plan.validate()
-        .map_err(|e| anyhow::anyhow!("writer settings: {e}"))?;
+    let plan = cycle_plan(s, r.seed, dev.size_bytes(), dev.logical_block_bytes())?;
     r.run_id = plan.run.hex();
     let descriptor = run_descriptor(&plan, identity, crate::device::FlushMethod::Fdatasync, true);
     let sender = AckSender::connect(witness, &descriptor, ClientOptions::default())?;
-    let progress = Progress::default();
-    let stop = AtomicBool::new(false);
-    let delay = if s.delay_max > s.delay_min {
-        s.delay_min
-            + Duration::from_nanos(rng.below((s.delay_max - s.delay_min).as_nanos() as u64 + 1))
-    } else {
-        s.delay_min
-    };
-    let cut: Result<(Stamp, f64)> = std::thread::scope(|sc| {
-        sc.spawn(|| run_streams(dev.as_ref(), &plan, &sender, &stop, &progress));
-        let res = (|| {
-            let w0 = Instant::now();
-            while progress.records_acked.load(Ordering::Relaxed) < s.file.campaign.min_acks {
-                if let Some(f) = progress.failure() {
-                    anyhow::bail!(
-                        "the writer failed before any ack: {} failed: {}",
-                        f.during,
-                        f.error
-                    );
-                }
-                if w0.elapsed() > s.wait_timeout {
-                    anyhow::bail!(
-                        "no acks within {:?}: the writer is not getting flushes through",
-                        s.wait_timeout
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
+    let delay = cut_delay(r.seed, s.delay_min, s.delay_max);
+    let (cut, progress) = write_until_cut(dev.as_ref(), &plan, &sender, |progress| {
+        let cut = (|| -> Result<(Stamp, f64)> {
+            wait_for_acks(progress, s.file.campaign.min_acks, Some(s.wait_timeout))?;
             let d0 = Instant::now();
             std::thread::sleep(delay);
             let stamp = power.off()?;
             Ok((stamp, d0.elapsed().as_secs_f64() * 1e3))
         })();
         // The writer notices the cut by itself (I/O errors); stop it in every case.
-        stop.store(true, Ordering::SeqCst);
-        res
+        (cut, AfterCut::StopWriter)
     });
     let stats = sender.finish(s.wait_timeout);
     let (cut_stamp, delay_ms) = cut?;
     let off_start = Instant::now();
     r.cut = Some(cut_stamp);
     r.delay_ms = delay_ms;
-    r.acked_records = progress.records_acked.load(Ordering::Relaxed);
-    r.witness_durable = stats.as_ref().map(|x| x.durable).unwrap_or(0);
+    note_writer(r, &progress, stats.ok());
+    drop(dev);
+    target.after_cut();
+    std::thread::sleep(s.off.saturating_sub(off_start.elapsed()));
+    let on = power.on()?;
+    r.off_ms = on.issued_ns.saturating_sub(cut_stamp.issued_ns) as f64 / 1e6;
+    r.restore = Some(on);
+    let a0 = Instant::now();
+    let (dev, count_after) = target.reattach(s.wait_timeout);
+    let log = fetch(witness, &RunSelector::Run(plan.run))?;
+    if dev.is_ok() {
+        r.reattach_ms = Some(a0.elapsed().as_secs_f64() * 1e3);
+    }
+    let report = judge(dev.map_err(|e| format!("{e:#}")), &log, s.wait_timeout);
+    r.unsafe_shutdowns_delta = match (count_before, count_after) {
+        (Some(b), Some(a)) => Some(a as i64 - b as i64),
+        _ => None,
+    };
+    r.report = report.to_summary();
+    Ok(())
+}
+
+/// The writer of one drive-only cycle, over the configured region of a drive of
+/// `size_bytes`.
+fn cycle_plan(s: &Settings, seed: u64, size_bytes: u64, block_bytes: u32) -> Result<Plan> {
+    let plan = Plan {
+        run: RunId::random(),
+        region_offset: 0,
+        region_bytes: s.region.unwrap_or(size_bytes).min(size_bytes),
+        record_min: s.record_min,
+        record_max: s.record_max,
+        placement: s.placement,
+        streams: s.file.writer.streams,
+        seed,
+        align: (block_bytes as u64).max(512),
+        count: None,
+        duration: None,
+    };
+    plan.validate()
+        .map_err(|e| anyhow::anyhow!("writer settings: {e}"))?;
+    Ok(plan)
+}
+
+/// What the writer did before the cut stopped it.
+fn note_writer(r: &mut CycleResult, progress: &Progress, stats: Option<SenderStats>) {
+    r.acked_records = progress
+        .records_acked
+        .load(std::sync::atomic::Ordering::Relaxed);
+    r.witness_durable = stats.map(|x| x.durable).unwrap_or(0);
     r.last_acked = progress.last_ack().map(|k| LastAcked {
         stream: k.record.stream,
         seq: k.record.seq,
@@ -368,39 +356,4 @@ fn cycle_inner(
         Some(f) => format!("target failed: {} returned {}", f.during, f.error),
         None => "stopped by the controller".into(),
     };
-    drop(dev);
-    target.after_cut();
-    std::thread::sleep(s.off.saturating_sub(off_start.elapsed()));
-    let on = power.on()?;
-    r.off_ms = on.issued_ns.saturating_sub(cut_stamp.issued_ns) as f64 / 1e6;
-    r.restore = Some(on);
-    let a0 = Instant::now();
-    let (dev, count_after) = target.reattach(s.wait_timeout);
-    let log = fetch(witness, &RunSelector::Run(plan.run))?;
-    let report = match dev {
-        Ok(d) => {
-            r.reattach_ms = Some(a0.elapsed().as_secs_f64() * 1e3);
-            verify_device(d, &log, s.wait_timeout)
-        }
-        Err(e) => dead_device_report(&log, format!("{e:#}")),
-    };
-    r.unsafe_shutdowns_delta = match (count_before, count_after) {
-        (Some(b), Some(a)) => Some(a as i64 - b as i64),
-        _ => None,
-    };
-    r.verdict = report.verdict.name().into();
-    r.summary = report.summary.clone();
-    r.counts = report
-        .counts
-        .iter()
-        .map(|(k, v)| (k.to_string(), *v))
-        .collect();
-    r.loss_window = report.loss_window.as_ref().map(|w| results::LossWindow {
-        records: w.records,
-        bytes: w.bytes,
-        ms: w.ms,
-    });
-    r.ordering_holes = report.ordering_holes.count;
-    r.dead_device = report.dead_device.clone();
-    Ok(())
 }

@@ -7,8 +7,8 @@
 //! off on resume.
 
 use super::stats::{clopper_pearson_upper, quantile};
+use crate::model::{ReportSummary, Verdict};
 use crate::power::Stamp;
-use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -59,13 +59,10 @@ pub struct CycleResult {
     pub writer_stopped: String,
     /// Power on → drive found again.
     pub reattach_ms: Option<f64>,
-    /// "PASS", "FAIL", "INCONCLUSIVE", or "ERROR" (the cycle itself went wrong).
-    pub verdict: String,
-    pub summary: String,
-    pub counts: BTreeMap<String, u64>,
-    pub loss_window: Option<LossWindow>,
-    pub ordering_holes: u64,
-    pub dead_device: Option<String>,
+    /// The verify report's summary: its verdict is ERROR when the cycle itself went
+    /// wrong. Flat in the line, between `reattach_ms` and `unsafe_shutdowns_delta`.
+    #[serde(flatten)]
+    pub report: ReportSummary,
     /// Rise of the drive's unsafe-shutdown counter across the cut, where it exposes one
     /// (must be 1 for a real cut).
     pub unsafe_shutdowns_delta: Option<i64>,
@@ -74,13 +71,69 @@ pub struct CycleResult {
     pub cycle_ms: f64,
 }
 
-/// How much was lost, from the verify report (same fields).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct LossWindow {
-    pub records: u64,
-    pub bytes: u64,
-    /// From the earliest failing record's ack to the last ack of the run.
-    pub ms: f64,
+impl CycleResult {
+    /// A cycle that has not got anywhere yet: verdict ERROR until a verify says otherwise.
+    pub fn empty(cycle: u64, seed: u64) -> CycleResult {
+        CycleResult {
+            format: CYCLE_FORMAT.into(),
+            cycle,
+            seed,
+            run_id: String::new(),
+            started_at: chrono::Utc::now().to_rfc3339(),
+            delay_ms: 0.0,
+            cut: None,
+            restore: None,
+            off_ms: 0.0,
+            acked_records: 0,
+            witness_durable: 0,
+            last_acked: None,
+            writer_stopped: String::new(),
+            reattach_ms: None,
+            report: ReportSummary::default(),
+            unsafe_shutdowns_delta: None,
+            error: None,
+            cycle_ms: 0.0,
+        }
+    }
+}
+
+/// Why the results file could not be opened, read or appended to.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    /// `what` says which step: "creating DIR", "reading PATH", "writing to PATH", ...
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Sync(std::io::Error),
+    #[error(transparent)]
+    Encode(#[from] serde_json::Error),
+    #[error("{} is not a plugpull campaign results file", path.display())]
+    NotResults {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{} has no header line", path.display())]
+    NoHeader { path: PathBuf },
+    #[error(
+        "{} belongs to a campaign with a different configuration: restore the original config to resume it, or choose a new campaign.results file",
+        path.display()
+    )]
+    OtherConfig { path: PathBuf },
+}
+
+type Result<T, E = ResultsError> = std::result::Result<T, E>;
+
+/// Wraps an I/O error with the step that failed.
+fn step(what: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> ResultsError {
+    move |source| ResultsError::Io {
+        what: what(),
+        source,
+    }
 }
 
 /// The open results file.
@@ -98,7 +151,7 @@ impl ResultsFile {
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
                 std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
+                    .map_err(step(|| format!("creating {}", dir.display())))?;
             }
         }
         let exists = path.metadata().map(|m| m.len() > 0).unwrap_or(false);
@@ -108,9 +161,11 @@ impl ResultsFile {
                 .truncate(true)
                 .write(true)
                 .open(path)
-                .with_context(|| format!("creating the results file {}", path.display()))?;
-            writeln!(file, "{}", serde_json::to_string(&header)?)?;
-            file.sync_all()?;
+                .map_err(step(|| {
+                    format!("creating the results file {}", path.display())
+                }))?;
+            writeln!(file, "{}", serde_json::to_string(&header)?).map_err(ResultsError::Sync)?;
+            file.sync_all().map_err(ResultsError::Sync)?;
             sync_dir(path);
             return Ok(ResultsFile {
                 path: path.into(),
@@ -121,18 +176,16 @@ impl ResultsFile {
         }
         let (old, cycles, good_len) = read(path)?;
         if old.config != header.config {
-            bail!(
-                "{} belongs to a campaign with a different configuration: restore the original config to resume it, or choose a new campaign.results file",
-                path.display()
-            );
+            return Err(ResultsError::OtherConfig { path: path.into() });
         }
         let mut file = OpenOptions::new()
             .write(true)
             .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        file.set_len(good_len)?;
-        file.seek(SeekFrom::End(0))?;
-        file.sync_all()?;
+            .map_err(step(|| format!("opening {}", path.display())))?;
+        file.set_len(good_len)
+            .and_then(|()| file.seek(SeekFrom::End(0)))
+            .and_then(|_| file.sync_all())
+            .map_err(ResultsError::Sync)?;
         Ok(ResultsFile {
             path: path.into(),
             file,
@@ -147,7 +200,7 @@ impl ResultsFile {
         self.file
             .write_all(line.as_bytes())
             .and_then(|()| self.file.sync_data())
-            .with_context(|| format!("writing to {}", self.path.display()))?;
+            .map_err(step(|| format!("writing to {}", self.path.display())))?;
         self.cycles.push(r);
         Ok(())
     }
@@ -169,7 +222,7 @@ fn sync_dir(path: &Path) {
 /// Reads a results file: header, complete cycles, and the byte length up to the last
 /// complete line.
 pub fn read(path: &Path) -> Result<(Header, Vec<CycleResult>, u64)> {
-    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let data = std::fs::read(path).map_err(step(|| format!("reading {}", path.display())))?;
     let mut pos = 0usize;
     let mut header = None;
     let mut cycles = vec![];
@@ -177,9 +230,11 @@ pub fn read(path: &Path) -> Result<(Header, Vec<CycleResult>, u64)> {
     while let Some(nl) = data[pos..].iter().position(|&b| b == b'\n') {
         let line = &data[pos..pos + nl];
         if header.is_none() {
-            let h: Header = serde_json::from_slice(line).with_context(|| {
-                format!("{} is not a plugpull campaign results file", path.display())
-            })?;
+            let h: Header =
+                serde_json::from_slice(line).map_err(|source| ResultsError::NotResults {
+                    path: path.into(),
+                    source,
+                })?;
             header = Some(h);
         } else {
             match serde_json::from_slice::<CycleResult>(line) {
@@ -191,7 +246,7 @@ pub fn read(path: &Path) -> Result<(Header, Vec<CycleResult>, u64)> {
         pos += nl + 1;
         good = pos as u64;
     }
-    let header = header.with_context(|| format!("{} has no header line", path.display()))?;
+    let header = header.ok_or_else(|| ResultsError::NoHeader { path: path.into() })?;
     Ok((header, cycles, good))
 }
 
@@ -218,12 +273,12 @@ pub struct Summary {
 }
 
 pub fn summarize(cycles: &[CycleResult]) -> Summary {
-    let count = |v: &str| cycles.iter().filter(|c| c.verdict == v).count() as u64;
-    let (passed, failed) = (count("PASS"), count("FAIL"));
+    let count = |v: Verdict| cycles.iter().filter(|c| c.report.verdict == v).count() as u64;
+    let (passed, failed) = (count(Verdict::Pass), count(Verdict::Fail));
     let judged = passed + failed;
     let mut windows: Vec<f64> = cycles
         .iter()
-        .filter_map(|c| c.loss_window.as_ref().map(|w| w.ms))
+        .filter_map(|c| c.report.loss_window.as_ref().map(|w| w.ms))
         .collect();
     windows.sort_by(f64::total_cmp);
     Summary {
@@ -231,8 +286,8 @@ pub fn summarize(cycles: &[CycleResult]) -> Summary {
         cycles: cycles.len() as u64,
         passed,
         failed,
-        inconclusive: count("INCONCLUSIVE"),
-        errors: count("ERROR"),
+        inconclusive: count(Verdict::Inconclusive),
+        errors: count(Verdict::Error),
         failure_rate: if judged == 0 {
             0.0
         } else {
@@ -248,10 +303,16 @@ pub fn summarize(cycles: &[CycleResult]) -> Summary {
         }),
         lost_records_total: cycles
             .iter()
-            .filter_map(|c| c.loss_window.as_ref().map(|w| w.records))
+            .filter_map(|c| c.report.loss_window.as_ref().map(|w| w.records))
             .sum(),
-        first_failure_cycle: cycles.iter().find(|c| c.verdict == "FAIL").map(|c| c.cycle),
-        dead_device_cycles: cycles.iter().filter(|c| c.dead_device.is_some()).count() as u64,
+        first_failure_cycle: cycles
+            .iter()
+            .find(|c| c.report.verdict == Verdict::Fail)
+            .map(|c| c.cycle),
+        dead_device_cycles: cycles
+            .iter()
+            .filter(|c| c.report.dead_device.is_some())
+            .count() as u64,
     }
 }
 
@@ -293,5 +354,24 @@ impl Summary {
             );
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line as the string-typed results file wrote it: it must read back and be
+    /// written again byte for byte (the results file is the campaign's resume state).
+    #[test]
+    fn an_old_cycle_line_round_trips_byte_for_byte() {
+        let lines = [
+            r#"{"format":"plugpull-campaign-cycle/1","cycle":3,"seed":99,"run_id":"00ff","started_at":"2026-01-01T00:00:00+00:00","delay_ms":12.5,"cut":null,"restore":null,"off_ms":1000.0,"acked_records":40,"witness_durable":40,"last_acked":{"stream":0,"seq":39,"offset":159744,"flushed_ns":17},"writer_stopped":"target failed: flush returned EIO","reattach_ms":3.25,"verdict":"FAIL","summary":"2 lost","counts":{"corrupt":0,"intact":38,"lost":2,"misdirected":0,"shorn":0,"stale":0,"superseded":0,"unreadable":0},"loss_window":{"records":2,"bytes":8192,"ms":1.5},"ordering_holes":1,"dead_device":null,"unsafe_shutdowns_delta":1,"error":null,"cycle_ms":2000.0}"#,
+            r#"{"format":"plugpull-campaign-cycle/1","cycle":4,"seed":7,"run_id":"","started_at":"x","delay_ms":0.0,"cut":null,"restore":null,"off_ms":0.0,"acked_records":0,"witness_durable":0,"last_acked":null,"writer_stopped":"","reattach_ms":null,"verdict":"ERROR","summary":"","counts":{},"loss_window":null,"ordering_holes":0,"dead_device":null,"unsafe_shutdowns_delta":null,"error":"no acks","cycle_ms":1.0}"#,
+        ];
+        for line in lines {
+            let c: CycleResult = serde_json::from_str(line).unwrap();
+            assert_eq!(serde_json::to_string(&c).unwrap(), line);
+        }
     }
 }

@@ -1,7 +1,22 @@
 //! `plugpull campaign`: arguments to options, then the action.
 
+use crate::campaign::CampaignOptions;
 use crate::commands::args::CampaignArgs;
 
 pub fn run(a: CampaignArgs) -> anyhow::Result<i32> {
-    crate::campaign::run(a)
+    let summary = crate::campaign::run(CampaignOptions {
+        config: a.config,
+        results: a.results,
+        cycles: a.cycles,
+        summary_only: a.summary,
+        json: a.json,
+        quiet: a.quiet,
+    })?;
+    Ok(if summary.failed > 0 {
+        crate::exit::FAIL
+    } else if summary.errors > 0 {
+        crate::exit::ERROR
+    } else {
+        crate::exit::PASS
+    })
 }

@@ -7,6 +7,9 @@ use crate::device::identity::DeviceIdentity;
 use crate::record::{RecordId, RunId};
 use serde::{Deserialize, Serialize};
 
+pub mod verdict;
+pub use verdict::{ClassCounts, LossWindow, RecordClass, ReportSummary, Verdict};
+
 /// Where records go within the target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {

@@ -3,32 +3,30 @@
 //! buckets share 1-2-5 edges, so merging is adding).
 
 use super::input::{Cycle, LatencyBucket, TimelineBucket};
+use crate::model::{ClassCounts, RecordClass, Verdict};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The order classes are listed and stacked in: survivors first, then failures.
-pub const CLASSES: [&str; 8] = [
-    "intact",
-    "superseded",
-    "lost",
-    "shorn",
-    "corrupt",
-    "stale",
-    "misdirected",
-    "unreadable",
+pub const CLASSES: [RecordClass; 8] = [
+    RecordClass::Intact,
+    RecordClass::Superseded,
+    RecordClass::Lost,
+    RecordClass::Shorn,
+    RecordClass::Corrupt,
+    RecordClass::Stale,
+    RecordClass::Misdirected,
+    RecordClass::Unreadable,
 ];
-
-pub fn is_failure(class: &str) -> bool {
-    !matches!(class, "intact" | "superseded")
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     /// FAIL if any cycle failed, else INCONCLUSIVE if any was, else PASS.
-    pub verdict: String,
+    pub verdict: Verdict,
     pub cycles: usize,
-    pub cycles_by_verdict: BTreeMap<String, usize>,
-    pub counts: BTreeMap<String, u64>,
+    /// Keyed by verdict name, so they list in name order.
+    pub cycles_by_verdict: BTreeMap<&'static str, usize>,
+    pub counts: ClassCounts,
     pub acked_records: u64,
     pub failing_records: u64,
     #[serde(skip)]
@@ -43,19 +41,19 @@ pub struct Summary {
 }
 
 pub fn summarise(cycles: &[Cycle]) -> Summary {
-    let mut by_verdict: BTreeMap<String, usize> = BTreeMap::new();
-    let mut counts: BTreeMap<String, u64> = CLASSES.iter().map(|c| (c.to_string(), 0)).collect();
+    let mut by_verdict: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut counts = ClassCounts::zero();
     let mut timeline: BTreeMap<u64, TimelineBucket> = BTreeMap::new();
     let mut latency: BTreeMap<u64, LatencyBucket> = BTreeMap::new();
     let (mut acked, mut loss_max) = (0u64, None::<f64>);
     for c in cycles {
         let r = &c.report;
-        *by_verdict.entry(r.verdict.clone()).or_default() += 1;
-        for (k, v) in &r.counts {
-            *counts.entry(k.clone()).or_default() += v;
+        *by_verdict.entry(r.summary.verdict.name()).or_default() += 1;
+        for (k, v) in r.summary.counts.iter() {
+            counts.add(k, v);
         }
         acked += r.acked_records;
-        if let Some(w) = &r.loss_window {
+        if let Some(w) = &r.summary.loss_window {
             loss_max = Some(loss_max.map_or(w.ms, |m: f64| m.max(w.ms)));
         }
         for b in &r.ack_timeline {
@@ -65,10 +63,10 @@ pub fn summarise(cycles: &[Cycle]) -> Summary {
                 .or_insert_with(|| TimelineBucket {
                     from_ms: b.from_ms,
                     to_ms: b.to_ms,
-                    counts: BTreeMap::new(),
+                    counts: ClassCounts::default(),
                 });
-            for (k, v) in &b.counts {
-                *t.counts.entry(k.clone()).or_default() += v;
+            for (k, v) in b.counts.iter() {
+                t.counts.add(k, v);
             }
         }
         if let Some(l) = &r.flush_latency {
@@ -84,20 +82,17 @@ pub fn summarise(cycles: &[Cycle]) -> Summary {
             }
         }
     }
-    let verdict = if by_verdict.contains_key("FAIL") {
-        "FAIL"
-    } else if by_verdict.contains_key("INCONCLUSIVE") || by_verdict.is_empty() {
-        "INCONCLUSIVE"
+    let any = |v: Verdict| cycles.iter().any(|c| c.report.summary.verdict == v);
+    let verdict = if any(Verdict::Fail) {
+        Verdict::Fail
+    } else if any(Verdict::Inconclusive) || cycles.is_empty() {
+        Verdict::Inconclusive
     } else {
-        "PASS"
+        Verdict::Pass
     };
-    let failing = counts
-        .iter()
-        .filter(|(k, _)| is_failure(k))
-        .map(|(_, v)| v)
-        .sum();
+    let failing = counts.failing();
     Summary {
-        verdict: verdict.to_string(),
+        verdict,
         cycles: cycles.len(),
         cycles_by_verdict: by_verdict,
         counts,

@@ -2,41 +2,39 @@
 //!
 //! Why a separate, lenient model instead of deserialising `verify::report::Report`: the
 //! report renders files made by other plugpull versions and by other tools' wrappers
-//! (campaign JSON lines), so every key is optional here and unknown keys are ignored.
+//! (campaign JSON lines), so keys are optional here and unknown keys are ignored. The
+//! verdict and counts are the shared `model::ReportSummary`; verdicts and record classes
+//! are typed, so a report naming one this build does not know is refused as malformed.
 //! Anything that is not a verify report is skipped with a note rather than failing the page.
 
-use anyhow::{Context, Result, bail};
+use crate::model::{ClassCounts, RecordClass, ReportSummary};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct LossWindow {
-    pub records: u64,
-    pub bytes: u64,
-    pub ms: f64,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct OrderingHoles {
-    pub count: u64,
-}
-
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default)]
+/// One failing record as the page lists it (verify writes `verify::report::Finding`; its
+/// sector kinds are names, read back as they are).
+#[derive(Clone, Debug, Deserialize)]
 pub struct Finding {
-    pub class: String,
+    pub class: RecordClass,
+    #[serde(default)]
     pub stream: u16,
+    #[serde(default)]
     pub seq: u64,
+    #[serde(default)]
     pub offset: u64,
+    #[serde(default)]
     pub len_bytes: u64,
+    #[serde(default)]
     pub acked_ms_before_last_ack: f64,
+    #[serde(default)]
     pub sectors: BTreeMap<String, u64>,
+    #[serde(default)]
     pub corrupt_bits: Option<u64>,
+    #[serde(default)]
     pub found_at: Option<u64>,
+    #[serde(default)]
     pub ordering_hole: bool,
 }
 
@@ -45,7 +43,7 @@ pub struct Finding {
 pub struct TimelineBucket {
     pub from_ms: f64,
     pub to_ms: f64,
-    pub counts: BTreeMap<String, u64>,
+    pub counts: ClassCounts,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -82,15 +80,12 @@ pub struct Run {
 #[serde(default)]
 pub struct VerifyReport {
     pub format: String,
-    pub verdict: String,
-    pub summary: String,
-    pub counts: BTreeMap<String, u64>,
+    /// Verdict, why, counts, loss window, ordering holes, dead device.
+    #[serde(flatten)]
+    pub summary: ReportSummary,
     pub acked_records: u64,
     pub acked_bytes: u64,
     pub corrupt_bits: u64,
-    pub loss_window: Option<LossWindow>,
-    pub ordering_holes: OrderingHoles,
-    pub dead_device: Option<String>,
     pub unreadable_ranges: Vec<(u64, u64, String)>,
     pub findings: Vec<Finding>,
     pub findings_truncated: bool,
@@ -101,6 +96,34 @@ pub struct VerifyReport {
     pub ack_timeline: Vec<TimelineBucket>,
     pub flush_latency: Option<Latency>,
     pub plugpull_version: String,
+}
+
+/// Why the input could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("reading stdin")]
+    Stdin(#[source] std::io::Error),
+    #[error("reading {}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// `where_` is "NAME:LINE".
+    #[error("{where_}: not JSON")]
+    NotJson {
+        where_: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{label}: malformed verify report")]
+    Malformed {
+        label: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("no plugpull verify reports in the input (make them with `plugpull verify --json`)")]
+    NoReports,
 }
 
 /// A report and where it came from ("file.json", "campaign.jsonl:3", or a cycle number).
@@ -131,7 +154,7 @@ fn find_verify(v: &Value) -> Option<(&Value, Option<String>)> {
 
 /// Every verify report in `text`: one JSON document, or JSON lines. `notes` collects what
 /// was skipped and why.
-pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycle>> {
+pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycle>, InputError> {
     let docs: Vec<(String, Value)> = match serde_json::from_str::<Value>(text) {
         Ok(v) => vec![(name.to_string(), v)],
         Err(_) => {
@@ -140,8 +163,11 @@ pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycl
                 if line.trim().is_empty() {
                     continue;
                 }
-                let v = serde_json::from_str::<Value>(line)
-                    .with_context(|| format!("{name}:{}: not JSON", i + 1))?;
+                let v =
+                    serde_json::from_str::<Value>(line).map_err(|source| InputError::NotJson {
+                        where_: format!("{name}:{}", i + 1),
+                        source,
+                    })?;
                 d.push((format!("{name}:{}", i + 1), v));
             }
             d
@@ -151,8 +177,11 @@ pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycl
     for (label, v) in docs {
         match find_verify(&v) {
             Some((r, cycle)) => {
-                let report: VerifyReport = serde_json::from_value(r.clone())
-                    .with_context(|| format!("{label}: malformed verify report"))?;
+                let report: VerifyReport =
+                    serde_json::from_value(r.clone()).map_err(|source| InputError::Malformed {
+                        label: label.clone(),
+                        source,
+                    })?;
                 let label = match cycle {
                     Some(c) => format!("cycle {c}"),
                     None => label,
@@ -166,13 +195,19 @@ pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycl
 }
 
 /// Reads every input file ("-" is stdin) in order.
-pub fn load(paths: &[std::path::PathBuf], notes: &mut Vec<String>) -> Result<Vec<Cycle>> {
+pub fn load(
+    paths: &[std::path::PathBuf],
+    notes: &mut Vec<String>,
+) -> Result<Vec<Cycle>, InputError> {
     let mut all = vec![];
     for p in paths {
         let text = if p == Path::new("-") {
-            std::io::read_to_string(std::io::stdin()).context("reading stdin")?
+            std::io::read_to_string(std::io::stdin()).map_err(InputError::Stdin)?
         } else {
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?
+            std::fs::read_to_string(p).map_err(|source| InputError::Read {
+                path: p.clone(),
+                source,
+            })?
         };
         let name = p
             .file_name()
@@ -181,7 +216,7 @@ pub fn load(paths: &[std::path::PathBuf], notes: &mut Vec<String>) -> Result<Vec
         all.extend(parse(&name, &text, notes)?);
     }
     if all.is_empty() {
-        bail!("no plugpull verify reports in the input (make them with `plugpull verify --json`)");
+        return Err(InputError::NoReports);
     }
     Ok(all)
 }
@@ -196,7 +231,13 @@ mod tests {
         let one = r#"{"format":"plugpull-verify/1","verdict":"PASS","counts":{"intact":3}}"#;
         let c = parse("a.json", one, &mut notes).unwrap();
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].report.counts["intact"], 3);
+        assert_eq!(
+            c[0].report
+                .summary
+                .counts
+                .get(crate::model::RecordClass::Intact),
+            3
+        );
         let lines = format!(
             "{one}\n{{\"cycle\":7,\"verify\":{one}}}\n{{\"format\":\"plugpull-campaign/1\"}}\n"
         );

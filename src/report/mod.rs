@@ -10,46 +10,81 @@ pub mod html;
 pub mod input;
 pub mod svg;
 
-use crate::commands::args::ReportArgs;
-use anyhow::{Context, Result};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-pub fn run(a: ReportArgs) -> Result<i32> {
+/// What `plugpull report` renders.
+#[derive(Clone, Debug)]
+pub struct ReportOptions {
+    /// Verify reports, or JSON-lines files of them ("-" is stdin).
+    pub inputs: Vec<PathBuf>,
+    /// The HTML file to write ("-" for stdout).
+    pub output: PathBuf,
+    /// Page title (default: from the device and verdict).
+    pub title: Option<String>,
+    /// Print what was rendered as JSON on stdout.
+    pub json: bool,
+    /// Print nothing on success.
+    pub quiet: bool,
+}
+
+/// Why no page was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Input(#[from] input::InputError),
+    #[error("writing {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Stdout(std::io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+/// Reads the reports, writes the page, and says what it wrote.
+pub fn run(o: ReportOptions) -> Result<(), ReportError> {
     let mut notes = vec![];
-    let cycles = input::load(&a.inputs, &mut notes)?;
+    let cycles = input::load(&o.inputs, &mut notes)?;
     let summary = aggregate::summarise(&cycles);
     let made_by = html::shell_line(&std::env::args().collect::<Vec<_>>());
-    let page = html::render(&cycles, &summary, a.title.as_deref(), &made_by, &notes);
-    let to_stdout = a.output == Path::new("-");
+    let page = html::render(&cycles, &summary, o.title.as_deref(), &made_by, &notes);
+    let to_stdout = o.output == Path::new("-");
     if to_stdout {
-        std::io::stdout().write_all(page.as_bytes())?;
+        std::io::stdout()
+            .write_all(page.as_bytes())
+            .map_err(ReportError::Stdout)?;
     } else {
-        std::fs::write(&a.output, &page)
-            .with_context(|| format!("writing {}", a.output.display()))?;
+        std::fs::write(&o.output, &page).map_err(|source| ReportError::Write {
+            path: o.output.clone(),
+            source,
+        })?;
     }
     for n in &notes {
-        if !a.quiet {
+        if !o.quiet {
             eprintln!("plugpull: {n}");
         }
     }
-    if a.json && !to_stdout {
+    if o.json && !to_stdout {
         let v = serde_json::json!({
             "format": "plugpull-report/1",
-            "output": a.output.display().to_string(),
+            "output": o.output.display().to_string(),
             "bytes": page.len(),
             "summary": summary,
             "skipped": notes,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
-    } else if !a.quiet && !to_stdout {
+    } else if !o.quiet && !to_stdout {
         println!(
             "wrote {} ({} cycle(s), verdict {}, {} KiB)",
-            a.output.display(),
+            o.output.display(),
             summary.cycles,
             summary.verdict,
             page.len().div_ceil(1024)
         );
     }
-    Ok(crate::exit::PASS)
+    Ok(())
 }

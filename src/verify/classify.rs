@@ -2,8 +2,8 @@
 //! record's set of sector findings makes it. Kept apart from I/O so every combination is
 //! tested (see `every_combination_lands_in_one_class`).
 
+use crate::model::RecordClass;
 use crate::record::{RecordId, RunId, SECTOR, Stamp, StampError, bit_difference};
-use serde::Serialize;
 
 /// Bits that may differ from the expected sector before we stop calling it "corrupt" and
 /// call it "something else is here". Random data differs in ~2048 of 4096 bits (σ ≈ 32),
@@ -76,49 +76,6 @@ pub fn classify_sector(
                 SectorFinding::Blank
             }
         }
-    }
-}
-
-/// The verdict class of one acknowledged record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RecordClass {
-    Intact,
-    Superseded,
-    Lost,
-    Stale,
-    Shorn,
-    Corrupt,
-    Misdirected,
-    Unreadable,
-}
-
-impl RecordClass {
-    pub const ALL: [RecordClass; 8] = [
-        RecordClass::Intact,
-        RecordClass::Superseded,
-        RecordClass::Lost,
-        RecordClass::Stale,
-        RecordClass::Shorn,
-        RecordClass::Corrupt,
-        RecordClass::Misdirected,
-        RecordClass::Unreadable,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            RecordClass::Intact => "intact",
-            RecordClass::Superseded => "superseded",
-            RecordClass::Lost => "lost",
-            RecordClass::Stale => "stale",
-            RecordClass::Shorn => "shorn",
-            RecordClass::Corrupt => "corrupt",
-            RecordClass::Misdirected => "misdirected",
-            RecordClass::Unreadable => "unreadable",
-        }
-    }
-    /// Whether this class means the drive broke its promise.
-    pub fn is_failure(self) -> bool {
-        !matches!(self, RecordClass::Intact | RecordClass::Superseded)
     }
 }
 

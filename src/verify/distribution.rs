@@ -10,8 +10,7 @@
 //! - the write+flush latency: `flushed_ns - submitted_ns` of every ack (writer clock), on
 //!   1-2-5 bucket edges in µs. No writer change needed: the acks carry both times.
 
-use super::classify::RecordClass;
-use crate::model::Ack;
+use crate::model::{Ack, RecordClass};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -3,13 +3,11 @@
 //! holds and `classify` what each record is; this is where the run as a whole is judged,
 //! for a readable device, a device that timed out, and a dead one alike.
 
-use super::classify::{RecordClass, SectorTally, classify_record};
+use super::classify::{SectorTally, classify_record};
 use super::distribution;
-use super::report::{
-    AckLogCheck, Finding, LossWindow, MAX_FINDINGS, OrderingHoles, REPORT_FORMAT, Report, Verdict,
-};
+use super::report::{AckLogCheck, Finding, MAX_FINDINGS, OrderingHoles, REPORT_FORMAT, Report};
 use super::scan;
-use crate::model::{Ack, RunLog};
+use crate::model::{Ack, LossWindow, RecordClass, RunLog, Verdict};
 use std::collections::HashMap;
 use std::time::Duration;
 

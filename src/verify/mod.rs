@@ -20,12 +20,12 @@ pub mod select;
 mod tests;
 
 use crate::device::{Device, FileDevice, identity};
-use crate::model::RunLog;
-use classify::{RecordClass, classify_record};
+use crate::model::{RecordClass, RunLog, Verdict};
+use classify::classify_record;
 pub use judge::dead_device_report;
 pub use load::{LoadedRun, load_run, load_run_checked};
 pub use options::{AckSource, VerifyError, VerifyOptions};
-use report::{Report, Verdict};
+use report::Report;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -1,9 +1,8 @@
 //! The verify report: one struct, serialised as versioned JSON (docs/report.md) or
 //! printed for people.
 
-use super::classify::RecordClass;
 use crate::device::identity::DeviceIdentity;
-use crate::model::RunDescriptor;
+use crate::model::{ClassCounts, LossWindow, RecordClass, ReportSummary, RunDescriptor, Verdict};
 use crate::units::fmt_bytes;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -11,33 +10,6 @@ use std::collections::BTreeMap;
 pub const REPORT_FORMAT: &str = "plugpull-verify/1";
 /// Failing records listed individually in the report; the counts are always complete.
 pub const MAX_FINDINGS: usize = 10_000;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Verdict {
-    #[serde(rename = "PASS")]
-    Pass,
-    #[serde(rename = "FAIL")]
-    Fail,
-    #[serde(rename = "INCONCLUSIVE")]
-    Inconclusive,
-}
-
-impl Verdict {
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Verdict::Pass => crate::exit::PASS,
-            Verdict::Fail => crate::exit::FAIL,
-            Verdict::Inconclusive => crate::exit::INCONCLUSIVE,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Pass => "PASS",
-            Verdict::Fail => "FAIL",
-            Verdict::Inconclusive => "INCONCLUSIVE",
-        }
-    }
-}
 
 /// One acknowledged record that did not survive as it should have.
 #[derive(Clone, Debug, Serialize)]
@@ -61,14 +33,6 @@ pub struct Finding {
     pub found_at: Option<u64>,
     /// A record acknowledged later (flush completed before... see ordering_holes) survived.
     pub ordering_hole: bool,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct LossWindow {
-    pub records: u64,
-    pub bytes: u64,
-    /// From the earliest failing record's ack to the last ack of the run.
-    pub ms: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -148,6 +112,18 @@ impl Report {
         RecordClass::ALL.iter().map(|c| (c.name(), 0)).collect()
     }
 
+    /// What campaigns, the agent and the HTML report keep of this report.
+    pub fn to_summary(&self) -> ReportSummary {
+        ReportSummary {
+            verdict: self.verdict,
+            summary: self.summary.clone(),
+            counts: ClassCounts::from(&self.counts),
+            loss_window: self.loss_window.clone(),
+            ordering_holes: self.ordering_holes.count,
+            dead_device: self.dead_device.clone(),
+        }
+    }
+
     /// Records damage found in the ack log. Without a FAIL, the verdict becomes
     /// INCONCLUSIVE: the acks lost to the damage were never checked.
     pub fn note_log_damage(&mut self, damage: Vec<String>) {
@@ -196,9 +172,21 @@ impl Report {
     /// The human summary.
     pub fn to_text(&self) -> String {
         let mut o = String::new();
+        self.text_run(&mut o);
+        self.text_target(&mut o);
+        self.text_warnings(&mut o);
+        self.text_counts(&mut o);
+        self.text_loss(&mut o);
+        self.text_findings(&mut o);
+        o += &format!("VERDICT: {} - {}\n", self.verdict.name(), self.summary);
+        o
+    }
+
+    /// The run: id, start, host and writer settings.
+    fn text_run(&self, o: &mut String) {
         if let Some(r) = &self.run {
             let s = &r.settings;
-            o += &format!(
+            *o += &format!(
                 "run {} started {} on {} ({}, {} records, {} stream(s), {})\n",
                 r.run_id,
                 r.started_at,
@@ -217,7 +205,11 @@ impl Report {
                 s.placement
             );
         }
-        o += &format!("target {}", self.target);
+    }
+
+    /// The target and the drive identity.
+    fn text_target(&self, o: &mut String) {
+        *o += &format!("target {}", self.target);
         if let Some(d) = &self.device {
             let mut parts = vec![];
             if let Some(m) = &d.model {
@@ -230,23 +222,31 @@ impl Report {
                 parts.push(format!("write cache: {w}"));
             }
             if !parts.is_empty() {
-                o += &format!(" ({})", parts.join(", "));
+                *o += &format!(" ({})", parts.join(", "));
             }
         }
-        o += "\n";
+        *o += "\n";
+    }
+
+    /// RAM, dead device and ack log warnings.
+    fn text_warnings(&self, o: &mut String) {
         if let Some(w) = &self.ram_warning {
-            o += &format!("WARNING: {w}\n");
+            *o += &format!("WARNING: {w}\n");
         }
         if let Some(d) = &self.dead_device {
-            o += &format!("dead device: {d}\n");
+            *o += &format!("dead device: {d}\n");
         }
         for d in &self.ack_log.damage {
-            o += &format!("ack log damage: {d}\n");
+            *o += &format!("ack log damage: {d}\n");
         }
         if !self.ack_log.whole && self.ack_log.damage.is_empty() {
-            o += &format!("ack log not proven whole: {}\n", self.ack_log.wholeness);
+            *o += &format!("ack log not proven whole: {}\n", self.ack_log.wholeness);
         }
-        o += &format!(
+    }
+
+    /// Acknowledged records and the count of each class.
+    fn text_counts(&self, o: &mut String) {
+        *o += &format!(
             "acknowledged records: {} ({})\n",
             self.acked_records,
             fmt_bytes(self.acked_bytes)
@@ -254,15 +254,19 @@ impl Report {
         for c in RecordClass::ALL {
             let n = self.counts[c.name()];
             if n > 0 || !c.is_failure() {
-                o += &format!("  {:<12} {:>10}", c.name(), n);
+                *o += &format!("  {:<12} {:>10}", c.name(), n);
                 if c == RecordClass::Corrupt && n > 0 {
-                    o += &format!("   ({} flipped bits)", self.corrupt_bits);
+                    *o += &format!("   ({} flipped bits)", self.corrupt_bits);
                 }
-                o += "\n";
+                *o += "\n";
             }
         }
+    }
+
+    /// The loss window, ordering holes and unreadable ranges.
+    fn text_loss(&self, o: &mut String) {
         if let Some(w) = &self.loss_window {
-            o += &format!(
+            *o += &format!(
                 "loss window: {} record(s), {}, acknowledged up to {:.1} ms before the last ack\n",
                 w.records,
                 fmt_bytes(w.bytes),
@@ -270,20 +274,24 @@ impl Report {
             );
         }
         if self.ordering_holes.count > 0 {
-            o += &format!(
+            *o += &format!(
                 "ordering holes: {} failing record(s) were flushed before a record that survived was even submitted\n",
                 self.ordering_holes.count
             );
         }
         for (off, len, why) in self.unreadable_ranges.iter().take(5) {
-            o += &format!("unreadable: {} at offset {off}: {why}\n", fmt_bytes(*len));
+            *o += &format!("unreadable: {} at offset {off}: {why}\n", fmt_bytes(*len));
         }
+    }
+
+    /// The most recently acknowledged failing records.
+    fn text_findings(&self, o: &mut String) {
         if !self.findings.is_empty() {
-            o += "failing records (most recent acks first):\n";
+            *o += "failing records (most recent acks first):\n";
             let mut f: Vec<&Finding> = self.findings.iter().collect();
             f.sort_by_key(|x| std::cmp::Reverse(x.flushed_ns));
             for x in f.iter().take(10) {
-                o += &format!(
+                *o += &format!(
                     "  {:<11} stream {} seq {:<8} offset {:<12} {:>9}  acked {:.1} ms before the last ack{}{}\n",
                     x.class.name(),
                     x.stream,
@@ -300,10 +308,8 @@ impl Report {
                 );
             }
             if self.findings.len() > 10 {
-                o += &format!("  ... and {} more (see --json)\n", self.findings.len() - 10);
+                *o += &format!("  ... and {} more (see --json)\n", self.findings.len() - 10);
             }
         }
-        o += &format!("VERDICT: {} - {}\n", self.verdict.name(), self.summary);
-        o
     }
 }

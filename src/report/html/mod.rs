@@ -1,0 +1,378 @@
+//! The HTML page: verdict banner, key numbers, charts, tables, the exact commands.
+//!
+//! Why one self-contained file: it is handed to colleagues or attached to a vendor claim,
+//! opened offline and archived. So: inline CSS, inline SVG, no scripts, no fonts, no
+//! images, no links that fetch anything. Tests check that. The tables are in `tables`;
+//! this file lays out the page, one function per section.
+
+mod tables;
+
+use super::aggregate::{Summary, latency_quantile_us};
+use super::input::Cycle;
+use super::svg::{self, Marker, esc, fmt_ms, fmt_us};
+use crate::model::Verdict;
+use crate::units::fmt_bytes;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use tables::{counts_table, device_table, findings_table, runs_table, value_text};
+
+const CSS: &str = "
+body{font-family:sans-serif;margin:0 auto;max-width:1000px;padding:16px 24px;color:#222;line-height:1.4}
+h1{font-size:22px;margin:8px 0} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ccc}
+.banner{color:#fff;padding:14px 20px;border-radius:6px;margin:12px 0}
+.banner .verdict{font-size:34px;font-weight:bold;letter-spacing:1px}
+.banner .why{font-size:17px}
+.numbers{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}
+.num{border:1px solid #ccc;border-radius:6px;padding:8px 12px;min-width:140px}
+.num b{display:block;font-size:22px} .num span{font-size:12px;color:#555}
+table{border-collapse:collapse;margin:6px 0;font-size:14px} td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f3f3f3} td.n{text-align:right;font-variant-numeric:tabular-nums}
+.sw{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:-1px}
+pre{background:#f6f6f6;border:1px solid #ddd;padding:8px;white-space:pre-wrap;word-break:break-all;font-size:13px}
+.chart{margin:10px 0;border:1px solid #eee}
+.note{color:#555;font-size:13px}
+.fail{color:#c62828;font-weight:bold}
+@media print{.chart{break-inside:avoid}}
+";
+/// `argv` as one line a shell would take back.
+pub fn shell_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_./:=@%+,-".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn number(o: &mut String, id: &str, value: &str, label: &str) {
+    let _ = write!(
+        o,
+        "<div class=\"num\" id=\"num-{id}\"><b>{}</b><span>{}</span></div>",
+        esc(value),
+        esc(label)
+    );
+}
+
+/// A latency percentile: exact from the report for one run; for several, the upper edge of
+/// the merged bucket holding it (never understated).
+fn quantile(cycles: &[Cycle], s: &Summary, q: f64) -> Option<f64> {
+    match (cycles, q) {
+        ([c], 0.5) => c.report.flush_latency.as_ref().map(|l| l.p50_us),
+        ([c], 0.99) => c.report.flush_latency.as_ref().map(|l| l.p99_us),
+        _ => latency_quantile_us(&s.latency, q),
+    }
+}
+
+/// The banner sentence: the run's own summary, or the campaign's tally.
+fn banner_text(cycles: &[Cycle], s: &Summary) -> String {
+    if cycles.len() == 1 {
+        return cycles[0].report.summary.summary.clone();
+    }
+    let mut t = format!(
+        "{} cycles: {}",
+        s.cycles,
+        s.cycles_by_verdict
+            .iter()
+            .map(|(v, n)| format!("{n} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if s.verdict == Verdict::Pass {
+        let _ = write!(
+            t,
+            ". No loss in {} cycles: with 95% confidence fewer than {:.1}% of cuts would lose data (rule of three: 3/{}).",
+            s.cycles,
+            300.0 / s.cycles as f64,
+            s.cycles
+        );
+    } else if s.verdict == Verdict::Fail {
+        t += &format!(
+            "; {} acknowledged records did not survive in all.",
+            s.failing_records
+        );
+    }
+    t
+}
+
+/// The whole page. `made_by` is the `plugpull report` command line; `notes` lists inputs
+/// that were skipped.
+pub fn render(
+    cycles: &[Cycle],
+    s: &Summary,
+    title: Option<&str>,
+    made_by: &str,
+    notes: &[String],
+) -> String {
+    let mut o = String::with_capacity(64 * 1024);
+    head_and_banner(&mut o, cycles, s, title);
+    key_numbers(&mut o, cycles, s);
+    if cycles.len() > 1 {
+        campaign_charts(&mut o, cycles);
+    }
+    around_the_cut(&mut o, s);
+    flush_latency(&mut o, cycles, s);
+    o.push_str("<h2>Device</h2>");
+    device_table(&mut o, cycles);
+    runs(&mut o, cycles);
+    if let Some(worst) = cycles
+        .iter()
+        .filter(|c| !c.report.findings.is_empty())
+        .max_by_key(|c| c.report.findings.len())
+    {
+        findings_table(&mut o, worst);
+    }
+    commands_and_footer(&mut o, cycles, made_by, notes);
+    o
+}
+
+/// The document head, the title and the verdict banner.
+fn head_and_banner(o: &mut String, cycles: &[Cycle], s: &Summary, title: Option<&str>) {
+    let model = cycles
+        .iter()
+        .find_map(|c| {
+            c.report
+                .device
+                .as_ref()
+                .and_then(|d| d.get("model"))
+                .and_then(value_text)
+        })
+        .unwrap_or_else(|| cycles[0].report.target.clone());
+    let title = title
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("plugpull: {} - {}", model, s.verdict));
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+<meta name=\"generator\" content=\"plugpull {}\"><title>{}</title><style>{CSS}</style></head><body>\n",
+        env!("CARGO_PKG_VERSION"),
+        esc(&title)
+    );
+    let _ = write!(o, "<h1>{}</h1>", esc(&title));
+    let _ = write!(
+        o,
+        "<div class=\"banner\" id=\"verdict\" data-verdict=\"{v}\" style=\"background:{}\"><div class=\"verdict\">{v}</div><div class=\"why\">{}</div></div>",
+        svg::verdict_colour(s.verdict),
+        esc(&banner_text(cycles, s)),
+        v = s.verdict,
+    );
+}
+
+/// The row of big numbers under the banner.
+fn key_numbers(o: &mut String, cycles: &[Cycle], s: &Summary) {
+    o.push_str("\n<div class=\"numbers\">");
+    number(
+        o,
+        "acked",
+        &s.acked_records.to_string(),
+        "acknowledged records",
+    );
+    number(
+        o,
+        "failing",
+        &s.failing_records.to_string(),
+        "did not survive intact",
+    );
+    number(
+        o,
+        "loss-window",
+        &s.loss_window_ms_max
+            .map(fmt_ms)
+            .unwrap_or_else(|| "none".into()),
+        if cycles.len() > 1 {
+            "largest loss window"
+        } else {
+            "loss window (ack age of oldest failing record)"
+        },
+    );
+    let holes: u64 = cycles.iter().map(|c| c.report.summary.ordering_holes).sum();
+    number(o, "holes", &holes.to_string(), "ordering holes");
+    if let (Some(p50), Some(p99)) = (quantile(cycles, s, 0.5), quantile(cycles, s, 0.99)) {
+        number(
+            o,
+            "latency",
+            &format!("{} / {}", fmt_us(p50), fmt_us(p99)),
+            "write+flush latency p50 / p99",
+        );
+    }
+    if cycles.len() > 1 {
+        number(o, "cycles", &s.cycles.to_string(), "cycles");
+    }
+    o.push_str("</div>\n");
+}
+
+/// Several cycles: the outcome of each, and the loss windows of the failing ones.
+fn campaign_charts(o: &mut String, cycles: &[Cycle]) {
+    o.push_str("<h2>Campaign</h2>");
+    let v: Vec<(String, Verdict)> = cycles
+        .iter()
+        .map(|c| (c.label.clone(), c.report.summary.verdict))
+        .collect();
+    o.push_str(&svg::cycles(&v));
+    let mut lw: BTreeMap<usize, (f64, u64)> = BTreeMap::new();
+    for w in cycles
+        .iter()
+        .filter_map(|c| c.report.summary.loss_window.as_ref())
+    {
+        let i = crate::verify::distribution::bucket_125(w.ms);
+        let lo = if i == 0 {
+            0.0
+        } else {
+            crate::verify::distribution::edge_125(i - 1)
+        };
+        lw.entry(i).or_insert((lo, 0)).1 += 1;
+    }
+    let data: Vec<(f64, u64)> = lw.into_values().collect();
+    o.push_str(&svg::log_bars(
+        "chart-loss-window",
+        "Loss window of the failing cycles",
+        "how long before the last ack the oldest failing record was acknowledged (log scale)",
+        "failing cycles",
+        &data,
+        fmt_ms,
+        "#c62828",
+        &[],
+    ));
+}
+
+/// The acknowledged records by age before the last ack and class, and the counts.
+fn around_the_cut(o: &mut String, s: &Summary) {
+    o.push_str("<h2>Around the cut</h2>");
+    if s.has_timeline {
+        o.push_str(&svg::timeline(&s.timeline, s.loss_window_ms_max));
+        o.push_str("<p class=\"note\">Each column holds the records acknowledged in one interval before the run's last ack; its colours show what share of them survived. The number above is the record count (failing/all where some failed). A drive that keeps its promises is all green and grey; losses cluster at the right, just before the cut. Grey (superseded) records were overwritten later by the same run: not a failure.</p>");
+    } else {
+        o.push_str("<p class=\"note\">This report has no <code>ack_timeline</code> (made by an older plugpull): only the counts below are available.</p>");
+    }
+    counts_table(o, s);
+}
+
+/// The write+flush latency chart, with p50 and p99 marked.
+fn flush_latency(o: &mut String, cycles: &[Cycle], s: &Summary) {
+    o.push_str("<h2>Flush latency</h2>");
+    if s.has_latency {
+        let markers: Vec<Marker> = [(0.5, "p50"), (0.99, "p99")]
+            .iter()
+            .filter_map(|(q, name)| {
+                quantile(cycles, s, *q).map(|v| Marker {
+                    value: v,
+                    label: format!("{name} {}", fmt_us(v)),
+                })
+            })
+            .collect();
+        let data: Vec<(f64, u64)> = s.latency.iter().map(|b| (b.from_us, b.count)).collect();
+        o.push_str(&svg::log_bars(
+            "chart-latency",
+            "Write + flush latency of every acknowledged record",
+            "from write submission to flush completion, writer clock (log scale)",
+            "records",
+            &data,
+            fmt_us,
+            "#1565c0",
+            &markers,
+        ));
+        o.push_str("<p class=\"note\">A drive without power-loss protection that really writes to non-volatile media needs on the order of a millisecond or more per flush. Flushes in the tens of microseconds mean a cache answered: fine with power-loss protection, a lie without it. Only the power cut tells which (docs/FAQ.md).</p>");
+    } else {
+        o.push_str("<p class=\"note\">This report has no <code>flush_latency</code> (made by an older plugpull).</p>");
+    }
+}
+
+/// One row per run, then each run's dead device and unreadable ranges.
+fn runs(o: &mut String, cycles: &[Cycle]) {
+    o.push_str("<h2>Runs</h2>");
+    runs_table(o, cycles);
+    for c in cycles {
+        if let Some(d) = &c.report.summary.dead_device {
+            let _ = write!(
+                o,
+                "<p class=\"fail\">{}: dead device: {}</p>",
+                esc(&c.label),
+                esc(d)
+            );
+        }
+        for (off, len, why) in c.report.unreadable_ranges.iter().take(5) {
+            let _ = write!(
+                o,
+                "<p>{}: unreadable {} at offset {off}: {}</p>",
+                esc(&c.label),
+                fmt_bytes(*len),
+                esc(why)
+            );
+        }
+    }
+}
+
+/// The writer command lines of the runs, how this page was made, the skipped inputs and
+/// the footer.
+fn commands_and_footer(o: &mut String, cycles: &[Cycle], made_by: &str, notes: &[String]) {
+    o.push_str("<h2>Commands</h2><p>The writer command line of each run (from the run descriptor the witness holds):</p>");
+    let mut cmds: Vec<String> = vec![];
+    for c in cycles {
+        if let Some(r) = &c.report.run {
+            if !r.command.is_empty() {
+                let line = shell_line(&r.command);
+                if !cmds.contains(&line) {
+                    cmds.push(line);
+                }
+            }
+        }
+    }
+    if cmds.is_empty() {
+        o.push_str("<p class=\"note\">The input holds no command lines.</p>");
+    }
+    for (k, cmd) in cmds.iter().enumerate().take(20) {
+        let _ = write!(
+            o,
+            "<pre class=\"command\" id=\"command-{}\">{}</pre>",
+            k + 1,
+            esc(cmd)
+        );
+    }
+    if cmds.len() > 20 {
+        let _ = write!(o, "<p class=\"note\">... and {} more.</p>", cmds.len() - 20);
+    }
+    let _ = write!(
+        o,
+        "<p>This page was made with:</p><pre class=\"command\" id=\"made-by\">{}</pre>",
+        esc(made_by)
+    );
+    for n in notes {
+        let _ = write!(o, "<p class=\"note\">{}</p>", esc(n));
+    }
+    let _ = write!(
+        o,
+        "<p class=\"note\">plugpull {} · generated {} · verify reports: format plugpull-verify/1 (docs/report.md)</p></body></html>",
+        env!("CARGO_PKG_VERSION"),
+        chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC")
+    );
+    o.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_lines_quote_what_needs_it() {
+        let a = [
+            "plugpull",
+            "write",
+            "/dev/sdb",
+            "--witness",
+            "w:7420",
+            "it's here",
+        ]
+        .map(String::from);
+        assert_eq!(
+            shell_line(&a),
+            "plugpull write /dev/sdb --witness w:7420 'it'\\''s here'"
+        );
+    }
+}
