@@ -1,0 +1,161 @@
+//! The flush: the moment a write becomes a promise. What the profile does with the newly
+//! flushed writes (persist, hold, shear, corrupt, misdirect, reorder) is decided here.
+//!
+//! Why its own module: flush is where every profile differs, and where the oracle learns
+//! of conditional faults (held writes) and ordering holes.
+
+use super::cache::cached_span;
+use super::{Model, ReorderHold};
+use crate::sim::oracle::{Class, Event, records_in};
+use crate::sim::profile::Kind;
+use std::io;
+
+impl Model {
+    /// Keeps flushed write `id` in cache only; logs the conditional fault on the sectors
+    /// still cached (shorn if an early destage already put the others on media).
+    pub(super) fn hold(&mut self, id: u64, class: Class) -> io::Result<u64> {
+        let p = &self.pending[&id];
+        let (offset, bytes) = cached_span(p);
+        let len = bytes.len() as u64;
+        let records = records_in(bytes, offset);
+        let class = if p.touched { Class::Shorn } else { class };
+        let fid = self.fault_id();
+        self.emit(Event::Fault {
+            id: fid,
+            class,
+            write: id,
+            offset,
+            len,
+            records,
+            flips: vec![],
+            to_offset: None,
+            conditional: true,
+        })?;
+        Ok(fid)
+    }
+
+    /// A cache flush. Returns how long the caller should sleep (outside the lock) before
+    /// reporting success: the simulated flush latency.
+    pub fn flush(&mut self) -> io::Result<u64> {
+        self.check_open()?;
+        let epoch = self.completed_flushes + 1;
+        let newly: Vec<u64> = self
+            .pending
+            .iter_mut()
+            .filter(|(_, p)| !p.flushed)
+            .map(|(&id, p)| {
+                p.flushed = true;
+                id
+            })
+            .collect();
+        // Verify judges the latest acknowledged record at each sector: faults of earlier
+        // records under a newly flushed write stop counting.
+        for &id in &newly {
+            let p = &self.pending[&id];
+            let ev = Event::Superseded {
+                write: id,
+                offset: p.offset,
+                len: p.data.len() as u64,
+            };
+            if self.resolver.apply(&ev) {
+                self.log.append(ev)?;
+            }
+            // A stray copy of another write sits where this one belongs: until this
+            // write reaches media, verify finds a foreign record here.
+            let (offset, bytes) = cached_span(p);
+            let len = bytes.len() as u64;
+            if self.resolver.stray_copy_in(offset, len) {
+                let records = records_in(bytes, offset);
+                let fid = self.fault_id();
+                self.emit(Event::Fault {
+                    id: fid,
+                    class: Class::Misdirected,
+                    write: id,
+                    offset,
+                    len,
+                    records,
+                    flips: vec![],
+                    to_offset: None,
+                    conditional: true,
+                })?;
+            }
+        }
+        let kind = self.profile.kind;
+        match kind {
+            Kind::Lying | Kind::LoseRecent => {
+                for &id in &newly {
+                    if self.pending[&id].stuck {
+                        continue;
+                    }
+                    self.hold(id, Class::Lost)?;
+                    self.held.push_back(id);
+                }
+                if kind == Kind::LoseRecent {
+                    while self.held.len() > self.profile.lose_recent_n {
+                        let id = self.held.pop_front().expect("non-empty");
+                        self.destage_all(id)?;
+                    }
+                } else {
+                    self.shrink_cache()?;
+                }
+            }
+            Kind::Shorn | Kind::Corrupt | Kind::Misdirected | Kind::Reorder => {
+                let mut destaged_now = Vec::new();
+                for &id in &newly {
+                    let p = &self.pending[&id];
+                    let eligible = !p.touched && !p.stuck && p.remaining.iter().all(|&r| r);
+                    let n = p.remaining.len();
+                    if eligible
+                        && (kind != Kind::Shorn || n > 1)
+                        && self.rng_fault.chance(self.profile.fault_p)
+                    {
+                        match kind {
+                            Kind::Shorn => self.shear(id)?,
+                            Kind::Corrupt => self.corrupt(id)?,
+                            Kind::Misdirected => self.misdirect(id)?,
+                            _ => {
+                                let fault = self.hold(id, Class::Hole)?;
+                                self.reorder.push(ReorderHold {
+                                    write: id,
+                                    fault,
+                                    flush_epoch: epoch,
+                                    release_at: epoch + self.profile.hold_flushes,
+                                    witnessed: false,
+                                });
+                            }
+                        }
+                    } else {
+                        destaged_now.push((id, self.pending[&id].arrived_after_flushes));
+                        self.destage_all(id)?;
+                    }
+                }
+                // Ordering holes: a write that arrived after a held write's flush
+                // completed is now on media while the held write is not.
+                for i in 0..self.reorder.len() {
+                    let h = &self.reorder[i];
+                    if !h.witnessed && destaged_now.iter().any(|&(_, a)| a >= h.flush_epoch) {
+                        self.reorder[i].witnessed = true;
+                        let fault = self.reorder[i].fault;
+                        self.emit(Event::HoleWitness { fault })?;
+                    }
+                }
+                let due: Vec<u64> = self
+                    .reorder
+                    .iter()
+                    .filter(|h| h.release_at <= epoch)
+                    .map(|h| h.write)
+                    .collect();
+                self.reorder.retain(|h| h.release_at > epoch);
+                for id in due {
+                    self.destage_all(id)?;
+                }
+                self.destage_unheld()?;
+            }
+            Kind::Honest | Kind::HonestPlp | Kind::MetadataLoss | Kind::Dead => {
+                self.destage_unheld()?;
+            }
+        }
+        self.completed_flushes = epoch;
+        Ok(self.profile.flush_latency_us)
+    }
+}
