@@ -16,6 +16,7 @@
 pub mod compare;
 pub mod drive;
 pub mod fuse;
+pub mod invariant;
 pub mod media;
 pub mod model;
 pub mod oracle;

@@ -24,11 +24,11 @@ impl Model {
     /// Writes bytes to the image at sector `s0` without changing what reads return.
     pub(super) fn image_write(&mut self, s0: u64, data: &[u8]) -> io::Result<()> {
         let n = (data.len() / SECTOR) as u64;
-        if self.overlay.range(s0..s0 + n).count() as u64 != n {
+        if self.cache.overlay.range(s0..s0 + n).count() as u64 != n {
             // Preserve the live content of sectors whose newest data is the image's.
             let old = self.live(s0, s0 + n)?;
             for i in 0..n {
-                self.overlay.entry(s0 + i).or_insert_with(|| {
+                self.cache.overlay.entry(s0 + i).or_insert_with(|| {
                     let mut b = Box::new([0u8; SECTOR]);
                     let o = (i as usize) * SECTOR;
                     b.copy_from_slice(&old[o..o + SECTOR]);
@@ -40,13 +40,14 @@ impl Model {
         for i in 0..n {
             let s = s0 + i;
             let o = (i as usize) * SECTOR;
-            if !self.cover.contains_key(&s)
+            if !self.cache.cover.contains_key(&s)
                 && self
+                    .cache
                     .overlay
                     .get(&s)
                     .is_some_and(|b| b[..] == data[o..o + SECTOR])
             {
-                self.overlay.remove(&s);
+                self.cache.overlay.remove(&s);
             }
         }
         Ok(())
@@ -54,7 +55,7 @@ impl Model {
 
     /// Puts the still-cached sectors `idx` of write `id` on media, at home, intact.
     pub(super) fn destage(&mut self, id: u64, idx: std::ops::Range<usize>) -> io::Result<()> {
-        let Some(p) = self.pending.get_mut(&id) else {
+        let Some(p) = self.cache.pending.get_mut(&id) else {
             return Ok(());
         };
         let s0 = p.offset / SECTOR_U64;
@@ -72,14 +73,14 @@ impl Model {
             }
         }
         if !p.remaining.iter().any(|&r| r) {
-            self.pending.remove(&id);
+            self.cache.pending.remove(&id);
         }
         for (a, bytes) in runs {
             let first = s0 + a as u64;
             let n = (bytes.len() / SECTOR) as u64;
             for s in first..first + n {
-                if self.cover.get(&s) == Some(&id) {
-                    self.cover.remove(&s);
+                if self.cache.cover.get(&s) == Some(&id) {
+                    self.cache.cover.remove(&s);
                 }
             }
             self.image_write(first, &bytes)?;
@@ -97,14 +98,14 @@ impl Model {
     }
 
     pub(super) fn destage_all(&mut self, id: u64) -> io::Result<()> {
-        let n = self.pending.get(&id).map_or(0, |p| p.remaining.len());
+        let n = self.cache.pending.get(&id).map_or(0, |p| p.remaining.len());
         self.destage(id, 0..n)
     }
 
     /// Lying cache: destage the oldest writes while it holds too many.
     pub(super) fn shrink_cache(&mut self) -> io::Result<()> {
-        while self.pending.len() > self.profile.cache_writes.max(1) {
-            let Some(&id) = self.pending.keys().next() else {
+        while self.cache.pending.len() > self.profile.cache_writes.max(1) {
+            let Some(&id) = self.cache.pending.keys().next() else {
                 break;
             };
             self.destage_all(id)?;
@@ -115,9 +116,10 @@ impl Model {
     /// Destages every cached write that is neither held nor stuck, oldest first.
     pub(super) fn destage_unheld(&mut self) -> io::Result<()> {
         let ids: Vec<u64> = self
+            .cache
             .pending
             .iter()
-            .filter(|(id, p)| !p.stuck && !self.reorder.iter().any(|h| h.write == **id))
+            .filter(|(id, p)| !p.stuck && !self.cache.reorder.iter().any(|h| h.write == **id))
             .map(|(&id, _)| id)
             .collect();
         for id in ids {

@@ -11,7 +11,7 @@ use std::io;
 impl Model {
     /// Shorn: the first k of n sectors reach media; the rest stay in cache forever.
     pub(super) fn shear(&mut self, id: u64) -> io::Result<()> {
-        let n = self.pending[&id].remaining.len();
+        let n = self.cache.pending[&id].remaining.len();
         let k = if n % 8 == 0 {
             // The fractions observed on real drives (FAST 2013): 7/8 and 3/8.
             if self.rng_fault.chance(0.5) {
@@ -22,7 +22,7 @@ impl Model {
         } else {
             self.rng_fault.range(1, n as u64 - 1) as usize
         };
-        let p = self.pending.get_mut(&id).expect("present");
+        let p = self.cache.pending.get_mut(&id).expect("present");
         p.stuck = true;
         let offset = p.offset + (k * SECTOR) as u64;
         let records = records_in(&p.data[k * SECTOR..], offset);
@@ -45,7 +45,7 @@ impl Model {
     /// Corrupt: the write reaches media with 1..=bits_max flipped bits; the cache keeps
     /// serving the correct bytes until the power goes.
     pub(super) fn corrupt(&mut self, id: u64) -> io::Result<()> {
-        let p = self.pending.remove(&id).expect("present");
+        let p = self.cache.pending.remove(&id).expect("present");
         let total_bits = p.data.len() as u64 * 8;
         let nbits = self
             .rng_fault
@@ -64,7 +64,7 @@ impl Model {
         }
         let s0 = p.offset / SECTOR_U64;
         for i in 0..p.remaining.len() as u64 {
-            self.cover.remove(&(s0 + i));
+            self.cache.cover.remove(&(s0 + i));
         }
         // The damaged bytes replace older data on media like any destage would.
         let ev = Event::Destaged {
@@ -93,7 +93,7 @@ impl Model {
     /// Misdirected: the write lands at another, clean offset; its home keeps old data.
     pub(super) fn misdirect(&mut self, id: u64) -> io::Result<()> {
         let (offset, len) = {
-            let p = &self.pending[&id];
+            let p = &self.cache.pending[&id];
             (p.offset, p.data.len() as u64)
         };
         let slots = self.size_bytes / len;
@@ -104,6 +104,7 @@ impl Model {
             }
             let d = self.rng_fault.below(slots) * len;
             let clean = self
+                .cache
                 .overlay
                 .range(d / SECTOR_U64..(d + len) / SECTOR_U64)
                 .next()
@@ -117,10 +118,10 @@ impl Model {
             // Nowhere clean to land: destage normally rather than fake a fault.
             return self.destage_all(id);
         };
-        let p = self.pending.remove(&id).expect("present");
+        let p = self.cache.pending.remove(&id).expect("present");
         let s0 = offset / SECTOR_U64;
         for i in 0..p.remaining.len() as u64 {
-            self.cover.remove(&(s0 + i));
+            self.cache.cover.remove(&(s0 + i));
         }
         let mut victim = vec![0u8; len as usize];
         self.image.read_at(&mut victim, d)?;

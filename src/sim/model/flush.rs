@@ -14,7 +14,7 @@ impl Model {
     /// Keeps flushed write `id` in cache only; logs the conditional fault on the sectors
     /// still cached (shorn if an early destage already put the others on media).
     pub(super) fn hold(&mut self, id: u64, class: Class) -> io::Result<u64> {
-        let p = &self.pending[&id];
+        let p = &self.cache.pending[&id];
         let (offset, bytes) = cached_span(p);
         let len = bytes.len() as u64;
         let records = records_in(bytes, offset);
@@ -37,9 +37,16 @@ impl Model {
     /// A cache flush. Returns how long the caller should sleep (outside the lock) before
     /// reporting success: the simulated flush latency.
     pub fn flush(&mut self) -> io::Result<u64> {
+        let latency_us = self.flush_cache()?;
+        self.assert_invariants();
+        Ok(latency_us)
+    }
+
+    fn flush_cache(&mut self) -> io::Result<u64> {
         self.check_open()?;
         let epoch = self.completed_flushes + 1;
         let newly: Vec<u64> = self
+            .cache
             .pending
             .iter_mut()
             .filter(|(_, p)| !p.flushed)
@@ -51,7 +58,7 @@ impl Model {
         // Verify judges the latest acknowledged record at each sector: faults of earlier
         // records under a newly flushed write stop counting.
         for &id in &newly {
-            let p = &self.pending[&id];
+            let p = &self.cache.pending[&id];
             let ev = Event::Superseded {
                 write: id,
                 offset: p.offset,
@@ -84,15 +91,15 @@ impl Model {
         match kind {
             Kind::Lying | Kind::LoseRecent => {
                 for &id in &newly {
-                    if self.pending[&id].stuck {
+                    if self.cache.pending[&id].stuck {
                         continue;
                     }
                     self.hold(id, Class::Lost)?;
-                    self.held.push_back(id);
+                    self.cache.held.push_back(id);
                 }
                 if kind == Kind::LoseRecent {
-                    while self.held.len() > self.profile.lose_recent_n {
-                        let id = self.held.pop_front().expect("non-empty");
+                    while self.cache.held.len() > self.profile.lose_recent_n {
+                        let id = self.cache.held.pop_front().expect("non-empty");
                         self.destage_all(id)?;
                     }
                 } else {
@@ -102,7 +109,7 @@ impl Model {
             Kind::Shorn | Kind::Corrupt | Kind::Misdirected | Kind::Reorder => {
                 let mut destaged_now = Vec::new();
                 for &id in &newly {
-                    let p = &self.pending[&id];
+                    let p = &self.cache.pending[&id];
                     let eligible = !p.touched && !p.stuck && p.remaining.iter().all(|&r| r);
                     let n = p.remaining.len();
                     if eligible
@@ -115,7 +122,7 @@ impl Model {
                             Kind::Misdirected => self.misdirect(id)?,
                             _ => {
                                 let fault = self.hold(id, Class::Hole)?;
-                                self.reorder.push(ReorderHold {
+                                self.cache.reorder.push(ReorderHold {
                                     write: id,
                                     fault,
                                     flush_epoch: epoch,
@@ -125,27 +132,28 @@ impl Model {
                             }
                         }
                     } else {
-                        destaged_now.push((id, self.pending[&id].arrived_after_flushes));
+                        destaged_now.push((id, self.cache.pending[&id].arrived_after_flushes));
                         self.destage_all(id)?;
                     }
                 }
                 // Ordering holes: a write that arrived after a held write's flush
                 // completed is now on media while the held write is not.
-                for i in 0..self.reorder.len() {
-                    let h = &self.reorder[i];
+                for i in 0..self.cache.reorder.len() {
+                    let h = &self.cache.reorder[i];
                     if !h.witnessed && destaged_now.iter().any(|&(_, a)| a >= h.flush_epoch) {
-                        self.reorder[i].witnessed = true;
-                        let fault = self.reorder[i].fault;
+                        self.cache.reorder[i].witnessed = true;
+                        let fault = self.cache.reorder[i].fault;
                         self.emit(Event::HoleWitness { fault })?;
                     }
                 }
                 let due: Vec<u64> = self
+                    .cache
                     .reorder
                     .iter()
                     .filter(|h| h.release_at <= epoch)
                     .map(|h| h.write)
                     .collect();
-                self.reorder.retain(|h| h.release_at > epoch);
+                self.cache.reorder.retain(|h| h.release_at > epoch);
                 for id in due {
                     self.destage_all(id)?;
                 }

@@ -22,6 +22,8 @@ use super::oracle::{Event, Fault, OracleLog, Resolver};
 use super::profile::{Kind, Profile};
 use crate::record::SECTOR;
 use crate::rng::Rng;
+use invariants::Counters;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::path::PathBuf;
@@ -64,6 +66,22 @@ struct Pending {
     arrived_after_flushes: u64,
 }
 
+/// The volatile write cache: what the drive holds in memory only. Everything here is
+/// gone at a cut.
+#[derive(Default)]
+struct Cache {
+    /// Pending writes by arrival sequence number.
+    pending: BTreeMap<u64, Pending>,
+    /// sector -> the one pending write whose bytes for that sector are still cached.
+    cover: HashMap<u64, u64>,
+    /// The newest bytes of every sector whose newest bytes are not (or may not be) on
+    /// the image.
+    overlay: BTreeMap<u64, Box<[u8; SECTOR]>>,
+    /// Flushed writes held in cache (lying, lose-recent), oldest first.
+    held: VecDeque<u64>,
+    reorder: Vec<ReorderHold>,
+}
+
 struct ReorderHold {
     write: u64,
     fault: u64,
@@ -86,22 +104,23 @@ pub struct Model {
     image: Image,
     sidecar: Sidecar,
     sidecar_file: Option<PathBuf>,
-    overlay: BTreeMap<u64, Box<[u8; SECTOR]>>,
-    pending: BTreeMap<u64, Pending>,
-    cover: HashMap<u64, u64>,
+    cache: Cache,
     next_write: u64,
     completed_flushes: u64,
-    /// Flushed writes held in cache (lying, lose-recent), oldest first.
-    held: VecDeque<u64>,
-    reorder: Vec<ReorderHold>,
     next_fault: u64,
     rng_io: Rng,
     rng_fault: Rng,
     rng_cut: Rng,
     rng_layout: Rng,
     log: OracleLog,
+    /// The oracle file, where there is one: the whole log across sessions.
+    oracle_file: Option<PathBuf>,
     resolver: Resolver,
     power: Power,
+    /// The counters as the last invariant check saw them (see `invariants`).
+    last_counters: Cell<Counters>,
+    /// Which window the next per-operation check reads (see `sim::invariant::Sweep`).
+    check_step: Cell<usize>,
 }
 
 /// EIO, the errno a vanished or failing drive gives; `what` goes to stderr-bound logs
@@ -146,17 +165,16 @@ impl Model {
             image,
             sidecar,
             sidecar_file,
-            overlay: BTreeMap::new(),
-            pending: BTreeMap::new(),
-            cover: HashMap::new(),
+            cache: Cache::default(),
             next_write: 1,
             completed_flushes: 0,
-            held: VecDeque::new(),
-            reorder: Vec::new(),
             next_fault: 1,
             log: OracleLog::new(cfg.oracle.as_deref())?,
+            oracle_file: cfg.oracle.clone(),
             resolver: Resolver::new(),
             power: Power::Off,
+            last_counters: Cell::default(),
+            check_step: Cell::default(),
         };
         // Replay an existing oracle log so faults of earlier sessions stay known.
         if let Some(p) = cfg.oracle.as_deref()
@@ -168,6 +186,7 @@ impl Model {
             m.reconcile_held_writes()?;
         }
         m.power_on_inner()?;
+        m.assert_invariants_and_replay();
         Ok(m)
     }
 
@@ -234,7 +253,7 @@ impl Model {
     }
     /// Bytes currently in cache only (for tests and status).
     pub fn pending_writes(&self) -> usize {
-        self.pending.len()
+        self.cache.pending.len()
     }
 
     fn emit(&mut self, ev: Event) -> io::Result<()> {
@@ -274,7 +293,7 @@ impl Model {
     fn live(&self, s0: u64, s1: u64) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; ((s1 - s0) * SECTOR_U64) as usize];
         self.image.read_at(&mut buf, s0 * SECTOR_U64)?;
-        for (s, data) in self.overlay.range(s0..s1) {
+        for (s, data) in self.cache.overlay.range(s0..s1) {
             let o = ((s - s0) * SECTOR_U64) as usize;
             buf[o..o + SECTOR].copy_from_slice(&data[..]);
         }
@@ -283,6 +302,12 @@ impl Model {
 
     /// Reads the newest data. Unreadable ranges fail (or ask the caller to hang).
     pub fn read(&self, buf: &mut [u8], offset: u64) -> io::Result<ReadOutcome> {
+        let outcome = self.read_newest(buf, offset)?;
+        self.assert_invariants();
+        Ok(outcome)
+    }
+
+    fn read_newest(&self, buf: &mut [u8], offset: u64) -> io::Result<ReadOutcome> {
         self.check_open()?;
         self.check_range(offset, buf.len())?;
         let end = offset + buf.len() as u64;
@@ -313,6 +338,12 @@ impl Model {
 
     /// Accepts a write into the cache. Any alignment; the cache works in sectors.
     pub fn write(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.accept_write(buf, offset)?;
+        self.assert_invariants();
+        Ok(())
+    }
+
+    fn accept_write(&mut self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.check_open()?;
         self.check_range(offset, buf.len())?;
         if buf.is_empty() {
@@ -332,19 +363,19 @@ impl Model {
         self.next_write += 1;
         let n = (s1 - s0) as usize;
         for (i, s) in (s0..s1).enumerate() {
-            if let Some(old) = self.cover.insert(s, id)
-                && let Some(p) = self.pending.get_mut(&old)
+            if let Some(old) = self.cache.cover.insert(s, id)
+                && let Some(p) = self.cache.pending.get_mut(&old)
             {
                 p.remaining[(s - p.offset / SECTOR_U64) as usize] = false;
                 if !p.remaining.iter().any(|&r| r) {
-                    self.pending.remove(&old);
+                    self.cache.pending.remove(&old);
                 }
             }
             let mut sector = Box::new([0u8; SECTOR]);
             sector.copy_from_slice(&data[i * SECTOR..(i + 1) * SECTOR]);
-            self.overlay.insert(s, sector);
+            self.cache.overlay.insert(s, sector);
         }
-        self.pending.insert(
+        self.cache.pending.insert(
             id,
             Pending {
                 offset: s0 * SECTOR_U64,
@@ -368,7 +399,7 @@ impl Model {
             } else {
                 n
             };
-            if let Some(p) = self.pending.get_mut(&id) {
+            if let Some(p) = self.cache.pending.get_mut(&id) {
                 p.touched = true;
             }
             self.destage(id, 0..k)?;
@@ -398,4 +429,10 @@ impl Model {
 mod cache;
 mod faults;
 mod flush;
+mod invariants;
 mod power;
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+pub(crate) use invariants::Breakage;

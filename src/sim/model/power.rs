@@ -5,7 +5,7 @@
 //! points where the oracle's notion of "conditional" fault changes meaning, so they are
 //! read together.
 
-use super::{Model, Power};
+use super::{Cache, Model, Power};
 use crate::sim::media::PostCut;
 use crate::sim::oracle::{Class, Event, records_in};
 use crate::sim::profile::Kind;
@@ -13,11 +13,7 @@ use std::io;
 
 impl Model {
     pub(super) fn power_on_inner(&mut self) -> io::Result<()> {
-        self.pending.clear();
-        self.cover.clear();
-        self.overlay.clear();
-        self.held.clear();
-        self.reorder.clear();
+        self.cache = Cache::default();
         let ev = Event::Start {
             seed: self.seed,
             profile: self.profile.to_string(),
@@ -96,6 +92,7 @@ impl Model {
             return Ok(());
         }
         self.power_on_inner()?;
+        self.assert_invariants_and_replay();
         self.check_open()
     }
 
@@ -103,13 +100,19 @@ impl Model {
     /// is gone. A PLP drive destages everything; any other drive destages a random subset
     /// of unflushed writes and may tear one; held and stuck writes are lost.
     pub fn cut(&mut self) -> io::Result<()> {
+        self.cut_power()?;
+        self.assert_invariants_and_replay();
+        Ok(())
+    }
+
+    fn cut_power(&mut self) -> io::Result<()> {
         if self.power != Power::On {
             self.power = Power::Off;
             return Ok(());
         }
-        let ids: Vec<u64> = self.pending.keys().copied().collect();
+        let ids: Vec<u64> = self.cache.pending.keys().copied().collect();
         for id in ids {
-            let Some(p) = self.pending.get(&id) else {
+            let Some(p) = self.cache.pending.get(&id) else {
                 continue;
             };
             if self.profile.kind == Kind::HonestPlp {
@@ -130,11 +133,7 @@ impl Model {
             }
         }
         self.emit(Event::Cut)?;
-        self.pending.clear();
-        self.cover.clear();
-        self.overlay.clear();
-        self.held.clear();
-        self.reorder.clear();
+        self.cache = Cache::default();
         self.power = Power::Off;
         Ok(())
     }

@@ -5,6 +5,8 @@
 //! durability rule (a line written survives a SIGKILL); the resolver is the meaning.
 
 use super::Event;
+use super::invariants::LogSeen;
+use std::cell::{Cell, RefCell};
 use std::fs::File;
 use std::io::{self, BufRead, Write};
 use std::path::Path;
@@ -12,7 +14,11 @@ use std::path::Path;
 /// Append-only oracle log: one write(2) per line, optionally mirrored in memory.
 pub struct OracleLog {
     file: Option<File>,
-    events: Vec<Event>,
+    pub(super) events: Vec<Event>,
+    /// How far `check_invariants` has read `events`, and what it learnt on the way: each
+    /// check reads only the events appended since the last one (see `invariants`).
+    pub(super) checked: Cell<usize>,
+    pub(super) seen: RefCell<LogSeen>,
 }
 
 impl OracleLog {
@@ -32,6 +38,8 @@ impl OracleLog {
         Ok(OracleLog {
             file,
             events: Vec::new(),
+            checked: Cell::new(0),
+            seen: RefCell::new(LogSeen::default()),
         })
     }
 

@@ -38,6 +38,14 @@ pub enum Class {
     Dead,
 }
 
+impl Class {
+    /// Whether a later write reaching the range undoes the fault. Post-cut faults
+    /// (unreadable, dead) name a range of the drive, not the bytes of a write.
+    pub(crate) fn cancellable(self) -> bool {
+        !matches!(self, Class::Unreadable | Class::Dead)
+    }
+}
+
 /// The sectors of one plugpull record that a fault touches.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct RecordRef {
@@ -169,6 +177,7 @@ pub fn resolve(path: &Path) -> io::Result<Vec<Fault>> {
     Ok(resolve_events(&read_events(path)?))
 }
 
+mod invariants;
 mod log;
 mod resolver;
 #[cfg(test)]

@@ -7,45 +7,45 @@
 use super::{Class, Event, Fault, RecordRef, SECTOR_U64};
 use std::collections::{BTreeMap, HashMap};
 
-struct Tracked {
-    session: u64,
-    class: Class,
-    write: u64,
-    offset: u64,
-    len: u64,
+pub(super) struct Tracked {
+    pub(super) session: u64,
+    pub(super) class: Class,
+    pub(super) write: u64,
+    pub(super) offset: u64,
+    pub(super) len: u64,
     /// The plugpull records in the fault's range when it was injected.
-    records: Vec<RecordRef>,
+    pub(super) records: Vec<RecordRef>,
     /// Sectors a later write was flushed over: verify judges that later record there, so
     /// these sectors no longer count against this fault's records. Per sector, because a
     /// record is judged only where it is the latest acknowledged one.
-    superseded: std::collections::BTreeSet<u64>,
-    flips: Vec<u64>,
-    to_offset: Option<u64>,
-    conditional: bool,
-    witnessed: bool,
+    pub(super) superseded: std::collections::BTreeSet<u64>,
+    pub(super) flips: Vec<u64>,
+    pub(super) to_offset: Option<u64>,
+    pub(super) conditional: bool,
+    pub(super) witnessed: bool,
     /// Some sectors of a held write reached media, others did not.
-    own_undone: bool,
+    pub(super) own_undone: bool,
     /// The sectors of this fault's own write that reached media late, and which of them a
     /// later write has since covered: verify sees "shorn" only while some landed sector
     /// still shows this write, and "lost" once later writes cover all of them.
-    own_landed: std::collections::BTreeSet<u64>,
-    landed_covered: std::collections::BTreeSet<u64>,
+    pub(super) own_landed: std::collections::BTreeSet<u64>,
+    pub(super) landed_covered: std::collections::BTreeSet<u64>,
     /// Still-affected sectors (absolute sector numbers).
-    remaining: std::collections::BTreeSet<u64>,
+    pub(super) remaining: std::collections::BTreeSet<u64>,
 }
 
 /// Replays oracle events and keeps the set of faults that are real so far. The drive
 /// uses it live (to know which destage events matter) and [`resolve`] uses it on a log.
 #[derive(Default)]
 pub struct Resolver {
-    session: u64,
-    faults: Vec<Tracked>,
+    pub(super) session: u64,
+    pub(super) faults: Vec<Tracked>,
     /// (session, fault id) -> index in `faults`.
-    by_id: HashMap<(u64, u64), usize>,
+    pub(super) by_id: HashMap<(u64, u64), usize>,
     /// sector -> indexes of faults with that sector remaining (cancellable faults only).
-    by_sector: BTreeMap<u64, Vec<usize>>,
+    pub(super) by_sector: BTreeMap<u64, Vec<usize>>,
     /// sector -> indexes of faults whose own write landed there late (see `own_landed`).
-    landed: BTreeMap<u64, Vec<usize>>,
+    pub(super) landed: BTreeMap<u64, Vec<usize>>,
 }
 
 impl Resolver {
@@ -86,8 +86,7 @@ impl Resolver {
                 let first = offset / SECTOR_U64;
                 let n = len.div_ceil(SECTOR_U64);
                 let idx = self.faults.len();
-                let cancellable = !matches!(class, Class::Unreadable | Class::Dead);
-                if cancellable {
+                if class.cancellable() {
                     for s in first..first + n {
                         self.by_sector.entry(s).or_default().push(idx);
                     }
@@ -196,6 +195,16 @@ impl Resolver {
             .filter(|f| f.conditional && f.session == self.session && !f.remaining.is_empty())
             .map(|f| (f.write, f.records.clone()))
             .collect()
+    }
+
+    /// True if a fault the log named (corrupt bytes, a misdirected write's home or
+    /// landing place) still affects sector `s`: the only reasons media may differ from
+    /// the newest data of a sector no cached write covers.
+    pub fn damage_logged_at(&self, s: u64) -> bool {
+        self.by_sector.get(&s).is_some_and(|list| {
+            list.iter()
+                .any(|&i| matches!(self.faults[i].class, Class::Corrupt | Class::Misdirected))
+        })
     }
 
     /// True if a stray copy of a misdirected write sits in the range on media.
