@@ -25,8 +25,8 @@ use std::time::Duration;
 const DRIVE_BYTES: u64 = 64 << 20;
 
 pub fn run(a: DemoArgs) -> Result<i32> {
-    let profile =
-        Profile::parse(&a.profile).map_err(|e| crate::exit::ExitCode(crate::exit::ERROR, e))?;
+    let profile = Profile::parse(&a.profile)
+        .map_err(|e| crate::exit::ExitCode(crate::exit::ERROR, e.to_string()))?;
     let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
     let say = |s: String| {
         if !a.json {
