@@ -24,7 +24,7 @@ pub mod target;
 
 use crate::commands::args::CampaignArgs;
 use crate::model::RunSelector;
-use crate::power::{PowerSwitch, Stamp};
+use crate::power::{PowerSwitch, SwitchTiming};
 use crate::record::RunId;
 use crate::rng::Rng;
 use crate::sim::{Profile, SimDrive};
@@ -322,7 +322,7 @@ fn cycle_inner(
     } else {
         s.delay_min
     };
-    let cut: Result<(Stamp, f64)> = std::thread::scope(|sc| {
+    let cut: Result<(SwitchTiming, f64)> = std::thread::scope(|sc| {
         sc.spawn(|| run_streams(dev.as_ref(), &plan, &sender, &stop, &progress));
         let res = (|| {
             let w0 = Instant::now();
