@@ -140,26 +140,7 @@ impl PowerConfig {
                 timeout,
                 scope,
             } => {
-                let flavor = match flavor.as_str() {
-                    "shelly-gen1" => http::Flavor::ShellyGen1,
-                    "shelly-gen2" => http::Flavor::ShellyGen2,
-                    "tasmota" => http::Flavor::Tasmota,
-                    "generic" => http::Flavor::Generic {
-                        off: off_request
-                            .clone()
-                            .ok_or(PowerError::MissingGenericRequest { which: "off" })?,
-                        on: on_request
-                            .clone()
-                            .ok_or(PowerError::MissingGenericRequest { which: "on" })?,
-                        body_off: body_off.clone(),
-                        body_on: body_on.clone(),
-                    },
-                    f => {
-                        return Err(PowerError::UnknownFlavor {
-                            flavor: f.to_string(),
-                        });
-                    }
-                };
+                let flavor = http_flavor(flavor, off_request, on_request, body_off, body_on)?;
                 Box::new(http::HttpSwitch {
                     flavor,
                     host: host.clone(),
@@ -178,15 +159,7 @@ impl PowerConfig {
                 channel,
                 timeout,
             } => {
-                let proto = match protocol.as_str() {
-                    "plugpull" => serial::Protocol::Plugpull,
-                    "ch340" => serial::Protocol::Ch340,
-                    p => {
-                        return Err(PowerError::UnknownProtocol {
-                            protocol: p.to_string(),
-                        });
-                    }
-                };
+                let proto = serial_protocol(protocol)?;
                 Box::new(serial::SerialSwitch::open(
                     port,
                     *baud,
@@ -201,5 +174,46 @@ impl PowerConfig {
                 None => return Err(PowerError::SimdriveWithoutTarget),
             },
         })
+    }
+}
+
+/// The HTTP flavor named in the table; `generic` needs its request lines.
+fn http_flavor(
+    name: &str,
+    off_request: &Option<String>,
+    on_request: &Option<String>,
+    body_off: &Option<String>,
+    body_on: &Option<String>,
+) -> Result<http::Flavor, PowerError> {
+    Ok(match name {
+        "shelly-gen1" => http::Flavor::ShellyGen1,
+        "shelly-gen2" => http::Flavor::ShellyGen2,
+        "tasmota" => http::Flavor::Tasmota,
+        "generic" => http::Flavor::Generic {
+            off: off_request
+                .clone()
+                .ok_or(PowerError::MissingGenericRequest { which: "off" })?,
+            on: on_request
+                .clone()
+                .ok_or(PowerError::MissingGenericRequest { which: "on" })?,
+            body_off: body_off.clone(),
+            body_on: body_on.clone(),
+        },
+        f => {
+            return Err(PowerError::UnknownFlavor {
+                flavor: f.to_string(),
+            });
+        }
+    })
+}
+
+/// The serial protocol named in the table.
+fn serial_protocol(name: &str) -> Result<serial::Protocol, PowerError> {
+    match name {
+        "plugpull" => Ok(serial::Protocol::Plugpull),
+        "ch340" => Ok(serial::Protocol::Ch340),
+        p => Err(PowerError::UnknownProtocol {
+            protocol: p.to_string(),
+        }),
     }
 }

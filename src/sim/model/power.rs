@@ -12,6 +12,8 @@ use crate::sim::profile::Kind;
 use std::io;
 
 impl Model {
+    /// A new session: the cache starts empty, the faults armed by the last session come
+    /// into force (and into the oracle), this session's are armed.
     pub(super) fn power_on_inner(&mut self) -> io::Result<()> {
         self.cache = Cache::default();
         let ev = Event::Start {
@@ -22,6 +24,22 @@ impl Model {
         self.emit(ev)?;
         let armed = self.sidecar.armed.clone();
         self.sidecar.power_on();
+        self.log_post_cut_faults(armed)?;
+        // Arm this session's post-cut faults before any write could make them matter.
+        self.arm_post_cut_faults();
+        if let Some(p) = &self.sidecar_file {
+            self.sidecar.store(p)?;
+        }
+        self.power = if self.sidecar.active.dead {
+            Power::Dead
+        } else {
+            Power::On
+        };
+        Ok(())
+    }
+
+    /// Logs the post-cut faults that came into force at this power on.
+    fn log_post_cut_faults(&mut self, armed: PostCut) -> io::Result<()> {
         for (off, len) in armed.unreadable {
             let mut buf = vec![0u8; len as usize];
             self.image.read_at(&mut buf, off)?;
@@ -53,7 +71,11 @@ impl Model {
                 conditional: false,
             })?;
         }
-        // Arm this session's post-cut faults before any write could make them matter.
+        Ok(())
+    }
+
+    /// Metadata loss and dead drives: what the next power on will find.
+    fn arm_post_cut_faults(&mut self) {
         match self.profile.kind {
             Kind::MetadataLoss => {
                 let unit = 4096u64.min(self.size_bytes);
@@ -75,15 +97,6 @@ impl Model {
             }
             _ => {}
         }
-        if let Some(p) = &self.sidecar_file {
-            self.sidecar.store(p)?;
-        }
-        self.power = if self.sidecar.active.dead {
-            Power::Dead
-        } else {
-            Power::On
-        };
-        Ok(())
     }
 
     /// Power comes back after a cut. A dead drive fails here.

@@ -6,7 +6,7 @@
 //! as it grows (only the events appended since the last check, so a check after every
 //! drive operation stays cheap); the resolver's indexes are checked whole.
 
-use super::resolver::Resolver;
+use super::resolver::{Resolver, Tracked};
 use super::{Class, Event, OracleLog, SECTOR_U64};
 use crate::sim::invariant::{InvariantViolation, Sweep, ensure};
 use std::collections::BTreeSet;
@@ -189,49 +189,63 @@ impl Resolver {
     pub fn check_invariants(&self, sweep: Sweep) -> Result<(), InvariantViolation> {
         let mut indexed = 0usize;
         for (i, f) in sweep.over(self.faults.iter().enumerate()) {
-            let earlier = i.checked_sub(1).map_or(0, |j| self.faults[j].session);
-            ensure(
-                earlier <= f.session && f.session <= self.session,
-                "resolver sessions",
-                || format!("fault {i} of session {} after {earlier}", f.session),
-            )?;
-            ensure(
-                !f.conditional || f.session == self.session,
-                "resolver conditional",
-                || format!("fault {i} of session {} is still conditional", f.session),
-            )?;
-            ensure(
-                !f.witnessed || f.class == Class::Hole,
-                "resolver witness",
-                || format!("fault {i} ({:?}) is witnessed", f.class),
-            )?;
-            let first = f.offset / SECTOR_U64;
-            let end = (f.offset + f.len).div_ceil(SECTOR_U64);
-            // Sets are sorted: their ends bound them.
-            let inside = |set: &std::collections::BTreeSet<u64>| {
-                set.first().is_none_or(|s| *s >= first) && set.last().is_none_or(|s| *s < end)
-            };
-            ensure(
-                inside(&f.remaining) && inside(&f.superseded),
-                "resolver sectors",
-                || format!("fault {i} has sectors outside [{first}, {end})"),
-            )?;
-            ensure(
-                f.landed_covered.is_subset(&f.own_landed),
-                "resolver landed",
-                || format!("fault {i} has covered sectors it never landed"),
-            )?;
-            if f.class.cancellable() {
-                for s in &f.remaining {
-                    indexed += 1;
-                    ensure(
-                        self.by_sector.get(s).is_some_and(|l| l.contains(&i)),
-                        "resolver by_sector",
-                        || format!("fault {i}'s affected sector {s} is not indexed"),
-                    )?;
-                }
+            indexed += self.check_fault(i, f)?;
+        }
+        self.check_indexes(sweep, indexed)
+    }
+
+    /// One tracked fault's own invariants; returns how many sector entries it must have
+    /// in `by_sector`.
+    fn check_fault(&self, i: usize, f: &Tracked) -> Result<usize, InvariantViolation> {
+        let mut indexed = 0usize;
+        let earlier = i.checked_sub(1).map_or(0, |j| self.faults[j].session);
+        ensure(
+            earlier <= f.session && f.session <= self.session,
+            "resolver sessions",
+            || format!("fault {i} of session {} after {earlier}", f.session),
+        )?;
+        ensure(
+            !f.conditional || f.session == self.session,
+            "resolver conditional",
+            || format!("fault {i} of session {} is still conditional", f.session),
+        )?;
+        ensure(
+            !f.witnessed || f.class == Class::Hole,
+            "resolver witness",
+            || format!("fault {i} ({:?}) is witnessed", f.class),
+        )?;
+        let first = f.offset / SECTOR_U64;
+        let end = (f.offset + f.len).div_ceil(SECTOR_U64);
+        // Sets are sorted: their ends bound them.
+        let inside = |set: &std::collections::BTreeSet<u64>| {
+            set.first().is_none_or(|s| *s >= first) && set.last().is_none_or(|s| *s < end)
+        };
+        ensure(
+            inside(&f.remaining) && inside(&f.superseded),
+            "resolver sectors",
+            || format!("fault {i} has sectors outside [{first}, {end})"),
+        )?;
+        ensure(
+            f.landed_covered.is_subset(&f.own_landed),
+            "resolver landed",
+            || format!("fault {i} has covered sectors it never landed"),
+        )?;
+        if f.class.cancellable() {
+            for s in &f.remaining {
+                indexed += 1;
+                ensure(
+                    self.by_sector.get(s).is_some_and(|l| l.contains(&i)),
+                    "resolver by_sector",
+                    || format!("fault {i}'s affected sector {s} is not indexed"),
+                )?;
             }
         }
+        Ok(indexed)
+    }
+
+    /// The indexes against the faults: windowed for `by_sector`, whole (and the count
+    /// of sector entries) in a full sweep only.
+    fn check_indexes(&self, sweep: Sweep, indexed: usize) -> Result<(), InvariantViolation> {
         let mut listed = 0usize;
         for (s, list) in sweep.over(self.by_sector.iter()) {
             listed += list.len();

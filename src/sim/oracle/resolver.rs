@@ -245,75 +245,15 @@ impl Resolver {
             if f.remaining.is_empty() {
                 continue;
             }
-            let had_records = !f.records.is_empty();
-            // A misdirected record whose stray copy was overwritten is simply lost.
-            let copy_gone = f.class == Class::Misdirected
-                && f.to_offset.is_some_and(|d| {
-                    !self.faults.iter().any(|g| {
-                        g.session == f.session
-                            && g.write == f.write
-                            && g.class == Class::Misdirected
-                            && g.offset == d
-                            && g.to_offset.is_none()
-                            && !g.remaining.is_empty()
-                    })
-                });
-            let class = match f.class {
-                Class::Misdirected if copy_gone => Class::Lost,
-                // Part of a held write reached media and part did not: new sectors next to
-                // old ones is what verify calls shorn.
-                Class::Lost | Class::Hole
-                    if f.own_undone
-                        && f.own_landed.iter().any(|s| !f.landed_covered.contains(s)) =>
-                {
-                    Class::Shorn
-                }
-                // Later writes covered every sector this write did land: nothing of it is
-                // visible, which verify calls lost.
-                Class::Shorn
-                    if !f.own_landed.is_empty()
-                        && f.own_landed.iter().all(|s| f.landed_covered.contains(s)) =>
-                {
-                    Class::Lost
-                }
-                Class::Hole if !f.witnessed => Class::Lost,
-                c => c,
-            };
-            let keep = |at: u64| {
-                let s = at / SECTOR_U64;
-                f.remaining.contains(&s) && !f.superseded.contains(&s)
-            };
-            let mut records = Vec::new();
-            for r in &f.records {
-                // Keep the maximal runs of this record's sectors that are still affected.
-                let mut cur: Option<RecordRef> = None;
-                for k in 0..=(r.last_index - r.first_index) {
-                    let at = r.at + k as u64 * SECTOR_U64;
-                    if keep(at) {
-                        match &mut cur {
-                            Some(c) => c.last_index = r.first_index + k,
-                            None => {
-                                cur = Some(RecordRef {
-                                    first_index: r.first_index + k,
-                                    last_index: r.first_index + k,
-                                    at,
-                                    ..r.clone()
-                                })
-                            }
-                        }
-                    } else if let Some(c) = cur.take() {
-                        records.push(c);
-                    }
-                }
-                records.extend(cur);
-            }
-            if had_records && records.is_empty() {
+            let class = self.class_now(f);
+            let records = still_affected_records(f);
+            if !f.records.is_empty() && records.is_empty() {
                 continue;
             }
             let bits = f
                 .flips
                 .iter()
-                .filter(|&&b| keep(f.offset + b / 8 / SECTOR_U64 * SECTOR_U64))
+                .filter(|&&b| f.still_counts(f.offset + b / 8 / SECTOR_U64 * SECTOR_U64))
                 .count() as u64;
             // Every flipped bit sits in sectors later writes took over: nothing is left
             // for verify to see, though other sectors of the write are still "affected".
@@ -334,4 +274,78 @@ impl Resolver {
         }
         out
     }
+
+    /// What verify sees of fault `f` now, which later events may have changed from the
+    /// class it was logged with.
+    fn class_now(&self, f: &Tracked) -> Class {
+        // A misdirected record whose stray copy was overwritten is simply lost.
+        let copy_gone = f.class == Class::Misdirected
+            && f.to_offset.is_some_and(|d| {
+                !self.faults.iter().any(|g| {
+                    g.session == f.session
+                        && g.write == f.write
+                        && g.class == Class::Misdirected
+                        && g.offset == d
+                        && g.to_offset.is_none()
+                        && !g.remaining.is_empty()
+                })
+            });
+        match f.class {
+            Class::Misdirected if copy_gone => Class::Lost,
+            // Part of a held write reached media and part did not: new sectors next to
+            // old ones is what verify calls shorn.
+            Class::Lost | Class::Hole
+                if f.own_undone && f.own_landed.iter().any(|s| !f.landed_covered.contains(s)) =>
+            {
+                Class::Shorn
+            }
+            // Later writes covered every sector this write did land: nothing of it is
+            // visible, which verify calls lost.
+            Class::Shorn
+                if !f.own_landed.is_empty()
+                    && f.own_landed.iter().all(|s| f.landed_covered.contains(s)) =>
+            {
+                Class::Lost
+            }
+            Class::Hole if !f.witnessed => Class::Lost,
+            c => c,
+        }
+    }
+}
+
+impl Tracked {
+    /// Whether the sector at drive offset `at` still counts against this fault: still
+    /// affected, and no later write was flushed over it.
+    fn still_counts(&self, at: u64) -> bool {
+        let s = at / SECTOR_U64;
+        self.remaining.contains(&s) && !self.superseded.contains(&s)
+    }
+}
+
+/// The maximal runs of each of `f`'s records whose sectors still count against it.
+fn still_affected_records(f: &Tracked) -> Vec<RecordRef> {
+    let mut records = Vec::new();
+    for r in &f.records {
+        let mut cur: Option<RecordRef> = None;
+        for k in 0..=(r.last_index - r.first_index) {
+            let at = r.at + k as u64 * SECTOR_U64;
+            if f.still_counts(at) {
+                match &mut cur {
+                    Some(c) => c.last_index = r.first_index + k,
+                    None => {
+                        cur = Some(RecordRef {
+                            first_index: r.first_index + k,
+                            last_index: r.first_index + k,
+                            at,
+                            ..r.clone()
+                        })
+                    }
+                }
+            } else if let Some(c) = cur.take() {
+                records.push(c);
+            }
+        }
+        records.extend(cur);
+    }
+    records
 }
