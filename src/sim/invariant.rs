@@ -54,25 +54,27 @@ pub enum Sweep {
     /// Every entry.
     Full,
     /// Window number `n`: at most [`WINDOW`] entries, continuing where window `n - 1`
-    /// stopped and wrapping around.
+    /// stopped, back to the first after the last.
     Window(usize),
 }
 
 /// Entries per structure one windowed check reads.
-pub(crate) const WINDOW: usize = 16;
+pub(crate) const WINDOW: usize = 8;
 
 impl Sweep {
     /// The entries of `items` this sweep reads.
     pub(crate) fn over<I>(self, items: I) -> impl Iterator<Item = I::Item>
     where
-        I: ExactSizeIterator + Clone,
+        I: ExactSizeIterator,
     {
         let n = items.len();
         let (skip, take) = match self {
+            // The windows tile the entries (the last one may be short), so none wraps;
+            // `skip` is O(1) on slices.
             Sweep::Window(step) if n > WINDOW => (step % n.div_ceil(WINDOW) * WINDOW, WINDOW),
             _ => (0, n),
         };
-        items.cycle().skip(skip).take(take)
+        items.skip(skip).take(take)
     }
 
     pub(crate) fn is_full(self) -> bool {
