@@ -26,7 +26,7 @@ pub mod target;
 
 use crate::cycle::{AfterCut, cut_delay, judge, wait_for_acks, write_until_cut};
 use crate::model::{RunSelector, Verdict};
-use crate::power::{PowerSwitch, Stamp};
+use crate::power::{PowerSwitch, SwitchTiming};
 use crate::record::RunId;
 use crate::sim::{Profile, SimDrive};
 use crate::witness::client::{AckSender, ClientOptions, SenderStats, fetch};
@@ -282,7 +282,7 @@ fn cycle_inner(
     let sender = AckSender::connect(witness, &descriptor, ClientOptions::default())?;
     let delay = cut_delay(r.seed, s.delay_min, s.delay_max);
     let (cut, progress) = write_until_cut(dev.as_ref(), &plan, &sender, |progress| {
-        let cut = (|| -> Result<(Stamp, f64)> {
+        let cut = (|| -> Result<(SwitchTiming, f64)> {
             wait_for_acks(progress, s.file.campaign.min_acks, Some(s.wait_timeout))?;
             let d0 = Instant::now();
             std::thread::sleep(delay);

@@ -8,7 +8,7 @@
 
 use super::stats::{clopper_pearson_upper, quantile};
 use crate::model::{ReportSummary, Verdict};
-use crate::power::Stamp;
+use crate::power::SwitchTiming;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -47,8 +47,8 @@ pub struct CycleResult {
     pub started_at: String,
     /// Delay between acks flowing and the cut.
     pub delay_ms: f64,
-    pub cut: Option<Stamp>,
-    pub restore: Option<Stamp>,
+    pub cut: Option<SwitchTiming>,
+    pub restore: Option<SwitchTiming>,
     pub off_ms: f64,
     /// Records the writer acknowledged before the cut stopped it.
     pub acked_records: u64,

@@ -206,7 +206,9 @@ impl Target {
                             "PLUGPULL_SERIAL='{serial}' PLUGPULL_DISK='{}' {cmd}",
                             last_disk.as_deref().unwrap_or("")
                         );
-                        crate::power::command::run_command(&cmd, timeout).map(|_| ())
+                        crate::power::command::run_command(&cmd, timeout)
+                            .map(|_| ())
+                            .map_err(anyhow::Error::from)
                     }
                 };
                 if let Err(e) = hook {

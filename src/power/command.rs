@@ -5,8 +5,7 @@
 //! Each command runs under `sh -c` in its own process group with a timeout; on timeout
 //! the whole group is killed so a hung tool cannot stall the campaign.
 
-use super::{Capabilities, PowerSwitch, Scope, Stamp};
-use anyhow::{Context, Result, bail};
+use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -22,7 +21,7 @@ pub struct CommandSwitch {
 
 /// Runs `cmd` under `sh -c` with a deadline; returns its stdout, or an error with its
 /// exit status and stderr.
-pub fn run_command(cmd: &str, timeout: Duration) -> Result<String> {
+pub fn run_command(cmd: &str, timeout: Duration) -> Result<String, PowerError> {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(cmd)
@@ -31,7 +30,10 @@ pub fn run_command(cmd: &str, timeout: Duration) -> Result<String> {
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .with_context(|| format!("starting `{cmd}`"))?;
+        .map_err(|source| PowerError::CommandStart {
+            cmd: cmd.to_string(),
+            source,
+        })?;
     let mut out = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");
     let reader = std::thread::spawn(move || {
@@ -54,16 +56,21 @@ pub fn run_command(cmd: &str, timeout: Duration) -> Result<String> {
             // touched.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
-            bail!(
-                "`{cmd}` did not finish within {timeout:?} and was killed: check the switch is reachable, or raise power.timeout"
-            );
+            return Err(PowerError::CommandTimedOut {
+                cmd: cmd.to_string(),
+                timeout,
+            });
         }
         std::thread::sleep(Duration::from_millis(5));
     };
     let stdout = reader.join().unwrap_or_default();
     let stderr = ereader.join().unwrap_or_default();
     if !status.success() {
-        bail!("`{cmd}` failed ({status}): {}", stderr.trim());
+        return Err(PowerError::CommandFailed {
+            cmd: cmd.to_string(),
+            status,
+            stderr: stderr.trim().to_string(),
+        });
     }
     Ok(stdout)
 }
@@ -89,23 +96,23 @@ impl PowerSwitch for CommandSwitch {
             native_pulse: false,
         }
     }
-    fn off(&mut self) -> Result<Stamp> {
-        Ok(Stamp::around(|| run_command(&self.off, self.timeout))?.0)
+    fn off(&mut self) -> Result<SwitchTiming, PowerError> {
+        Ok(SwitchTiming::around(|| run_command(&self.off, self.timeout))?.0)
     }
-    fn on(&mut self) -> Result<Stamp> {
-        Ok(Stamp::around(|| run_command(&self.on, self.timeout))?.0)
+    fn on(&mut self) -> Result<SwitchTiming, PowerError> {
+        Ok(SwitchTiming::around(|| run_command(&self.on, self.timeout))?.0)
     }
-    fn state(&mut self) -> Result<Option<bool>> {
+    fn state(&mut self) -> Result<Option<bool>, PowerError> {
         let Some(cmd) = &self.state else {
             return Ok(None);
         };
         let out = run_command(cmd, self.timeout)?;
         match parse_state(&out) {
             Some(s) => Ok(Some(s)),
-            None => bail!(
-                "state command `{cmd}` printed {:?}; it must print on/off (or 1/0)",
-                out.trim()
-            ),
+            None => Err(PowerError::BadStateOutput {
+                cmd: cmd.clone(),
+                output: out.trim().to_string(),
+            }),
         }
     }
 }

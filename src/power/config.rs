@@ -3,8 +3,7 @@
 //! One tagged table (`driver = "..."`) per switch, so a rig's file documents itself and an
 //! unknown key is an error rather than a silently ignored setting.
 
-use super::{PowerSwitch, Scope, command, http, manual, serial, sim};
-use anyhow::{Result, bail};
+use super::{PowerError, PowerSwitch, Scope, command, http, manual, serial, sim};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,8 +90,11 @@ fn one() -> u32 {
     1
 }
 
-pub(crate) fn dur(s: &str, what: &str) -> Result<Duration> {
-    crate::units::parse_duration(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+pub(crate) fn dur(s: &str, what: &str) -> Result<Duration, PowerError> {
+    crate::units::parse_duration(s).map_err(|e| PowerError::BadDuration {
+        what: what.to_string(),
+        message: e.to_string(),
+    })
 }
 
 impl PowerConfig {
@@ -107,7 +109,10 @@ impl PowerConfig {
     }
 
     /// Builds the driver. `simdrive` needs the simulated drive the campaign created.
-    pub fn build(&self, simdrive: Option<Arc<dyn sim::Cuttable>>) -> Result<Box<dyn PowerSwitch>> {
+    pub fn build(
+        &self,
+        simdrive: Option<Arc<dyn sim::Cuttable>>,
+    ) -> Result<Box<dyn PowerSwitch>, PowerError> {
         Ok(match self {
             PowerConfig::Command {
                 off,
@@ -135,24 +140,7 @@ impl PowerConfig {
                 timeout,
                 scope,
             } => {
-                let flavor = match flavor.as_str() {
-                    "shelly-gen1" => http::Flavor::ShellyGen1,
-                    "shelly-gen2" => http::Flavor::ShellyGen2,
-                    "tasmota" => http::Flavor::Tasmota,
-                    "generic" => http::Flavor::Generic {
-                        off: off_request.clone().ok_or_else(|| {
-                            anyhow::anyhow!("power.off_request is required for flavor generic (e.g. \"GET /off\")")
-                        })?,
-                        on: on_request.clone().ok_or_else(|| {
-                            anyhow::anyhow!("power.on_request is required for flavor generic (e.g. \"GET /on\")")
-                        })?,
-                        body_off: body_off.clone(),
-                        body_on: body_on.clone(),
-                    },
-                    f => bail!(
-                        "power.flavor '{f}' is unknown: use shelly-gen1, shelly-gen2, tasmota or generic"
-                    ),
-                };
+                let flavor = http_flavor(flavor, off_request, on_request, body_off, body_on)?;
                 Box::new(http::HttpSwitch {
                     flavor,
                     host: host.clone(),
@@ -171,11 +159,7 @@ impl PowerConfig {
                 channel,
                 timeout,
             } => {
-                let proto = match protocol.as_str() {
-                    "plugpull" => serial::Protocol::Plugpull,
-                    "ch340" => serial::Protocol::Ch340,
-                    p => bail!("power.protocol '{p}' is unknown: use plugpull or ch340"),
-                };
+                let proto = serial_protocol(protocol)?;
                 Box::new(serial::SerialSwitch::open(
                     port,
                     *baud,
@@ -187,10 +171,49 @@ impl PowerConfig {
             PowerConfig::Manual { scope } => Box::new(manual::ManualSwitch::stdin(*scope)),
             PowerConfig::Simdrive {} => match simdrive {
                 Some(d) => Box::new(sim::SimSwitch { drive: d }),
-                None => bail!(
-                    "power.driver simdrive cuts the simulated drive only: set [target] kind = \"simdrive\""
-                ),
+                None => return Err(PowerError::SimdriveWithoutTarget),
             },
         })
+    }
+}
+
+/// The HTTP flavor named in the table; `generic` needs its request lines.
+fn http_flavor(
+    name: &str,
+    off_request: &Option<String>,
+    on_request: &Option<String>,
+    body_off: &Option<String>,
+    body_on: &Option<String>,
+) -> Result<http::Flavor, PowerError> {
+    Ok(match name {
+        "shelly-gen1" => http::Flavor::ShellyGen1,
+        "shelly-gen2" => http::Flavor::ShellyGen2,
+        "tasmota" => http::Flavor::Tasmota,
+        "generic" => http::Flavor::Generic {
+            off: off_request
+                .clone()
+                .ok_or(PowerError::MissingGenericRequest { which: "off" })?,
+            on: on_request
+                .clone()
+                .ok_or(PowerError::MissingGenericRequest { which: "on" })?,
+            body_off: body_off.clone(),
+            body_on: body_on.clone(),
+        },
+        f => {
+            return Err(PowerError::UnknownFlavor {
+                flavor: f.to_string(),
+            });
+        }
+    })
+}
+
+/// The serial protocol named in the table.
+fn serial_protocol(name: &str) -> Result<serial::Protocol, PowerError> {
+    match name {
+        "plugpull" => Ok(serial::Protocol::Plugpull),
+        "ch340" => Ok(serial::Protocol::Ch340),
+        p => Err(PowerError::UnknownProtocol {
+            protocol: p.to_string(),
+        }),
     }
 }

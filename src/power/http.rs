@@ -9,8 +9,7 @@
 //!   `GET /cm?cmnd=Power` → `{"POWER":"ON"}`;
 //! - generic: request lines from the config (`GET /path` or `POST /path`, optional body).
 
-use super::{Capabilities, PowerSwitch, Scope, Stamp};
-use anyhow::{Context, Result, bail};
+use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
@@ -51,7 +50,7 @@ pub fn request(
     body: Option<&str>,
     auth: Option<&(String, String)>,
     timeout: Duration,
-) -> Result<Response> {
+) -> Result<Response, PowerError> {
     let hostport = if host.contains(':') {
         host.to_string()
     } else {
@@ -59,12 +58,19 @@ pub fn request(
     };
     let addr = hostport
         .to_socket_addrs()
-        .with_context(|| format!("resolving {hostport}"))?
+        .map_err(|source| PowerError::Resolve {
+            hostport: hostport.clone(),
+            source,
+        })?
         .next()
-        .with_context(|| format!("{hostport} resolves to no address"))?;
-    let mut s = TcpStream::connect_timeout(&addr, timeout).with_context(|| {
-        format!("connecting to the switch at {hostport}: is it on the network?")
-    })?;
+        .ok_or_else(|| PowerError::NoAddress {
+            hostport: hostport.clone(),
+        })?;
+    let mut s =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|source| PowerError::Connect {
+            hostport: hostport.clone(),
+            source,
+        })?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     let mut req = format!(
@@ -87,25 +93,39 @@ pub fn request(
     req += "\r\n";
     req += body;
     s.write_all(req.as_bytes())
-        .with_context(|| format!("sending to {hostport}"))?;
+        .map_err(|source| PowerError::Send {
+            hostport: hostport.clone(),
+            source,
+        })?;
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)
-        .with_context(|| format!("reading the reply of {hostport}"))?;
-    parse_response(&raw).with_context(|| format!("the reply of {hostport}"))
+        .map_err(|source| PowerError::ReadReply {
+            hostport: hostport.clone(),
+            source,
+        })?;
+    parse_response(&raw).map_err(|e| PowerError::BadReply {
+        hostport,
+        source: Box::new(e),
+    })
 }
 
-fn parse_response(raw: &[u8]) -> Result<Response> {
+fn parse_response(raw: &[u8]) -> Result<Response, PowerError> {
     let text = String::from_utf8_lossy(raw);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status_line = head.lines().next().unwrap_or("");
     let mut parts = status_line.split_whitespace();
     if !parts.next().unwrap_or("").starts_with("HTTP/") {
-        bail!("not an HTTP response: {status_line:?}");
+        return Err(PowerError::NotHttp {
+            status_line: status_line.to_string(),
+        });
     }
-    let status: u16 = parts
-        .next()
-        .and_then(|c| c.parse().ok())
-        .with_context(|| format!("no status code in {status_line:?}"))?;
+    let status: u16 =
+        parts
+            .next()
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| PowerError::NoStatusCode {
+                status_line: status_line.to_string(),
+            })?;
     let chunked = head
         .lines()
         .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
@@ -210,7 +230,7 @@ impl HttpSwitch {
         }
     }
 
-    fn send(&self, method: &str, path: &str, body: Option<&str>) -> Result<Response> {
+    fn send(&self, method: &str, path: &str, body: Option<&str>) -> Result<Response, PowerError> {
         let r = request(
             &self.host,
             method,
@@ -220,35 +240,34 @@ impl HttpSwitch {
             self.timeout,
         )?;
         if r.status == 401 {
-            bail!(
-                "the switch at {} wants a login (401): set power.user and power.password",
-                self.host
-            );
+            return Err(PowerError::LoginRequired {
+                host: self.host.clone(),
+            });
         }
         if !(200..300).contains(&r.status) {
-            bail!(
-                "{method} {path} on {} answered {}: {}",
-                self.host,
-                r.status,
-                r.body.trim()
-            );
+            return Err(PowerError::HttpStatus {
+                method: method.to_string(),
+                path: path.to_string(),
+                host: self.host.clone(),
+                status: r.status,
+                body: r.body.trim().to_string(),
+            });
         }
         Ok(r)
     }
 
-    fn set(&mut self, on: bool) -> Result<Stamp> {
+    fn set(&mut self, on: bool) -> Result<SwitchTiming, PowerError> {
         let (m, p, b) = self.switch_request(on);
-        let (stamp, r) = Stamp::around(|| self.send(&m, &p, b.as_deref()))?;
+        let (stamp, r) = SwitchTiming::around(|| self.send(&m, &p, b.as_deref()))?;
         // Where the reply states the new state, check it: a plug in a "child lock" or
         // overload mode answers 200 without switching.
         if let Some(now) = self.state_from(&r.body) {
             if now != on {
-                bail!(
-                    "the switch at {} answered but reports power {} after being told to turn it {}",
-                    self.host,
-                    if now { "on" } else { "off" },
-                    if on { "on" } else { "off" }
-                );
+                return Err(PowerError::NotSwitched {
+                    host: self.host.clone(),
+                    now,
+                    wanted: on,
+                });
             }
         }
         Ok(stamp)
@@ -291,13 +310,13 @@ impl PowerSwitch for HttpSwitch {
             native_pulse: false,
         }
     }
-    fn off(&mut self) -> Result<Stamp> {
+    fn off(&mut self) -> Result<SwitchTiming, PowerError> {
         self.set(false)
     }
-    fn on(&mut self) -> Result<Stamp> {
+    fn on(&mut self) -> Result<SwitchTiming, PowerError> {
         self.set(true)
     }
-    fn state(&mut self) -> Result<Option<bool>> {
+    fn state(&mut self) -> Result<Option<bool>, PowerError> {
         let path = match self.flavor {
             Flavor::ShellyGen1 => format!("/relay/{}", self.channel),
             Flavor::ShellyGen2 => format!("/rpc/Switch.GetStatus?id={}", self.channel),
@@ -307,11 +326,11 @@ impl PowerSwitch for HttpSwitch {
         let r = self.send("GET", &path, None)?;
         match self.state_from(&r.body) {
             Some(s) => Ok(Some(s)),
-            None => bail!(
-                "the switch at {} answered {path} with {:?}, which does not say the relay state",
-                self.host,
-                r.body
-            ),
+            None => Err(PowerError::NoRelayState {
+                host: self.host.clone(),
+                path,
+                body: r.body,
+            }),
         }
     }
 }

@@ -3,8 +3,7 @@
 //! Why: the cheapest rig is a hand on a power strip switch. The campaign still records
 //! when the operator confirmed each step, and says the timing is not precise.
 
-use super::{Capabilities, PowerSwitch, Scope, Stamp};
-use anyhow::{Result, bail};
+use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
 use std::io::{BufRead, Write};
 
 pub struct ManualSwitch {
@@ -33,15 +32,15 @@ impl ManualSwitch {
         }
     }
 
-    fn ask(&mut self, what: &str) -> Result<Stamp> {
+    fn ask(&mut self, what: &str) -> Result<SwitchTiming, PowerError> {
         let issued_ns = crate::model::now_ns();
         write!(self.output, "plugpull: {what}, then press Enter: ")?;
         self.output.flush()?;
         let mut line = String::new();
         if self.input.read_line(&mut line)? == 0 {
-            bail!("the manual power driver needs an operator at the terminal (stdin closed)");
+            return Err(PowerError::NoOperator);
         }
-        Ok(Stamp {
+        Ok(SwitchTiming {
             issued_ns,
             done_ns: crate::model::now_ns(),
             switch_us: None,
@@ -61,14 +60,14 @@ impl PowerSwitch for ManualSwitch {
             native_pulse: false,
         }
     }
-    fn off(&mut self) -> Result<Stamp> {
+    fn off(&mut self) -> Result<SwitchTiming, PowerError> {
         let what = match self.scope {
             Scope::Drive => "pull the power connector of the drive under test NOW",
             Scope::Host => "pull the power plug of the host under test NOW",
         };
         self.ask(what)
     }
-    fn on(&mut self) -> Result<Stamp> {
+    fn on(&mut self) -> Result<SwitchTiming, PowerError> {
         self.ask("restore power")
     }
 }

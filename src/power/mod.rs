@@ -12,14 +12,15 @@
 
 pub mod command;
 pub mod config;
+pub mod error;
 pub mod http;
 pub mod manual;
 pub mod serial;
 pub mod sim;
 
 pub use config::PowerConfig;
+pub use error::PowerError;
 
-use anyhow::Result;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -47,9 +48,9 @@ pub struct Capabilities {
 }
 
 /// When one switch action happened: the host clock around the command, and the switch's
-/// own clock where it reports one.
+/// own clock where it reports one. (Not `record::Stamp`, a record's identity on disk.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Stamp {
+pub struct SwitchTiming {
     /// ns since the Unix epoch (host clock) just before the command was sent.
     pub issued_ns: u64,
     /// ns since the Unix epoch (host clock) when the switch confirmed (or the command
@@ -60,13 +61,13 @@ pub struct Stamp {
     pub switch_us: Option<u64>,
 }
 
-impl Stamp {
+impl SwitchTiming {
     /// Runs `f`, timestamping it on the host clock.
-    pub fn around<T>(f: impl FnOnce() -> Result<T>) -> Result<(Stamp, T)> {
+    pub fn around<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<(SwitchTiming, T), E> {
         let issued_ns = crate::model::now_ns();
         let v = f()?;
         Ok((
-            Stamp {
+            SwitchTiming {
                 issued_ns,
                 done_ns: crate::model::now_ns(),
                 switch_us: None,
@@ -83,16 +84,16 @@ pub trait PowerSwitch: Send {
     fn describe(&self) -> String;
     fn capabilities(&self) -> Capabilities;
     /// Cuts power. Returns when the switch confirmed the cut (or the command returned).
-    fn off(&mut self) -> Result<Stamp>;
+    fn off(&mut self) -> Result<SwitchTiming, PowerError>;
     /// Restores power.
-    fn on(&mut self) -> Result<Stamp>;
+    fn on(&mut self) -> Result<SwitchTiming, PowerError>;
     /// Whether power is on, where the switch can tell; `None` where it cannot.
-    fn state(&mut self) -> Result<Option<bool>> {
+    fn state(&mut self) -> Result<Option<bool>, PowerError> {
         Ok(None)
     }
     /// Off, stay off for `off_for`, on. Drivers whose switch times pulses itself
     /// override this; the default uses the host's clock.
-    fn pulse(&mut self, off_for: Duration) -> Result<(Stamp, Stamp)> {
+    fn pulse(&mut self, off_for: Duration) -> Result<(SwitchTiming, SwitchTiming), PowerError> {
         let off = self.off()?;
         std::thread::sleep(off_for);
         let on = self.on()?;

@@ -11,8 +11,7 @@
 //! Why raw termios through libc: one port, one setting (raw 8N1 at a baud rate); a
 //! serial crate would add more than it saves.
 
-use super::{Capabilities, PowerSwitch, Scope, Stamp};
-use anyhow::{Context, Result, bail};
+use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -66,7 +65,7 @@ pub fn parse_reply(line: &str) -> Option<Reply> {
     })
 }
 
-fn baud_const(baud: u32) -> Result<libc::speed_t> {
+fn baud_const(baud: u32) -> Result<libc::speed_t, PowerError> {
     Ok(match baud {
         9600 => libc::B9600,
         19200 => libc::B19200,
@@ -74,9 +73,7 @@ fn baud_const(baud: u32) -> Result<libc::speed_t> {
         57600 => libc::B57600,
         115200 => libc::B115200,
         230400 => libc::B230400,
-        b => bail!(
-            "power.baud {b} is not supported: use 9600, 19200, 38400, 57600, 115200 or 230400"
-        ),
+        baud => return Err(PowerError::UnsupportedBaud { baud }),
     })
 }
 
@@ -90,16 +87,20 @@ impl SerialSwitch {
         protocol: Protocol,
         channel: u32,
         timeout: Duration,
-    ) -> Result<SerialSwitch> {
+    ) -> Result<SerialSwitch, PowerError> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .custom_flags_noctty()
             .open(port)
-            .with_context(|| {
-                format!("opening serial port {port}: is the board plugged in, and are you in the dialout group?")
+            .map_err(|source| PowerError::SerialOpen {
+                port: port.to_string(),
+                source,
             })?;
-        configure(&file, baud).with_context(|| format!("configuring {port}"))?;
+        configure(&file, baud).map_err(|e| PowerError::SerialConfigure {
+            port: port.to_string(),
+            source: Box::new(e),
+        })?;
         let mut s = SerialSwitch {
             port: port.into(),
             file,
@@ -118,9 +119,10 @@ impl SerialSwitch {
                         break;
                     }
                     Err(e) if t0.elapsed() > timeout.max(Duration::from_secs(3)) => {
-                        return Err(e.context(format!(
-                            "no PING answer from {port}: is hardware/firmware/plugpull_switch flashed, and power.baud right?"
-                        )));
+                        return Err(PowerError::NoPing {
+                            port: port.to_string(),
+                            source: Box::new(e),
+                        });
                     }
                     Err(_) => {}
                 }
@@ -129,7 +131,7 @@ impl SerialSwitch {
         Ok(s)
     }
 
-    fn read_line(&mut self, deadline: Instant) -> Result<String> {
+    fn read_line(&mut self, deadline: Instant) -> Result<String, PowerError> {
         loop {
             if let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.pending.drain(..=i).collect();
@@ -137,7 +139,10 @@ impl SerialSwitch {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                bail!("no reply from {} within {:?}", self.port, self.timeout);
+                return Err(PowerError::NoReply {
+                    port: self.port.clone(),
+                    timeout: self.timeout,
+                });
             }
             let mut pfd = libc::pollfd {
                 fd: self.file.as_raw_fd(),
@@ -158,22 +163,34 @@ impl SerialSwitch {
             }
             let mut buf = [0u8; 256];
             match self.file.read(&mut buf) {
-                Ok(0) => bail!("{} closed (board unplugged?)", self.port),
+                Ok(0) => {
+                    return Err(PowerError::PortClosed {
+                        port: self.port.clone(),
+                    });
+                }
                 Ok(k) => self.pending.extend_from_slice(&buf[..k]),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e).with_context(|| format!("reading {}", self.port)),
+                Err(source) => {
+                    return Err(PowerError::SerialRead {
+                        port: self.port.clone(),
+                        source,
+                    });
+                }
             }
         }
     }
 
     /// Waits for a reply of `kind`, skipping banners and unrelated lines.
-    fn expect(&mut self, kinds: &[&str], deadline: Instant) -> Result<Reply> {
+    fn expect(&mut self, kinds: &[&str], deadline: Instant) -> Result<Reply, PowerError> {
         loop {
             let line = self.read_line(deadline)?;
             if let Some(r) = parse_reply(&line) {
                 if r.kind == "ERR" {
-                    bail!("{} answered an error: {}", self.port, r.text);
+                    return Err(PowerError::SwitchRefused {
+                        port: self.port.clone(),
+                        text: r.text,
+                    });
                 }
                 if kinds.contains(&r.kind.as_str()) {
                     return Ok(r);
@@ -183,14 +200,17 @@ impl SerialSwitch {
     }
 
     /// Sends one request line and returns its OK reply.
-    pub fn transact(&mut self, line: &str) -> Result<Reply> {
+    pub fn transact(&mut self, line: &str) -> Result<Reply, PowerError> {
         self.file
             .write_all(format!("{line}\n").as_bytes())
-            .with_context(|| format!("writing to {}", self.port))?;
+            .map_err(|source| PowerError::SerialWrite {
+                port: self.port.clone(),
+                source,
+            })?;
         self.expect(&["OK"], Instant::now() + self.timeout)
     }
 
-    fn set(&mut self, on: bool) -> Result<Stamp> {
+    fn set(&mut self, on: bool) -> Result<SwitchTiming, PowerError> {
         let issued_ns = crate::model::now_ns();
         let switch_us = match self.protocol {
             Protocol::Plugpull => {
@@ -200,13 +220,16 @@ impl SerialSwitch {
             Protocol::Ch340 => {
                 self.file
                     .write_all(&ch340_frame(self.channel, on))
-                    .with_context(|| format!("writing to {}", self.port))?;
+                    .map_err(|source| PowerError::SerialWrite {
+                        port: self.port.clone(),
+                        source,
+                    })?;
                 // SAFETY: tcdrain on our open fd; waits until the frame left the UART.
                 unsafe { libc::tcdrain(self.file.as_raw_fd()) };
                 None
             }
         };
-        Ok(Stamp {
+        Ok(SwitchTiming {
             issued_ns,
             done_ns: crate::model::now_ns(),
             switch_us,
@@ -225,15 +248,14 @@ impl NoCtty for std::fs::OpenOptions {
 }
 
 /// Raw 8N1 at `baud`, no flow control.
-fn configure(f: &File, baud: u32) -> Result<()> {
+fn configure(f: &File, baud: u32) -> Result<(), PowerError> {
     let fd = f.as_raw_fd();
     let speed = baud_const(baud)?;
     // SAFETY: termios is plain data; tcgetattr fills it from our open fd.
     let mut t: libc::termios = unsafe { std::mem::zeroed() };
     // SAFETY: valid fd and pointer to a termios.
     if unsafe { libc::tcgetattr(fd, &mut t) } != 0 {
-        return Err(std::io::Error::last_os_error())
-            .context("not a serial port (tcgetattr failed)");
+        return Err(PowerError::NotASerialPort(std::io::Error::last_os_error()));
     }
     // SAFETY: the termios came from tcgetattr and is modified in place.
     unsafe {
@@ -245,7 +267,9 @@ fn configure(f: &File, baud: u32) -> Result<()> {
     t.c_cflag &= !(libc::CRTSCTS | libc::CSTOPB | libc::PARENB);
     // SAFETY: valid fd and termios.
     if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &t) } != 0 {
-        return Err(std::io::Error::last_os_error()).context("tcsetattr");
+        return Err(PowerError::SetSerialAttributes(
+            std::io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
@@ -275,13 +299,13 @@ impl PowerSwitch for SerialSwitch {
             native_pulse: ours,
         }
     }
-    fn off(&mut self) -> Result<Stamp> {
+    fn off(&mut self) -> Result<SwitchTiming, PowerError> {
         self.set(false)
     }
-    fn on(&mut self) -> Result<Stamp> {
+    fn on(&mut self) -> Result<SwitchTiming, PowerError> {
         self.set(true)
     }
-    fn state(&mut self) -> Result<Option<bool>> {
+    fn state(&mut self) -> Result<Option<bool>, PowerError> {
         if self.protocol != Protocol::Plugpull {
             return Ok(None);
         }
@@ -292,12 +316,13 @@ impl PowerSwitch for SerialSwitch {
             .text
             .split_whitespace()
             .find_map(|w| w.strip_prefix(&key))
-            .with_context(|| {
-                format!("STATE? reply {:?} has no channel {}", r.text, self.channel)
+            .ok_or_else(|| PowerError::NoChannelState {
+                reply: r.text.clone(),
+                channel: self.channel,
             })?;
         Ok(Some(v.eq_ignore_ascii_case("ON")))
     }
-    fn pulse(&mut self, off_for: Duration) -> Result<(Stamp, Stamp)> {
+    fn pulse(&mut self, off_for: Duration) -> Result<(SwitchTiming, SwitchTiming), PowerError> {
         if self.protocol != Protocol::Plugpull {
             let off = self.off()?;
             std::thread::sleep(off_for);
@@ -305,7 +330,7 @@ impl PowerSwitch for SerialSwitch {
         }
         let issued_ns = crate::model::now_ns();
         let r = self.transact(&format!("PULSE {} {}", self.channel, off_for.as_millis()))?;
-        let off = Stamp {
+        let off = SwitchTiming {
             issued_ns,
             done_ns: crate::model::now_ns(),
             switch_us: Some(r.micros),
@@ -314,7 +339,7 @@ impl PowerSwitch for SerialSwitch {
         let now = crate::model::now_ns();
         Ok((
             off,
-            Stamp {
+            SwitchTiming {
                 issued_ns: now,
                 done_ns: now,
                 switch_us: Some(e.micros),

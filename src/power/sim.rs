@@ -1,8 +1,7 @@
 //! `driver = "simdrive"`: cuts and restores the simulated drive, for tests and demos.
 
-use super::{Capabilities, PowerSwitch, Scope, Stamp};
+use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
 use crate::sim::SimDrive;
-use anyhow::{Context, Result};
 use std::sync::Arc;
 
 /// Anything whose power the campaign can cut in-process.
@@ -40,19 +39,19 @@ impl PowerSwitch for SimSwitch {
             native_pulse: false,
         }
     }
-    fn off(&mut self) -> Result<Stamp> {
-        Ok(Stamp::around(|| self.drive.cut().context("cutting the simulated drive"))?.0)
+    fn off(&mut self) -> Result<SwitchTiming, PowerError> {
+        Ok(SwitchTiming::around(|| self.drive.cut().map_err(PowerError::SimCut))?.0)
     }
-    fn on(&mut self) -> Result<Stamp> {
+    fn on(&mut self) -> Result<SwitchTiming, PowerError> {
         // A drive that does not come back (profile "dead") is the campaign's finding, not
         // a switch failure: the switch did its job.
-        Ok(Stamp::around(|| {
+        Ok(SwitchTiming::around(|| {
             let _ = self.drive.power_on();
-            Ok(())
+            Ok::<_, PowerError>(())
         })?
         .0)
     }
-    fn state(&mut self) -> Result<Option<bool>> {
+    fn state(&mut self) -> Result<Option<bool>, PowerError> {
         Ok(Some(self.drive.is_powered()))
     }
 }

@@ -15,16 +15,16 @@
 use super::drive::SimDrive;
 use super::model::SimConfig;
 use super::profile::Profile;
-use crate::commands::args::SimdriveArgs;
 use crate::device::Device;
-use anyhow::Context;
 use fuser::{
     Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, LockOwner,
     MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
     ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
+use nix::sys::signal::{SigSet, Signal};
 use std::ffi::OsStr;
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -247,29 +247,77 @@ impl Filesystem for SimFs {
     }
 }
 
-/// Runs the daemon until a deterministic cut signal (or forever until SIGKILL).
-pub fn run(a: SimdriveArgs) -> anyhow::Result<i32> {
-    let profile = Profile::parse(&a.profile).map_err(anyhow::Error::msg)?;
-    let seed = a.seed.unwrap_or_else(crate::rng::random_seed);
-    // Block the cut signals before any thread exists, so only our sigwait sees them.
-    let mut signals = nix::sys::signal::SigSet::empty();
-    for s in [
-        nix::sys::signal::Signal::SIGUSR1,
-        nix::sys::signal::Signal::SIGTERM,
-        nix::sys::signal::Signal::SIGINT,
-    ] {
+/// What `plugpull simdrive` serves, and where.
+#[derive(Clone, Debug)]
+pub struct SimdriveOptions {
+    /// Directory to mount the drive on; it shows one file, `disk.img`.
+    pub mountpoint: PathBuf,
+    /// Backing file of the durable image (created if missing; an existing one is power
+    /// on with its contents).
+    pub backing: PathBuf,
+    pub size_bytes: u64,
+    pub profile: Profile,
+    /// `None`: a random seed, printed at start.
+    pub seed: Option<u64>,
+    /// Where to append the oracle log of injected faults (JSON lines).
+    pub oracle: Option<PathBuf>,
+}
+
+/// Why the daemon could not serve the drive.
+#[derive(Debug, thiserror::Error)]
+pub enum SimdriveError {
+    #[error("blocking signals")]
+    BlockSignals(#[source] nix::Error),
+    #[error("starting the simulated drive on {}", backing.display())]
+    Start {
+        backing: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("mounting FUSE on {}", mountpoint.display())]
+    Mount {
+        mountpoint: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("waiting for a signal")]
+    WaitSignal(#[source] nix::Error),
+    #[error("applying the deterministic cut")]
+    Cut(#[source] std::io::Error),
+}
+
+/// The signals that mean "cut the power now", blocked before any thread exists so only
+/// our sigwait sees them.
+fn block_cut_signals() -> Result<SigSet, SimdriveError> {
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGUSR1, Signal::SIGTERM, Signal::SIGINT] {
         signals.add(s);
     }
-    signals.thread_block().context("blocking signals")?;
+    signals
+        .thread_block()
+        .map_err(SimdriveError::BlockSignals)?;
+    Ok(signals)
+}
+
+/// Runs the daemon until a deterministic cut signal (or forever until SIGKILL). Never
+/// returns on success: after the cut the process exits without unmounting, as a power
+/// cut would.
+pub fn serve(o: SimdriveOptions) -> Result<std::convert::Infallible, SimdriveError> {
+    let profile = o.profile;
+    let seed = o.seed.unwrap_or_else(crate::rng::random_seed);
+    let signals = block_cut_signals()?;
     let drive = Arc::new(
         SimDrive::start(SimConfig {
-            size_bytes: a.size,
+            size_bytes: o.size_bytes,
             profile: profile.clone(),
             seed,
-            backing: Some(a.backing.clone()),
-            oracle: a.oracle.clone(),
+            backing: Some(o.backing.clone()),
+            oracle: o.oracle.clone(),
         })
-        .with_context(|| format!("starting the simulated drive on {}", a.backing.display()))?,
+        .map_err(|source| SimdriveError::Start {
+            backing: o.backing.clone(),
+            source,
+        })?,
     );
     println!("plugpull simdrive: seed {seed} profile {profile}");
     if !drive.is_powered() {
@@ -286,17 +334,20 @@ pub fn run(a: SimdriveArgs) -> anyhow::Result<i32> {
         SimFs {
             drive: drive.clone(),
         },
-        &a.mountpoint,
+        &o.mountpoint,
         &cfg,
     )
-    .with_context(|| format!("mounting FUSE on {}", a.mountpoint.display()))?;
-    println!("ready {}", a.mountpoint.join(FILE_NAME).display());
+    .map_err(|source| SimdriveError::Mount {
+        mountpoint: o.mountpoint.clone(),
+        source,
+    })?;
+    println!("ready {}", o.mountpoint.join(FILE_NAME).display());
     std::io::stdout().flush().ok();
-    let sig = signals.wait().context("waiting for a signal")?;
-    drive.cut().context("applying the deterministic cut")?;
+    let sig = signals.wait().map_err(SimdriveError::WaitSignal)?;
+    drive.cut().map_err(SimdriveError::Cut)?;
     eprintln!(
         "plugpull simdrive: {sig:?}: power cut applied (seed {seed}); unmount {} now",
-        a.mountpoint.display()
+        o.mountpoint.display()
     );
     // Exit without unmounting, as a power cut would: the mount answers ENOTCONN.
     std::mem::forget(session);

@@ -16,22 +16,17 @@
 pub mod compare;
 pub mod drive;
 pub mod fuse;
+pub mod invariant;
 pub mod media;
 pub mod model;
 pub mod oracle;
 pub mod profile;
 
 pub use drive::SimDrive;
+pub use fuse::{SimdriveError, SimdriveOptions, serve};
 pub use model::SimConfig;
 pub use oracle::{Class, Fault, RecordRef, resolve};
-pub use profile::{Kind, Profile};
-
-use crate::commands::args::SimdriveArgs;
-
-/// `plugpull simdrive`: serve the drive over FUSE until cut.
-pub fn run(a: SimdriveArgs) -> anyhow::Result<i32> {
-    fuse::run(a)
-}
+pub use profile::{Kind, Profile, ProfileError};
 
 #[cfg(test)]
 mod tests;

@@ -71,6 +71,23 @@ impl Kind {
     }
 }
 
+/// Why a profile string does not parse. The messages name the offending part.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("unknown profile {name:?}; known: {known}")]
+    UnknownProfile { name: String, known: String },
+    #[error("profile {name} takes no ':' argument (use KEY=VALUE)")]
+    UnexpectedArgument { name: String },
+    #[error("profile option {option:?} is not KEY=VALUE")]
+    NotKeyValue { option: String },
+    #[error("unknown profile option {option:?}")]
+    UnknownOption { option: String },
+    #[error("{what}: {value:?} is not a valid number")]
+    NotANumber { what: String, value: String },
+    #[error("{what}: {value} is not a probability in 0..=1")]
+    NotAProbability { what: String, value: String },
+}
+
 /// A profile with all its knobs resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
@@ -132,7 +149,7 @@ impl Profile {
 
     /// Parses `NAME[:ARG][,KEY=VALUE...]`. `ARG` is lose-recent's N; `hang-reads` is
     /// metadata-loss whose reads hang for an hour.
-    pub fn parse(s: &str) -> Result<Profile, String> {
+    pub fn parse(s: &str) -> Result<Profile, ProfileError> {
         let mut parts = s.trim().split(',');
         let head = parts.next().unwrap_or("").trim();
         let (name, arg) = match head.split_once(':') {
@@ -147,14 +164,17 @@ impl Profile {
             let kind = Kind::ALL
                 .into_iter()
                 .find(|k| k.name() == name)
-                .ok_or_else(|| format!("unknown profile {name:?}; known: {}", known()))?;
+                .ok_or_else(|| ProfileError::UnknownProfile {
+                    name: name.to_string(),
+                    known: known(),
+                })?;
             Profile::new(kind)
         };
         if let Some(a) = arg {
             if p.kind != Kind::LoseRecent {
-                return Err(format!(
-                    "profile {name} takes no ':' argument (use KEY=VALUE)"
-                ));
+                return Err(ProfileError::UnexpectedArgument {
+                    name: name.to_string(),
+                });
             }
             p.lose_recent_n = num(a, "lose-recent N")?;
         }
@@ -165,7 +185,9 @@ impl Profile {
             }
             let (k, v) = kv
                 .split_once('=')
-                .ok_or_else(|| format!("profile option {kv:?} is not KEY=VALUE"))?;
+                .ok_or_else(|| ProfileError::NotKeyValue {
+                    option: kv.to_string(),
+                })?;
             let v = v.trim();
             match k.trim() {
                 "flush_latency_us" | "latency_us" => p.flush_latency_us = num(v, k)?,
@@ -180,7 +202,11 @@ impl Profile {
                 }
                 "fraction" => p.unreadable_fraction = prob(v, k)?,
                 "hang_ms" => p.read_hang_ms = Some(num(v, k)?),
-                other => return Err(format!("unknown profile option {other:?}")),
+                other => {
+                    return Err(ProfileError::UnknownOption {
+                        option: other.to_string(),
+                    });
+                }
             }
         }
         Ok(p)
@@ -213,17 +239,22 @@ fn known() -> String {
     v.join(", ")
 }
 
-fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
-    v.parse()
-        .map_err(|_| format!("{what}: {v:?} is not a valid number"))
+fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, ProfileError> {
+    v.parse().map_err(|_| ProfileError::NotANumber {
+        what: what.to_string(),
+        value: v.to_string(),
+    })
 }
 
-fn prob(v: &str, what: &str) -> Result<f64, String> {
+fn prob(v: &str, what: &str) -> Result<f64, ProfileError> {
     let x: f64 = num(v, what)?;
     if (0.0..=1.0).contains(&x) {
         Ok(x)
     } else {
-        Err(format!("{what}: {v} is not a probability in 0..=1"))
+        Err(ProfileError::NotAProbability {
+            what: what.to_string(),
+            value: v.to_string(),
+        })
     }
 }
 

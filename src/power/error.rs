@@ -1,0 +1,180 @@
+//! What can go wrong with a power switch, by meaning, with the message the operator sees.
+//!
+//! Why one enum for every driver: the campaign handles a failed cut the same way whatever
+//! the switch, but the operator needs the driver's own story (which command, which port,
+//! which HTTP status) and what to check; each variant carries exactly that.
+
+use std::io;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+fn on_off(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PowerError {
+    /// An I/O error with nothing to add (the terminal, a poll, a child's status).
+    #[error(transparent)]
+    Io(#[from] io::Error),
+
+    // The `[power]` table.
+    #[error("{what}: {message}")]
+    BadDuration { what: String, message: String },
+    #[error("power.{which}_request is required for flavor generic (e.g. \"GET /{which}\")")]
+    MissingGenericRequest { which: &'static str },
+    #[error("power.flavor '{flavor}' is unknown: use shelly-gen1, shelly-gen2, tasmota or generic")]
+    UnknownFlavor { flavor: String },
+    #[error("power.protocol '{protocol}' is unknown: use plugpull or ch340")]
+    UnknownProtocol { protocol: String },
+    #[error(
+        "power.driver simdrive cuts the simulated drive only: set [target] kind = \"simdrive\""
+    )]
+    SimdriveWithoutTarget,
+
+    // driver = "command".
+    #[error("starting `{cmd}`")]
+    CommandStart {
+        cmd: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "`{cmd}` did not finish within {timeout:?} and was killed: check the switch is reachable, or raise power.timeout"
+    )]
+    CommandTimedOut { cmd: String, timeout: Duration },
+    #[error("`{cmd}` failed ({status}): {stderr}")]
+    CommandFailed {
+        cmd: String,
+        status: ExitStatus,
+        /// Trimmed.
+        stderr: String,
+    },
+    #[error("state command `{cmd}` printed {output:?}; it must print on/off (or 1/0)")]
+    BadStateOutput { cmd: String, output: String },
+
+    // driver = "http".
+    #[error("resolving {hostport}")]
+    Resolve {
+        hostport: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{hostport} resolves to no address")]
+    NoAddress { hostport: String },
+    #[error("connecting to the switch at {hostport}: is it on the network?")]
+    Connect {
+        hostport: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("sending to {hostport}")]
+    Send {
+        hostport: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("reading the reply of {hostport}")]
+    ReadReply {
+        hostport: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the reply of {hostport}")]
+    BadReply {
+        hostport: String,
+        #[source]
+        source: Box<PowerError>,
+    },
+    #[error("not an HTTP response: {status_line:?}")]
+    NotHttp { status_line: String },
+    #[error("no status code in {status_line:?}")]
+    NoStatusCode { status_line: String },
+    #[error("the switch at {host} wants a login (401): set power.user and power.password")]
+    LoginRequired { host: String },
+    #[error("{method} {path} on {host} answered {status}: {body}")]
+    HttpStatus {
+        method: String,
+        path: String,
+        host: String,
+        status: u16,
+        /// Trimmed.
+        body: String,
+    },
+    #[error(
+        "the switch at {host} answered but reports power {} after being told to turn it {}",
+        on_off(*now),
+        on_off(*wanted)
+    )]
+    NotSwitched {
+        host: String,
+        now: bool,
+        wanted: bool,
+    },
+    #[error(
+        "the switch at {host} answered {path} with {body:?}, which does not say the relay state"
+    )]
+    NoRelayState {
+        host: String,
+        path: String,
+        body: String,
+    },
+
+    // driver = "serial".
+    #[error(
+        "opening serial port {port}: is the board plugged in, and are you in the dialout group?"
+    )]
+    SerialOpen {
+        port: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("configuring {port}")]
+    SerialConfigure {
+        port: String,
+        #[source]
+        source: Box<PowerError>,
+    },
+    #[error("power.baud {baud} is not supported: use 9600, 19200, 38400, 57600, 115200 or 230400")]
+    UnsupportedBaud { baud: u32 },
+    #[error("not a serial port (tcgetattr failed)")]
+    NotASerialPort(#[source] io::Error),
+    #[error("tcsetattr")]
+    SetSerialAttributes(#[source] io::Error),
+    #[error(
+        "no PING answer from {port}: is hardware/firmware/plugpull_switch flashed, and power.baud right?"
+    )]
+    NoPing {
+        port: String,
+        #[source]
+        source: Box<PowerError>,
+    },
+    #[error("no reply from {port} within {timeout:?}")]
+    NoReply { port: String, timeout: Duration },
+    #[error("{port} closed (board unplugged?)")]
+    PortClosed { port: String },
+    #[error("reading {port}")]
+    SerialRead {
+        port: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("writing to {port}")]
+    SerialWrite {
+        port: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{port} answered an error: {text}")]
+    SwitchRefused { port: String, text: String },
+    #[error("STATE? reply {reply:?} has no channel {channel}")]
+    NoChannelState { reply: String, channel: u32 },
+
+    // driver = "manual".
+    #[error("the manual power driver needs an operator at the terminal (stdin closed)")]
+    NoOperator,
+
+    // driver = "simdrive".
+    #[error("cutting the simulated drive")]
+    SimCut(#[source] io::Error),
+}

@@ -1,0 +1,85 @@
+//! The oracle log on disk: appended one JSON line per event with one write(2), read back
+//! (tolerating a torn last line) for resolution.
+//!
+//! Why apart from the resolver: the log is the format (docs/fault-model.md) and the
+//! durability rule (a line written survives a SIGKILL); the resolver is the meaning.
+
+use super::Event;
+use super::invariants::LogSeen;
+use std::cell::{Cell, RefCell};
+use std::fs::File;
+use std::io::{self, BufRead, Write};
+use std::path::Path;
+
+/// Append-only oracle log: one write(2) per line, optionally mirrored in memory.
+pub struct OracleLog {
+    file: Option<File>,
+    pub(super) events: Vec<Event>,
+    /// How far `check_invariants` has read `events`, and what it learnt on the way: each
+    /// check reads only the events appended since the last one (see `invariants`).
+    pub(super) checked: Cell<usize>,
+    pub(super) seen: RefCell<LogSeen>,
+}
+
+impl OracleLog {
+    pub fn new(path: Option<&Path>) -> io::Result<OracleLog> {
+        let file = match path {
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| {
+                        io::Error::new(e.kind(), format!("oracle {}: {e}", p.display()))
+                    })?,
+            ),
+            None => None,
+        };
+        Ok(OracleLog {
+            file,
+            events: Vec::new(),
+            checked: Cell::new(0),
+            seen: RefCell::new(LogSeen::default()),
+        })
+    }
+
+    /// Appends one event. The line reaches the host's page cache before this returns,
+    /// so killing the process afterwards loses nothing.
+    pub fn append(&mut self, ev: Event) -> io::Result<()> {
+        if let Some(f) = &mut self.file {
+            let mut line = serde_json::to_vec(&ev).map_err(io::Error::other)?;
+            line.push(b'\n');
+            f.write_all(&line)?;
+        }
+        self.events.push(ev);
+        Ok(())
+    }
+
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+}
+
+/// Parses an oracle log into events.
+pub fn read_events(path: &Path) -> io::Result<Vec<Event>> {
+    let f = File::open(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("oracle {}: {e}", path.display())))?;
+    let lines: Vec<String> = io::BufReader::new(f).lines().collect::<io::Result<_>>()?;
+    let mut events = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Event>(line) {
+            Ok(ev) => events.push(ev),
+            Err(_) if i + 1 == lines.len() => break,
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("oracle {} line {}: {e}", path.display(), i + 1),
+                ));
+            }
+        }
+    }
+    Ok(events)
+}
