@@ -6,8 +6,6 @@
 //! of part of it. Only a per-sector stamp (run, stream, seq, own offset, index) lets verify
 //! say which of those happened, sector by sector. The byte layout is in docs/format.md.
 
-use crate::rng::RunKey;
-
 /// The unit of atomicity we reason about: every record is a whole number of these.
 pub const SECTOR: usize = 512;
 /// Bytes at the start of each sector that identify it.
@@ -183,6 +181,33 @@ pub fn decode_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
     Ok(stamp)
 }
 
+/// The content key of one run, derived from its run id. Record content must be
+/// incompressible (so a compressing controller cannot cheat) and regenerable by verify
+/// from the run id alone, so it is a keyed BLAKE3 XOF, not a PRNG.
+#[derive(Clone)]
+pub struct RunKey {
+    key: [u8; 32],
+}
+
+impl RunKey {
+    pub fn new(run: RunId) -> RunKey {
+        let mut h = blake3::Hasher::new_derive_key("plugpull 2026 record content v1");
+        h.update(&run.0);
+        RunKey {
+            key: *h.finalize().as_bytes(),
+        }
+    }
+
+    /// The content byte stream of record (stream, seq): sector i's content is bytes
+    /// [i*512 + 64, (i+1)*512) of it (see `record::fill_record`).
+    pub fn content_stream(&self, stream: u16, seq: u64) -> blake3::OutputReader {
+        let mut h = blake3::Hasher::new_keyed(&self.key);
+        h.update(&stream.to_le_bytes());
+        h.update(&seq.to_le_bytes());
+        h.finalize_xof()
+    }
+}
+
 /// Fills `buf` (exactly `rec.len_bytes()` long) with the record's bytes. Content comes
 /// from the run key's XOF for (stream, seq), laid over the whole record so that sector i's
 /// content is XOF bytes [i*512 + 64, (i+1)*512); the stamp then takes each sector's first
@@ -347,5 +372,16 @@ mod tests {
         let r = RunId::random();
         assert_eq!(RunId::parse(&r.hex()), Some(r));
         assert_eq!(RunId::parse("zz"), None);
+    }
+
+    #[test]
+    fn content_differs_per_run() {
+        let a = RunKey::new(RunId([1; 16]));
+        let b = RunKey::new(RunId([2; 16]));
+        let mut x = [0u8; 32];
+        let mut y = [0u8; 32];
+        a.content_stream(0, 1).fill(&mut x);
+        b.content_stream(0, 1).fill(&mut y);
+        assert_ne!(x, y);
     }
 }

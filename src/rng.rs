@@ -1,38 +1,9 @@
-//! Randomness with two different jobs.
+//! Randomness for decisions (placement, sizes, fault injection) and fresh ids.
 //!
-//! - [`RunKey`]: record content. It must be incompressible (so a compressing controller
-//!   cannot cheat) and regenerable by verify from the run id alone, so it is a keyed
-//!   BLAKE3 XOF, not a PRNG.
-//! - [`Rng`]: decisions (placement, sizes, fault injection). One u64 seed must reproduce a
-//!   whole scenario across releases, which `rand`'s `StdRng` does not promise; a
-//!   hand-written SplitMix64 is ten lines and will never change under us.
-
-use crate::record::RunId;
-
-/// The content key of one run, derived from its run id.
-#[derive(Clone)]
-pub struct RunKey {
-    key: [u8; 32],
-}
-
-impl RunKey {
-    pub fn new(run: RunId) -> RunKey {
-        let mut h = blake3::Hasher::new_derive_key("plugpull 2026 record content v1");
-        h.update(&run.0);
-        RunKey {
-            key: *h.finalize().as_bytes(),
-        }
-    }
-
-    /// The content byte stream of record (stream, seq): sector i's content is bytes
-    /// [i*512 + 64, (i+1)*512) of it (see `record::fill_record`).
-    pub fn content_stream(&self, stream: u16, seq: u64) -> blake3::OutputReader {
-        let mut h = blake3::Hasher::new_keyed(&self.key);
-        h.update(&stream.to_le_bytes());
-        h.update(&seq.to_le_bytes());
-        h.finalize_xof()
-    }
-}
+//! [`Rng`]: one u64 seed must reproduce a whole scenario across releases, which `rand`'s
+//! `StdRng` does not promise; a hand-written SplitMix64 is ten lines and will never change
+//! under us. Record content is not drawn from here: it is a keyed BLAKE3 stream
+//! (`record::RunKey`) that verify regenerates from the run id alone.
 
 /// SplitMix64: small, fast, and fixed forever, so seeds reproduce across versions.
 #[derive(Clone, Debug)]
@@ -124,16 +95,5 @@ mod tests {
                 assert!(r.below(n) < n);
             }
         }
-    }
-
-    #[test]
-    fn content_differs_per_run() {
-        let a = RunKey::new(RunId([1; 16]));
-        let b = RunKey::new(RunId([2; 16]));
-        let mut x = [0u8; 32];
-        let mut y = [0u8; 32];
-        a.content_stream(0, 1).fill(&mut x);
-        b.content_stream(0, 1).fill(&mut y);
-        assert_ne!(x, y);
     }
 }

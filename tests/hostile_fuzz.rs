@@ -9,8 +9,9 @@ mod common;
 
 use common::test_descriptor;
 use plugpull::model::{Ack, RunDescriptor, RunLog, RunSelector, WitnessEvent};
+use plugpull::record::RunKey;
 use plugpull::record::{RecordId, RunId, fill_record};
-use plugpull::rng::{Rng, RunKey};
+use plugpull::rng::Rng;
 use plugpull::wire::auth::{Key, NONCE_BYTES, Session};
 use plugpull::wire::frame::{self, FrameType};
 use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};

@@ -6,8 +6,9 @@
 use super::oracle::Class;
 use super::{Kind, Profile, SimConfig, SimDrive};
 use crate::device::Device;
+use crate::record::RunKey;
 use crate::record::{RecordId, RunId, SECTOR, bit_difference, decode_stamp, fill_record};
-use crate::rng::{Rng, RunKey};
+use crate::rng::Rng;
 use std::collections::{BTreeSet, HashMap};
 
 const SLOT: u64 = 4096;

@@ -145,8 +145,8 @@ pub fn classify_record(t: &SectorTally, found_elsewhere: bool) -> RecordClass {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::RunKey;
     use crate::record::{decode_stamp, fill_record};
-    use crate::rng::RunKey;
 
     #[test]
     fn every_combination_lands_in_one_class() {

@@ -159,8 +159,8 @@ mod tests {
     use super::*;
     use crate::device::mem::MemDevice;
     use crate::model::{Ack, RunDescriptor, WriterSettings};
+    use crate::record::RunKey;
     use crate::record::{RecordId, fill_record};
-    use crate::rng::RunKey;
 
     /// Writes one 4 KiB record of `run` at `offset`, stamped `time`; returns its ack.
     fn put(dev: &MemDevice, run: RunId, offset: u64, time: u64) -> Ack {

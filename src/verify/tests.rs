@@ -4,8 +4,8 @@
 use super::*;
 use crate::device::mem::MemDevice;
 use crate::model::{Ack, RunDescriptor, WriterSettings};
+use crate::record::RunKey;
 use crate::record::{RecordId, RunId, fill_record};
-use crate::rng::RunKey;
 
 fn log(run: RunId, acks: Vec<Ack>) -> RunLog {
     RunLog {

@@ -150,13 +150,47 @@ fn circle_finder_follows_reexports_to_the_defining_file() {
     // A glob re-export cannot be followed: the path stays with the facade.
     let mut s = s;
     s.insert("device/file.rs".into(), "use super::AlignedBuf;".into());
-    let cycles = find_cycles(&import_graph(&s));
+    let g = import_graph(&s);
+    assert_eq!(g["device/file.rs"], fixture_set(&["device/mod.rs"]));
+    // ... and when the facade's own code uses file.rs, that is a circle.
+    let facade = format!("{}\nfn f() -> FileDevice {{ FileDevice }}", s["device/mod.rs"]);
+    s.insert("device/mod.rs".into(), facade);
     assert_eq!(
-        cycles,
+        find_cycles(&import_graph(&s)),
         vec![vec!["device/file.rs", "device/mod.rs", "device/file.rs"]]
     );
 }
 
 fn fixture_set(files: &[&str]) -> BTreeSet<String> {
     files.iter().map(|f| f.to_string()).collect()
+}
+
+#[test]
+fn a_reexport_alone_is_no_use_but_using_the_name_is() {
+    // oracle/mod.rs defines Event and re-exports log's items; log.rs uses Event.
+    let facade = |body: &str| {
+        fixture(&[
+            ("lib.rs", "pub mod oracle;"),
+            ("oracle/mod.rs", body),
+            (
+                "oracle/log.rs",
+                "use super::Event; pub struct OracleLog; pub fn read_events() {}",
+            ),
+        ])
+    };
+    let only_reexports =
+        facade("mod log; pub struct Event; pub use log::{OracleLog, read_events};");
+    assert_eq!(
+        find_cycles(&import_graph(&only_reexports)),
+        Vec::<Vec<String>>::new()
+    );
+    // The same facade that also calls the re-exported function in its own code: a circle.
+    let uses_it = facade(
+        "mod log; pub struct Event; pub use log::{OracleLog, read_events};\n\
+         pub fn resolve() { read_events() }",
+    );
+    assert_eq!(
+        find_cycles(&import_graph(&uses_it)),
+        vec![vec!["oracle/log.rs", "oracle/mod.rs", "oracle/log.rs"]]
+    );
 }

@@ -1,5 +1,6 @@
 //! The import graph between the files of src/ and its circles. A path is charged to the
-//! file that defines what it names (through `pub use` re-exports), test-only code is
+//! file that defines what it names (through `pub use` re-exports; a re-export alone is no
+//! use by the re-exporting file), test-only code is
 //! left out, and a circle is reported as the shortest path list round it.
 
 use crate::paths::{absolute, module_of, paths_in};
@@ -86,17 +87,36 @@ pub fn import_graph(sources: &Sources) -> BTreeMap<String, BTreeSet<String>> {
         }
         file_of(&abs, &files_by_module)
     };
+    // A `pub use` only declares a facade: it is an edge of the re-exporting file only when
+    // that file's own code also uses the name (a word counted more than once).
+    let uses_itself = |file: &String, name: &Option<String>| match name.as_deref() {
+        None | Some("*") => true,
+        Some(n) => word_count(&code[file], n) > 1,
+    };
     found
         .iter()
         .map(|(file, paths)| {
             let deps = paths
                 .iter()
+                .filter(|(_, name)| uses_itself(file, name))
                 .filter_map(|(abs, _)| definer(abs))
                 .filter(|dep| dep != *file)
                 .collect();
             ((*file).clone(), deps)
         })
         .collect()
+}
+
+/// How often `word` occurs in `code` as a whole identifier.
+pub fn word_count(code: &str, word: &str) -> usize {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    code.match_indices(word)
+        .filter(|(i, _)| {
+            let before = code[..*i].chars().next_back();
+            let after = code[i + word.len()..].chars().next();
+            !before.is_some_and(ident) && !after.is_some_and(ident)
+        })
+        .count()
 }
 
 /// Every import circle: for each group of files that reach each other, one circle through

@@ -57,7 +57,7 @@ fn plugpull_file(p: &Path, offset: u64) {
     let mut img = vec![0u8; offset as usize + 8192];
     fill_record(
         &mut img[offset as usize..][..4096],
-        &crate::rng::RunKey::new(run),
+        &crate::record::RunKey::new(run),
         run,
         &rec,
     );

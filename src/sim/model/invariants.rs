@@ -15,20 +15,11 @@
 //! - counters (writes, flushes, fault ids, oracle sessions and events) never go back;
 //! - the oracle's own invariants, and the live resolver equals a replay of the log.
 
-use super::{Cache, Model, Power, SECTOR_U64};
+use super::{Cache, Counters, Model, Power, SECTOR_U64};
 use crate::record::SECTOR;
 use crate::sim::invariant::{InvariantViolation, Sweep, assert_holds, ensure};
 use crate::sim::oracle::{Resolver, read_events};
 use crate::sim::profile::Kind;
-
-/// The model's counters, remembered by the last check to prove they never go back.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Counters {
-    next_write: u64,
-    completed_flushes: u64,
-    next_fault: u64,
-    oracle_events: usize,
-}
 
 impl Cache {
     /// The cache's own invariants: every pending write is whole sectors inside the drive

@@ -22,7 +22,6 @@ use super::oracle::{Event, Fault, OracleLog, Resolver};
 use super::profile::{Kind, Profile};
 use crate::record::SECTOR;
 use crate::rng::Rng;
-use invariants::Counters;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
@@ -95,6 +94,15 @@ pub enum ReadOutcome {
     Done,
     /// Hang this long, then fail with EIO.
     Hang(u64),
+}
+
+/// The model's counters, remembered by the last invariant check (`invariants`) to prove they never go back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Counters {
+    next_write: u64,
+    completed_flushes: u64,
+    next_fault: u64,
+    oracle_events: usize,
 }
 
 pub struct Model {
@@ -433,6 +441,3 @@ mod invariants;
 mod power;
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-pub(crate) use invariants::Breakage;

@@ -2,7 +2,8 @@
 //! through a test hook and expects the check to name it. (That they hold is shown by every
 //! other sim test, which runs them after every operation.)
 
-use super::{Breakage, Model, SimConfig};
+use super::invariants::Breakage;
+use super::{Model, SimConfig};
 use crate::sim::oracle::{Class, Event};
 use crate::sim::{Kind, Profile};
 

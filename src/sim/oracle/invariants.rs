@@ -6,23 +6,10 @@
 //! as it grows (only the events appended since the last check, so a check after every
 //! drive operation stays cheap); the resolver's indexes are checked whole.
 
+use super::log::LogSeen;
 use super::resolver::{Resolver, Tracked};
 use super::{Class, Event, OracleLog, SECTOR_U64};
 use crate::sim::invariant::{InvariantViolation, Sweep, ensure};
-use std::collections::BTreeSet;
-
-/// What the log check learnt from the events it has read so far.
-#[derive(Default)]
-pub(crate) struct LogSeen {
-    /// A Start event was read: before the first, only the reconciliation of an earlier
-    /// session's held writes (Destaged events) may appear.
-    started: bool,
-    /// The last event read was a Cut: only a Start may follow.
-    cut: bool,
-    last_fault_id: u64,
-    /// Hole faults of this session no HoleWitness has named yet.
-    open_holes: BTreeSet<u64>,
-}
 
 impl OracleLog {
     /// Checks the events appended since the last check, in order:

@@ -4,9 +4,10 @@
 //! Why apart from the resolver: the log is the format (docs/fault-model.md) and the
 //! durability rule (a line written survives a SIGKILL); the resolver is the meaning.
 
-use super::Event;
-use super::invariants::LogSeen;
+use super::resolver::resolve_events;
+use super::{Event, Fault};
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufRead, Write};
 use std::path::Path;
@@ -82,4 +83,24 @@ pub fn read_events(path: &Path) -> io::Result<Vec<Event>> {
         }
     }
     Ok(events)
+}
+
+/// Reads an oracle log and resolves it. A torn last line (the writer of the log died
+/// mid-line, which only a host crash could cause) is ignored; any other bad line is an
+/// error naming its line number.
+pub fn resolve(path: &Path) -> io::Result<Vec<Fault>> {
+    Ok(resolve_events(&read_events(path)?))
+}
+
+/// What the log check learnt from the events it has read so far.
+#[derive(Default)]
+pub(crate) struct LogSeen {
+    /// A Start event was read: before the first, only the reconciliation of an earlier
+    /// session's held writes (Destaged events) may appear.
+    pub(super) started: bool,
+    /// The last event read was a Cut: only a Start may follow.
+    pub(super) cut: bool,
+    pub(super) last_fault_id: u64,
+    /// Hole faults of this session no HoleWitness has named yet.
+    pub(super) open_holes: BTreeSet<u64>,
 }

@@ -12,8 +12,6 @@
 
 use crate::record::{SECTOR, decode_stamp};
 use serde::{Deserialize, Serialize};
-use std::io;
-use std::path::Path;
 
 const SECTOR_U64: u64 = SECTOR as u64;
 
@@ -161,21 +159,6 @@ pub fn records_in(data: &[u8], at: u64) -> Vec<RecordRef> {
     out
 }
 
-/// The faults that are real after the cut, from events in log order.
-pub fn resolve_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Fault> {
-    let mut r = Resolver::new();
-    for ev in events {
-        r.apply(ev);
-    }
-    r.faults()
-}
-
-/// Reads an oracle log and resolves it. A torn last line (the writer of the log died
-/// mid-line, which only a host crash could cause) is ignored; any other bad line is an
-/// error naming its line number.
-pub fn resolve(path: &Path) -> io::Result<Vec<Fault>> {
-    Ok(resolve_events(&read_events(path)?))
-}
 
 mod invariants;
 mod log;
@@ -183,5 +166,5 @@ mod resolver;
 #[cfg(test)]
 mod tests;
 
-pub use log::{OracleLog, read_events};
-pub use resolver::Resolver;
+pub use log::{OracleLog, read_events, resolve};
+pub use resolver::{Resolver, resolve_events};

@@ -349,3 +349,12 @@ fn still_affected_records(f: &Tracked) -> Vec<RecordRef> {
     }
     records
 }
+
+/// The faults that are real after the cut, from events in log order.
+pub fn resolve_events<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<Fault> {
+    let mut r = Resolver::new();
+    for ev in events {
+        r.apply(ev);
+    }
+    r.faults()
+}
