@@ -200,3 +200,37 @@ fn fmt_ns(ns: u64) -> String {
         .format("%Y-%m-%d %H:%M:%S UTC")
         .to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::RunSelector;
+    use crate::record::RunId;
+    use crate::witness::client::error::ClientError;
+    use crate::witness::client::fetch;
+    use crate::witness::server::{Witness, WitnessOptions};
+
+    /// The witness's answer to a device key it has no run for is an error of its own
+    /// (what `latest_for_target` tells from other failures), with the text users saw.
+    #[test]
+    fn no_run_for_device_is_its_own_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        };
+        let w = Witness::start("127.0.0.1:0", dir.path(), options).unwrap();
+        let addr = w.addr.to_string();
+        let e = fetch(&addr, &RunSelector::LatestForDevice("serial:NONE".into())).unwrap_err();
+        assert!(matches!(e, ClientError::NoRunForDevice { .. }), "{e:#}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the witness at {addr}: no run for device serial:NONE at this witness; pass --run RUN_ID"
+            )
+        );
+        // Any other refusal stays a refusal.
+        let e = fetch(&addr, &RunSelector::Run(RunId::random())).unwrap_err();
+        assert!(matches!(e, ClientError::Witness(_)), "{e:#}");
+        w.shutdown();
+    }
+}

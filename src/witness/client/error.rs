@@ -6,8 +6,6 @@
 
 use crate::wire::auth::KeyError;
 use crate::wire::msg::DecodeError;
-#[cfg(doc)]
-use crate::wire::msg::NO_RUN_FOR_DEVICE;
 use crate::witness::store::error::{StoreError, chain_text};
 use std::fmt::Display;
 use std::io;
@@ -20,9 +18,9 @@ pub enum ClientError {
     /// A frame from the witness does not decode.
     Decode(DecodeError),
     Io(io::Error),
-    /// The witness has no run for the device key a fetch named (`addr` answered
-    /// `message`, which begins with [`NO_RUN_FOR_DEVICE`]): verify then looks for the
-    /// run elsewhere.
+    /// The witness has no run for the device key a fetch named: `addr` answered
+    /// `message`, which begins with [`NO_RUN_FOR_DEVICE`](crate::wire::msg::NO_RUN_FOR_DEVICE).
+    /// Verify then looks for the run elsewhere.
     NoRunForDevice {
         addr: String,
         message: String,
