@@ -413,7 +413,7 @@ fn cycle(profile: &str, mib: u64, seed: u64, via: Via, cut_at: (u64, u64)) -> (i
         );
     }
     // The profile's own promise, checked here so a failure keeps the cycle's files.
-    let lost = found.values().any(|v| v.0 == "lost");
+    let lost = found.values().any(|v| v.0.name() == "lost");
     match Want::of(profile) {
         Want::Pass => assert_eq!(code, 0, "{ctx}: an honest drive must PASS"),
         Want::Fail => assert_eq!(code, 1, "{ctx}: this profile always loses acked records"),
@@ -498,7 +498,7 @@ fn every_profile_over_fuse_verify_equals_oracle() {
     for (i, p, mib) in profiles() {
         let seed = base.wrapping_add(i as u64);
         let (_, found) = cycle(p, mib, seed, Via::File, CUTS_WITH_FAULTS);
-        classes.extend(found.values().map(|v| v.0.clone()));
+        classes.extend(found.values().map(|v| v.0.to_string()));
     }
     eprintln!("classes seen over FUSE: {classes:?}");
     if std::env::var("PLUGPULL_PROFILE").is_err() {

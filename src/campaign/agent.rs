@@ -13,17 +13,22 @@
 //!
 //! The agent config is a small TOML file (docs/campaign.md, whole-host mode).
 
-use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, request};
+use super::agent_proto::{AgentMsg, PreviousRun, ProtoError, Reply, RunOrder, request};
 use super::results::LastAcked;
-use crate::cycle::{AfterCut, judge, wait_for_acks, write_until_cut};
-use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, identity, is_block_device};
+use crate::cycle::{AfterCut, NoAcks, judge, wait_for_acks, write_until_cut};
+use crate::device::{
+    Device, DeviceError, FileDevice, FlushMethod, OpenOptions, identity, is_block_device,
+};
+use crate::exit::error_chain;
 use crate::model::Placement;
 use crate::model::{ReportSummary, RunSelector};
 use crate::record::RunId;
+use crate::units::UnitError;
+use crate::witness::client::error::ClientError;
 use crate::witness::client::{AckSender, ClientOptions, fetch};
-use crate::write::plan::Plan;
+use crate::write::plan::{Plan, PlanError};
 use crate::write::run_descriptor;
-use anyhow::{Context, Result, bail};
+use crate::write::target::TargetError;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,6 +37,107 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub const STATE_FORMAT: &str = "plugpull-agent-state/1";
+
+/// Why the agent could not verify, report or start a run. Those met while verifying the
+/// previous run are reported to the controller (with their causes) instead.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("reading the agent config {}", path.display())]
+    ReadConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} is not a valid agent config", path.display())]
+    BadConfig {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
+    #[error(
+        "{}: [target] needs exactly one of serial = \"...\" (the drive under test, found by serial) or path = \"/dev/disk/by-id/...\"",
+        path.display()
+    )]
+    TargetNotOne { path: PathBuf },
+    #[error("{what}: {reason}")]
+    BadDuration {
+        what: &'static str,
+        reason: UnitError,
+    },
+    #[error("{} does not exist", path.display())]
+    NoSuchPath { path: PathBuf },
+    #[error("no drive with serial {serial} under /sys/block")]
+    NoDriveWithSerial { serial: String },
+    #[error("the drive did not appear within {wait:?}")]
+    DriveNotAppeared {
+        wait: Duration,
+        #[source]
+        source: Box<AgentError>,
+    },
+    /// The drive appeared but cannot be opened.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error(
+        "the agent state {} is damaged: remove it to start afresh (the previous run then goes unverified)",
+        path.display()
+    )]
+    StateDamaged {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// I/O on the state file; `doing` says which step on which path.
+    #[error("{doing}")]
+    State {
+        doing: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing the state file's content failed.
+    #[error(transparent)]
+    StateWrite(#[from] std::io::Error),
+    #[error(transparent)]
+    StateEncode(#[from] serde_json::Error),
+    #[error(
+        "the controller did not answer within {wait:?}: is `plugpull campaign` running there with [target] kind = \"host\", and is its [agent] listen address reachable from here?"
+    )]
+    ControllerSilent {
+        wait: Duration,
+        #[source]
+        source: ProtoError,
+    },
+    #[error("the controller answered the boot report with no order")]
+    NoOrder,
+    #[error("the state file's run id is not 32 hex digits")]
+    BadRunId,
+    #[error("fetching run {run} from the witness {witness}")]
+    Fetch {
+        run: RunId,
+        witness: String,
+        #[source]
+        source: ClientError,
+    },
+    /// The drive is not safe to write, or not as the order asks.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("the controller's writer settings: {reason}")]
+    BadOrder { reason: PlanError },
+    /// The writer's ack sender could not reach the witness.
+    #[error(transparent)]
+    Connect(#[from] ClientError),
+    #[error(transparent)]
+    NoAcks(#[from] NoAcks),
+}
+
+type Result<T, E = AgentError> = std::result::Result<T, E>;
+
+/// Wraps an I/O error on the state file with the step that failed.
+fn state_step(doing: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> AgentError {
+    move |source| AgentError::State {
+        doing: doing(),
+        source,
+    }
+}
 
 /// /etc/plugpull/agent.toml.
 #[derive(Clone, Debug, Deserialize)]
@@ -94,22 +200,25 @@ pub struct AgentState {
 
 impl AgentConfig {
     pub fn load(path: &Path) -> Result<AgentConfig> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the agent config {}", path.display()))?;
-        let c: AgentConfig = toml::from_str(&text)
-            .with_context(|| format!("{} is not a valid agent config", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|source| AgentError::ReadConfig {
+            path: path.into(),
+            source,
+        })?;
+        let c: AgentConfig = toml::from_str(&text).map_err(|source| AgentError::BadConfig {
+            path: path.into(),
+            source,
+        })?;
         match (&c.target.serial, &c.target.path) {
-            (None, None) | (Some(_), Some(_)) => bail!(
-                "{}: [target] needs exactly one of serial = \"...\" (the drive under test, found by serial) or path = \"/dev/disk/by-id/...\"",
-                path.display()
-            ),
+            (None, None) | (Some(_), Some(_)) => {
+                return Err(AgentError::TargetNotOne { path: path.into() });
+            }
             _ => {}
         }
         Ok(c)
     }
 
-    fn dur(&self, s: &str, what: &str) -> Result<Duration> {
-        crate::units::parse_duration(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+    fn dur(&self, s: &str, what: &'static str) -> Result<Duration> {
+        crate::units::parse_duration(s).map_err(|reason| AgentError::BadDuration { what, reason })
     }
 
     /// The drive under test now (sdX names may change across boots; serials do not).
@@ -118,12 +227,14 @@ impl AgentConfig {
             if p.exists() {
                 return Ok(p.clone());
             }
-            bail!("{} does not exist", p.display());
+            return Err(AgentError::NoSuchPath { path: p.clone() });
         }
         let serial = self.target.serial.as_deref().unwrap_or_default();
         super::target::find_by_serial(serial)
             .map(|(_, p)| p)
-            .with_context(|| format!("no drive with serial {serial} under /sys/block"))
+            .ok_or_else(|| AgentError::NoDriveWithSerial {
+                serial: serial.into(),
+            })
     }
 
     fn wait_for_target(&self) -> Result<PathBuf> {
@@ -133,7 +244,10 @@ impl AgentConfig {
             match self.resolve() {
                 Ok(p) => return Ok(p),
                 Err(e) if t0.elapsed() >= wait => {
-                    return Err(e.context(format!("the drive did not appear within {wait:?}")));
+                    return Err(AgentError::DriveNotAppeared {
+                        wait,
+                        source: Box::new(e),
+                    });
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(100)),
             }
@@ -143,14 +257,14 @@ impl AgentConfig {
 
 pub fn read_state(path: &Path) -> Result<Option<AgentState>> {
     match std::fs::read(path) {
-        Ok(b) => Ok(Some(serde_json::from_slice(&b).with_context(|| {
-            format!(
-                "the agent state {} is damaged: remove it to start afresh (the previous run then goes unverified)",
-                path.display()
-            )
+        Ok(b) => Ok(Some(serde_json::from_slice(&b).map_err(|source| {
+            AgentError::StateDamaged {
+                path: path.into(),
+                source,
+            }
         })?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        Err(e) => Err(state_step(|| format!("reading {}", path.display()))(e)),
     }
 }
 
@@ -161,17 +275,18 @@ pub fn write_state(path: &Path, s: &AgentState) -> Result<()> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(state_step(|| format!("creating {}", dir.display())))?;
     let tmp = path.with_extension("tmp");
-    let mut f =
-        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let mut f = std::fs::File::create(&tmp)
+        .map_err(state_step(|| format!("creating {}", tmp.display())))?;
     f.write_all(serde_json::to_string_pretty(s)?.as_bytes())?;
     f.sync_all()
-        .with_context(|| format!("fsync {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+        .map_err(state_step(|| format!("fsync {}", tmp.display())))?;
+    std::fs::rename(&tmp, path)
+        .map_err(state_step(|| format!("renaming to {}", path.display())))?;
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .with_context(|| format!("fsync {}", dir.display()))?;
+        .map_err(state_step(|| format!("fsync {}", dir.display())))?;
     Ok(())
 }
 
@@ -233,7 +348,7 @@ pub fn run(o: AgentOptions) -> Result<AgentEnd> {
             Ok(AgentEnd::Done)
         }
         Reply::Next(order) => write_run(&cfg, &order),
-        Reply::Ok => bail!("the controller answered the boot report with no order"),
+        Reply::Ok => Err(AgentError::NoOrder),
     }
 }
 
@@ -246,15 +361,11 @@ fn ask(cfg: &AgentConfig, msg: &AgentMsg) -> Result<Reply> {
         match request(&cfg.controller, msg, Duration::from_secs(60)) {
             Ok(r) => return Ok(r),
             Err(e) => {
-                // Through anyhow so `{:#}` prints the whole chain of causes.
-                let e = anyhow::Error::from(e);
                 if t0.elapsed() > wait {
-                    return Err(e.context(format!(
-                        "the controller did not answer within {wait:?}: is `plugpull campaign` running there with [target] kind = \"host\", and is its [agent] listen address reachable from here?"
-                    )));
+                    return Err(AgentError::ControllerSilent { wait, source: e });
                 }
                 if last_said.is_none_or(|t| t.elapsed() > Duration::from_secs(30)) {
-                    say(format!("waiting for the controller: {e:#}"));
+                    say(format!("waiting for the controller: {}", error_chain(&e)));
                     last_said = Some(Instant::now());
                 }
                 std::thread::sleep(Duration::from_millis(200));
@@ -277,12 +388,12 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
     };
     let t0 = Instant::now();
     let log = match RunId::parse(&run_id)
-        .context("the state file's run id is not 32 hex digits")
+        .ok_or(AgentError::BadRunId)
         .and_then(|r| fetch_retrying(&s.witness, r))
     {
         Ok(l) => l,
         Err(e) => {
-            p.error = Some(format!("{e:#}"));
+            p.error = Some(error_chain(&e));
             return p;
         }
     };
@@ -313,7 +424,7 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
             }
             Ok(Arc::new(d) as Arc<dyn Device>)
         }
-        Err(e) => Err(format!("{e:#}")),
+        Err(e) => Err(error_chain(&e)),
     };
     p.report = judge(drive, &log, Duration::from_secs(30)).to_summary();
     p
@@ -326,8 +437,11 @@ fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::model::RunLog> {
         match fetch(witness, &RunSelector::Run(run)) {
             Ok(l) => return Ok(l),
             Err(e) if t0.elapsed() > Duration::from_secs(60) => {
-                return Err(anyhow::Error::from(e)
-                    .context(format!("fetching run {run} from the witness {witness}")));
+                return Err(AgentError::Fetch {
+                    run,
+                    witness: witness.into(),
+                    source: e,
+                });
             }
             Err(_) => std::thread::sleep(Duration::from_millis(250)),
         }
@@ -432,6 +546,6 @@ fn order_plan(o: &RunOrder, region: u64, block_bytes: u32) -> Result<Plan> {
         duration: None,
     };
     plan.validate()
-        .map_err(|e| anyhow::anyhow!("the controller's writer settings: {e}"))?;
+        .map_err(|reason| AgentError::BadOrder { reason })?;
     Ok(plan)
 }

@@ -14,23 +14,61 @@
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, read_line, write_line};
 use super::config::Settings;
 use super::context::{Campaign, derive};
-use super::results::{CycleResult, ResultsFile};
+use super::results::{CycleResult, ResultsError, ResultsFile};
 use crate::cycle::cut_delay;
+use crate::exit::error_chain;
 use crate::model::{Placement, Verdict};
-use crate::power::PowerSwitch;
-use crate::witness::server::{Witness, WitnessOptions};
-use anyhow::{Context, Result, bail};
+use crate::power::{PowerError, PowerSwitch};
+use crate::witness::server::{Witness, WitnessError, WitnessOptions};
 use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// Why the whole-host campaign could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("listening for the agent on {addr} (agent.listen): is another controller running?")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The listener's own address could not be read.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("starting the campaign's witness on {bind}")]
+    Witness {
+        bind: String,
+        #[source]
+        source: WitnessError,
+    },
+    #[error("switching the host on before the first cycle")]
+    SwitchOn(#[source] PowerError),
+    #[error(
+        "no run of the agent acked within {waited:?}: is the host on, is plugpull-agent.service enabled there, and can it reach {agent_addr} and the witness {witness_addr}? (journalctl -u plugpull-agent on the host)"
+    )]
+    NoRunAcked {
+        waited: Duration,
+        agent_addr: String,
+        witness_addr: String,
+    },
+    /// A cut or power-on failed (the cycle is recorded as an ERROR with the same causes).
+    #[error("the switch failed, stopping the campaign: {}", error_chain(.0))]
+    SwitchFailed(PowerError),
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+}
+
+type Result<T, E = HostError> = std::result::Result<T, E>;
 
 type Incoming = (AgentMsg, mpsc::Sender<Reply>);
 
 /// Accepts agent connections: one message each, handed to the campaign loop, whose
 /// reply is written back.
 fn listen(addr: &str) -> Result<(String, mpsc::Receiver<Incoming>)> {
-    let l = TcpListener::bind(addr).with_context(|| {
-        format!("listening for the agent on {addr} (agent.listen): is another controller running?")
+    let l = TcpListener::bind(addr).map_err(|source| HostError::Listen {
+        addr: addr.into(),
+        source,
     })?;
     let local = l.local_addr()?.to_string();
     let (tx, rx) = mpsc::channel::<Incoming>();
@@ -115,9 +153,7 @@ pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch)
         ctl.agent_addr, ctl.witness_addr
     ));
     // A controller restarted mid-cycle may have left the host off.
-    ctl.power
-        .on()
-        .context("switching the host on before the first cycle")?;
+    ctl.power.on().map_err(HostError::SwitchOn)?;
 
     let mut deadline = Instant::now() + s.boot_timeout + s.wait_timeout;
     while ctl.n <= c.cycles_wanted {
@@ -162,7 +198,10 @@ fn witness(s: &Settings) -> Result<(String, Option<Witness>)> {
             ..Default::default()
         },
     )
-    .with_context(|| format!("starting the campaign's witness on {bind}"))?;
+    .map_err(|source| HostError::Witness {
+        bind: bind.into(),
+        source,
+    })?;
     Ok((w.addr.to_string(), Some(w)))
 }
 
@@ -190,12 +229,11 @@ impl Controller<'_, '_> {
     fn on_silence(&mut self) -> Result<()> {
         let s = self.c.settings;
         match std::mem::replace(&mut self.phase, Phase::WaitRun) {
-            Phase::WaitRun => bail!(
-                "no run of the agent acked within {:?}: is the host on, is plugpull-agent.service enabled there, and can it reach {} and the witness {}? (journalctl -u plugpull-agent on the host)",
-                s.boot_timeout + s.wait_timeout,
-                self.agent_addr,
-                self.witness_addr
-            ),
+            Phase::WaitRun => Err(HostError::NoRunAcked {
+                waited: s.boot_timeout + s.wait_timeout,
+                agent_addr: self.agent_addr.clone(),
+                witness_addr: self.witness_addr.clone(),
+            }),
             Phase::WaitReport { mut r, t0, .. } => {
                 let why = format!(
                     "the host did not report within {:?} after power was restored: the host or the drive under test did not come back (or the switch did not cut the host: its run would have gone on acking)",
@@ -293,11 +331,11 @@ impl Controller<'_, '_> {
         let mut r = Box::new(CycleResult::empty(n, derive(self.c.seed, n)));
         r.run_id = run_id;
         if let Err(e) = cut(self.c.settings, &mut r, self.power) {
-            r.error = Some(format!("{e:#}"));
+            r.error = Some(error_chain(&e));
             r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
             self.results.append(*r)?;
             let _ = self.power.on();
-            bail!("the switch failed, stopping the campaign: {e:#}");
+            return Err(HostError::SwitchFailed(e));
         }
         self.phase = Phase::WaitReport {
             r,
@@ -309,7 +347,7 @@ impl Controller<'_, '_> {
 }
 
 /// Random delay, cut, stay off, on; stamps into `r`.
-fn cut(s: &Settings, r: &mut CycleResult, power: &mut dyn PowerSwitch) -> Result<()> {
+fn cut(s: &Settings, r: &mut CycleResult, power: &mut dyn PowerSwitch) -> Result<(), PowerError> {
     let delay = cut_delay(r.seed, s.delay_min, s.delay_max);
     let d0 = Instant::now();
     std::thread::sleep(delay);

@@ -24,26 +24,83 @@ pub mod results;
 pub mod stats;
 pub mod target;
 
-use crate::cycle::{AfterCut, cut_delay, judge, wait_for_acks, write_until_cut};
+use crate::cycle::{AfterCut, NoAcks, cut_delay, judge, wait_for_acks, write_until_cut};
+use crate::exit::error_chain;
 use crate::model::{RunSelector, Verdict};
-use crate::power::{PowerSwitch, SwitchTiming};
+use crate::power::{PowerError, PowerSwitch, SwitchTiming};
 use crate::record::RunId;
-use crate::sim::{Profile, SimDrive};
+use crate::sim::{Profile, ProfileError, SimDrive};
+use crate::units::UnitError;
+use crate::witness::client::error::ClientError;
 use crate::witness::client::{AckSender, ClientOptions, SenderStats, fetch};
-use crate::witness::server::{Witness, WitnessOptions};
+use crate::witness::server::{Witness, WitnessError, WitnessOptions};
 use crate::write::engine::Progress;
-use crate::write::plan::Plan;
+use crate::write::plan::{Plan, PlanError};
 use crate::write::run_descriptor;
-use anyhow::{Context, Result};
-use config::Settings;
+use config::{ConfigError, Settings};
 use context::{Campaign, derive};
-use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, ResultsFile, Summary};
+use host::HostError;
+use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, ResultsError, ResultsFile, Summary};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-use target::Target;
+use target::{Target, TargetError};
 
 const SIM_DEFAULT_BYTES: u64 = 16 << 20;
+
+/// Why the campaign could not start, go on, or print its summary. A failed cycle is
+/// not one of these: it is recorded as an ERROR result (see [`CycleError`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CampaignError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+    /// The `[power]` table does not build a switch.
+    #[error(transparent)]
+    Power(#[from] PowerError),
+    /// Whole-host mode stopped.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error("target.profile: {reason}")]
+    BadProfile { reason: ProfileError },
+    #[error("target.size: {reason}")]
+    BadSize { reason: UnitError },
+    #[error("creating the simulated drive")]
+    SimDrive(#[source] std::io::Error),
+    #[error("starting the campaign's witness in {}", dir.display())]
+    Witness {
+        dir: PathBuf,
+        #[source]
+        source: WitnessError,
+    },
+    /// The summary as JSON.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+type Result<T, E = CampaignError> = std::result::Result<T, E>;
+
+/// Why one drive-only cycle ended without a verdict: recorded, with its causes, as the
+/// cycle's `error` in the results file.
+#[derive(Debug, thiserror::Error)]
+pub enum CycleError {
+    /// The drive could not be found or opened for writing.
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("writer settings: {reason}")]
+    Plan { reason: PlanError },
+    /// The writer's ack sender could not reach the witness.
+    #[error(transparent)]
+    Connect(ClientError),
+    #[error(transparent)]
+    NoAcks(#[from] NoAcks),
+    #[error(transparent)]
+    Switch(#[from] PowerError),
+    /// The run could not be fetched back from the witness after power on.
+    #[error(transparent)]
+    Fetch(ClientError),
+}
 
 /// What `plugpull campaign` runs.
 #[derive(Clone, Debug)]
@@ -118,7 +175,7 @@ fn run_whole_host(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
         c.settings.results.display(),
         c.seed
     ));
-    host::run(c, results, power.as_mut())
+    Ok(host::run(c, results, power.as_mut())?)
 }
 
 fn run_drive_only(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
@@ -180,15 +237,18 @@ fn open_target(
         return Ok((target, None));
     }
     let profile_s = t.profile.clone().unwrap_or_else(|| "honest".into());
-    let profile = Profile::parse(&profile_s).map_err(|e| anyhow::anyhow!("target.profile: {e}"))?;
+    let profile =
+        Profile::parse(&profile_s).map_err(|reason| CampaignError::BadProfile { reason })?;
     let size = match &t.size {
-        Some(s) => crate::units::parse_size(s).map_err(|e| anyhow::anyhow!("target.size: {e}"))?,
+        Some(s) => {
+            crate::units::parse_size(s).map_err(|reason| CampaignError::BadSize { reason })?
+        }
         None => SIM_DEFAULT_BYTES,
     };
     // A resumed campaign gets a fresh drive whose decisions still follow the seed.
     let drive = Arc::new(
         SimDrive::create(size, profile, derive(seed, 1 << 40 | done), None)
-            .context("creating the simulated drive")?,
+            .map_err(CampaignError::SimDrive)?,
     );
     let target = Target::Sim {
         drive: drive.clone(),
@@ -212,7 +272,10 @@ fn loopback_witness(settings: &Settings) -> Result<(String, Option<Witness>)> {
             ..Default::default()
         },
     )
-    .with_context(|| format!("starting the campaign's witness in {}", dir.display()))?;
+    .map_err(|source| CampaignError::Witness {
+        dir: dir.clone(),
+        source,
+    })?;
     Ok((w.addr.to_string(), Some(w)))
 }
 
@@ -260,7 +323,7 @@ pub fn run_cycle(
     let mut r = CycleResult::empty(cycle, seed);
     if let Err(e) = cycle_inner(&mut r, s, target, power, witness) {
         r.report.verdict = Verdict::Error;
-        r.error = Some(format!("{e:#}"));
+        r.error = Some(error_chain(&e));
         // Leave the switch on for the next cycle (or the operator).
         let _ = power.on();
     }
@@ -274,15 +337,16 @@ fn cycle_inner(
     target: &mut Target,
     power: &mut dyn PowerSwitch,
     witness: &str,
-) -> Result<()> {
+) -> Result<(), CycleError> {
     let (dev, identity, count_before) = target.open_for_write()?;
     let plan = cycle_plan(s, r.seed, dev.size_bytes(), dev.logical_block_bytes())?;
     r.run_id = plan.run.hex();
     let descriptor = run_descriptor(&plan, identity, crate::device::FlushMethod::Fdatasync, true);
-    let sender = AckSender::connect(witness, &descriptor, ClientOptions::default())?;
+    let sender = AckSender::connect(witness, &descriptor, ClientOptions::default())
+        .map_err(CycleError::Connect)?;
     let delay = cut_delay(r.seed, s.delay_min, s.delay_max);
     let (cut, progress) = write_until_cut(dev.as_ref(), &plan, &sender, |progress| {
-        let cut = (|| -> Result<(SwitchTiming, f64)> {
+        let cut = (|| -> Result<(SwitchTiming, f64), CycleError> {
             wait_for_acks(progress, s.file.campaign.min_acks, Some(s.wait_timeout))?;
             let d0 = Instant::now();
             std::thread::sleep(delay);
@@ -306,11 +370,11 @@ fn cycle_inner(
     r.restore = Some(on);
     let a0 = Instant::now();
     let (dev, count_after) = target.reattach(s.wait_timeout);
-    let log = fetch(witness, &RunSelector::Run(plan.run))?;
+    let log = fetch(witness, &RunSelector::Run(plan.run)).map_err(CycleError::Fetch)?;
     if dev.is_ok() {
         r.reattach_ms = Some(a0.elapsed().as_secs_f64() * 1e3);
     }
-    let report = judge(dev.map_err(|e| format!("{e:#}")), &log, s.wait_timeout);
+    let report = judge(dev.map_err(|e| error_chain(&e)), &log, s.wait_timeout);
     r.unsafe_shutdowns_delta = match (count_before, count_after) {
         (Some(b), Some(a)) => Some(a as i64 - b as i64),
         _ => None,
@@ -321,7 +385,12 @@ fn cycle_inner(
 
 /// The writer of one drive-only cycle, over the configured region of a drive of
 /// `size_bytes`.
-fn cycle_plan(s: &Settings, seed: u64, size_bytes: u64, block_bytes: u32) -> Result<Plan> {
+fn cycle_plan(
+    s: &Settings,
+    seed: u64,
+    size_bytes: u64,
+    block_bytes: u32,
+) -> Result<Plan, CycleError> {
     let plan = Plan {
         run: RunId::random(),
         region_offset: 0,
@@ -336,7 +405,7 @@ fn cycle_plan(s: &Settings, seed: u64, size_bytes: u64, block_bytes: u32) -> Res
         duration: None,
     };
     plan.validate()
-        .map_err(|e| anyhow::anyhow!("writer settings: {e}"))?;
+        .map_err(|reason| CycleError::Plan { reason })?;
     Ok(plan)
 }
 

@@ -6,12 +6,50 @@
 //! cycle looks the drive up again under /sys/block by serial, and the safety checks of
 //! `plugpull write` run against what was found.
 
-use crate::device::{Device, FileDevice, FlushMethod, OpenOptions, identity, safety};
+use crate::device::safety::{self, SafetyError};
+use crate::device::{Device, DeviceError, FileDevice, FlushMethod, OpenOptions, identity};
+use crate::power::PowerError;
 use crate::sim::SimDrive;
-use anyhow::{Context, Result, bail};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Why the drive under test cannot be written this cycle, or did not come back after it.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error(
+        "no drive with serial {serial} under /sys/block: is it powered and attached? (lsblk -o NAME,SERIAL)"
+    )]
+    NoDriveWithSerial { serial: String },
+    /// The drive found is not safe to write (mounted, holds data, ...).
+    #[error(transparent)]
+    Unsafe(#[from] SafetyError),
+    /// Opening the drive failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    #[error("writing {value:?} to {path} (run as root)")]
+    WriteSysfs {
+        value: String,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no /sys/class/scsi_host")]
+    NoScsiHosts(#[source] std::io::Error),
+    #[error("could not write to any /sys/class/scsi_host/host*/scan (run as root)")]
+    NoScsiScan,
+    /// The `reattach` command of the campaign file.
+    #[error(transparent)]
+    Command(#[from] PowerError),
+    #[error("the reattach hook failed")]
+    ReattachHook(#[source] Box<TargetError>),
+    #[error("the simulated drive did not come back after power on")]
+    SimNotBack,
+    #[error("the drive with serial {serial} did not come back within {timeout:?} after power on")]
+    NotBack { serial: String, timeout: Duration },
+}
+
+type Result<T, E = TargetError> = std::result::Result<T, E>;
 
 pub enum Target {
     Sim {
@@ -70,8 +108,11 @@ pub fn find_by_serial(serial: &str) -> Option<(String, PathBuf)> {
 }
 
 fn write_sysfs(path: &str, value: &str) -> Result<()> {
-    std::fs::write(path, value)
-        .with_context(|| format!("writing {value:?} to {path} (run as root)"))
+    std::fs::write(path, value).map_err(|source| TargetError::WriteSysfs {
+        value: value.into(),
+        path: path.into(),
+        source,
+    })
 }
 
 /// The unsafe-shutdown counter: NVMe smart-log `unsafe_shutdowns`, or SATA SMART
@@ -126,9 +167,10 @@ impl Target {
                 last_disk,
                 ..
             } => {
-                let (name, path) = find_by_serial(serial).with_context(|| {
-                    format!("no drive with serial {serial} under /sys/block: is it powered and attached? (lsblk -o NAME,SERIAL)")
-                })?;
+                let (name, path) =
+                    find_by_serial(serial).ok_or_else(|| TargetError::NoDriveWithSerial {
+                        serial: serial.clone(),
+                    })?;
                 safety::check_write_target(&path, destroy_data.then_some(path.as_path()), 0)?;
                 let dev = FileDevice::open_write(
                     &path,
@@ -183,9 +225,7 @@ impl Target {
                 let r = if drive.is_powered() {
                     Ok(drive.clone() as Arc<dyn Device>)
                 } else {
-                    Err(anyhow::anyhow!(
-                        "the simulated drive did not come back after power on"
-                    ))
+                    Err(TargetError::SimNotBack)
                 };
                 (r, None)
             }
@@ -208,11 +248,11 @@ impl Target {
                         );
                         crate::power::command::run_command(&cmd, timeout)
                             .map(|_| ())
-                            .map_err(anyhow::Error::from)
+                            .map_err(TargetError::from)
                     }
                 };
                 if let Err(e) = hook {
-                    return (Err(e.context("the reattach hook failed")), None);
+                    return (Err(TargetError::ReattachHook(Box::new(e))), None);
                 }
                 loop {
                     if let Some((_, path)) = find_by_serial(serial) {
@@ -231,9 +271,10 @@ impl Target {
                     }
                     if t0.elapsed() > timeout {
                         return (
-                            Err(anyhow::anyhow!(
-                                "the drive with serial {serial} did not come back within {timeout:?} after power on"
-                            )),
+                            Err(TargetError::NotBack {
+                                serial: serial.clone(),
+                                timeout,
+                            }),
                             None,
                         );
                     }
@@ -247,7 +288,7 @@ impl Target {
 fn rescan_sata() -> Result<()> {
     let mut any = false;
     for e in std::fs::read_dir("/sys/class/scsi_host")
-        .context("no /sys/class/scsi_host")?
+        .map_err(TargetError::NoScsiHosts)?
         .flatten()
     {
         let scan = e.path().join("scan");
@@ -256,7 +297,7 @@ fn rescan_sata() -> Result<()> {
         }
     }
     if !any {
-        bail!("could not write to any /sys/class/scsi_host/host*/scan (run as root)");
+        return Err(TargetError::NoScsiScan);
     }
     let _ = crate::power::command::run_command("udevadm settle", Duration::from_secs(30));
     Ok(())

@@ -22,13 +22,13 @@
 //! 5. Corrupt records carry the number of flipped bits still on media.
 
 use super::oracle::{Class, Fault};
-use crate::model::Ack;
+use crate::model::{Ack, RecordClass};
 use crate::verify::report::Report;
 use crate::verify::scan::visible_ranges;
 use std::collections::{BTreeMap, HashSet};
 
-/// (stream, seq) -> (verify class name, corrupt bits or 0).
-pub type Findings = BTreeMap<(u16, u64), (String, u64)>;
+/// (stream, seq) -> (verify's class, corrupt bits or 0).
+pub type Findings = BTreeMap<(u16, u64), (RecordClass, u64)>;
 
 /// The byte span verify reads for these acks: from the first record to the end of the
 /// last, in 512-byte blocks.
@@ -38,22 +38,23 @@ pub fn scan_span(acks: &[Ack]) -> (u64, u64) {
     (start / 512 * 512, end.div_ceil(512) * 512)
 }
 
-fn rank(class: &str) -> u8 {
+/// The decision table's order when several faults hit one record (rule 4).
+fn rank(class: RecordClass) -> u8 {
     match class {
-        "unreadable" => 5,
-        "corrupt" => 4,
-        "misdirected" => 3,
-        "shorn" => 2,
+        RecordClass::Unreadable => 5,
+        RecordClass::Corrupt => 4,
+        RecordClass::Misdirected => 3,
+        RecordClass::Shorn => 2,
         _ => 1,
     }
 }
 
-fn put(out: &mut Findings, key: (u16, u64), class: &str, bits: u64) {
+fn put(out: &mut Findings, key: (u16, u64), class: RecordClass, bits: u64) {
     match out.get_mut(&key) {
-        Some(cur) if rank(&cur.0) > rank(class) => {}
+        Some(cur) if rank(cur.0) > rank(class) => {}
         Some(cur) if cur.0 == class => cur.1 += bits,
         _ => {
-            out.insert(key, (class.to_string(), bits));
+            out.insert(key, (class, bits));
         }
     }
 }
@@ -69,12 +70,12 @@ pub fn expected(run: &str, acks: &[Ack], oracle: &[Fault]) -> Findings {
     for f in oracle {
         let class = match f.class {
             Class::Unreadable | Class::Dead => continue,
-            Class::Lost | Class::Hole => "lost",
-            Class::Shorn => "shorn",
-            Class::Corrupt => "corrupt",
+            Class::Lost | Class::Hole => RecordClass::Lost,
+            Class::Shorn => RecordClass::Shorn,
+            Class::Corrupt => RecordClass::Corrupt,
             Class::Misdirected => match f.to_offset {
-                Some(d) if d + f.len <= span_start || d >= span_end => "lost",
-                _ => "misdirected",
+                Some(d) if d + f.len <= span_start || d >= span_end => RecordClass::Lost,
+                _ => RecordClass::Misdirected,
             },
         };
         for r in &f.records {
@@ -82,7 +83,11 @@ pub fn expected(run: &str, acks: &[Ack], oracle: &[Fault]) -> Findings {
             if r.run != run || !acked.contains(&key) {
                 continue;
             }
-            let bits = if class == "corrupt" { f.bits } else { 0 };
+            let bits = if class == RecordClass::Corrupt {
+                f.bits
+            } else {
+                0
+            };
             put(&mut out, key, class, bits);
         }
     }
@@ -100,13 +105,13 @@ pub fn expected(run: &str, acks: &[Ack], oracle: &[Fault]) -> Findings {
                 .any(|&(s, e)| ranges.iter().any(|&(rs, re)| s < re && rs < e));
             if hit {
                 let key = (a.record.stream, a.record.seq);
-                out.insert(key, ("unreadable".to_string(), 0));
+                out.insert(key, (RecordClass::Unreadable, 0));
             }
         }
     }
     // A corrupt record's bits only matter as a count; drop zero counts on other classes.
     for v in out.values_mut() {
-        if v.0 != "corrupt" {
+        if v.0 != RecordClass::Corrupt {
             v.1 = 0;
         }
     }
@@ -123,17 +128,13 @@ pub fn found(report: &Report) -> Option<Findings> {
         report
             .findings
             .iter()
-            .map(|f| {
-                (
-                    (f.stream, f.seq),
-                    (f.class.name().to_string(), f.corrupt_bits.unwrap_or(0)),
-                )
-            })
+            .map(|f| ((f.stream, f.seq), (f.class, f.corrupt_bits.unwrap_or(0))))
             .collect(),
     )
 }
 
-/// The same, from a `plugpull verify --json` report.
+/// The same, from a `plugpull verify --json` report (`None` also when a class is not
+/// one of verify's).
 pub fn found_json(report: &serde_json::Value) -> Option<Findings> {
     if report["findings_truncated"].as_bool() == Some(true) {
         return None;
@@ -141,7 +142,7 @@ pub fn found_json(report: &serde_json::Value) -> Option<Findings> {
     let mut out = Findings::new();
     for f in report["findings"].as_array()? {
         let key = (f["stream"].as_u64()? as u16, f["seq"].as_u64()?);
-        let class = f["class"].as_str()?.to_string();
+        let class = f["class"].as_str()?.parse::<RecordClass>().ok()?;
         out.insert(key, (class, f["corrupt_bits"].as_u64().unwrap_or(0)));
     }
     Some(out)
@@ -152,20 +153,28 @@ pub fn diff(expected: &Findings, found: &Findings) -> String {
     let mut lines = Vec::new();
     for (k, v) in expected {
         match found.get(k) {
-            None => lines.push(format!("  missed   {k:?}: oracle says {v:?}")),
-            Some(w) if w != v => {
-                lines.push(format!("  differs  {k:?}: oracle {v:?}, verify {w:?}"))
-            }
+            None => lines.push(format!("  missed   {k:?}: oracle says {}", show(v))),
+            Some(w) if w != v => lines.push(format!(
+                "  differs  {k:?}: oracle {}, verify {}",
+                show(v),
+                show(w)
+            )),
             _ => {}
         }
     }
     for (k, w) in found {
         if !expected.contains_key(k) {
             lines.push(format!(
-                "  extra    {k:?}: verify says {w:?}, oracle nothing"
+                "  extra    {k:?}: verify says {}, oracle nothing",
+                show(w)
             ));
         }
     }
     lines.truncate(40);
     lines.join("\n")
+}
+
+/// A finding as the failure messages have always shown it: `("lost", 0)`.
+fn show(&(class, bits): &(RecordClass, u64)) -> String {
+    format!("{:?}", (class.name(), bits))
 }

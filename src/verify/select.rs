@@ -19,10 +19,11 @@
 use super::medium::{self, Sample};
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FileDevice};
-use crate::exit::{BoxedError, error_chain};
+use crate::exit::BoxedError;
 use crate::model::{RunLog, RunSelector};
 use crate::record::RunId;
 use crate::wire::auth::Key;
+use crate::witness::client::error::ClientError;
 use crate::witness::client::fetch_with_key;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -75,12 +76,10 @@ pub fn latest_for_target(
     read_timeout: Duration,
 ) -> Result<RunLog, SelectError> {
     let key = device.key();
-    let by_key = match fetch_with_key(w.addr, &RunSelector::LatestForDevice(key.clone()), w.key)
-        .map_err(BoxedError::from)
-    {
+    let by_key = match fetch_with_key(w.addr, &RunSelector::LatestForDevice(key.clone()), w.key) {
         Ok(log) => Some(log),
-        Err(e) if is_no_run_for_device(e.as_ref()) => None,
-        Err(e) => return Err(SelectError::Fetch(e)),
+        Err(ClientError::NoRunForDevice { .. }) => None,
+        Err(e) => return Err(SelectError::Fetch(e.into())),
     };
     if let Some(log) = &by_key {
         if log.descriptor.device.same_medium(device) {
@@ -132,12 +131,6 @@ pub fn latest_for_target(
             },
         }),
     }
-}
-
-/// The witness's refusal of a device key it has no run for (its wording in
-/// src/witness/server/ `on_fetch`), as opposed to any other failure to fetch.
-fn is_no_run_for_device(e: &(dyn std::error::Error + 'static)) -> bool {
-    error_chain(e).contains("no run for device")
 }
 
 /// Refuses (exit 2, naming both identities) to judge `log` against `target` when the
@@ -206,4 +199,38 @@ fn fmt_ns(ns: u64) -> String {
     chrono::DateTime::from_timestamp_nanos(ns as i64)
         .format("%Y-%m-%d %H:%M:%S UTC")
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::RunSelector;
+    use crate::record::RunId;
+    use crate::witness::client::error::ClientError;
+    use crate::witness::client::fetch;
+    use crate::witness::server::{Witness, WitnessOptions};
+
+    /// The witness's answer to a device key it has no run for is an error of its own
+    /// (what `latest_for_target` tells from other failures), with the text users saw.
+    #[test]
+    fn no_run_for_device_is_its_own_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        };
+        let w = Witness::start("127.0.0.1:0", dir.path(), options).unwrap();
+        let addr = w.addr.to_string();
+        let e = fetch(&addr, &RunSelector::LatestForDevice("serial:NONE".into())).unwrap_err();
+        assert!(matches!(e, ClientError::NoRunForDevice { .. }), "{e:#}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the witness at {addr}: no run for device serial:NONE at this witness; pass --run RUN_ID"
+            )
+        );
+        // Any other refusal stays a refusal.
+        let e = fetch(&addr, &RunSelector::Run(RunId::random())).unwrap_err();
+        assert!(matches!(e, ClientError::Witness(_)), "{e:#}");
+        w.shutdown();
+    }
 }

@@ -24,6 +24,9 @@ pub const HELLO_FLAG_RESUME: u16 = 1;
 pub const LOG_MAGIC: [u8; 8] = *b"PPACKLOG";
 /// Log file format version.
 pub const LOG_VERSION: u16 = 1;
+/// How the witness's Error answer to a device-key Fetch it has no run for begins. The
+/// frame carries only text, so the fetcher tells this answer from other refusals by it.
+pub const NO_RUN_FOR_DEVICE: &str = "no run for device";
 
 const SELECT_RUN: u8 = 1;
 const SELECT_DEVICE: u8 = 2;

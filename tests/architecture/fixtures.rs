@@ -153,7 +153,10 @@ fn circle_finder_follows_reexports_to_the_defining_file() {
     let g = import_graph(&s);
     assert_eq!(g["device/file.rs"], fixture_set(&["device/mod.rs"]));
     // ... and when the facade's own code uses file.rs, that is a circle.
-    let facade = format!("{}\nfn f() -> FileDevice {{ FileDevice }}", s["device/mod.rs"]);
+    let facade = format!(
+        "{}\nfn f() -> FileDevice {{ FileDevice }}",
+        s["device/mod.rs"]
+    );
     s.insert("device/mod.rs".into(), facade);
     assert_eq!(
         find_cycles(&import_graph(&s)),

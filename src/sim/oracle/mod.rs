@@ -159,7 +159,6 @@ pub fn records_in(data: &[u8], at: u64) -> Vec<RecordRef> {
     out
 }
 
-
 mod invariants;
 mod log;
 mod resolver;

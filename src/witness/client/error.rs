@@ -2,7 +2,7 @@
 //!
 //! Why a chain of contexts: a user needs both the cause ("connection refused") and where
 //! it struck ("sending Hello to the witness at HOST:PORT"); `{}` shows this error's own
-//! message, `{:#}` the whole chain as anyhow shows one.
+//! message, `{:#}` the whole chain, "outer: inner: cause".
 
 use crate::wire::auth::KeyError;
 use crate::wire::msg::DecodeError;
@@ -18,6 +18,13 @@ pub enum ClientError {
     /// A frame from the witness does not decode.
     Decode(DecodeError),
     Io(io::Error),
+    /// The witness has no run for the device key a fetch named: `addr` answered
+    /// `message`, which begins with [`NO_RUN_FOR_DEVICE`](crate::wire::msg::NO_RUN_FOR_DEVICE).
+    /// Verify then looks for the run elsewhere.
+    NoRunForDevice {
+        addr: String,
+        message: String,
+    },
     /// The key file cannot be used.
     Key(KeyError),
     /// The fetched run cannot be written to its file.
@@ -38,6 +45,9 @@ impl Display for ClientError {
         }
         match self {
             ClientError::Witness(m) => f.write_str(m),
+            ClientError::NoRunForDevice { addr, message } => {
+                write!(f, "the witness at {addr}: {message}")
+            }
             ClientError::Decode(e) => write!(f, "{e}"),
             ClientError::Io(e) => write!(f, "{e}"),
             ClientError::Key(e) => write!(f, "{e}"),
@@ -51,7 +61,7 @@ impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         // Wrapped errors are transparent: their own causes follow their message.
         match self {
-            ClientError::Witness(_) => None,
+            ClientError::Witness(_) | ClientError::NoRunForDevice { .. } => None,
             ClientError::Decode(e) => e.source(),
             ClientError::Io(e) => e.source(),
             ClientError::Key(e) => e.source(),
@@ -82,7 +92,7 @@ impl From<StoreError> for ClientError {
     }
 }
 
-/// Adds where an error happened, as `anyhow::Context` does, keeping the error typed.
+/// Adds where an error happened, keeping the error typed.
 pub trait Context<T> {
     fn with_context<C: Display>(self, context: impl FnOnce() -> C) -> ClientResult<T>;
 }

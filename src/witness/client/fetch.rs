@@ -8,7 +8,7 @@
 use crate::model::{RunLog, RunSelector, WitnessEvent};
 use crate::record::RunId;
 use crate::wire::auth::{self, Key};
-use crate::wire::msg::Msg;
+use crate::wire::msg::{Msg, NO_RUN_FOR_DEVICE};
 use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
 use crate::witness::client::error::{ClientError, ClientResult, Context, refuse};
 use crate::witness::store::{checker, export};
@@ -85,6 +85,15 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> Clien
                     );
                 }
                 break;
+            }
+            Some(Msg::Error { message })
+                if matches!(sel, RunSelector::LatestForDevice(_))
+                    && message.starts_with(NO_RUN_FOR_DEVICE) =>
+            {
+                return Err(ClientError::NoRunForDevice {
+                    addr: addr.to_string(),
+                    message,
+                });
             }
             Some(Msg::Error { message }) => refuse!("the witness at {addr}: {message}"),
             Some(m) => refuse!("unexpected {:?} frame in the fetch reply", m.frame_type()),

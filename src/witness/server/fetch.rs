@@ -9,7 +9,7 @@ use crate::model::RunSelector;
 use crate::record::RunId;
 use crate::wire::auth;
 use crate::wire::frame;
-use crate::wire::msg::Msg;
+use crate::wire::msg::{Msg, NO_RUN_FOR_DEVICE};
 use crate::witness::server::connection::{Conn, End, Next};
 use crate::witness::server::shared::lock;
 use crate::witness::store::checker::{LogChecker, LogItem};
@@ -97,7 +97,7 @@ impl Conn {
             RunSelector::LatestForDevice(key) => match lock(&self.sh.latest).get(key) {
                 Some(&(_, r)) => Ok(r),
                 None => Err(End::Protocol(format!(
-                    "no run for device {key} at this witness; pass --run RUN_ID"
+                    "{NO_RUN_FOR_DEVICE} {key} at this witness; pass --run RUN_ID"
                 ))),
             },
         }
