@@ -371,7 +371,11 @@ pub fn run(o: SoakOptions) -> io::Result<Summary> {
     let s = soak(seed, o.cycles, honest, faulty, |c| {
         eprintln!("FAILED {}", c.describe());
         if o.verbose {
-            eprintln!("  expected: {:?}\n  found:    {:?}", c.expected, c.found);
+            eprintln!(
+                "  expected: {:?}\n  found:    {:?}",
+                named(&c.expected),
+                c.found.as_ref().map(named)
+            );
         }
     })?;
     println!(
@@ -389,6 +393,14 @@ pub fn run(o: SoakOptions) -> io::Result<Summary> {
         println!("  reproduce: {f}");
     }
     Ok(s)
+}
+
+/// Findings with their classes by name, as the verbose dump has always printed them
+/// (`(1, 7): ("lost", 0)`).
+fn named(
+    f: &crate::sim::compare::Findings,
+) -> std::collections::BTreeMap<(u16, u64), (&'static str, u64)> {
+    f.iter().map(|(k, (c, n))| (*k, (c.name(), *n))).collect()
 }
 
 #[cfg(test)]
