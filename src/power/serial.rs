@@ -20,7 +20,8 @@
 //! Why raw termios through libc: one port, one setting (raw 8N1 at a baud rate); a
 //! serial crate would add more than it saves.
 
-use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
+use super::error::PowerError;
+use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
