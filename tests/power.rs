@@ -366,6 +366,73 @@ fn serial_driver_speaks_the_firmware_protocol_over_a_pty() {
     assert!(sw.capabilities().native_pulse && sw.capabilities().precise_timing);
 }
 
+/// A board that answers each request line with the lines `respond` returns, each written
+/// after its delay, one request at a time like the firmware's loop.
+fn scripted_board(
+    master: std::fs::File,
+    mut respond: impl FnMut(&str) -> Vec<(Duration, String)> + Send + 'static,
+) {
+    std::thread::spawn(move || {
+        let mut w = master.try_clone().unwrap();
+        let mut rd = BufReader::new(master);
+        let mut line = String::new();
+        while rd.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            for (delay, reply) in respond(line.trim()) {
+                std::thread::sleep(delay);
+                if writeln!(w, "{reply}").is_err() {
+                    return;
+                }
+            }
+            line.clear();
+        }
+    });
+}
+
+#[test]
+fn serial_driver_takes_no_late_reply_for_the_answer_to_the_next_command() {
+    let (master, slave) = pty();
+    let timeout = Duration::from_millis(500);
+    let late = Duration::from_millis(750);
+    let mut first_request = true;
+    let mut rail_on = true;
+    scripted_board(master, move |request| {
+        let now = Duration::ZERO;
+        // The boot banner, echoed back by the port before it was raw, is refused ahead of
+        // the first reply: one reply more than the driver asked for.
+        let mut out = vec![];
+        if std::mem::take(&mut first_request) {
+            out.push((now, "ERR 10 unknown command".to_string()));
+        }
+        out.push(match request {
+            "PING" => (now, "OK 20 PONG plugpull_switch/1 channels=2".into()),
+            "STATE?" => (
+                now,
+                format!("OK 30 STATE 1={} 2=ON", if rail_on { "ON" } else { "OFF" }),
+            ),
+            // Confirmed, but after the driver gave up waiting.
+            "OFF 1" => {
+                rail_on = false;
+                (late, "OK 40 OFF 1".into())
+            }
+            // Refused, after the driver gave up waiting.
+            "ON 1" => (late, "ERR 50 relay stuck".into()),
+            _ => (now, "ERR 60 unknown command".into()),
+        });
+        out
+    });
+    let mut sw = SerialSwitch::open(&slave, 115200, Protocol::Plugpull, 1, timeout).unwrap();
+    // The PONG to the PING repeated after the banner's ERR is not the answer to STATE?.
+    assert_eq!(sw.state().unwrap(), Some(true));
+    let e = sw.off().unwrap_err().to_string();
+    assert!(e.contains("no reply"), "{e}");
+    // Nor is the late confirmation of OFF.
+    assert_eq!(sw.state().unwrap(), Some(false));
+    let e = sw.on().unwrap_err().to_string();
+    assert!(e.contains("no reply"), "{e}");
+    // Nor is the late refusal of ON a refusal of STATE?.
+    assert_eq!(sw.state().unwrap(), Some(false));
+}
+
 #[test]
 fn serial_driver_sends_ch340_frames() {
     let (mut master, slave) = pty();

@@ -5,7 +5,8 @@
 //! Each command runs under `sh -c` in its own process group with a timeout; on timeout
 //! the whole group is killed so a hung tool cannot stall the campaign.
 
-use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
+use super::error::PowerError;
+use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

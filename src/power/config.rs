@@ -3,7 +3,9 @@
 //! One tagged table (`driver = "..."`) per switch, so a rig's file documents itself and an
 //! unknown key is an error rather than a silently ignored setting.
 
-use super::{PowerError, PowerSwitch, Scope, command, http, manual, serial, sim};
+use super::error::PowerError;
+use super::switch::{PowerSwitch, Scope};
+use super::{command, http, manual, serial, sim};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,7 +9,8 @@
 //!   `GET /cm?cmnd=Power` → `{"POWER":"ON"}`;
 //! - generic: request lines from the config (`GET /path` or `POST /path`, optional body).
 
-use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
+use super::error::PowerError;
+use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;

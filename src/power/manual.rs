@@ -3,7 +3,8 @@
 //! Why: the cheapest rig is a hand on a power strip switch. The campaign still records
 //! when the operator confirmed each step, and says the timing is not precise.
 
-use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
+use super::error::PowerError;
+use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
 use std::io::{BufRead, Write};
 
 pub struct ManualSwitch {

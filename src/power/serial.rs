@@ -6,12 +6,22 @@
 //!   `ON ch`, `PULSE ch ms`); every reply is `OK <µs> ...` or `ERR <µs> message`, the µs
 //!   being the board's clock when it acted. A timed pulse ends with an `EVT <µs> ON ch`
 //!   line. Other lines (a boot banner) are skipped.
+//!
+//!   Why replies are paired with requests: a serial line can be slow, and a board that
+//!   answers after the driver gave up waiting (or answers a line it was never sent, such
+//!   as its own boot banner echoed back by a port not yet raw) must not have that reply
+//!   read as the answer to the next request. So before each request the driver drops what
+//!   already arrived (a reply cannot precede its request); an OK counts only if it names
+//!   the request (`PONG` for PING, `STATE` for STATE?, else the request itself); and an
+//!   ERR is a refusal only when no earlier request is still unanswered (the board answers
+//!   in order, so an ERR is first owed to the oldest request that timed out).
 //! - `ch340`: the cheap CH340 relay boards: 4-byte frames `A0 ch state sum`, no reply.
 //!
 //! Why raw termios through libc: one port, one setting (raw 8N1 at a baud rate); a
 //! serial crate would add more than it saves.
 
-use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
+use super::error::PowerError;
+use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
@@ -30,6 +40,9 @@ pub struct SerialSwitch {
     channel: u32,
     timeout: Duration,
     pending: Vec<u8>,
+    /// Requests that timed out and whose reply has not been seen: the next replies may
+    /// be theirs. Zero once a reply answers a later request (the board answers in order).
+    unanswered: u32,
     /// The firmware's identification from PING.
     pub firmware: Option<String>,
 }
@@ -49,6 +62,22 @@ pub struct Reply {
     pub micros: u64,
     /// The rest of the line.
     pub text: String,
+}
+
+/// Whether `reply` is the OK answer to `request`: the firmware's OK names what it did,
+/// `PONG` for PING, `STATE` for STATE?, else the request's own words (`OFF 1`,
+/// `PULSE 1 150`).
+pub fn answers(reply: &Reply, request: &str) -> bool {
+    let mut said = reply.text.split_whitespace();
+    reply.kind == "OK"
+        && request.split_whitespace().enumerate().all(|(i, word)| {
+            let expected = match (i, word) {
+                (0, "PING") => "PONG",
+                (0, "STATE?") => "STATE",
+                _ => word,
+            };
+            said.next() == Some(expected)
+        })
 }
 
 pub fn parse_reply(line: &str) -> Option<Reply> {
@@ -108,6 +137,7 @@ impl SerialSwitch {
             channel,
             timeout,
             pending: vec![],
+            unanswered: 0,
             firmware: None,
         };
         if protocol == Protocol::Plugpull {
@@ -181,33 +211,94 @@ impl SerialSwitch {
         }
     }
 
-    /// Waits for a reply of `kind`, skipping banners and unrelated lines.
-    fn expect(&mut self, kinds: &[&str], deadline: Instant) -> Result<Reply, PowerError> {
+    /// Drops every complete line that has already arrived: sent before the next request,
+    /// none of them can answer it. A reply among them settles an unanswered request. A
+    /// partial last line stays; the rest of it is judged when it arrives. A closed or
+    /// failing port is left for the request's own write and read to report.
+    fn drain_input(&mut self) {
+        let mut buf = [0u8; 256];
+        loop {
+            match self.file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(k) => self.pending.extend_from_slice(&buf[..k]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let Some(end) = self.pending.iter().rposition(|&b| b == b'\n') else {
+            return;
+        };
+        let stale: Vec<u8> = self.pending.drain(..=end).collect();
+        let late_replies = String::from_utf8_lossy(&stale)
+            .lines()
+            .filter_map(parse_reply)
+            .filter(|r| r.kind != "EVT")
+            .count();
+        self.unanswered = self.unanswered.saturating_sub(late_replies as u32);
+    }
+
+    /// Waits for the answer to `request`: its OK, or an ERR no earlier request may own.
+    /// Banners, events, and late replies to earlier requests are skipped.
+    fn await_answer(&mut self, request: &str, deadline: Instant) -> Result<Reply, PowerError> {
         loop {
             let line = self.read_line(deadline)?;
-            if let Some(r) = parse_reply(&line) {
-                if r.kind == "ERR" {
+            let Some(r) = parse_reply(&line) else {
+                continue;
+            };
+            if answers(&r, request) {
+                self.unanswered = 0;
+                return Ok(r);
+            }
+            match r.kind.as_str() {
+                "ERR" if self.unanswered == 0 => {
                     return Err(PowerError::SwitchRefused {
                         port: self.port.clone(),
                         text: r.text,
                     });
                 }
-                if kinds.contains(&r.kind.as_str()) {
-                    return Ok(r);
-                }
+                "OK" | "ERR" => self.unanswered = self.unanswered.saturating_sub(1),
+                _ => {}
             }
         }
     }
 
-    /// Sends one request line and returns its OK reply.
+    /// Waits for the `EVT <µs> ON <channel>` that ends a board-timed pulse, skipping
+    /// banners and other replies; an ERR meanwhile is a refusal.
+    fn await_rail_back(&mut self, deadline: Instant) -> Result<Reply, PowerError> {
+        let back = format!("ON {}", self.channel);
+        loop {
+            let line = self.read_line(deadline)?;
+            let Some(r) = parse_reply(&line) else {
+                continue;
+            };
+            match r.kind.as_str() {
+                "ERR" => {
+                    return Err(PowerError::SwitchRefused {
+                        port: self.port.clone(),
+                        text: r.text,
+                    });
+                }
+                "EVT" if r.text.split_whitespace().eq(back.split_whitespace()) => return Ok(r),
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends one request line and returns its OK reply. A request left without a reply
+    /// at the timeout is remembered, so its late reply is not taken for a later answer.
     pub fn transact(&mut self, line: &str) -> Result<Reply, PowerError> {
+        self.drain_input();
         self.file
             .write_all(format!("{line}\n").as_bytes())
             .map_err(|source| PowerError::SerialWrite {
                 port: self.port.clone(),
                 source,
             })?;
-        self.expect(&["OK"], Instant::now() + self.timeout)
+        let answer = self.await_answer(line, Instant::now() + self.timeout);
+        if let Err(PowerError::NoReply { .. }) = answer {
+            self.unanswered += 1;
+        }
+        answer
     }
 
     fn set(&mut self, on: bool) -> Result<SwitchTiming, PowerError> {
@@ -335,7 +426,7 @@ impl PowerSwitch for SerialSwitch {
             done_ns: crate::model::now_ns(),
             switch_us: Some(r.micros),
         };
-        let e = self.expect(&["EVT"], Instant::now() + off_for + self.timeout)?;
+        let e = self.await_rail_back(Instant::now() + off_for + self.timeout)?;
         let now = crate::model::now_ns();
         Ok((
             off,
@@ -366,5 +457,26 @@ mod tests {
         );
         assert!(parse_reply("plugpull_switch ready").is_none());
         assert!(parse_reply("OK x").is_none());
+    }
+    #[test]
+    fn an_ok_answers_only_the_request_it_names() {
+        let ok = |line| parse_reply(line).unwrap();
+        assert!(answers(
+            &ok("OK 1 PONG plugpull_switch/1 channels=2"),
+            "PING"
+        ));
+        assert!(answers(&ok("OK 1 STATE 1=ON 2=OFF"), "STATE?"));
+        assert!(answers(&ok("OK 1 OFF 1"), "OFF 1"));
+        assert!(answers(&ok("OK 1 PULSE 1 150"), "PULSE 1 150"));
+        assert!(!answers(
+            &ok("OK 1 PONG plugpull_switch/1 channels=2"),
+            "STATE?"
+        ));
+        assert!(!answers(&ok("OK 1 OFF 1"), "STATE?"));
+        assert!(!answers(&ok("OK 1 OFF 1"), "ON 1"));
+        assert!(!answers(&ok("OK 1 OFF 12"), "OFF 1"));
+        assert!(!answers(&ok("OK 1 PULSE 1 150"), "PULSE 1 200"));
+        assert!(!answers(&ok("ERR 1 unknown command"), "PING"));
+        assert!(!answers(&ok("EVT 1 ON 1"), "ON 1"));
     }
 }

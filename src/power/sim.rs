@@ -1,6 +1,7 @@
 //! `driver = "simdrive"`: cuts and restores the simulated drive, for tests and demos.
 
-use super::{Capabilities, PowerError, PowerSwitch, Scope, SwitchTiming};
+use super::error::PowerError;
+use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
 use crate::sim::SimDrive;
 use std::sync::Arc;
 

@@ -1,0 +1,88 @@
+//! The switch itself: the `PowerSwitch` trait every driver implements, what a switch cuts
+//! (`Scope`), what it can do (`Capabilities`) and when it acted (`SwitchTiming`).
+//!
+//! Why a file of its own: the drivers (command, http, serial, manual, sim) implement the
+//! trait and `config` builds them, so the trait cannot live in `mod.rs` beside the
+//! re-export of `config` without every driver and `config` importing each other round a
+//! circle. Everything here depends on nothing else in power/ but the error type.
+
+use super::error::PowerError;
+use serde::Serialize;
+use std::time::Duration;
+
+/// What a switch cuts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// The drive's rails only; the host keeps running (drive-only campaign).
+    Drive,
+    /// The whole host (smart plug, PDU, IPMI); needs `plugpull agent` on the host.
+    Host,
+}
+
+/// What a driver can do, so the campaign can say what its timings are worth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Capabilities {
+    pub scope: Scope,
+    /// The switch acts within milliseconds of the command and says when (serial firmware,
+    /// the simulated drive). False for plugs, PDUs, BMCs and people.
+    pub precise_timing: bool,
+    /// `state()` asks the switch rather than returning `None`.
+    pub reports_state: bool,
+    /// The switch can time a pulse itself (off, wait, on) without the host in the loop.
+    pub native_pulse: bool,
+}
+
+/// When one switch action happened: the host clock around the command, and the switch's
+/// own clock where it reports one. (Not `record::Stamp`, a record's identity on disk.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct SwitchTiming {
+    /// ns since the Unix epoch (host clock) just before the command was sent.
+    pub issued_ns: u64,
+    /// ns since the Unix epoch (host clock) when the switch confirmed (or the command
+    /// returned).
+    pub done_ns: u64,
+    /// The switch's own timestamp in µs since it booted (our firmware), if it gave one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub switch_us: Option<u64>,
+}
+
+impl SwitchTiming {
+    /// Runs `f`, timestamping it on the host clock.
+    pub fn around<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<(SwitchTiming, T), E> {
+        let issued_ns = crate::model::now_ns();
+        let v = f()?;
+        Ok((
+            SwitchTiming {
+                issued_ns,
+                done_ns: crate::model::now_ns(),
+                switch_us: None,
+            },
+            v,
+        ))
+    }
+}
+
+/// A power switch. Every method either did what it says or returns an error saying what
+/// to check; none retries silently.
+pub trait PowerSwitch: Send {
+    /// A short description for logs ("shelly-gen1 at 192.168.1.50 relay 0").
+    fn describe(&self) -> String;
+    fn capabilities(&self) -> Capabilities;
+    /// Cuts power. Returns when the switch confirmed the cut (or the command returned).
+    fn off(&mut self) -> Result<SwitchTiming, PowerError>;
+    /// Restores power.
+    fn on(&mut self) -> Result<SwitchTiming, PowerError>;
+    /// Whether power is on, where the switch can tell; `None` where it cannot.
+    fn state(&mut self) -> Result<Option<bool>, PowerError> {
+        Ok(None)
+    }
+    /// Off, stay off for `off_for`, on. Drivers whose switch times pulses itself
+    /// override this; the default uses the host's clock.
+    fn pulse(&mut self, off_for: Duration) -> Result<(SwitchTiming, SwitchTiming), PowerError> {
+        let off = self.off()?;
+        std::thread::sleep(off_for);
+        let on = self.on()?;
+        Ok((off, on))
+    }
+}
