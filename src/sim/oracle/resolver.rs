@@ -93,11 +93,17 @@ impl Resolver {
                 }
                 self.by_id.insert((self.session, *id), idx);
                 // A shorn write landed the sectors of its records before the fault range.
+                // On the drive, where `at` says: `record_offset` is the record's place in
+                // its target, another place when the target is a file in a file system.
                 let mut own_landed = std::collections::BTreeSet::new();
                 if *class == Class::Shorn {
                     for r in records {
+                        let Some(start) = (r.at / SECTOR_U64).checked_sub(r.first_index as u64)
+                        else {
+                            continue;
+                        };
                         for k in 0..r.first_index as u64 {
-                            let s = r.record_offset / SECTOR_U64 + k;
+                            let s = start + k;
                             own_landed.insert(s);
                             self.landed.entry(s).or_default().push(idx);
                         }

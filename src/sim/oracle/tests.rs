@@ -130,3 +130,58 @@ fn a_later_write_torn_over_a_lost_record_leaves_the_rest_lost() {
     });
     assert!(resolve_events(&ev).is_empty());
 }
+
+/// Found by `cargo test --test scenarios ext4_on_loop_honest_passes_lying_fails` (seed
+/// 195881, lying cycle 195882): the target was a file in ext4, so record 1 sat at offset 0
+/// of the file but at 10 MiB on the drive. The resolver placed the shorn record's landed
+/// sectors at the file offset (drive sectors 0 and 1); e2fsck's rewrite of the drive's
+/// first 4 KiB in the next session "covered" them and the oracle called the record lost,
+/// while its first two sectors were on media and verify rightly reported it shorn.
+#[test]
+fn shorn_record_of_a_file_target_is_placed_by_its_drive_offset() {
+    let at = 10 << 20; // drive offset of the record's sector 2, the first lost one
+    let rec = RecordRef {
+        run: "r".into(),
+        stream: 0,
+        seq: 1,
+        record_offset: 0,
+        record_sectors: 8,
+        first_index: 2,
+        last_index: 7,
+        at,
+    };
+    let mut ev = vec![
+        start(),
+        Event::Fault {
+            id: 1,
+            class: Class::Shorn,
+            write: 5,
+            offset: at,
+            len: 3072,
+            records: vec![rec],
+            flips: vec![],
+            to_offset: None,
+            conditional: true,
+        },
+        start(),
+        // The next session rewrites the drive's first 4 KiB: not the record's sectors.
+        Event::Destaged {
+            write: 1,
+            offset: 0,
+            len: 4096,
+        },
+    ];
+    let f = resolve_events(&ev);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].class, Class::Shorn);
+    // A later write over the two sectors that did land (just before `at`) hides them:
+    // nothing of the record is visible, which verify calls lost.
+    ev.push(Event::Destaged {
+        write: 2,
+        offset: at - 1024,
+        len: 1024,
+    });
+    let f = resolve_events(&ev);
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].class, Class::Lost);
+}
