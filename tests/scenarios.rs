@@ -616,7 +616,7 @@ fn ext4_cycle(profile: &str, seed: u64, cut_at: (u64, u64)) {
         &ctx,
         &dir,
     );
-    let lost = found.values().any(|v| v.0 == "lost");
+    let lost = found.values().any(|v| v.0.name() == "lost");
     match want {
         Want::Pass => assert_eq!(code, 0, "{ctx}: ext4 on an honest drive must PASS"),
         Want::FailWithLost => assert!(
