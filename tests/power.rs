@@ -268,8 +268,19 @@ fn pty() -> (std::fs::File, String) {
         )
     };
     assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-    // SAFETY: ttyname on the fd we just got; the string is copied at once.
-    let name = unsafe { std::ffi::CStr::from_ptr(libc::ttyname(s)) }
+    // ttyname_r, not ttyname: tests run in parallel and ttyname's static buffer is shared,
+    // so a test could be handed another test's slave.
+    let mut buf = [0 as libc::c_char; 128];
+    // SAFETY: ttyname_r writes a NUL-terminated name of at most buf.len() bytes into buf.
+    let rc = unsafe { libc::ttyname_r(s, buf.as_mut_ptr(), buf.len()) };
+    assert_eq!(
+        rc,
+        0,
+        "ttyname_r: {}",
+        std::io::Error::from_raw_os_error(rc)
+    );
+    // SAFETY: ttyname_r succeeded, so buf holds a NUL-terminated string.
+    let name = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
         .to_string_lossy()
         .into_owned();
     // Keep the slave open in the test so the master does not see a hang-up between opens.
@@ -366,19 +377,18 @@ fn serial_driver_speaks_the_firmware_protocol_over_a_pty() {
     assert!(sw.capabilities().native_pulse && sw.capabilities().precise_timing);
 }
 
-/// A board that answers each request line with the lines `respond` returns, each written
-/// after its delay, one request at a time like the firmware's loop.
+/// A board that answers each request line with the lines `respond` returns, one request
+/// at a time like the firmware's loop.
 fn scripted_board(
     master: std::fs::File,
-    mut respond: impl FnMut(&str) -> Vec<(Duration, String)> + Send + 'static,
+    mut respond: impl FnMut(&str) -> Vec<String> + Send + 'static,
 ) {
     std::thread::spawn(move || {
         let mut w = master.try_clone().unwrap();
         let mut rd = BufReader::new(master);
         let mut line = String::new();
         while rd.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-            for (delay, reply) in respond(line.trim()) {
-                std::thread::sleep(delay);
+            for reply in respond(line.trim()) {
                 if writeln!(w, "{reply}").is_err() {
                     return;
                 }
@@ -391,35 +401,35 @@ fn scripted_board(
 #[test]
 fn serial_driver_takes_no_late_reply_for_the_answer_to_the_next_command() {
     let (master, slave) = pty();
-    let timeout = Duration::from_millis(500);
-    let late = Duration::from_millis(750);
     let mut first_request = true;
     let mut rail_on = true;
+    // A reply held back until the driver gave up waiting and sent its next request.
+    let mut held: Option<String> = None;
     scripted_board(master, move |request| {
-        let now = Duration::ZERO;
+        let mut out: Vec<String> = held.take().into_iter().collect();
         // The boot banner, echoed back by the port before it was raw, is refused ahead of
         // the first reply: one reply more than the driver asked for.
-        let mut out = vec![];
         if std::mem::take(&mut first_request) {
-            out.push((now, "ERR 10 unknown command".to_string()));
+            out.push("ERR 10 unknown command".into());
         }
-        out.push(match request {
-            "PING" => (now, "OK 20 PONG plugpull_switch/1 channels=2".into()),
-            "STATE?" => (
-                now,
-                format!("OK 30 STATE 1={} 2=ON", if rail_on { "ON" } else { "OFF" }),
-            ),
-            // Confirmed, but after the driver gave up waiting.
+        match request {
+            "PING" => out.push("OK 20 PONG plugpull_switch/1 channels=2".into()),
+            "STATE?" => out.push(format!(
+                "OK 30 STATE 1={} 2=ON",
+                if rail_on { "ON" } else { "OFF" }
+            )),
+            // Confirmed late.
             "OFF 1" => {
                 rail_on = false;
-                (late, "OK 40 OFF 1".into())
+                held = Some("OK 40 OFF 1".into());
             }
-            // Refused, after the driver gave up waiting.
-            "ON 1" => (late, "ERR 50 relay stuck".into()),
-            _ => (now, "ERR 60 unknown command".into()),
-        });
+            // Refused late.
+            "ON 1" => held = Some("ERR 50 relay stuck".into()),
+            _ => out.push("ERR 60 unknown command".into()),
+        }
         out
     });
+    let timeout = Duration::from_millis(300);
     let mut sw = SerialSwitch::open(&slave, 115200, Protocol::Plugpull, 1, timeout).unwrap();
     // The PONG to the PING repeated after the banner's ERR is not the answer to STATE?.
     assert_eq!(sw.state().unwrap(), Some(true));
