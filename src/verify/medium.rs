@@ -158,7 +158,7 @@ pub fn within<T: Send + 'static>(
 mod tests {
     use super::*;
     use crate::device::mem::MemDevice;
-    use crate::model::{Ack, RunDescriptor, WriterSettings};
+    use crate::model::Ack;
     use crate::record::RunKey;
     use crate::record::{RecordId, fill_record};
 
@@ -181,30 +181,7 @@ mod tests {
     }
 
     fn log(run: RunId, region: (u64, u64), acks: Vec<Ack>) -> RunLog {
-        RunLog {
-            descriptor: RunDescriptor {
-                run_id: run,
-                format_version: crate::record::FORMAT_VERSION,
-                plugpull_version: String::new(),
-                host: String::new(),
-                started_at: String::new(),
-                device: Default::default(),
-                settings: WriterSettings {
-                    region_offset: region.0,
-                    region_bytes: region.1,
-                    record_bytes_min: 4096,
-                    record_bytes_max: 4096,
-                    placement: "sequential".into(),
-                    streams: 1,
-                    flush: crate::device::FlushMethod::Fdatasync,
-                    direct: true,
-                    seed: 0,
-                },
-                command: vec![],
-            },
-            acks,
-            events: vec![],
-        }
+        crate::verify::tests::log_in(run, region, acks)
     }
 
     #[test]

@@ -8,6 +8,12 @@ use crate::record::RunKey;
 use crate::record::{RecordId, RunId, fill_record};
 
 fn log(run: RunId, acks: Vec<Ack>) -> RunLog {
+    log_in(run, (0, 1 << 16), acks)
+}
+
+/// A run over `region` (offset, bytes) with these acks: the fixture verify's unit tests
+/// share (here and in `medium`).
+pub(super) fn log_in(run: RunId, region: (u64, u64), acks: Vec<Ack>) -> RunLog {
     RunLog {
         descriptor: RunDescriptor {
             run_id: run,
@@ -17,8 +23,8 @@ fn log(run: RunId, acks: Vec<Ack>) -> RunLog {
             started_at: String::new(),
             device: Default::default(),
             settings: WriterSettings {
-                region_offset: 0,
-                region_bytes: 1 << 16,
+                region_offset: region.0,
+                region_bytes: region.1,
                 record_bytes_min: 4096,
                 record_bytes_max: 4096,
                 placement: "sequential".into(),
