@@ -328,9 +328,20 @@ fn rescan_sata() -> Result<()> {
 mod tests {
     use super::*;
 
-    /// The shape of `nvme smart-log /dev/nvme0n1 -o json` from nvme-cli 2.3 (Debian 12)
-    /// on QEMU's emulated NVMe drive (docs: ../shared/brief/lab-notes.md): 128-bit
-    /// counters as strings. The lab (issue 13) should replace it with a captured file.
+    /// `nvme smart-log /dev/nvme0 -o json` exactly as nvme-cli 2.3 (Debian 12) printed it
+    /// in the lab's guest for QEMU's emulated NVMe drive (`hardware/lab/lab powercut`
+    /// saves it as smart-log.json in the run directory). QEMU keeps the counter at 0.
+    const CAPTURED_NVME_CLI_2_3: &str =
+        include_str!("../../tests/fixtures/nvme-cli/2.3-qemu-smart-log.json");
+
+    #[test]
+    fn the_counter_of_real_nvme_cli_2_3_output_is_read() {
+        assert!(CAPTURED_NVME_CLI_2_3.contains(r#""unsafe_shutdowns":"0""#));
+        assert_eq!(nvme_unsafe_shutdowns(CAPTURED_NVME_CLI_2_3), Some(0));
+    }
+
+    /// The captured output with a counter other than 0, so a parser that returns 0 for
+    /// anything cannot pass.
     const NVME_CLI_2_3: &str = r#"{
   "critical_warning":0,
   "temperature":323,
