@@ -266,6 +266,21 @@ fn read_trim(p: impl AsRef<Path>) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// The serial number in a SCSI Unit Serial Number VPD page (0x80): a 4-byte header
+/// (page code at byte 1, length at bytes 2-3), then the serial, space-padded. SATA disks
+/// behind libata have no sysfs `serial` file: this page is where their serial is.
+fn vpd_serial(page: &[u8]) -> Option<String> {
+    if page.len() < 4 || page[1] != 0x80 {
+        return None;
+    }
+    let len = u16::from_be_bytes([page[2], page[3]]) as usize;
+    let serial = page.get(4..4 + len).unwrap_or(&page[4..]);
+    let s = String::from_utf8_lossy(serial)
+        .trim_matches(|c: char| c.is_whitespace() || c == '\0')
+        .to_string();
+    (!s.is_empty()).then_some(s)
+}
+
 /// The sysfs directory of the whole disk holding device number `rdev`.
 pub fn whole_disk_sysfs(rdev: u64) -> Option<PathBuf> {
     let (maj, min) = (libc::major(rdev), libc::minor(rdev));
@@ -291,7 +306,9 @@ fn fill_from_sysfs(id: &mut DeviceIdentity, sys: &Path) {
         .physical_sector_bytes
         .or(read_trim(sys.join("queue/physical_block_size")).and_then(|s| s.parse().ok()));
     id.model = read_trim(sys.join("device/model"));
-    id.serial = read_trim(sys.join("device/serial")).or(read_trim(sys.join("serial")));
+    id.serial = read_trim(sys.join("device/serial"))
+        .or(read_trim(sys.join("serial")))
+        .or(fs::read(sys.join("device/vpd_pg80")).ok().and_then(|b| vpd_serial(&b)));
     id.firmware = read_trim(sys.join("device/rev")).or(read_trim(sys.join("device/firmware_rev")));
     id.loop_backing_file = read_trim(sys.join("loop/backing_file"));
     id.wwn = read_trim(sys.join("wwid")).or(read_trim(sys.join("device/wwid")));
@@ -361,6 +378,31 @@ fn loop_backing(sys: &Path) -> Option<FileIdentity> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a SATA disk behind libata shows in sysfs (read in the lab's guest from QEMU's
+    /// AHCI disk): no `serial` file, the serial in VPD page 0x80, the WWID with it.
+    #[test]
+    fn a_sata_disks_serial_is_read_from_vpd_page_0x80() {
+        let d = tempfile::tempdir().unwrap();
+        let sys = d.path().join("sda");
+        fs::create_dir_all(sys.join("device")).unwrap();
+        let mut page = vec![0x00, 0x80, 0x00, 20];
+        page.extend_from_slice(b"   PLUGPULL-LAB-0001");
+        fs::write(sys.join("device/vpd_pg80"), &page).unwrap();
+        fs::write(sys.join("device/model"), "PLUGPULL LAB SAT\n").unwrap();
+        let mut id = DeviceIdentity::default();
+        fill_from_sysfs(&mut id, &sys);
+        assert_eq!(id.serial.as_deref(), Some("PLUGPULL-LAB-0001"));
+        assert_eq!(id.model.as_deref(), Some("PLUGPULL LAB SAT"));
+    }
+
+    #[test]
+    fn a_vpd_page_that_is_not_page_0x80_or_is_empty_gives_no_serial() {
+        assert_eq!(vpd_serial(&[0, 0x83, 0, 4, b'A', b'B', b'C', b'D']), None);
+        assert_eq!(vpd_serial(&[0, 0x80, 0, 4, b' ', b' ', 0, 0]), None);
+        assert_eq!(vpd_serial(&[0, 0x80]), None);
+        assert_eq!(vpd_serial(&[0, 0x80, 0, 9, b'X', b'Y']).as_deref(), Some("XY"));
+    }
 
     #[test]
     fn file_identity_has_kind_and_size() {
