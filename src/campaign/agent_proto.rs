@@ -4,17 +4,30 @@
 //! Why a separate, tiny protocol instead of a new witness message: the witness keeps
 //! promises and must stay minimal; the controller only needs two facts from the host
 //! ("I booted, and here is how the previous run verified"; "the new run is acking").
-//! Each message is one JSON line on its own TCP connection, answered by one JSON line,
-//! so a host that dies mid-conversation leaves nothing half-open to clean up.
+//! Each message is one JSON line, answered by one JSON line. The agent opens a connection
+//! per message, so a host that dies mid-conversation leaves nothing half-open to clean
+//! up; the controller nonetheless serves any number of messages on one connection, in
+//! order, until EOF ([`serve`]), because a guest behind QEMU's virtio-serial reaches it
+//! through ONE host connection that QEMU opens at its start and that carries every guest
+//! connection's bytes in a row (the guest side cannot signal a close).
 //! Format `plugpull-agent/1`, documented in docs/campaign.md.
 
 use crate::model::ReportSummary;
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const FORMAT: &str = "plugpull-agent/1";
+
+/// Longest message line: a peer that never sends a newline cannot exhaust memory.
+const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Once a message's first byte has arrived, how long its newline may take. A message is
+/// a few hundred bytes written at once, so a peer that stops halfway (a host that died
+/// mid-write, a stray client) is dropped after this, however long it was allowed to
+/// stay silent before it began.
+pub const LINE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a message did not go through.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +40,22 @@ pub enum ProtoError {
     Read(#[source] std::io::Error),
     #[error("the peer closed the connection without answering")]
     Closed,
+    #[error("nothing arrived within {waited:?}")]
+    Silent { waited: Duration },
+    #[error(
+        "a message began but its line did not end within {waited:?} ({bytes} bytes so far): {start}"
+    )]
+    LineTimeout {
+        waited: Duration,
+        bytes: usize,
+        start: String,
+    },
+    #[error(
+        "the connection ended in the middle of a message ({bytes} bytes without a newline): {start}"
+    )]
+    Truncated { bytes: usize, start: String },
+    #[error("a line longer than {MAX_LINE_BYTES} bytes: not a {FORMAT} message")]
+    TooLong,
     #[error("not a {FORMAT} message: {line}")]
     NotOurs {
         line: String,
@@ -124,7 +153,8 @@ struct Envelope<T> {
     body: T,
 }
 
-pub fn write_line<T: Serialize>(s: &mut TcpStream, body: &T) -> Result<()> {
+/// Writes one message as one line.
+pub fn write_line<T: Serialize>(mut s: impl Write, body: &T) -> Result<()> {
     let mut line = serde_json::to_string(&Envelope {
         format: FORMAT.into(),
         body,
@@ -135,36 +165,151 @@ pub fn write_line<T: Serialize>(s: &mut TcpStream, body: &T) -> Result<()> {
     Ok(())
 }
 
-pub fn read_line<T: for<'de> Deserialize<'de>>(s: &TcpStream, timeout: Duration) -> Result<T> {
-    s.set_read_timeout(Some(timeout))?;
-    let mut line = String::new();
-    BufReader::new(s)
-        .take_line(&mut line)
-        .map_err(ProtoError::Read)?;
-    if line.is_empty() {
-        return Err(ProtoError::Closed);
-    }
-    let env: Envelope<T> =
-        serde_json::from_str(line.trim_end()).map_err(|source| ProtoError::NotOurs {
-            line: line.trim_end().to_string(),
-            source,
-        })?;
-    if env.format != FORMAT {
-        return Err(ProtoError::OtherVersion(env.format));
-    }
-    Ok(env.body)
+/// Reads message after message from one connection. Keeps its buffer across messages:
+/// bytes of the next message that arrived with this one are not lost.
+pub struct LineReader {
+    r: BufReader<TcpStream>,
 }
 
-trait TakeLine {
-    fn take_line(&mut self, s: &mut String) -> std::io::Result<usize>;
+impl LineReader {
+    pub fn new(s: TcpStream) -> LineReader {
+        LineReader {
+            r: BufReader::new(s),
+        }
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        self.r.get_ref()
+    }
+
+    /// The next message: waits up to `idle` for its first byte, then up to `line` for
+    /// its newline. `Ok(None)`: the peer closed the connection between messages.
+    pub fn next<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        idle: Duration,
+        line: Duration,
+    ) -> Result<Option<T>> {
+        let Some(bytes) = self.next_line(idle, line)? else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim_end();
+        let env: Envelope<T> =
+            serde_json::from_str(text).map_err(|source| ProtoError::NotOurs {
+                line: shorten(text),
+                source,
+            })?;
+        if env.format != FORMAT {
+            return Err(ProtoError::OtherVersion(env.format));
+        }
+        Ok(Some(env.body))
+    }
+
+    /// One raw line with its newline, under the two deadlines of [`next`](Self::next).
+    fn next_line(&mut self, idle: Duration, line: Duration) -> Result<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        let mut deadline = Instant::now() + idle;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(self.timed_out(&out, idle, line));
+            }
+            self.r
+                .get_ref()
+                .set_read_timeout(Some(left))
+                .map_err(ProtoError::Read)?;
+            let buf = match self.r.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(self.timed_out(&out, idle, line));
+                }
+                Err(e) => return Err(ProtoError::Read(e)),
+            };
+            if buf.is_empty() {
+                return match out.is_empty() {
+                    true => Ok(None),
+                    false => Err(ProtoError::Truncated {
+                        bytes: out.len(),
+                        start: shorten(&String::from_utf8_lossy(&out)),
+                    }),
+                };
+            }
+            if out.is_empty() {
+                // The message began: the rest must follow promptly.
+                deadline = Instant::now() + line;
+            }
+            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            out.extend_from_slice(&buf[..take]);
+            self.r.consume(take);
+            if done {
+                return Ok(Some(out));
+            }
+            if out.len() > MAX_LINE_BYTES {
+                return Err(ProtoError::TooLong);
+            }
+        }
+    }
+
+    fn timed_out(&self, out: &[u8], idle: Duration, line: Duration) -> ProtoError {
+        if out.is_empty() {
+            ProtoError::Silent { waited: idle }
+        } else {
+            ProtoError::LineTimeout {
+                waited: line,
+                bytes: out.len(),
+                start: shorten(&String::from_utf8_lossy(out)),
+            }
+        }
+    }
 }
 
-impl<R: std::io::Read> TakeLine for BufReader<R> {
-    /// At most 1 MiB: a peer that never sends a newline cannot exhaust memory.
-    fn take_line(&mut self, s: &mut String) -> std::io::Result<usize> {
-        use std::io::Read;
-        self.by_ref().take(1 << 20).read_line(s)
+/// The start of what a peer sent, for a log line.
+fn shorten(s: &str) -> String {
+    const SHOWN_CHARS: usize = 120;
+    match s.char_indices().nth(SHOWN_CHARS) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
     }
+}
+
+/// How one connection served by [`serve`] ended.
+#[derive(Debug)]
+pub struct Served {
+    /// Messages answered.
+    pub messages: u64,
+    /// `Ok`: the peer closed between messages, or the handler stopped; `Err`: why the
+    /// connection was dropped (silence, garbage, a half-written line, a failed write).
+    pub end: Result<()>,
+}
+
+/// The controller's side of one connection: message after message, each answered by
+/// `handle`'s reply in order, until the peer closes, the handler returns `None` (the
+/// campaign is over), or something that is not a whole message arrives. `idle`: how
+/// long the connection may stay silent before each message.
+pub fn serve(
+    s: TcpStream,
+    idle: Duration,
+    mut handle: impl FnMut(AgentMsg) -> Option<Reply>,
+) -> Served {
+    let mut messages = 0;
+    let end = (|| {
+        // A reply is small, but a peer that never reads must not hold this thread.
+        s.set_write_timeout(Some(LINE_TIMEOUT))?;
+        let mut r = LineReader::new(s);
+        while let Some(msg) = r.next::<AgentMsg>(idle, LINE_TIMEOUT)? {
+            let Some(reply) = handle(msg) else {
+                return Ok(());
+            };
+            write_line(r.stream(), &reply)?;
+            messages += 1;
+        }
+        Ok(())
+    })();
+    Served { messages, end }
 }
 
 /// One request, one reply, on a fresh connection.
@@ -182,8 +327,12 @@ pub fn request(addr: &str, msg: &AgentMsg, timeout: Duration) -> Result<Reply> {
             source,
         }
     })?;
+    // A controller that stops reading must not hold the agent: it retries.
+    s.set_write_timeout(Some(timeout))?;
     write_line(&mut s, msg)?;
-    read_line(&s, timeout)
+    LineReader::new(s)
+        .next(timeout, timeout)?
+        .ok_or(ProtoError::Closed)
 }
 
 #[cfg(test)]
@@ -231,6 +380,139 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&again).unwrap(),
             serde_json::to_value(&env).unwrap()
+        );
+    }
+
+    use std::net::TcpListener;
+
+    /// A served connection on loopback: the client's end, and the server thread that
+    /// answers every Boot with Stop naming how many messages came before.
+    fn served(idle: Duration) -> (TcpStream, std::thread::JoinHandle<Served>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let t = std::thread::spawn(move || {
+            let mut n = 0;
+            serve(s, idle, move |m| {
+                n += 1;
+                Some(match m {
+                    AgentMsg::Boot { .. } => Reply::Stop {
+                        why: format!("message {n}"),
+                    },
+                    AgentMsg::Acking { .. } => Reply::Ok,
+                })
+            })
+        });
+        (c, t)
+    }
+
+    fn boot_line() -> String {
+        let mut v = Vec::new();
+        let m = AgentMsg::Boot {
+            host: "h".into(),
+            previous: None,
+        };
+        write_line(&mut v, &m).unwrap();
+        String::from_utf8(v).unwrap()
+    }
+
+    fn replies(c: &TcpStream, n: usize) -> Vec<Reply> {
+        let mut r = LineReader::new(c.try_clone().unwrap());
+        (0..n)
+            .map(|_| {
+                r.next(Duration::from_secs(10), Duration::from_secs(10))
+                    .unwrap()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// Two messages written together (a guest's connections back to back on one host
+    /// connection): each answered, in order, then a clean end at EOF.
+    #[test]
+    fn several_messages_on_one_connection_are_answered_in_order() {
+        let (mut c, t) = served(Duration::from_secs(10));
+        c.write_all(format!("{}{}", boot_line(), boot_line()).as_bytes())
+            .unwrap();
+        let r = replies(&c, 2);
+        assert!(
+            matches!(&r[0], Reply::Stop { why } if why == "message 1"),
+            "{r:?}"
+        );
+        assert!(
+            matches!(&r[1], Reply::Stop { why } if why == "message 2"),
+            "{r:?}"
+        );
+        c.write_all(boot_line().as_bytes()).unwrap();
+        assert_eq!(replies(&c, 1).len(), 1);
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let s = t.join().unwrap();
+        assert_eq!(s.messages, 3);
+        assert!(s.end.is_ok(), "{:?}", s.end);
+    }
+
+    /// A connection that idles (a booting guest) is served when it finally speaks within
+    /// its idle limit, and dropped as silent past it.
+    #[test]
+    fn an_idle_connection_is_served_within_its_limit_and_dropped_past_it() {
+        let (mut c, t) = served(Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(1500));
+        c.write_all(boot_line().as_bytes()).unwrap();
+        assert_eq!(replies(&c, 1).len(), 1);
+        drop(c);
+        assert_eq!(t.join().unwrap().messages, 1);
+
+        let (c, t) = served(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(800));
+        let s = t.join().unwrap();
+        assert_eq!(s.messages, 0);
+        assert!(
+            matches!(s.end, Err(ProtoError::Silent { .. })),
+            "{:?}",
+            s.end
+        );
+        drop(c);
+    }
+
+    /// Garbage after a good message, and a line cut off by EOF: dropped with an error
+    /// that shows what came, after the good one was answered.
+    #[test]
+    fn garbage_and_half_lines_end_the_connection_with_a_reason() {
+        let (mut c, t) = served(Duration::from_secs(10));
+        c.write_all(format!("{}GET / HTTP/1.0\n", boot_line()).as_bytes())
+            .unwrap();
+        let s = t.join().unwrap();
+        assert_eq!(s.messages, 1);
+        let e = s.end.unwrap_err();
+        assert!(matches!(e, ProtoError::NotOurs { .. }), "{e:?}");
+        assert!(e.to_string().contains("GET / HTTP/1.0"), "{e}");
+        drop(c);
+
+        let (mut c, t) = served(Duration::from_secs(10));
+        let b = boot_line();
+        c.write_all(&b.as_bytes()[..b.len() / 2]).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let e = t.join().unwrap().end.unwrap_err();
+        assert!(matches!(e, ProtoError::Truncated { .. }), "{e:?}");
+        assert!(e.to_string().contains("in the middle of a message"), "{e}");
+    }
+
+    /// Once a line has begun, its end must come within the line limit, even when the
+    /// connection was allowed to idle far longer before it.
+    #[test]
+    fn a_stalled_line_times_out_on_the_line_limit() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        c.write_all(b"{\"format\":").unwrap();
+        let t0 = Instant::now();
+        let e = LineReader::new(s)
+            .next::<AgentMsg>(Duration::from_secs(60), Duration::from_millis(300))
+            .unwrap_err();
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        assert!(
+            matches!(e, ProtoError::LineTimeout { bytes: 10, .. }),
+            "{e:?}"
         );
     }
 }

@@ -11,7 +11,7 @@
 //! The results file stays the only state: a restarted controller first switches the host
 //! on (it may have died with power off), then takes whatever the agent reports next.
 
-use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, read_line, write_line};
+use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, serve};
 use super::config::Settings;
 use super::context::{Campaign, derive};
 use super::results::{CycleResult, ResultsError, ResultsFile};
@@ -19,7 +19,7 @@ use crate::cycle::cut_delay;
 use crate::exit::error_chain;
 use crate::model::{Placement, Verdict};
 use crate::power::{PowerError, PowerSwitch};
-use crate::witness::server::{Witness, WitnessError, WitnessOptions};
+use crate::witness::server::{Witness, WitnessError};
 use std::net::TcpListener;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -63,9 +63,23 @@ type Result<T, E = HostError> = std::result::Result<T, E>;
 
 type Incoming = (AgentMsg, mpsc::Sender<Reply>);
 
-/// Accepts agent connections: one message each, handed to the campaign loop, whose
-/// reply is written back.
-fn listen(addr: &str) -> Result<(String, mpsc::Receiver<Incoming>)> {
+/// The least time an agent connection may stay silent before it speaks: what every
+/// connection had before the limit followed the campaign's own timeouts.
+const MIN_AGENT_IDLE: Duration = Duration::from_secs(30);
+
+/// How long an agent connection may stay silent before each message: as long as the
+/// controller itself waits for the host (to boot and report, then to ack). A QEMU guest's
+/// virtio-serial port is connected here when QEMU starts and speaks only once the guest
+/// has booted and verified; a real host connects per message and is not affected.
+pub fn agent_idle_limit(s: &Settings) -> Duration {
+    (s.boot_timeout + s.wait_timeout).max(MIN_AGENT_IDLE)
+}
+
+/// Accepts agent connections, each on a thread of its own: message after message
+/// (one line each) is handed to the campaign loop, whose reply is written back, in
+/// order, until the agent closes. A connection that sends something else is dropped
+/// with a log line.
+fn listen(addr: &str, idle: Duration, quiet: bool) -> Result<(String, mpsc::Receiver<Incoming>)> {
     let l = TcpListener::bind(addr).map_err(|source| HostError::Listen {
         addr: addr.into(),
         source,
@@ -76,16 +90,22 @@ fn listen(addr: &str) -> Result<(String, mpsc::Receiver<Incoming>)> {
         for s in l.incoming().flatten() {
             let tx = tx.clone();
             std::thread::spawn(move || {
-                let mut s = s;
-                let Ok(msg) = read_line::<AgentMsg>(&s, Duration::from_secs(30)) else {
-                    return;
-                };
-                let (rtx, rrx) = mpsc::channel();
-                if tx.send((msg, rtx)).is_err() {
-                    return;
-                }
-                if let Ok(reply) = rrx.recv() {
-                    let _ = write_line(&mut s, &reply);
+                let peer = s
+                    .peer_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|_| "?".into());
+                let served = serve(s, idle, |msg| {
+                    let (rtx, rrx) = mpsc::channel();
+                    tx.send((msg, rtx)).ok()?;
+                    // No reply: the campaign is over.
+                    rrx.recv().ok()
+                });
+                if let (Err(e), false) = (&served.end, quiet) {
+                    eprintln!(
+                        "plugpull campaign: dropping an agent connection from {peer} after {} message(s): {}",
+                        served.messages,
+                        error_chain(e)
+                    );
                 }
             });
         }
@@ -137,7 +157,7 @@ enum Phase {
 /// does not come back.
 pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch) -> Result<()> {
     let s = c.settings;
-    let (agent_addr, rx) = listen(&s.file.agent.listen)?;
+    let (agent_addr, rx) = listen(&s.file.agent.listen, agent_idle_limit(s), c.quiet)?;
     let (witness_addr, own_witness) = witness(s)?;
     let mut ctl = Controller {
         c,
@@ -190,18 +210,11 @@ fn witness(s: &Settings) -> Result<(String, Option<Witness>)> {
     }
     let bind = s.file.witness.bind.as_deref().unwrap_or("0.0.0.0:7420");
     let dir = s.results.with_extension("witness");
-    let w = Witness::start(
-        bind,
-        &dir,
-        WitnessOptions {
-            quiet: true,
-            ..Default::default()
-        },
-    )
-    .map_err(|source| HostError::Witness {
-        bind: bind.into(),
-        source,
-    })?;
+    let w =
+        Witness::start(bind, &dir, s.witness_options()).map_err(|source| HostError::Witness {
+            bind: bind.into(),
+            source,
+        })?;
     Ok((w.addr.to_string(), Some(w)))
 }
 
@@ -369,5 +382,49 @@ fn line(n: u64, of: u64, r: &CycleResult) -> String {
             "cycle {n}/{of}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
             r.delay_ms, r.acked_records, r.report.verdict, r.report.summary
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(agent: &str) -> Settings {
+        let text = format!(
+            "[campaign]\ncycles = 1\nresults = \"r.jsonl\"\nwait_timeout = \"60s\"\n[target]\nkind = \"host\"\n[agent]\n{agent}\n[power]\ndriver = \"command\"\nscope = \"host\"\noff = \"x\"\non = \"y\"\n"
+        );
+        Settings::parse(&text, std::path::Path::new(".")).unwrap()
+    }
+
+    /// An agent connection may stay silent as long as the controller waits for the host
+    /// (a slow-booting guest's pre-opened connection), never less than the old 30 s.
+    #[test]
+    fn agent_connections_may_idle_as_long_as_a_host_boots() {
+        let s = settings("boot_timeout = \"10m\"");
+        assert_eq!(agent_idle_limit(&s), Duration::from_secs(600 + 60));
+        assert!(agent_idle_limit(&settings("")) >= Duration::from_secs(600));
+        let s = settings("boot_timeout = \"1s\"");
+        assert_eq!(agent_idle_limit(&s), Duration::from_secs(61));
+        let mut s = settings("boot_timeout = \"1s\"");
+        s.wait_timeout = Duration::from_secs(1);
+        assert_eq!(agent_idle_limit(&s), MIN_AGENT_IDLE);
+    }
+
+    /// `[witness] handshake_timeout` reaches the built-in witness, and an idle timeout
+    /// shorter than it no longer cuts a pending handshake first.
+    #[test]
+    fn the_built_in_witness_takes_the_handshake_timeout() {
+        let s = settings("");
+        let default = crate::witness::server::WitnessOptions::default();
+        assert_eq!(
+            s.witness_options().handshake_timeout,
+            default.handshake_timeout
+        );
+        assert!(s.witness_options().quiet);
+        let mut s = settings("");
+        s.witness_handshake_timeout = Some(Duration::from_secs(300));
+        let o = s.witness_options();
+        assert_eq!(o.handshake_timeout, Duration::from_secs(300));
+        assert_eq!(o.idle_timeout, Duration::from_secs(300));
     }
 }
