@@ -335,184 +335,34 @@ pub fn request(addr: &str, msg: &AgentMsg, timeout: Duration) -> Result<Reply> {
         .ok_or(ProtoError::Closed)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_round_trip_with_their_tags() {
-        let m = AgentMsg::Acking {
-            cycle: 3,
-            run_id: "ab".into(),
-            acked: 7,
-        };
-        let v = serde_json::to_value(Envelope {
-            format: FORMAT.into(),
-            body: &m,
-        })
-        .unwrap();
-        assert_eq!(v["type"], "acking");
-        assert_eq!(v["format"], FORMAT);
-        let back: Envelope<AgentMsg> = serde_json::from_value(v).unwrap();
-        assert!(matches!(back.body, AgentMsg::Acking { cycle: 3, .. }));
-        let r = serde_json::to_value(Reply::Stop { why: "done".into() }).unwrap();
-        assert_eq!(r["type"], "stop");
-    }
-
-    /// A boot report as agents before the shared summary type wrote it (its fields in
-    /// their old order) still reads, and reads back the same after a round trip.
-    #[test]
-    fn an_old_boot_report_reads() {
-        let old = r#"{"format":"plugpull-agent/1","type":"boot","host":"h","previous":{"cycle":2,"run_id":"ab","verdict":"FAIL","summary":"s","counts":{"intact":1,"lost":2},"acked_records":3,"last_acked":null,"loss_window":{"records":2,"bytes":8192,"ms":1.5},"ordering_holes":1,"dead_device":null,"reattach_ms":4.0,"unsafe_shutdowns_delta":1,"error":null}}"#;
-        let env: Envelope<AgentMsg> = serde_json::from_str(old).unwrap();
-        let AgentMsg::Boot {
-            previous: Some(p), ..
-        } = &env.body
-        else {
-            panic!("not a boot report with a previous run");
-        };
-        assert_eq!(p.report.verdict, crate::model::Verdict::Fail);
-        assert_eq!(p.report.counts.get(crate::model::RecordClass::Lost), 2);
-        assert_eq!(p.report.ordering_holes, 1);
-        assert_eq!(p.acked_records, 3);
-        let again: Envelope<AgentMsg> =
-            serde_json::from_str(&serde_json::to_string(&env).unwrap()).unwrap();
-        assert_eq!(
-            serde_json::to_value(&again).unwrap(),
-            serde_json::to_value(&env).unwrap()
-        );
-    }
-
-    use std::net::TcpListener;
-
-    /// A served connection on loopback: the client's end, and the server thread that
-    /// answers every Boot with Stop naming how many messages came before.
-    fn served(idle: Duration) -> (TcpStream, std::thread::JoinHandle<Served>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (s, _) = l.accept().unwrap();
-        let t = std::thread::spawn(move || {
-            let mut n = 0;
-            serve(s, idle, move |m| {
-                n += 1;
-                Some(match m {
-                    AgentMsg::Boot { .. } => Reply::Stop {
-                        why: format!("message {n}"),
-                    },
-                    AgentMsg::Acking { .. } => Reply::Ok,
-                })
-            })
-        });
-        (c, t)
-    }
-
-    fn boot_line() -> String {
-        let mut v = Vec::new();
-        let m = AgentMsg::Boot {
-            host: "h".into(),
-            previous: None,
-        };
-        write_line(&mut v, &m).unwrap();
-        String::from_utf8(v).unwrap()
-    }
-
-    fn replies(c: &TcpStream, n: usize) -> Vec<Reply> {
-        let mut r = LineReader::new(c.try_clone().unwrap());
-        (0..n)
-            .map(|_| {
-                r.next(Duration::from_secs(10), Duration::from_secs(10))
-                    .unwrap()
-                    .unwrap()
-            })
-            .collect()
-    }
-
-    /// Two messages written together (a guest's connections back to back on one host
-    /// connection): each answered, in order, then a clean end at EOF.
-    #[test]
-    fn several_messages_on_one_connection_are_answered_in_order() {
-        let (mut c, t) = served(Duration::from_secs(10));
-        c.write_all(format!("{}{}", boot_line(), boot_line()).as_bytes())
-            .unwrap();
-        let r = replies(&c, 2);
-        assert!(
-            matches!(&r[0], Reply::Stop { why } if why == "message 1"),
-            "{r:?}"
-        );
-        assert!(
-            matches!(&r[1], Reply::Stop { why } if why == "message 2"),
-            "{r:?}"
-        );
-        c.write_all(boot_line().as_bytes()).unwrap();
-        assert_eq!(replies(&c, 1).len(), 1);
-        c.shutdown(std::net::Shutdown::Write).unwrap();
-        let s = t.join().unwrap();
-        assert_eq!(s.messages, 3);
-        assert!(s.end.is_ok(), "{:?}", s.end);
-    }
-
-    /// A connection that idles (a booting guest) is served when it finally speaks within
-    /// its idle limit, and dropped as silent past it.
-    #[test]
-    fn an_idle_connection_is_served_within_its_limit_and_dropped_past_it() {
-        let (mut c, t) = served(Duration::from_secs(5));
-        std::thread::sleep(Duration::from_millis(1500));
-        c.write_all(boot_line().as_bytes()).unwrap();
-        assert_eq!(replies(&c, 1).len(), 1);
-        drop(c);
-        assert_eq!(t.join().unwrap().messages, 1);
-
-        let (c, t) = served(Duration::from_millis(300));
-        std::thread::sleep(Duration::from_millis(800));
-        let s = t.join().unwrap();
-        assert_eq!(s.messages, 0);
-        assert!(
-            matches!(s.end, Err(ProtoError::Silent { .. })),
-            "{:?}",
-            s.end
-        );
-        drop(c);
-    }
-
-    /// Garbage after a good message, and a line cut off by EOF: dropped with an error
-    /// that shows what came, after the good one was answered.
-    #[test]
-    fn garbage_and_half_lines_end_the_connection_with_a_reason() {
-        let (mut c, t) = served(Duration::from_secs(10));
-        c.write_all(format!("{}GET / HTTP/1.0\n", boot_line()).as_bytes())
-            .unwrap();
-        let s = t.join().unwrap();
-        assert_eq!(s.messages, 1);
-        let e = s.end.unwrap_err();
-        assert!(matches!(e, ProtoError::NotOurs { .. }), "{e:?}");
-        assert!(e.to_string().contains("GET / HTTP/1.0"), "{e}");
-        drop(c);
-
-        let (mut c, t) = served(Duration::from_secs(10));
-        let b = boot_line();
-        c.write_all(&b.as_bytes()[..b.len() / 2]).unwrap();
-        c.shutdown(std::net::Shutdown::Write).unwrap();
-        let e = t.join().unwrap().end.unwrap_err();
-        assert!(matches!(e, ProtoError::Truncated { .. }), "{e:?}");
-        assert!(e.to_string().contains("in the middle of a message"), "{e}");
-    }
-
-    /// Once a line has begun, its end must come within the line limit, even when the
-    /// connection was allowed to idle far longer before it.
-    #[test]
-    fn a_stalled_line_times_out_on_the_line_limit() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (s, _) = l.accept().unwrap();
-        c.write_all(b"{\"format\":").unwrap();
-        let t0 = Instant::now();
-        let e = LineReader::new(s)
-            .next::<AgentMsg>(Duration::from_secs(60), Duration::from_millis(300))
-            .unwrap_err();
-        assert!(t0.elapsed() < Duration::from_secs(10));
-        assert!(
-            matches!(e, ProtoError::LineTimeout { bytes: 10, .. }),
-            "{e:?}"
-        );
+/// Calls `f` until it succeeds, pausing `pause` between tries and telling `on_fail` of
+/// each failure; once `wait` has passed since the first try, returns the last error.
+///
+/// Why the agent retries everything it sends: at boot the controller or the witness may
+/// still be coming up (a shared outage), and a connection that dies mid-message (its
+/// peer restarted, a virtio-serial port whose host side reconnects) is answered by a
+/// fresh one. Every try is itself bounded (connect, write and read timeouts), so the
+/// agent never hangs on a dead connection. Resending is safe: the controller answers a
+/// repeated message as it did the first, and the witness takes a repeated Hello of a
+/// run without acks.
+pub fn retrying<T, E>(
+    wait: Duration,
+    pause: Duration,
+    mut on_fail: impl FnMut(&E),
+    mut f: impl FnMut() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    let t0 = Instant::now();
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) if t0.elapsed() >= wait => return Err(e),
+            Err(e) => {
+                on_fail(&e);
+                std::thread::sleep(pause);
+            }
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;
