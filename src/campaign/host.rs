@@ -20,8 +20,9 @@ use crate::exit::error_chain;
 use crate::model::{Placement, Verdict};
 use crate::power::{PowerError, PowerSwitch};
 use crate::witness::server::{Witness, WitnessError};
-use std::net::TcpListener;
-use std::sync::mpsc;
+use std::collections::BTreeMap;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// Why the whole-host campaign could not start or had to stop.
@@ -75,6 +76,45 @@ pub fn agent_idle_limit(s: &Settings) -> Duration {
     (s.boot_timeout + s.wait_timeout).max(MIN_AGENT_IDLE)
 }
 
+/// Most agent connections held open at once. A real host has one at a time (a VM one
+/// per serial port); the cap keeps strangers that connect and stay silent, each allowed
+/// to for minutes, from piling up threads.
+const MAX_AGENT_CONNECTIONS: usize = 64;
+
+/// The open agent connections by accept order, so the oldest can be closed when a new
+/// one would pass [`MAX_AGENT_CONNECTIONS`] (the newest is the likeliest to be a host
+/// about to speak; a VM's port that loses its connection makes a new one).
+#[derive(Clone, Default)]
+struct Open(Arc<Mutex<BTreeMap<u64, TcpStream>>>);
+
+impl Open {
+    /// Registers `s` as connection `id`; returns the peer of the oldest one, closed to
+    /// make room, if any.
+    fn add(&self, id: u64, s: &TcpStream) -> Option<String> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Ok(c) = s.try_clone() {
+            m.insert(id, c);
+        }
+        if m.len() <= MAX_AGENT_CONNECTIONS {
+            return None;
+        }
+        let (_, oldest) = m.pop_first()?;
+        // Its thread's read returns at once and the thread ends.
+        let _ = oldest.shutdown(Shutdown::Both);
+        Some(peer(&oldest))
+    }
+
+    fn remove(&self, id: u64) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+}
+
+fn peer(s: &TcpStream) -> String {
+    s.peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// Accepts agent connections, each on a thread of its own: message after message
 /// (one line each) is handed to the campaign loop, whose reply is written back, in
 /// order, until the agent closes. A connection that sends something else is dropped
@@ -86,26 +126,35 @@ fn listen(addr: &str, idle: Duration, quiet: bool) -> Result<(String, mpsc::Rece
     })?;
     let local = l.local_addr()?.to_string();
     let (tx, rx) = mpsc::channel::<Incoming>();
+    let log = move |m: String| {
+        if !quiet {
+            eprintln!("plugpull campaign: {m}");
+        }
+    };
     std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let tx = tx.clone();
+        let open = Open::default();
+        for (id, s) in (0u64..).zip(l.incoming().flatten()) {
+            if let Some(p) = open.add(id, &s) {
+                log(format!(
+                    "{MAX_AGENT_CONNECTIONS} agent connections are open: closing the oldest, from {p}"
+                ));
+            }
+            let (tx, open) = (tx.clone(), open.clone());
             std::thread::spawn(move || {
-                let peer = s
-                    .peer_addr()
-                    .map(|a| a.to_string())
-                    .unwrap_or_else(|_| "?".into());
+                let peer = peer(&s);
                 let served = serve(s, idle, |msg| {
                     let (rtx, rrx) = mpsc::channel();
                     tx.send((msg, rtx)).ok()?;
                     // No reply: the campaign is over.
                     rrx.recv().ok()
                 });
-                if let (Err(e), false) = (&served.end, quiet) {
-                    eprintln!(
-                        "plugpull campaign: dropping an agent connection from {peer} after {} message(s): {}",
+                open.remove(id);
+                if let Err(e) = &served.end {
+                    log(format!(
+                        "dropping an agent connection from {peer} after {} message(s): {}",
                         served.messages,
                         error_chain(e)
-                    );
+                    ));
                 }
             });
         }
@@ -426,5 +475,47 @@ mod tests {
         let o = s.witness_options();
         assert_eq!(o.handshake_timeout, Duration::from_secs(300));
         assert_eq!(o.idle_timeout, Duration::from_secs(300));
+    }
+
+    /// Past the cap, the oldest silent connection is closed and a new one is served.
+    #[test]
+    fn the_oldest_agent_connection_makes_room_past_the_cap() {
+        use std::io::{Read, Write};
+        let (addr, rx) = listen("127.0.0.1:0", Duration::from_secs(60), true).unwrap();
+        let mut idle: Vec<TcpStream> = (0..MAX_AGENT_CONNECTIONS)
+            .map(|_| TcpStream::connect(&addr).unwrap())
+            .collect();
+        let mut last = TcpStream::connect(&addr).unwrap();
+        idle[0]
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        assert_eq!(
+            idle[0].read(&mut [0u8; 8]).unwrap(),
+            0,
+            "the oldest is closed"
+        );
+        idle[1]
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        assert!(idle[1].read(&mut [0u8; 8]).is_err(), "the others stay open");
+        let replier = std::thread::spawn(move || {
+            let (_, reply) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            reply.send(Reply::Ok).unwrap();
+        });
+        let mut boot = Vec::new();
+        crate::campaign::agent_proto::write_line(
+            &mut boot,
+            &AgentMsg::Boot {
+                host: "h".into(),
+                previous: None,
+            },
+        )
+        .unwrap();
+        last.write_all(&boot).unwrap();
+        last.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut got = [0u8; 64];
+        assert!(last.read(&mut got).unwrap() > 0, "the newest is served");
+        replier.join().unwrap();
     }
 }
