@@ -10,6 +10,11 @@
 //!
 //! The results file stays the only state: a restarted controller first switches the host
 //! on (it may have died with power off), then takes whatever the agent reports next.
+//!
+//! The agent listener serves each connection until it closes, message after message, and
+//! lets it stay silent as long as the controller waits for the host: a VM's virtio-serial
+//! port connects here when the VM starts and carries everything its guest sends, long
+//! before and long after one message (docs/campaign.md, "Behind QEMU's virtio-serial").
 
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, serve};
 use super::config::Settings;
@@ -99,9 +104,10 @@ impl Open {
             return None;
         }
         let (_, oldest) = m.pop_first()?;
+        let who = peer(&oldest);
         // Its thread's read returns at once and the thread ends.
         let _ = oldest.shutdown(Shutdown::Both);
-        Some(peer(&oldest))
+        Some(who)
     }
 
     fn remove(&self, id: u64) {
