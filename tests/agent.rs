@@ -175,6 +175,19 @@ timeout = "20s"
         std::fs::read_to_string(self.path().join("agent.log")).unwrap_or_default()
     }
 
+    /// The agent's log once it holds `needle` (or after `within`): the agent runs on
+    /// after the controller's last reply, writing its state file before it logs.
+    fn log_once(&self, needle: &str, within: Duration) -> String {
+        let t0 = Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(needle) || t0.elapsed() > within {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn cycles(&self) -> Vec<Value> {
         std::fs::read_to_string(self.path().join("results.jsonl"))
             .unwrap()
@@ -222,7 +235,7 @@ fn honest_host_passes_every_cycle() {
     }
     assert_eq!(runs.len(), 3, "each cycle is its own run");
     // The agent booted four times (three reports, then "done") and verified each run.
-    let log = h.log();
+    let log = h.log_once("nothing to write", Duration::from_secs(10));
     assert_eq!(log.matches("verifying run").count(), 3, "{log}");
     assert!(log.contains("nothing to write"), "{log}");
     // The state file lives on the "system disk" and no longer names a run.

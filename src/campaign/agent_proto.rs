@@ -289,11 +289,14 @@ pub struct Served {
 /// The controller's side of one connection: message after message, each answered by
 /// `handle`'s reply in order, until the peer closes, the handler returns `None` (the
 /// campaign is over), or something that is not a whole message arrives. `idle`: how
-/// long the connection may stay silent before each message.
+/// long the connection may stay silent before each message. `written` is called once
+/// each reply is written (the controller waits for its last reply to leave before it
+/// exits).
 pub fn serve(
     s: TcpStream,
     idle: Duration,
     mut handle: impl FnMut(AgentMsg) -> Option<Reply>,
+    mut written: impl FnMut(),
 ) -> Served {
     let mut messages = 0;
     let end = (|| {
@@ -306,6 +309,7 @@ pub fn serve(
             };
             write_line(r.stream(), &reply)?;
             messages += 1;
+            written();
         }
         Ok(())
     })();

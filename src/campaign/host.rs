@@ -25,6 +25,7 @@ use crate::exit::error_chain;
 use crate::model::{Placement, Verdict};
 use crate::power::{PowerError, PowerSwitch};
 use crate::witness::server::{Witness, WitnessError};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, mpsc};
@@ -67,7 +68,24 @@ pub enum HostError {
 
 type Result<T, E = HostError> = std::result::Result<T, E>;
 
-type Incoming = (AgentMsg, mpsc::Sender<Reply>);
+type Incoming = (AgentMsg, Responder);
+
+/// How the campaign loop answers a message: the reply goes to the connection's thread,
+/// which writes it and says so. Waiting for that (briefly) keeps the last reply from
+/// being lost when the campaign then ends and the process exits.
+struct Responder {
+    reply: mpsc::Sender<Reply>,
+    written: mpsc::Receiver<()>,
+}
+
+impl Responder {
+    fn answer(self, r: Reply) {
+        const WRITTEN_WAIT: Duration = Duration::from_secs(5);
+        if self.reply.send(r).is_ok() {
+            let _ = self.written.recv_timeout(WRITTEN_WAIT);
+        }
+    }
+}
 
 /// The least time an agent connection may stay silent before it speaks: what every
 /// connection had before the limit followed the campaign's own timeouts.
@@ -148,12 +166,25 @@ fn listen(addr: &str, idle: Duration, quiet: bool) -> Result<(String, mpsc::Rece
             let (tx, open) = (tx.clone(), open.clone());
             std::thread::spawn(move || {
                 let peer = peer(&s);
-                let served = serve(s, idle, |msg| {
-                    let (rtx, rrx) = mpsc::channel();
-                    tx.send((msg, rtx)).ok()?;
-                    // No reply: the campaign is over.
-                    rrx.recv().ok()
-                });
+                // Whom to tell that the reply in hand is written.
+                let waiting = Cell::new(None::<mpsc::Sender<()>>);
+                let served = serve(
+                    s,
+                    idle,
+                    |msg| {
+                        let (reply, rrx) = mpsc::channel();
+                        let (wtx, written) = mpsc::channel();
+                        tx.send((msg, Responder { reply, written })).ok()?;
+                        waiting.set(Some(wtx));
+                        // No reply: the campaign is over.
+                        rrx.recv().ok()
+                    },
+                    || {
+                        if let Some(w) = waiting.take() {
+                            let _ = w.send(());
+                        }
+                    },
+                );
                 open.remove(id);
                 if let Err(e) = &served.end {
                     log(format!(
@@ -240,11 +271,11 @@ pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch)
         match msg {
             AgentMsg::Boot { host, previous } => {
                 let answer = ctl.on_boot(&host, previous)?;
-                let _ = reply.send(answer);
+                reply.answer(answer);
                 deadline = Instant::now() + s.wait_timeout;
             }
             AgentMsg::Acking { cycle, run_id, .. } => {
-                let _ = reply.send(Reply::Ok);
+                reply.answer(Reply::Ok);
                 if ctl.on_acking(cycle, run_id)? {
                     deadline = Instant::now() + s.boot_timeout;
                 }
@@ -441,87 +472,4 @@ fn line(n: u64, of: u64, r: &CycleResult) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn settings(agent: &str) -> Settings {
-        let text = format!(
-            "[campaign]\ncycles = 1\nresults = \"r.jsonl\"\nwait_timeout = \"60s\"\n[target]\nkind = \"host\"\n[agent]\n{agent}\n[power]\ndriver = \"command\"\nscope = \"host\"\noff = \"x\"\non = \"y\"\n"
-        );
-        Settings::parse(&text, std::path::Path::new(".")).unwrap()
-    }
-
-    /// An agent connection may stay silent as long as the controller waits for the host
-    /// (a slow-booting guest's pre-opened connection), never less than the old 30 s.
-    #[test]
-    fn agent_connections_may_idle_as_long_as_a_host_boots() {
-        let s = settings("boot_timeout = \"10m\"");
-        assert_eq!(agent_idle_limit(&s), Duration::from_secs(600 + 60));
-        assert!(agent_idle_limit(&settings("")) >= Duration::from_secs(600));
-        let s = settings("boot_timeout = \"1s\"");
-        assert_eq!(agent_idle_limit(&s), Duration::from_secs(61));
-        let mut s = settings("boot_timeout = \"1s\"");
-        s.wait_timeout = Duration::from_secs(1);
-        assert_eq!(agent_idle_limit(&s), MIN_AGENT_IDLE);
-    }
-
-    /// `[witness] handshake_timeout` reaches the built-in witness, and an idle timeout
-    /// shorter than it no longer cuts a pending handshake first.
-    #[test]
-    fn the_built_in_witness_takes_the_handshake_timeout() {
-        let s = settings("");
-        let default = crate::witness::server::WitnessOptions::default();
-        assert_eq!(
-            s.witness_options().handshake_timeout,
-            default.handshake_timeout
-        );
-        assert!(s.witness_options().quiet);
-        let mut s = settings("");
-        s.witness_handshake_timeout = Some(Duration::from_secs(300));
-        let o = s.witness_options();
-        assert_eq!(o.handshake_timeout, Duration::from_secs(300));
-        assert_eq!(o.idle_timeout, Duration::from_secs(300));
-    }
-
-    /// Past the cap, the oldest silent connection is closed and a new one is served.
-    #[test]
-    fn the_oldest_agent_connection_makes_room_past_the_cap() {
-        use std::io::{Read, Write};
-        let (addr, rx) = listen("127.0.0.1:0", Duration::from_secs(60), true).unwrap();
-        let mut idle: Vec<TcpStream> = (0..MAX_AGENT_CONNECTIONS)
-            .map(|_| TcpStream::connect(&addr).unwrap())
-            .collect();
-        let mut last = TcpStream::connect(&addr).unwrap();
-        idle[0]
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        assert_eq!(
-            idle[0].read(&mut [0u8; 8]).unwrap(),
-            0,
-            "the oldest is closed"
-        );
-        idle[1]
-            .set_read_timeout(Some(Duration::from_millis(200)))
-            .unwrap();
-        assert!(idle[1].read(&mut [0u8; 8]).is_err(), "the others stay open");
-        let replier = std::thread::spawn(move || {
-            let (_, reply) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
-            reply.send(Reply::Ok).unwrap();
-        });
-        let mut boot = Vec::new();
-        crate::campaign::agent_proto::write_line(
-            &mut boot,
-            &AgentMsg::Boot {
-                host: "h".into(),
-                previous: None,
-            },
-        )
-        .unwrap();
-        last.write_all(&boot).unwrap();
-        last.set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let mut got = [0u8; 64];
-        assert!(last.read(&mut got).unwrap() > 0, "the newest is served");
-        replier.join().unwrap();
-    }
-}
+mod tests;

@@ -56,15 +56,20 @@ fn served(idle: Duration) -> (TcpStream, std::thread::JoinHandle<Served>) {
     let (s, _) = l.accept().unwrap();
     let t = std::thread::spawn(move || {
         let mut n = 0;
-        serve(s, idle, move |m| {
-            n += 1;
-            Some(match m {
-                AgentMsg::Boot { .. } => Reply::Stop {
-                    why: format!("message {n}"),
-                },
-                AgentMsg::Acking { .. } => Reply::Ok,
-            })
-        })
+        serve(
+            s,
+            idle,
+            move |m| {
+                n += 1;
+                Some(match m {
+                    AgentMsg::Boot { .. } => Reply::Stop {
+                        why: format!("message {n}"),
+                    },
+                    AgentMsg::Acking { .. } => Reply::Ok,
+                })
+            },
+            || {},
+        )
     });
     (c, t)
 }
