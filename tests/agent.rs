@@ -69,12 +69,25 @@ esac
     }
 
     fn configs(&self, cycles: u64, boot_timeout: &str) -> PathBuf {
+        self.configs_with(cycles, boot_timeout, common::free_port(), None)
+    }
+
+    /// The configs with the controller listening on `ap`; the agent reaches it at
+    /// `agent_controller` (default: `ap` itself).
+    fn configs_with(
+        &self,
+        cycles: u64,
+        boot_timeout: &str,
+        ap: u16,
+        agent_controller: Option<u16>,
+    ) -> PathBuf {
         let d = self.path();
-        let (ap, wp) = (common::free_port(), common::free_port());
+        let wp = common::free_port();
+        let cp = agent_controller.unwrap_or(ap);
         std::fs::write(
             d.join("agent.toml"),
             format!(
-                r#"controller = "127.0.0.1:{ap}"
+                r#"controller = "127.0.0.1:{cp}"
 witness = "127.0.0.1:{wp}"
 state = "{d}/system-disk/agent-state.json"
 controller_wait = "60s"
@@ -162,6 +175,19 @@ timeout = "20s"
         std::fs::read_to_string(self.path().join("agent.log")).unwrap_or_default()
     }
 
+    /// The agent's log once it holds `needle` (or after `within`): the agent runs on
+    /// after the controller's last reply, writing its state file before it logs.
+    fn log_once(&self, needle: &str, within: Duration) -> String {
+        let t0 = Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(needle) || t0.elapsed() > within {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn cycles(&self) -> Vec<Value> {
         std::fs::read_to_string(self.path().join("results.jsonl"))
             .unwrap()
@@ -209,7 +235,7 @@ fn honest_host_passes_every_cycle() {
     }
     assert_eq!(runs.len(), 3, "each cycle is its own run");
     // The agent booted four times (three reports, then "done") and verified each run.
-    let log = h.log();
+    let log = h.log_once("nothing to write", Duration::from_secs(10));
     assert_eq!(log.matches("verifying run").count(), 3, "{log}");
     assert!(log.contains("nothing to write"), "{log}");
     // The state file lives on the "system disk" and no longer names a run.
@@ -238,6 +264,76 @@ fn lying_host_fails() {
     for c in h.cycles().iter().filter(|c| c["verdict"] == "FAIL") {
         assert!(c["loss_window"]["records"].as_u64().unwrap() > 0, "{c}");
     }
+}
+
+/// A serial port as a QEMU guest's agent has it (virtio-serial, issue 13): ONE upstream
+/// connection to the controller, opened before the host boots and kept for the whole
+/// test, and a local listener for the agent whose connections take turns on it, their
+/// bytes back to back (the port cannot tell the controller a connection ended).
+/// Returns the local port; the relay lives as long as the test process.
+fn serial_port_relay(controller: u16) -> u16 {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::{Arc, Mutex};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let up = loop {
+            match TcpStream::connect(("127.0.0.1", controller)) {
+                Ok(s) => break s,
+                Err(_) if t0.elapsed() < Duration::from_secs(30) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => panic!("the relay cannot reach the controller: {e}"),
+            }
+        };
+        // Whatever comes up goes to the agent connection of the moment.
+        let current: Arc<Mutex<Option<TcpStream>>> = Arc::default();
+        let (mut up_r, cur) = (up.try_clone().unwrap(), current.clone());
+        std::thread::spawn(move || {
+            let mut b = [0u8; 4096];
+            while let Ok(n @ 1..) = up_r.read(&mut b) {
+                if let Some(d) = cur.lock().unwrap().as_mut() {
+                    let _ = d.write_all(&b[..n]);
+                }
+            }
+        });
+        let mut up_w = up;
+        for d in l.incoming().flatten() {
+            *current.lock().unwrap() = Some(d.try_clone().unwrap());
+            let mut d = d;
+            let mut b = [0u8; 4096];
+            while let Ok(n @ 1..) = d.read(&mut b) {
+                up_w.write_all(&b[..n]).unwrap();
+            }
+            *current.lock().unwrap() = None;
+        }
+    });
+    port
+}
+
+/// The real agent, every message of every boot through one pre-opened connection: the
+/// controller answers each in order and the campaign runs as with a connection per
+/// message.
+#[test]
+fn agents_sharing_one_preopened_connection_run_a_campaign() {
+    if !common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to run the simulated drive over FUSE",
+    ) {
+        return;
+    }
+    let h = Host::new("honest", None);
+    let ap = common::free_port();
+    let relay = serial_port_relay(ap);
+    let cfg = h.configs_with(2, "30s", ap, Some(relay));
+    let (code, s, err) = h.campaign(&cfg);
+    assert_eq!(code, 0, "{err}\n{}", h.log());
+    assert_eq!(s["passed"], 2, "{s}\n{err}\n{}", h.log());
+    assert!(!err.contains("dropping an agent connection"), "{err}");
+    // Two reports and the final boot, plus two acking messages: all on one connection.
+    assert_eq!(h.log().matches("verifying run").count(), 2, "{}", h.log());
 }
 
 #[test]

@@ -13,7 +13,7 @@
 //!
 //! The agent config is a small TOML file (docs/campaign.md, whole-host mode).
 
-use super::agent_proto::{AgentMsg, PreviousRun, ProtoError, Reply, RunOrder, request};
+use super::agent_proto::{AgentMsg, PreviousRun, ProtoError, Reply, RunOrder, request, retrying};
 use super::results::LastAcked;
 use crate::cycle::{AfterCut, NoAcks, judge, wait_for_acks, write_until_cut};
 use crate::device::{
@@ -352,26 +352,34 @@ pub fn run(o: AgentOptions) -> Result<AgentEnd> {
     }
 }
 
+/// How long the controller has to answer one message (it answers at once; a lost
+/// message or reply is sent again on a fresh connection after this).
+const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long to keep retrying the witness at boot (it may be coming up too).
+const WITNESS_WAIT: Duration = Duration::from_secs(60);
+
+/// Tells each failure while retrying `what`: the first one, then one every 30 s.
+fn teller<E: std::error::Error + 'static>(what: &'static str) -> impl FnMut(&E) {
+    let mut last_said = None::<Instant>;
+    move |e: &E| {
+        if last_said.is_none_or(|t| t.elapsed() > Duration::from_secs(30)) {
+            say(format!("waiting for {what}: {}", error_chain(e)));
+            last_said = Some(Instant::now());
+        }
+    }
+}
+
 /// Sends `msg` until the controller answers (it may start after this host).
 fn ask(cfg: &AgentConfig, msg: &AgentMsg) -> Result<Reply> {
     let wait = cfg.dur(&cfg.controller_wait, "controller_wait")?;
-    let t0 = Instant::now();
-    let mut last_said = None::<Instant>;
-    loop {
-        match request(&cfg.controller, msg, Duration::from_secs(60)) {
-            Ok(r) => return Ok(r),
-            Err(e) => {
-                if t0.elapsed() > wait {
-                    return Err(AgentError::ControllerSilent { wait, source: e });
-                }
-                if last_said.is_none_or(|t| t.elapsed() > Duration::from_secs(30)) {
-                    say(format!("waiting for the controller: {}", error_chain(&e)));
-                    last_said = Some(Instant::now());
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
+    retrying(
+        wait,
+        Duration::from_millis(200),
+        teller("the controller"),
+        || request(&cfg.controller, msg, REPLY_TIMEOUT),
+    )
+    .map_err(|source| AgentError::ControllerSilent { wait, source })
 }
 
 fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
@@ -432,20 +440,17 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
 
 /// The witness may still be coming up too (a shared outage): retry for a minute.
 fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::model::RunLog> {
-    let t0 = Instant::now();
-    loop {
-        match fetch(witness, &RunSelector::Run(run)) {
-            Ok(l) => return Ok(l),
-            Err(e) if t0.elapsed() > Duration::from_secs(60) => {
-                return Err(AgentError::Fetch {
-                    run,
-                    witness: witness.into(),
-                    source: e,
-                });
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(250)),
-        }
-    }
+    retrying(
+        WITNESS_WAIT,
+        Duration::from_millis(250),
+        teller("the witness"),
+        || fetch(witness, &RunSelector::Run(run)),
+    )
+    .map_err(|source| AgentError::Fetch {
+        run,
+        witness: witness.into(),
+        source,
+    })
 }
 
 fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<AgentEnd> {
@@ -484,7 +489,14 @@ fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<AgentEnd> {
         FlushMethod::Fdatasync,
         true,
     );
-    let sender = AckSender::connect(&cfg.witness, &descriptor, ClientOptions::default())?;
+    // A Hello lost with its connection is sent again: the witness takes a repeated Hello
+    // of a run that has no acks yet.
+    let sender = retrying(
+        WITNESS_WAIT,
+        Duration::from_millis(250),
+        teller("the witness"),
+        || AckSender::connect(&cfg.witness, &descriptor, ClientOptions::default()),
+    )?;
     say(format!(
         "cycle {}: run {} -> {} ({} bytes), seed {}; writing until the power is cut",
         o.cycle,

@@ -4,17 +4,30 @@
 //! Why a separate, tiny protocol instead of a new witness message: the witness keeps
 //! promises and must stay minimal; the controller only needs two facts from the host
 //! ("I booted, and here is how the previous run verified"; "the new run is acking").
-//! Each message is one JSON line on its own TCP connection, answered by one JSON line,
-//! so a host that dies mid-conversation leaves nothing half-open to clean up.
+//! Each message is one JSON line, answered by one JSON line. The agent opens a connection
+//! per message, so a host that dies mid-conversation leaves nothing half-open to clean
+//! up; the controller nonetheless serves any number of messages on one connection, in
+//! order, until EOF ([`serve`]), because a guest behind QEMU's virtio-serial reaches it
+//! through ONE host connection that QEMU opens at its start and that carries every guest
+//! connection's bytes in a row (the guest side cannot signal a close).
 //! Format `plugpull-agent/1`, documented in docs/campaign.md.
 
 use crate::model::ReportSummary;
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const FORMAT: &str = "plugpull-agent/1";
+
+/// Longest message line: a peer that never sends a newline cannot exhaust memory.
+const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Once a message's first byte has arrived, how long its newline may take. A message is
+/// a few hundred bytes written at once, so a peer that stops halfway (a host that died
+/// mid-write, a stray client) is dropped after this, however long it was allowed to
+/// stay silent before it began.
+pub const LINE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why a message did not go through.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +40,22 @@ pub enum ProtoError {
     Read(#[source] std::io::Error),
     #[error("the peer closed the connection without answering")]
     Closed,
+    #[error("nothing arrived within {waited:?}")]
+    Silent { waited: Duration },
+    #[error(
+        "a message began but its line did not end within {waited:?} ({bytes} bytes so far): {start}"
+    )]
+    LineTimeout {
+        waited: Duration,
+        bytes: usize,
+        start: String,
+    },
+    #[error(
+        "the connection ended in the middle of a message ({bytes} bytes without a newline): {start}"
+    )]
+    Truncated { bytes: usize, start: String },
+    #[error("a line longer than {MAX_LINE_BYTES} bytes: not a {FORMAT} message")]
+    TooLong,
     #[error("not a {FORMAT} message: {line}")]
     NotOurs {
         line: String,
@@ -124,7 +153,8 @@ struct Envelope<T> {
     body: T,
 }
 
-pub fn write_line<T: Serialize>(s: &mut TcpStream, body: &T) -> Result<()> {
+/// Writes one message as one line.
+pub fn write_line<T: Serialize>(mut s: impl Write, body: &T) -> Result<()> {
     let mut line = serde_json::to_string(&Envelope {
         format: FORMAT.into(),
         body,
@@ -135,36 +165,155 @@ pub fn write_line<T: Serialize>(s: &mut TcpStream, body: &T) -> Result<()> {
     Ok(())
 }
 
-pub fn read_line<T: for<'de> Deserialize<'de>>(s: &TcpStream, timeout: Duration) -> Result<T> {
-    s.set_read_timeout(Some(timeout))?;
-    let mut line = String::new();
-    BufReader::new(s)
-        .take_line(&mut line)
-        .map_err(ProtoError::Read)?;
-    if line.is_empty() {
-        return Err(ProtoError::Closed);
-    }
-    let env: Envelope<T> =
-        serde_json::from_str(line.trim_end()).map_err(|source| ProtoError::NotOurs {
-            line: line.trim_end().to_string(),
-            source,
-        })?;
-    if env.format != FORMAT {
-        return Err(ProtoError::OtherVersion(env.format));
-    }
-    Ok(env.body)
+/// Reads message after message from one connection. Keeps its buffer across messages:
+/// bytes of the next message that arrived with this one are not lost.
+pub struct LineReader {
+    r: BufReader<TcpStream>,
 }
 
-trait TakeLine {
-    fn take_line(&mut self, s: &mut String) -> std::io::Result<usize>;
+impl LineReader {
+    pub fn new(s: TcpStream) -> LineReader {
+        LineReader {
+            r: BufReader::new(s),
+        }
+    }
+
+    pub fn stream(&self) -> &TcpStream {
+        self.r.get_ref()
+    }
+
+    /// The next message: waits up to `idle` for its first byte, then up to `line` for
+    /// its newline. `Ok(None)`: the peer closed the connection between messages.
+    pub fn next<T: for<'de> Deserialize<'de>>(
+        &mut self,
+        idle: Duration,
+        line: Duration,
+    ) -> Result<Option<T>> {
+        let Some(bytes) = self.next_line(idle, line)? else {
+            return Ok(None);
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim_end();
+        let env: Envelope<T> =
+            serde_json::from_str(text).map_err(|source| ProtoError::NotOurs {
+                line: shorten(text),
+                source,
+            })?;
+        if env.format != FORMAT {
+            return Err(ProtoError::OtherVersion(env.format));
+        }
+        Ok(Some(env.body))
+    }
+
+    /// One raw line with its newline, under the two deadlines of [`next`](Self::next).
+    fn next_line(&mut self, idle: Duration, line: Duration) -> Result<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        let mut deadline = Instant::now() + idle;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(self.timed_out(&out, idle, line));
+            }
+            self.r
+                .get_ref()
+                .set_read_timeout(Some(left))
+                .map_err(ProtoError::Read)?;
+            let buf = match self.r.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(self.timed_out(&out, idle, line));
+                }
+                Err(e) => return Err(ProtoError::Read(e)),
+            };
+            if buf.is_empty() {
+                return match out.is_empty() {
+                    true => Ok(None),
+                    false => Err(ProtoError::Truncated {
+                        bytes: out.len(),
+                        start: shorten(&String::from_utf8_lossy(&out)),
+                    }),
+                };
+            }
+            if out.is_empty() {
+                // The message began: the rest must follow promptly.
+                deadline = Instant::now() + line;
+            }
+            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            out.extend_from_slice(&buf[..take]);
+            self.r.consume(take);
+            if done {
+                return Ok(Some(out));
+            }
+            if out.len() > MAX_LINE_BYTES {
+                return Err(ProtoError::TooLong);
+            }
+        }
+    }
+
+    fn timed_out(&self, out: &[u8], idle: Duration, line: Duration) -> ProtoError {
+        if out.is_empty() {
+            ProtoError::Silent { waited: idle }
+        } else {
+            ProtoError::LineTimeout {
+                waited: line,
+                bytes: out.len(),
+                start: shorten(&String::from_utf8_lossy(out)),
+            }
+        }
+    }
 }
 
-impl<R: std::io::Read> TakeLine for BufReader<R> {
-    /// At most 1 MiB: a peer that never sends a newline cannot exhaust memory.
-    fn take_line(&mut self, s: &mut String) -> std::io::Result<usize> {
-        use std::io::Read;
-        self.by_ref().take(1 << 20).read_line(s)
+/// The start of what a peer sent, for a log line.
+fn shorten(s: &str) -> String {
+    const SHOWN_CHARS: usize = 120;
+    match s.char_indices().nth(SHOWN_CHARS) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
     }
+}
+
+/// How one connection served by [`serve`] ended.
+#[derive(Debug)]
+pub struct Served {
+    /// Messages answered.
+    pub messages: u64,
+    /// `Ok`: the peer closed between messages, or the handler stopped; `Err`: why the
+    /// connection was dropped (silence, garbage, a half-written line, a failed write).
+    pub end: Result<()>,
+}
+
+/// The controller's side of one connection: message after message, each answered by
+/// `handle`'s reply in order, until the peer closes, the handler returns `None` (the
+/// campaign is over), or something that is not a whole message arrives. `idle`: how
+/// long the connection may stay silent before each message. `written` is called once
+/// each reply is written (the controller waits for its last reply to leave before it
+/// exits).
+pub fn serve(
+    s: TcpStream,
+    idle: Duration,
+    mut handle: impl FnMut(AgentMsg) -> Option<Reply>,
+    mut written: impl FnMut(),
+) -> Served {
+    let mut messages = 0;
+    let end = (|| {
+        // A reply is small, but a peer that never reads must not hold this thread.
+        s.set_write_timeout(Some(LINE_TIMEOUT))?;
+        let mut r = LineReader::new(s);
+        while let Some(msg) = r.next::<AgentMsg>(idle, LINE_TIMEOUT)? {
+            let Some(reply) = handle(msg) else {
+                return Ok(());
+            };
+            write_line(r.stream(), &reply)?;
+            messages += 1;
+            written();
+        }
+        Ok(())
+    })();
+    Served { messages, end }
 }
 
 /// One request, one reply, on a fresh connection.
@@ -182,55 +331,42 @@ pub fn request(addr: &str, msg: &AgentMsg, timeout: Duration) -> Result<Reply> {
             source,
         }
     })?;
+    // A controller that stops reading must not hold the agent: it retries.
+    s.set_write_timeout(Some(timeout))?;
     write_line(&mut s, msg)?;
-    read_line(&s, timeout)
+    LineReader::new(s)
+        .next(timeout, timeout)?
+        .ok_or(ProtoError::Closed)
+}
+
+/// Calls `f` until it succeeds, pausing `pause` between tries and telling `on_fail` of
+/// each failure; once `wait` has passed since the first try, returns the last error.
+///
+/// Why the agent retries everything it sends: at boot the controller or the witness may
+/// still be coming up (a shared outage), and a connection that dies mid-message (its
+/// peer restarted, a virtio-serial port whose host side reconnects) is answered by a
+/// fresh one. Every try is itself bounded (connect, write and read timeouts), so the
+/// agent never hangs on a dead connection. Resending is safe: the controller answers a
+/// repeated message as it did the first, and the witness takes a repeated Hello of a
+/// run without acks.
+pub fn retrying<T, E>(
+    wait: Duration,
+    pause: Duration,
+    mut on_fail: impl FnMut(&E),
+    mut f: impl FnMut() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    let t0 = Instant::now();
+    loop {
+        match f() {
+            Ok(v) => return Ok(v),
+            Err(e) if t0.elapsed() >= wait => return Err(e),
+            Err(e) => {
+                on_fail(&e);
+                std::thread::sleep(pause);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn messages_round_trip_with_their_tags() {
-        let m = AgentMsg::Acking {
-            cycle: 3,
-            run_id: "ab".into(),
-            acked: 7,
-        };
-        let v = serde_json::to_value(Envelope {
-            format: FORMAT.into(),
-            body: &m,
-        })
-        .unwrap();
-        assert_eq!(v["type"], "acking");
-        assert_eq!(v["format"], FORMAT);
-        let back: Envelope<AgentMsg> = serde_json::from_value(v).unwrap();
-        assert!(matches!(back.body, AgentMsg::Acking { cycle: 3, .. }));
-        let r = serde_json::to_value(Reply::Stop { why: "done".into() }).unwrap();
-        assert_eq!(r["type"], "stop");
-    }
-
-    /// A boot report as agents before the shared summary type wrote it (its fields in
-    /// their old order) still reads, and reads back the same after a round trip.
-    #[test]
-    fn an_old_boot_report_reads() {
-        let old = r#"{"format":"plugpull-agent/1","type":"boot","host":"h","previous":{"cycle":2,"run_id":"ab","verdict":"FAIL","summary":"s","counts":{"intact":1,"lost":2},"acked_records":3,"last_acked":null,"loss_window":{"records":2,"bytes":8192,"ms":1.5},"ordering_holes":1,"dead_device":null,"reattach_ms":4.0,"unsafe_shutdowns_delta":1,"error":null}}"#;
-        let env: Envelope<AgentMsg> = serde_json::from_str(old).unwrap();
-        let AgentMsg::Boot {
-            previous: Some(p), ..
-        } = &env.body
-        else {
-            panic!("not a boot report with a previous run");
-        };
-        assert_eq!(p.report.verdict, crate::model::Verdict::Fail);
-        assert_eq!(p.report.counts.get(crate::model::RecordClass::Lost), 2);
-        assert_eq!(p.report.ordering_holes, 1);
-        assert_eq!(p.acked_records, 3);
-        let again: Envelope<AgentMsg> =
-            serde_json::from_str(&serde_json::to_string(&env).unwrap()).unwrap();
-        assert_eq!(
-            serde_json::to_value(&again).unwrap(),
-            serde_json::to_value(&env).unwrap()
-        );
-    }
-}
+mod tests;

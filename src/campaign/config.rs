@@ -6,6 +6,7 @@
 
 use crate::model::Placement;
 use crate::power::PowerConfig;
+use crate::witness::server::WitnessOptions;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -140,6 +141,12 @@ pub struct WitnessSection {
     /// an address the host under test can reach (default "0.0.0.0:7420" there).
     #[serde(default)]
     pub bind: Option<String>,
+    /// Without `addr`: how long the controller's own witness keeps a connection that has
+    /// not yet sent its Hello or Fetch (`plugpull listen --handshake-timeout`; default
+    /// 5s). A QEMU guest's virtio-serial chardev connects when QEMU starts and sends its
+    /// first frame only after the guest has booted: give it the boot time.
+    #[serde(default)]
+    pub handshake_timeout: Option<String>,
 }
 
 fn d_delay() -> String {
@@ -180,6 +187,8 @@ pub struct Settings {
     pub wait_timeout: Duration,
     /// Whole-host mode: power on → the agent's report.
     pub boot_timeout: Duration,
+    /// `witness.handshake_timeout` for the controller's own witness (None: its default).
+    pub witness_handshake_timeout: Option<Duration>,
     pub record_min: u64,
     pub record_max: u64,
     pub placement: Placement,
@@ -288,6 +297,13 @@ impl Settings {
             None => None,
         };
         check_target_and_power(&file)?;
+        let witness_handshake_timeout = match &file.witness.handshake_timeout {
+            Some(_) if file.witness.addr.is_some() => invalid!(
+                "witness.handshake_timeout applies to the controller's own witness, and witness.addr names another: give that witness `plugpull listen --handshake-timeout` instead"
+            ),
+            Some(t) => Some(dur(t, "witness.handshake_timeout")?),
+            None => None,
+        };
         if c.cycles == 0 {
             invalid!("campaign.cycles must be at least 1");
         }
@@ -304,12 +320,31 @@ impl Settings {
             off: dur(&c.off, "campaign.off")?,
             wait_timeout: dur(&c.wait_timeout, "campaign.wait_timeout")?,
             boot_timeout: dur(&file.agent.boot_timeout, "agent.boot_timeout")?,
+            witness_handshake_timeout,
             record_min,
             record_max,
             placement,
             region,
             file,
         })
+    }
+}
+
+impl Settings {
+    /// How the controller's own witness (no `witness.addr`) runs: quiet, with
+    /// `witness.handshake_timeout` when given. A handshake that may take longer than the
+    /// witness's idle timeout raises that too, since the witness drops a pending
+    /// connection at the shorter of the two.
+    pub fn witness_options(&self) -> WitnessOptions {
+        let mut o = WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        };
+        if let Some(t) = self.witness_handshake_timeout {
+            o.handshake_timeout = t;
+            o.idle_timeout = o.idle_timeout.max(t);
+        }
+        o
     }
 }
 

@@ -10,8 +10,13 @@
 //!
 //! The results file stays the only state: a restarted controller first switches the host
 //! on (it may have died with power off), then takes whatever the agent reports next.
+//!
+//! The agent listener serves each connection until it closes, message after message, and
+//! lets it stay silent as long as the controller waits for the host: a VM's virtio-serial
+//! port connects here when the VM starts and carries everything its guest sends, long
+//! before and long after one message (docs/campaign.md, "Behind QEMU's virtio-serial").
 
-use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, read_line, write_line};
+use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, serve};
 use super::config::Settings;
 use super::context::{Campaign, derive};
 use super::results::{CycleResult, ResultsError, ResultsFile};
@@ -19,9 +24,11 @@ use crate::cycle::cut_delay;
 use crate::exit::error_chain;
 use crate::model::{Placement, Verdict};
 use crate::power::{PowerError, PowerSwitch};
-use crate::witness::server::{Witness, WitnessError, WitnessOptions};
-use std::net::TcpListener;
-use std::sync::mpsc;
+use crate::witness::server::{Witness, WitnessError};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// Why the whole-host campaign could not start or had to stop.
@@ -61,31 +68,130 @@ pub enum HostError {
 
 type Result<T, E = HostError> = std::result::Result<T, E>;
 
-type Incoming = (AgentMsg, mpsc::Sender<Reply>);
+type Incoming = (AgentMsg, Responder);
 
-/// Accepts agent connections: one message each, handed to the campaign loop, whose
-/// reply is written back.
-fn listen(addr: &str) -> Result<(String, mpsc::Receiver<Incoming>)> {
+/// How the campaign loop answers a message: the reply goes to the connection's thread,
+/// which writes it and says so. Waiting for that (briefly) keeps the last reply from
+/// being lost when the campaign then ends and the process exits.
+struct Responder {
+    reply: mpsc::Sender<Reply>,
+    written: mpsc::Receiver<()>,
+}
+
+impl Responder {
+    fn answer(self, r: Reply) {
+        const WRITTEN_WAIT: Duration = Duration::from_secs(5);
+        if self.reply.send(r).is_ok() {
+            let _ = self.written.recv_timeout(WRITTEN_WAIT);
+        }
+    }
+}
+
+/// The least time an agent connection may stay silent before it speaks: what every
+/// connection had before the limit followed the campaign's own timeouts.
+const MIN_AGENT_IDLE: Duration = Duration::from_secs(30);
+
+/// How long an agent connection may stay silent before each message: as long as the
+/// controller itself waits for the host (to boot and report, then to ack). A QEMU guest's
+/// virtio-serial port is connected here when QEMU starts and speaks only once the guest
+/// has booted and verified; a real host connects per message and is not affected.
+pub fn agent_idle_limit(s: &Settings) -> Duration {
+    (s.boot_timeout + s.wait_timeout).max(MIN_AGENT_IDLE)
+}
+
+/// Most agent connections held open at once. A real host has one at a time (a VM one
+/// per serial port); the cap keeps strangers that connect and stay silent, each allowed
+/// to for minutes, from piling up threads.
+const MAX_AGENT_CONNECTIONS: usize = 64;
+
+/// The open agent connections by accept order, so the oldest can be closed when a new
+/// one would pass [`MAX_AGENT_CONNECTIONS`] (the newest is the likeliest to be a host
+/// about to speak; a VM's port that loses its connection makes a new one).
+#[derive(Clone, Default)]
+struct Open(Arc<Mutex<BTreeMap<u64, TcpStream>>>);
+
+impl Open {
+    /// Registers `s` as connection `id`; returns the peer of the oldest one, closed to
+    /// make room, if any.
+    fn add(&self, id: u64, s: &TcpStream) -> Option<String> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Ok(c) = s.try_clone() {
+            m.insert(id, c);
+        }
+        if m.len() <= MAX_AGENT_CONNECTIONS {
+            return None;
+        }
+        let (_, oldest) = m.pop_first()?;
+        let who = peer(&oldest);
+        // Its thread's read returns at once and the thread ends.
+        let _ = oldest.shutdown(Shutdown::Both);
+        Some(who)
+    }
+
+    fn remove(&self, id: u64) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    }
+}
+
+fn peer(s: &TcpStream) -> String {
+    s.peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Accepts agent connections, each on a thread of its own: message after message
+/// (one line each) is handed to the campaign loop, whose reply is written back, in
+/// order, until the agent closes. A connection that sends something else is dropped
+/// with a log line.
+fn listen(addr: &str, idle: Duration, quiet: bool) -> Result<(String, mpsc::Receiver<Incoming>)> {
     let l = TcpListener::bind(addr).map_err(|source| HostError::Listen {
         addr: addr.into(),
         source,
     })?;
     let local = l.local_addr()?.to_string();
     let (tx, rx) = mpsc::channel::<Incoming>();
+    let log = move |m: String| {
+        if !quiet {
+            eprintln!("plugpull campaign: {m}");
+        }
+    };
     std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let tx = tx.clone();
+        let open = Open::default();
+        for (id, s) in (0u64..).zip(l.incoming().flatten()) {
+            if let Some(p) = open.add(id, &s) {
+                log(format!(
+                    "{MAX_AGENT_CONNECTIONS} agent connections are open: closing the oldest, from {p}"
+                ));
+            }
+            let (tx, open) = (tx.clone(), open.clone());
             std::thread::spawn(move || {
-                let mut s = s;
-                let Ok(msg) = read_line::<AgentMsg>(&s, Duration::from_secs(30)) else {
-                    return;
-                };
-                let (rtx, rrx) = mpsc::channel();
-                if tx.send((msg, rtx)).is_err() {
-                    return;
-                }
-                if let Ok(reply) = rrx.recv() {
-                    let _ = write_line(&mut s, &reply);
+                let peer = peer(&s);
+                // Whom to tell that the reply in hand is written.
+                let waiting = Cell::new(None::<mpsc::Sender<()>>);
+                let served = serve(
+                    s,
+                    idle,
+                    |msg| {
+                        let (reply, rrx) = mpsc::channel();
+                        let (wtx, written) = mpsc::channel();
+                        tx.send((msg, Responder { reply, written })).ok()?;
+                        waiting.set(Some(wtx));
+                        // No reply: the campaign is over.
+                        rrx.recv().ok()
+                    },
+                    || {
+                        if let Some(w) = waiting.take() {
+                            let _ = w.send(());
+                        }
+                    },
+                );
+                open.remove(id);
+                if let Err(e) = &served.end {
+                    log(format!(
+                        "dropping an agent connection from {peer} after {} message(s): {}",
+                        served.messages,
+                        error_chain(e)
+                    ));
                 }
             });
         }
@@ -137,7 +243,7 @@ enum Phase {
 /// does not come back.
 pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch) -> Result<()> {
     let s = c.settings;
-    let (agent_addr, rx) = listen(&s.file.agent.listen)?;
+    let (agent_addr, rx) = listen(&s.file.agent.listen, agent_idle_limit(s), c.quiet)?;
     let (witness_addr, own_witness) = witness(s)?;
     let mut ctl = Controller {
         c,
@@ -165,11 +271,11 @@ pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch)
         match msg {
             AgentMsg::Boot { host, previous } => {
                 let answer = ctl.on_boot(&host, previous)?;
-                let _ = reply.send(answer);
+                reply.answer(answer);
                 deadline = Instant::now() + s.wait_timeout;
             }
             AgentMsg::Acking { cycle, run_id, .. } => {
-                let _ = reply.send(Reply::Ok);
+                reply.answer(Reply::Ok);
                 if ctl.on_acking(cycle, run_id)? {
                     deadline = Instant::now() + s.boot_timeout;
                 }
@@ -190,18 +296,11 @@ fn witness(s: &Settings) -> Result<(String, Option<Witness>)> {
     }
     let bind = s.file.witness.bind.as_deref().unwrap_or("0.0.0.0:7420");
     let dir = s.results.with_extension("witness");
-    let w = Witness::start(
-        bind,
-        &dir,
-        WitnessOptions {
-            quiet: true,
-            ..Default::default()
-        },
-    )
-    .map_err(|source| HostError::Witness {
-        bind: bind.into(),
-        source,
-    })?;
+    let w =
+        Witness::start(bind, &dir, s.witness_options()).map_err(|source| HostError::Witness {
+            bind: bind.into(),
+            source,
+        })?;
     Ok((w.addr.to_string(), Some(w)))
 }
 
@@ -371,3 +470,6 @@ fn line(n: u64, of: u64, r: &CycleResult) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -33,7 +33,7 @@ use crate::sim::{Profile, ProfileError, SimDrive};
 use crate::units::UnitError;
 use crate::witness::client::error::ClientError;
 use crate::witness::client::{AckSender, ClientOptions, SenderStats, fetch};
-use crate::witness::server::{Witness, WitnessError, WitnessOptions};
+use crate::witness::server::{Witness, WitnessError};
 use crate::write::engine::Progress;
 use crate::write::plan::{Plan, PlanError};
 use crate::write::run_descriptor;
@@ -264,17 +264,11 @@ fn loopback_witness(settings: &Settings) -> Result<(String, Option<Witness>)> {
         return Ok((a.clone(), None));
     }
     let dir = settings.results.with_extension("witness");
-    let w = Witness::start(
-        "127.0.0.1:0",
-        &dir,
-        WitnessOptions {
-            quiet: true,
-            ..Default::default()
-        },
-    )
-    .map_err(|source| CampaignError::Witness {
-        dir: dir.clone(),
-        source,
+    let w = Witness::start("127.0.0.1:0", &dir, settings.witness_options()).map_err(|source| {
+        CampaignError::Witness {
+            dir: dir.clone(),
+            source,
+        }
     })?;
     Ok((w.addr.to_string(), Some(w)))
 }
