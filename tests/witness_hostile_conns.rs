@@ -299,3 +299,39 @@ fn fetch_has_room_when_writers_fill_the_cap() {
     assert_eq!(got.acks.len(), 10);
     drop((a, b));
 }
+
+/// `--handshake-timeout` is how long a connection may wait for its Hello or Fetch, even
+/// when `--idle-timeout` is shorter: QEMU's virtio-serial chardevs (the lab, issue 13)
+/// connect at start and speak only once the guest has booted. The witness used the
+/// shorter of the two, so `--handshake-timeout 1h` still dropped them after 60 s.
+#[test]
+fn a_silent_connection_waits_for_the_handshake_timeout_not_the_idle_timeout() {
+    let w = Witness::start(false, &["--handshake-timeout", "3s", "--idle-timeout", "1s"]);
+    let mut s = TcpStream::connect(&w.addr).unwrap();
+    let t0 = Instant::now();
+    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    let mut buf = [0u8; 4096];
+    // Past the idle timeout, within the handshake timeout: still open.
+    std::thread::sleep(Duration::from_millis(1800));
+    match s.read(&mut buf) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+        other => panic!(
+            "closed after {:?}, before --handshake-timeout 3s: {other:?}\n{}",
+            t0.elapsed(),
+            tail(&w.log())
+        ),
+    }
+    // And closed once the handshake timeout is over, saying why.
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_millis(2900), "closed after {waited:?}");
+    assert!(waited < Duration::from_secs(6), "still open after {waited:?}");
+    assert!(
+        w.log().contains("no handshake within 3s"),
+        "{}",
+        tail(&w.log())
+    );
+}

@@ -310,11 +310,9 @@ pub(super) fn gate_loop(sh: Arc<Shared>, listener: TcpListener) {
     let mut pending: VecDeque<Pending> = VecDeque::new();
     let mut scratch = vec![0u8; HANDSHAKE_BUF_BYTES];
     let mut fds: Vec<libc::pollfd> = Vec::new();
-    let limit = sh
-        .opts
-        .handshake_timeout
-        .min(sh.opts.idle_timeout)
-        .max(Duration::from_millis(1));
+    // The handshake timeout alone: a shorter idle timeout must not cut it (QEMU's
+    // chardevs connect at start and speak once the guest has booted; issue 13).
+    let limit = sh.opts.handshake_timeout.max(Duration::from_millis(1));
     loop {
         if sh.stop.load(Ordering::SeqCst) {
             return;
