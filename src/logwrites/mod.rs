@@ -135,32 +135,29 @@ pub struct ReplaySummary {
 }
 
 impl ReplaySummary {
-    /// The summary line.
+    /// The summary line: `replayed 412 durable points (412 PASS as expected), 20 drop
+    /// states (10 FAIL, 10 PASS as expected): 0 disagreements`; with disagreements the
+    /// parentheses say how many were as expected.
     pub fn line(&self) -> String {
-        let verdicts: Vec<String> = self
-            .point_verdicts
-            .iter()
-            .map(|(v, n)| format!("{n} {v}"))
-            .collect();
-        let drops: Vec<String> = self
-            .drop_expected
-            .iter()
-            .map(|(v, n)| format!("{n} {v}"))
-            .collect();
+        let drop_verdicts: BTreeMap<&'static str, usize> =
+            self.drops.iter().fold(BTreeMap::new(), |mut m, d| {
+                *m.entry(d.verdict.name()).or_insert(0) += 1;
+                m
+            });
         format!(
-            "replayed {} durable points ({} as expected), {} drop states ({} as expected): {} disagreements",
+            "replayed {} durable points ({}), {} drop states ({}): {} disagreements",
             self.durable_points,
-            if verdicts.is_empty() {
-                "none".into()
-            } else {
-                verdicts.join(", ")
-            },
+            tally(
+                &self.point_verdicts,
+                self.durable_points_as_expected,
+                self.durable_points
+            ),
             self.drop_states,
-            if drops.is_empty() {
-                "none".into()
-            } else {
-                drops.join(", ")
-            },
+            tally(
+                &drop_verdicts,
+                self.drop_states_as_expected,
+                self.drop_states
+            ),
             self.disagreements
         )
     }
@@ -177,6 +174,19 @@ impl ReplaySummary {
         out.push_str(&self.line());
         out.push('\n');
         out
+    }
+}
+
+/// "2 FAIL, 3 PASS as expected", or "2 FAIL, 3 PASS; 3 as expected" when some were not.
+fn tally(verdicts: &BTreeMap<&'static str, usize>, as_expected: usize, total: usize) -> String {
+    if total == 0 {
+        return "none".into();
+    }
+    let list: Vec<String> = verdicts.iter().map(|(v, n)| format!("{n} {v}")).collect();
+    if as_expected == total {
+        format!("{} as expected", list.join(", "))
+    } else {
+        format!("{}; {as_expected} as expected", list.join(", "))
     }
 }
 
