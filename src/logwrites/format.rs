@@ -252,6 +252,19 @@ impl<R: Read> LogReader<R> {
     }
 }
 
+impl<R: Read> LogReader<R> {
+    /// After the counted entries: whether the next sector reads as one more entry. The
+    /// kernel rewrites the super block's count only at FUA writes, marks and `dmsetup
+    /// remove`, so a log taken from a target that was not removed cleanly holds more
+    /// entries than it counts; they are not replayed, and the caller says so.
+    pub fn entry_follows(&mut self) -> bool {
+        if self.failed || self.next < self.sup.nr_entries {
+            return false;
+        }
+        self.read_entry().is_ok()
+    }
+}
+
 impl<R: Read> Iterator for LogReader<R> {
     type Item = Result<Entry, FormatError>;
     fn next(&mut self) -> Option<Self::Item> {

@@ -351,6 +351,12 @@ fn summarise(
             first.seq
         ));
     }
+    if pass.uncounted_entries {
+        notes.push(format!(
+            "more entries follow the {} the log's super block counts; they were not replayed: the kernel writes the final count at `dmsetup remove` (and at FUA writes and marks), so remove the target before reading its log",
+            pass.entries
+        ));
+    }
     if o.drops > 0 && states.len() < o.drops as usize {
         notes.push(format!(
             "{} of {} drop states found candidates (an acked drop needs a durable write of an acked record; an unacked drop a write after the last durable point)",

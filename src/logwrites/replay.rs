@@ -48,6 +48,9 @@ pub struct MainPass {
     pub disagreements: Vec<String>,
     pub judge_ms: f64,
     pub bytes_read: u64,
+    /// More entries follow the ones the super block counts (see
+    /// `LogReader::entry_follows`).
+    pub uncounted_entries: bool,
 }
 
 /// The verdict an honest replay must get for `acks` acknowledged records: PASS, or
@@ -86,7 +89,7 @@ pub enum PassError {
 
 /// Replays every entry of `reader` into `image`, judging each durable point.
 pub fn main_pass<R: Read>(
-    reader: LogReader<R>,
+    mut reader: LogReader<R>,
     image: &ScratchImage,
     descriptor: &RunDescriptor,
     witness_acks: &[Ack],
@@ -111,8 +114,9 @@ pub fn main_pass<R: Read>(
         disagreements: vec![],
         judge_ms: 0.0,
         bytes_read: 0,
+        uncounted_entries: false,
     };
-    for e in reader {
+    for e in reader.by_ref() {
         let e: Entry = e.map_err(PassError::Format)?;
         pass.entries += 1;
         count(&mut pass, &e);
@@ -168,6 +172,7 @@ pub fn main_pass<R: Read>(
         .map(|i| witness_acks[i])
         .collect();
     pass.unacked_sectors = tracker.unacked_sectors;
+    pass.uncounted_entries = reader.entry_follows();
     pass.writes = std::mem::take(&mut tracker.writes);
     pass.bytes_read = judge.bytes_read;
     pass.acks = judge.acks;

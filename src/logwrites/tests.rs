@@ -78,6 +78,13 @@ fn entries_past_the_count_are_not_read() {
     let mut bytes = enc.finish();
     bytes[16..24].copy_from_slice(&1u64.to_le_bytes());
     assert_eq!(all(&bytes).unwrap().len(), 1);
+    // ... but the reader can tell one follows (a target not removed cleanly).
+    let mut r = reader(&bytes).unwrap();
+    assert!(r.by_ref().all(|e| e.is_ok()));
+    assert!(r.entry_follows());
+    let mut whole = reader(&bytes[..bytes.len() - 512]).unwrap();
+    assert!(whole.by_ref().all(|e| e.is_ok()));
+    assert!(!whole.entry_follows());
 }
 
 fn err_text(bytes: &[u8]) -> String {
