@@ -259,3 +259,23 @@ fn a_lab_sized_log_replays_in_seconds() {
         fj["judge_bytes_read"].as_u64().unwrap() / points as u64
     );
 }
+
+#[test]
+fn replay_has_help_a_man_page_and_completions() {
+    let o = run(["replay", "--help"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(
+        o.stdout.contains("--drops") && o.stdout.contains("--full-verify"),
+        "{o:?}"
+    );
+    let o = run(["completions", "bash"]);
+    assert!(o.stdout.contains("replay") && o.stdout.contains("--scratch-dir"));
+    let d = tempfile::tempdir().unwrap();
+    let o = run(["man", "--dir", d.path().to_str().unwrap()]);
+    assert_eq!(o.code, 0, "{o:?}");
+    let page = std::fs::read_to_string(d.path().join("plugpull-replay.1")).unwrap();
+    assert!(page.contains(".TH") && page.contains("drops"));
+    // Neither --witness nor --acks: a usage error.
+    let o = run(["replay", "x.log"]);
+    assert_eq!(o.code, 2, "{o:?}");
+}
