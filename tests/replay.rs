@@ -279,3 +279,48 @@ fn replay_has_help_a_man_page_and_completions() {
     let o = run(["replay", "x.log"]);
     assert_eq!(o.code, 2, "{o:?}");
 }
+
+/// Logs a real kernel wrote (tests/data/replay/README.md): the format read byte for byte,
+/// every durable point PASS, drop states as expected.
+#[test]
+fn logs_from_a_real_kernel_replay_with_no_disagreement() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/replay");
+    let scratch = tempfile::tempdir().unwrap();
+    for (name, sector_bytes, fua_writes, points) in [
+        ("kernel-fdatasync-512", 512, 0, 6),
+        ("kernel-dsync-4k", 4096, 6, 12),
+    ] {
+        let o = run([
+            "replay",
+            data.join(format!("{name}.log")).to_str().unwrap(),
+            "--acks",
+            data.join(format!("{name}.acks")).to_str().unwrap(),
+            "--scratch-dir",
+            scratch.path().to_str().unwrap(),
+            "--drops",
+            "6",
+            "--seed",
+            "1",
+            "--json",
+        ]);
+        assert_eq!(o.code, 0, "{name}: {o:?}");
+        let j = o.json();
+        assert_eq!(j["sector_bytes"], sector_bytes, "{name}");
+        assert_eq!(j["entries"], 15, "{name}");
+        assert_eq!(j["discards"], 1, "{name}");
+        assert_eq!(j["fua_writes"], fua_writes, "{name}");
+        assert_eq!(
+            j["marks"],
+            serde_json::json!(["start", "dm-log-writes-end"]),
+            "{name}"
+        );
+        assert_eq!(j["acks"], 6, "{name}");
+        assert_eq!(j["acks_durable_in_log"], 6, "{name}");
+        assert_eq!(j["durable_points"], points, "{name}");
+        assert_eq!(j["point_verdicts"]["PASS"], points, "{name}");
+        assert_eq!(j["disagreements"], 0, "{name}");
+        assert_eq!(j["drop_expected"]["FAIL"], 3, "{name}");
+    }
+    // The scratch image is gone.
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+}
