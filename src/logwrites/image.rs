@@ -17,6 +17,8 @@ pub struct ScratchImage {
     file: Arc<File>,
     size_bytes: u64,
     base: Option<PathBuf>,
+    /// The data device's end: `size_bytes`, or the base image's length if longer.
+    limit_bytes: u64,
 }
 
 impl ScratchImage {
@@ -42,13 +44,15 @@ impl ScratchImage {
                 return Err(e);
             }
         };
-        let img = ScratchImage {
+        let mut img = ScratchImage {
             dir,
             file: Arc::new(file),
             size_bytes,
             base: base.map(Path::to_path_buf),
+            limit_bytes: size_bytes,
         };
         img.reset()?;
+        img.limit_bytes = img.file.metadata()?.len();
         Ok(img)
     }
 
@@ -56,8 +60,18 @@ impl ScratchImage {
     pub fn reset(&self) -> io::Result<()> {
         self.file.set_len(0)?;
         if let Some(base) = &self.base {
+            // At explicit offsets: the file's cursor is wherever the last reset left it.
             let mut from = File::open(base)?;
-            io::copy(&mut from, &mut &*self.file)?;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut at = 0u64;
+            loop {
+                let n = io::Read::read(&mut from, &mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                self.file.write_all_at(&buf[..n], at)?;
+                at += n as u64;
+            }
         }
         if self.file.metadata()?.len() < self.size_bytes {
             self.file.set_len(self.size_bytes)?;
@@ -66,7 +80,21 @@ impl ScratchImage {
     }
 
     /// Applies a write (its data) or a discard (zeroes); flushes and marks change nothing.
+    /// An entry past the end of the data device (the run's target size, or the base
+    /// image's) is refused: the log is not of this run's device.
     pub fn apply(&self, e: &Entry) -> io::Result<()> {
+        if (e.is_write() || e.is_discard()) && e.offset.saturating_add(e.len) > self.limit_bytes {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "log entry {} writes bytes {}..{}, past the end of the data device ({} bytes: the run's target, or --base): is this the log of that device?",
+                    e.index,
+                    e.offset,
+                    e.offset.saturating_add(e.len),
+                    self.limit_bytes
+                ),
+            ));
+        }
         if e.is_write() {
             self.file.write_all_at(&e.data, e.offset)
         } else if e.is_discard() {

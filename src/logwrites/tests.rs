@@ -281,8 +281,12 @@ fn writes_after_the_last_flush_are_not_acked_and_an_unflushed_record_never_is() 
 /// written it: garbage over an acked record, a discard, and a re-write of an older
 /// record's bytes (stale data).
 fn busy_log(f: &mut Fixture, damage: bool) -> Vec<u8> {
+    busy_log_shares(f, damage, 64 * 1024)
+}
+
+/// [`busy_log`] with each stream's share `share` bytes long (far apart: separate scans).
+fn busy_log_shares(f: &mut Fixture, damage: bool, share: u64) -> Vec<u8> {
     let mut enc = LogEncoder::new(512);
-    let share = 64 * 1024u64;
     let mut at = [0u64, 0];
     let mut old: Option<(u64, Vec<u8>)> = None;
     for seq in 0..60u64 {
@@ -328,9 +332,9 @@ fn busy_log(f: &mut Fixture, damage: bool) -> Vec<u8> {
 
 #[test]
 fn the_incremental_judge_agrees_with_a_whole_verify_at_every_point() {
-    for damage in [false, true] {
-        let mut f = Fixture::new(1 << 20, 2);
-        let log = busy_log(&mut f, damage);
+    for (damage, share) in [(false, 64 << 10), (true, 64 << 10), (true, 4 << 20)] {
+        let mut f = Fixture::new(8 << 20, 2);
+        let log = busy_log_shares(&mut f, damage, share);
         let fast = f.pass(&log, false);
         let whole = f.pass(&log, true);
         let key = |p: &MainPass| -> Vec<(u64, usize, Verdict, u64, u64)> {
@@ -339,7 +343,7 @@ fn the_incremental_judge_agrees_with_a_whole_verify_at_every_point() {
                 .map(|x| (x.entry, x.acks, x.verdict, x.failed, x.intact))
                 .collect()
         };
-        assert_eq!(key(&fast), key(&whole), "damage {damage}");
+        assert_eq!(key(&fast), key(&whole), "damage {damage}, share {share}");
         assert!(fast.points.len() > 30);
         if damage {
             assert!(fast.points.iter().any(|p| p.verdict == Verdict::Fail));
@@ -400,4 +404,64 @@ fn drop_states_fail_where_an_acked_write_is_left_out_and_pass_otherwise() {
         plans.iter().map(|p| p.dropped.clone()).collect::<Vec<_>>(),
         again.iter().map(|p| p.dropped.clone()).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn mangled_logs_never_panic_the_reader_or_the_replay() {
+    let mut f = Fixture::new(1 << 20, 2);
+    let good = busy_log(&mut f, false);
+    let mut rng = crate::rng::Rng::new(9);
+    for _ in 0..100 {
+        let mut v = good.clone();
+        for _ in 0..1 + rng.below(4) {
+            let at = rng.below(4096.min(v.len() as u64)) as usize;
+            v[at] = rng.next_u64() as u8;
+        }
+        if rng.chance(0.3) {
+            v.truncate(rng.below(v.len() as u64) as usize);
+        }
+        let Ok(r) = reader(&v) else { continue };
+        let image = ScratchImage::create(&std::env::temp_dir(), 1 << 20, None).unwrap();
+        let _ = main_pass(
+            r,
+            &image,
+            &f.descriptor,
+            &f.acks,
+            false,
+            Duration::from_secs(30),
+        );
+    }
+}
+
+#[test]
+fn a_base_image_is_the_start_state_and_writes_past_the_device_are_refused() {
+    let dir = std::env::temp_dir().join(format!("plugpull-base-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = dir.join("base");
+    std::fs::write(&base, vec![0x33u8; 8192]).unwrap();
+    let img = ScratchImage::create(&dir, 16384, Some(&base)).unwrap();
+    let mut enc = LogEncoder::new(512);
+    enc.write(512, &[0x44u8; 512], false);
+    enc.discard(1024, 512);
+    enc.write(16384, &[1u8; 512], false);
+    let es = all(&enc.finish()).unwrap();
+    img.apply(&es[0]).unwrap();
+    img.apply(&es[1]).unwrap();
+    let e = img.apply(&es[2]).unwrap_err().to_string();
+    assert!(e.contains("past the end of the data device"), "{e}");
+    let bytes = std::fs::read(img.path()).unwrap();
+    assert_eq!(bytes.len(), 16384);
+    assert!(bytes[..512].iter().all(|&b| b == 0x33));
+    assert!(bytes[512..1024].iter().all(|&b| b == 0x44));
+    assert!(bytes[1024..1536].iter().all(|&b| b == 0));
+    assert!(bytes[1536..8192].iter().all(|&b| b == 0x33));
+    assert!(bytes[8192..].iter().all(|&b| b == 0));
+    img.reset().unwrap();
+    assert!(
+        std::fs::read(img.path()).unwrap()[512..1024]
+            .iter()
+            .all(|&b| b == 0x33)
+    );
+    drop(img);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
