@@ -171,6 +171,9 @@ impl ReplaySummary {
         for d in &self.disagreement_lines {
             out.push_str(&format!("DISAGREEMENT: {d}\n"));
         }
+        if self.drop_states > 0 {
+            out.push_str(&format!("drop states chosen with --seed {}\n", self.seed));
+        }
         out.push_str(&self.line());
         out.push('\n');
         out
