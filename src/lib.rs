@@ -9,6 +9,7 @@ pub mod demo;
 pub mod device;
 pub mod exit;
 pub mod latency;
+pub mod logwrites;
 pub mod model;
 pub mod power;
 pub mod record;

@@ -41,6 +41,8 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Copy a run's ack log from the witness into a file (for `verify --acks`).
     Fetch(FetchArgs),
+    /// Replay a dm-log-writes log of a run to every flush and verify each crash state.
+    Replay(ReplayArgs),
     /// Measure the flush-latency fingerprint of TARGET.
     Bench(BenchArgs),
     /// Serve a simulated drive with a volatile cache and fault profiles over FUSE.
@@ -256,6 +258,51 @@ pub struct VerifyArgs {
     /// a misdirected write that landed outside that span is found (slower on big regions).
     #[arg(long)]
     pub scan_region: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReplayArgs {
+    /// The dm-log-writes log device, or a file holding its bytes (docs/replay.md).
+    pub log: PathBuf,
+    /// Fetch the run's acks from this witness, HOST:PORT.
+    #[arg(long, required_unless_present = "acks", conflicts_with = "acks")]
+    pub witness: Option<String>,
+    /// Read the acks from a log file (a witness log or `plugpull fetch` output).
+    #[arg(long)]
+    pub acks: Option<PathBuf>,
+    /// The witness's pre-shared key file, to authenticate the acks.
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
+    /// The run (32 hex digits); default: the run of the newest plugpull stamp in the
+    /// log's writes.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// The data device's contents before the log's first write; default: zeroes of the
+    /// run's target size.
+    #[arg(long, value_name = "IMAGE")]
+    pub base: Option<PathBuf>,
+    /// Also judge N states with writes left out: half leave out a write an ack depends
+    /// on (expected FAIL, naming the record), half only writes after the last flush
+    /// (expected PASS).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub drops: u32,
+    /// Seed for choosing the drop states; default: random (printed in the JSON).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Judge every durable point with a whole verify rather than re-reading only the
+    /// records that changed (slow on long logs; the reference for the fast path).
+    #[arg(long)]
+    pub full_verify: bool,
+    /// Directory for the scratch image (a sparse file, removed at the end); default:
+    /// the system's temporary directory ($TMPDIR).
+    #[arg(long, value_name = "DIR")]
+    pub scratch_dir: Option<PathBuf>,
+    /// A read of the scratch image slower than this counts as unreadable (as in verify).
+    #[arg(long, value_parser = duration, default_value = "30s")]
+    pub read_timeout: Duration,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -13,6 +13,7 @@ pub mod demo;
 pub mod fetch;
 pub mod listen;
 pub mod man;
+pub mod replay;
 pub mod report;
 pub mod simdrive;
 pub mod soak;
@@ -28,6 +29,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Write(a) => write::run(a),
         Command::Verify(a) => verify::run(a),
         Command::Fetch(a) => fetch::run(a),
+        Command::Replay(a) => replay::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Simdrive(a) => simdrive::run(a),
         Command::Demo(a) => demo::run(a),

@@ -57,19 +57,7 @@ pub fn verify_device_with_progress(
         also,
         progress,
     );
-    let classes: Vec<RecordClass> = acks
-        .iter()
-        .zip(&result.tallies)
-        .map(|(a, t)| {
-            classify_record(
-                t,
-                result
-                    .found_elsewhere
-                    .contains_key(&(a.record.stream, a.record.seq)),
-            )
-        })
-        .collect();
-    let mut report = judge::judge(acks, &classes, &result.tallies, &result.found_elsewhere);
+    let (mut report, classes) = judge_tallies(acks, &result.tallies, &result.found_elsewhere);
     if let Some(range) = result.timed_out {
         judge::timed_out(&mut report, acks, &classes, range, read_timeout);
     }
@@ -79,6 +67,29 @@ pub fn verify_device_with_progress(
     report.run = Some(log.descriptor.clone());
     report.note_log_damage(crate::witness::store::checker::damage_details(log));
     report
+}
+
+/// The report (and each record's class) from what a scan found for each ack: the
+/// classify and judge half of [`verify_device`], for callers that scan in pieces
+/// (`scan::scan_selected`; `plugpull replay` keeps the tallies of records nothing
+/// touched since the last state it judged).
+pub fn judge_tallies(
+    acks: &[crate::model::Ack],
+    tallies: &[classify::SectorTally],
+    found_elsewhere: &judge::FoundElsewhere,
+) -> (Report, Vec<RecordClass>) {
+    let classes: Vec<RecordClass> = acks
+        .iter()
+        .zip(tallies)
+        .map(|(a, t)| {
+            classify_record(
+                t,
+                found_elsewhere.contains_key(&(a.record.stream, a.record.seq)),
+            )
+        })
+        .collect();
+    let report = judge::judge(acks, &classes, tallies, found_elsewhere);
+    (report, classes)
 }
 
 /// `plugpull verify`: loads the run, judges the target (or reports it dead), prints the

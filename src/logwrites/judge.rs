@@ -1,0 +1,174 @@
+//! Judging replayed states one after another with verify's own scan, classify and judge,
+//! re-reading only what changed. Why this is the same verdict as a whole verify: a
+//! record's class depends only on its own sectors' bytes and on which later acks cover
+//! them (`verify::scan::visible_ranges`). Between two durable points, only records whose
+//! bytes a write or discard touched, the newly acked ones, and records those overlap can
+//! change; every other record keeps the tally it had. Those are re-scanned
+//! (`verify::scan::scan_selected`) together with every ack overlapping them, so their
+//! visibility is decided as in a whole scan; then `verify::judge_tallies` judges the whole
+//! set. `full` judges every state with `verify::verify_device` instead (the reference
+//! the tests compare against).
+
+use crate::device::Device;
+use crate::model::{Ack, RunDescriptor, RunLog};
+use crate::verify::classify::SectorTally;
+use crate::verify::report::Report;
+use crate::verify::{judge_tallies, scan, verify_device};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Records further apart than this are scanned in separate passes, so two streams'
+/// shares far apart on the device do not make one scan read everything between them.
+const CLUSTER_GAP_BYTES: u64 = 256 << 10;
+
+pub struct PointJudge {
+    descriptor: RunDescriptor,
+    /// The acks judged so far, in the order they became ackable; only ever appended.
+    pub acks: Vec<Ack>,
+    tallies: Vec<SectorTally>,
+    /// Ack indexes by record offset, to find the acks overlapping a range.
+    by_offset: BTreeMap<u64, Vec<usize>>,
+    max_len: u64,
+    /// Byte ranges written or discarded since the last judged state.
+    dirty: Vec<(u64, u64)>,
+    /// Acks added since the last judged state.
+    fresh: Vec<usize>,
+    full: bool,
+    read_timeout: Duration,
+    /// Bytes read by scans (what judging cost).
+    pub bytes_read: u64,
+}
+
+impl PointJudge {
+    pub fn new(descriptor: RunDescriptor, full: bool, read_timeout: Duration) -> PointJudge {
+        PointJudge {
+            descriptor,
+            acks: vec![],
+            tallies: vec![],
+            by_offset: BTreeMap::new(),
+            max_len: 0,
+            dirty: vec![],
+            fresh: vec![],
+            full,
+            read_timeout,
+            bytes_read: 0,
+        }
+    }
+
+    /// Bytes the replay changed on the image.
+    pub fn note_dirty(&mut self, offset: u64, len: u64) {
+        if len > 0 {
+            self.dirty.push((offset, offset.saturating_add(len)));
+        }
+    }
+
+    /// Acks the writer could have received by now, on top of the earlier ones.
+    pub fn add(&mut self, acks: impl IntoIterator<Item = Ack>) {
+        for a in acks {
+            let i = self.acks.len();
+            self.max_len = self.max_len.max(a.record.len_bytes());
+            self.by_offset.entry(a.record.offset).or_default().push(i);
+            self.acks.push(a);
+            self.tallies.push(SectorTally::default());
+            self.fresh.push(i);
+        }
+    }
+
+    /// Acks whose records overlap [s, e).
+    fn overlapping(&self, s: u64, e: u64, out: &mut Vec<usize>) {
+        let from = s.saturating_sub(self.max_len.saturating_sub(1));
+        for ids in self.by_offset.range(from..e).map(|(_, v)| v) {
+            out.extend(
+                ids.iter()
+                    .copied()
+                    .filter(|&i| self.acks[i].record.end() > s),
+            );
+        }
+    }
+
+    /// Judges the image as it is now against the acks added so far.
+    pub fn judge(&mut self, dev: &Arc<dyn Device>) -> Report {
+        if self.full {
+            self.dirty.clear();
+            self.fresh.clear();
+            let log = self.log(self.acks.clone());
+            let r = verify_device(dev.clone(), &log, self.read_timeout);
+            self.bytes_read += r.bytes_read;
+            return r;
+        }
+        // New acks, and the older ones whose visible sectors they may hide.
+        let mut targets: Vec<usize> = std::mem::take(&mut self.fresh);
+        for k in 0..targets.len() {
+            let r = self.acks[targets[k]].record;
+            self.overlapping(r.offset, r.end(), &mut targets);
+        }
+        // Records whose bytes changed.
+        for (s, e) in std::mem::take(&mut self.dirty) {
+            self.overlapping(s, e, &mut targets);
+        }
+        targets.sort_unstable();
+        targets.dedup();
+        let mut found = HashMap::new();
+        for cluster in self.clusters(&targets) {
+            self.rescan(dev, &cluster, &mut found);
+        }
+        let (mut report, _) = judge_tallies(&self.acks, &self.tallies, &found);
+        report.run = Some(self.descriptor.clone());
+        report
+    }
+
+    /// `targets` (sorted by index) split into groups close together on the device.
+    fn clusters(&self, targets: &[usize]) -> Vec<Vec<usize>> {
+        let mut by_off: Vec<usize> = targets.to_vec();
+        by_off.sort_by_key(|&i| self.acks[i].record.offset);
+        let mut out: Vec<Vec<usize>> = vec![];
+        let mut end = 0u64;
+        for i in by_off {
+            let r = &self.acks[i].record;
+            match out.last_mut() {
+                Some(c) if r.offset <= end.saturating_add(CLUSTER_GAP_BYTES) => c.push(i),
+                _ => out.push(vec![i]),
+            }
+            end = end.max(r.end());
+        }
+        out
+    }
+
+    /// Re-scans the records of `cluster` (ack indexes) with every ack overlapping them.
+    fn rescan(
+        &mut self,
+        dev: &Arc<dyn Device>,
+        cluster: &[usize],
+        found: &mut HashMap<(u16, u64), u64>,
+    ) {
+        let mut with: Vec<usize> = cluster.to_vec();
+        for &i in cluster {
+            let r = self.acks[i].record;
+            self.overlapping(r.offset, r.end(), &mut with);
+        }
+        with.sort_unstable();
+        with.dedup();
+        let sub: Vec<Ack> = with.iter().map(|&i| self.acks[i]).collect();
+        let selected: Vec<usize> = cluster
+            .iter()
+            .map(|i| with.binary_search(i).expect("a target is in its own set"))
+            .collect();
+        let run = self.descriptor.run_id;
+        let result = scan::scan_selected(dev.clone(), run, &sub, &selected, self.read_timeout);
+        self.bytes_read += result.bytes_read;
+        for &k in &selected {
+            self.tallies[with[k]] = result.tallies[k];
+        }
+        found.extend(result.found_elsewhere);
+    }
+
+    /// A run log holding `acks`, for a whole verify of a state.
+    pub fn log(&self, acks: Vec<Ack>) -> RunLog {
+        RunLog {
+            descriptor: self.descriptor.clone(),
+            acks,
+            events: vec![],
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The main pass: every entry of the log applied to the scratch image in order, and the
+//! image judged at every durable point against the acks the writer could have received
+//! by then (`track`). Why one image, incrementally: a state is the previous one plus one
+//! entry, so replaying each from the start would cost the log's length per state.
+
+use super::format::{Entry, FormatError, LogReader};
+use super::image::ScratchImage;
+use super::judge::PointJudge;
+use super::track::{Tracker, WriteInfo};
+use crate::model::{Ack, RecordClass, RunDescriptor, Verdict};
+use crate::verify::report::Report;
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+/// One judged durable point.
+#[derive(Clone, Debug)]
+pub struct Point {
+    /// The log entry (a flush or a FUA write) after which the state was judged.
+    pub entry: u64,
+    /// How many acks were judged: the first `acks` of [`MainPass::acks`].
+    pub acks: usize,
+    pub expected: Verdict,
+    pub verdict: Verdict,
+    /// Acked records in a failure class, and intact ones (what the tests compare
+    /// between the incremental and the whole judge).
+    pub failed: u64,
+    pub intact: u64,
+}
+
+/// What the main pass found, and what the drop states need from it.
+pub struct MainPass {
+    pub points: Vec<Point>,
+    /// Acks in the order they became ackable.
+    pub acks: Vec<Ack>,
+    /// Per witness ack: the durable point from which it is ackable.
+    pub ackable_at: Vec<Option<usize>>,
+    pub writes: Vec<WriteInfo>,
+    pub entries: u64,
+    pub flushes: u64,
+    pub fua_writes: u64,
+    pub discards: u64,
+    pub marks: Vec<String>,
+    /// Acks of the run the log never made durable.
+    pub never_durable: Vec<Ack>,
+    /// Sectors of the run in the log that belong to no ack.
+    pub unacked_sectors: u64,
+    /// One line per durable point whose verdict disagrees with the expectation.
+    pub disagreements: Vec<String>,
+    pub judge_ms: f64,
+    pub bytes_read: u64,
+    /// More entries follow the ones the super block counts (see
+    /// `LogReader::entry_follows`).
+    pub uncounted_entries: bool,
+}
+
+/// The verdict an honest replay must get for `acks` acknowledged records: PASS, or
+/// INCONCLUSIVE while the writer can have received no ack yet.
+pub fn expected_for(acks: usize) -> Verdict {
+    if acks == 0 {
+        Verdict::Inconclusive
+    } else {
+        Verdict::Pass
+    }
+}
+
+/// "stream S seq N at byte B" for each failing record of a report (the first few).
+pub fn named_losses(r: &Report, max: usize) -> Vec<String> {
+    r.findings
+        .iter()
+        .take(max)
+        .map(|f| {
+            format!(
+                "{} stream {} seq {} at byte {}",
+                f.class.name(),
+                f.stream,
+                f.seq,
+                f.offset
+            )
+        })
+        .collect()
+}
+
+/// Why the main pass stopped.
+#[derive(Debug)]
+pub enum PassError {
+    Format(FormatError),
+    Image(std::io::Error),
+}
+
+/// Replays every entry of `reader` into `image`, judging each durable point.
+pub fn main_pass<R: Read>(
+    mut reader: LogReader<R>,
+    image: &ScratchImage,
+    descriptor: &RunDescriptor,
+    witness_acks: &[Ack],
+    full_verify: bool,
+    read_timeout: Duration,
+) -> Result<MainPass, PassError> {
+    let dev = image.device();
+    let mut tracker = Tracker::new(descriptor.run_id, witness_acks);
+    let mut judge = PointJudge::new(descriptor.clone(), full_verify, read_timeout);
+    let mut pass = MainPass {
+        points: vec![],
+        acks: vec![],
+        ackable_at: vec![None; witness_acks.len()],
+        writes: vec![],
+        entries: 0,
+        flushes: 0,
+        fua_writes: 0,
+        discards: 0,
+        marks: vec![],
+        never_durable: vec![],
+        unacked_sectors: 0,
+        disagreements: vec![],
+        judge_ms: 0.0,
+        bytes_read: 0,
+        uncounted_entries: false,
+    };
+    for e in reader.by_ref() {
+        let e: Entry = e.map_err(PassError::Format)?;
+        pass.entries += 1;
+        count(&mut pass, &e);
+        tracker.note(&e, pass.points.len());
+        image.apply(&e).map_err(PassError::Image)?;
+        if e.is_write() || e.is_discard() {
+            judge.note_dirty(e.offset, e.len);
+        }
+        if !e.is_durable_point() {
+            continue;
+        }
+        let ready = tracker.take_ackable();
+        for &i in &ready {
+            pass.ackable_at[i] = Some(pass.points.len());
+        }
+        judge.add(ready.into_iter().map(|i| witness_acks[i]));
+        let t0 = Instant::now();
+        let report = judge.judge(&dev);
+        pass.judge_ms += t0.elapsed().as_secs_f64() * 1e3;
+        let point = Point {
+            entry: e.index,
+            acks: judge.acks.len(),
+            expected: expected_for(judge.acks.len()),
+            verdict: report.verdict,
+            failed: RecordClass::ALL
+                .iter()
+                .filter(|c| c.is_failure())
+                .map(|c| report.counts.get(c.name()).copied().unwrap_or(0))
+                .sum(),
+            intact: report
+                .counts
+                .get(RecordClass::Intact.name())
+                .copied()
+                .unwrap_or(0),
+        };
+        if point.verdict != point.expected {
+            pass.disagreements.push(format!(
+                "durable point {} (log entry {}, {} acks): expected {}, verify says {}: {}{}",
+                pass.points.len(),
+                e.index,
+                point.acks,
+                point.expected.name(),
+                point.verdict.name(),
+                report.summary,
+                losses_suffix(&report)
+            ));
+        }
+        pass.points.push(point);
+    }
+    pass.never_durable = tracker
+        .never_ackable()
+        .into_iter()
+        .map(|i| witness_acks[i])
+        .collect();
+    pass.unacked_sectors = tracker.unacked_sectors;
+    pass.uncounted_entries = reader.entry_follows();
+    pass.writes = std::mem::take(&mut tracker.writes);
+    pass.bytes_read = judge.bytes_read;
+    pass.acks = judge.acks;
+    Ok(pass)
+}
+
+fn count(pass: &mut MainPass, e: &Entry) {
+    if e.is_flush() {
+        pass.flushes += 1;
+    }
+    if e.is_fua() && e.is_write() {
+        pass.fua_writes += 1;
+    }
+    if e.is_discard() {
+        pass.discards += 1;
+    }
+    if let Some(m) = &e.mark {
+        pass.marks.push(m.clone());
+    }
+}
+
+/// " (lost: ...)" naming the first failing records of a report, or nothing.
+pub fn losses_suffix(r: &Report) -> String {
+    let named = named_losses(r, 3);
+    if named.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", named.join("; "))
+    }
+}
