@@ -168,3 +168,28 @@ fn the_lab_refuses_bad_options_with_a_clear_message() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Every state the guest kernel's writes could leave on an honest drive (each flush),
+/// and seeded states a lying drive could leave (writes dropped before a flush), judged by
+/// plugpull and compared with what the dm-log-writes log says must be there.
+#[test]
+fn dm_log_writes_replay_agrees_with_the_kernel_at_every_flush() {
+    if !lab_can_run() {
+        return;
+    }
+    let (code, out) = lab(&["logwrites", "--count", "300", "--drops", "20", "--seed", "107"]);
+    assert_eq!(code, 0, "replay disagreed with the log");
+    let summary = out
+        .lines()
+        .find(|l| l.starts_with("replayed "))
+        .expect("replay's summary line");
+    let points: u64 = summary
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(points >= 300, "one durable point per record at least: {summary}");
+    assert!(summary.contains(&format!("({points} PASS as expected)")), "{summary}");
+    assert!(summary.contains("(10 FAIL, 10 PASS as expected)"), "{summary}");
+    assert!(summary.ends_with(": 0 disagreements"), "{summary}");
+}
