@@ -94,6 +94,18 @@ fn the_guide_extracts_its_session_blocks() {
         let waits = all.matches(ready).count();
         assert!(starts > 0 && starts == waits, "{start}: {starts} starts, {waits} waits");
     }
+    // Each wait reads a log of its own: a wait on a reused log file can see the line
+    // the previous daemon wrote there before the new one truncates it (a race that made
+    // verify start before the drive was back).
+    let mut waited_on: Vec<&str> = all
+        .lines()
+        .filter(|l| l.starts_with("until grep -q "))
+        .filter_map(|l| l.split(';').next()?.split_whitespace().last())
+        .collect();
+    let waits = waited_on.len();
+    waited_on.sort();
+    waited_on.dedup();
+    assert_eq!(waited_on.len(), waits, "a log file waited on twice: {all}");
     assert_eq!(verdicts(&all, "#   "), ["FAIL", "PASS", "PASS"]);
     let cleanup = blocks.last().unwrap();
     assert!(cleanup.contains(&format!("rm -f {BACKING}")), "{cleanup}");
@@ -126,12 +138,14 @@ fn the_guide_runs_as_pasted_and_gets_the_verdicts_it_shows() {
         std::env::var("PATH").unwrap_or_default()
     );
     let log = tempfile::NamedTempFile::new().unwrap();
+    // One open file for both streams, so their lines interleave as on a terminal.
+    let out = log.reopen().unwrap();
     // Its own process group, so whatever a broken step leaves running is ended with it.
     let mut bash = Command::new("bash")
         .env("PATH", path)
         .stdin(Stdio::piped())
-        .stdout(log.reopen().unwrap())
-        .stderr(log.reopen().unwrap())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
         .process_group(0)
         .spawn()
         .expect("bash");
