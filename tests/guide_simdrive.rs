@@ -92,7 +92,10 @@ fn the_guide_extracts_its_session_blocks() {
     ] {
         let starts = all.lines().filter(|l| l.starts_with(start)).count();
         let waits = all.matches(ready).count();
-        assert!(starts > 0 && starts == waits, "{start}: {starts} starts, {waits} waits");
+        assert!(
+            starts > 0 && starts == waits,
+            "{start}: {starts} starts, {waits} waits"
+        );
     }
     // Each wait reads a log of its own: a wait on a reused log file can see the line
     // the previous daemon wrote there before the new one truncates it (a race that made
@@ -149,7 +152,11 @@ fn the_guide_runs_as_pasted_and_gets_the_verdicts_it_shows() {
         .process_group(0)
         .spawn()
         .expect("bash");
-    bash.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    bash.stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
     let t0 = Instant::now();
     let status = loop {
         if let Some(s) = bash.try_wait().unwrap() {
