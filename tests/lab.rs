@@ -17,9 +17,16 @@ fn lab_can_run() -> bool {
     common::skip_unless(common::is_root(), "the lab needs root")
         && common::skip_unless(common::can_mount_fuse(), "the lab needs /dev/fuse")
         && common::skip_unless(
-            ["qemu-system-x86_64", "socat", "nvme", "hdparm", "dmsetup", "cpio"]
-                .iter()
-                .all(|t| which(t)),
+            [
+                "qemu-system-x86_64",
+                "socat",
+                "nvme",
+                "hdparm",
+                "dmsetup",
+                "cpio",
+            ]
+            .iter()
+            .all(|t| which(t)),
             "the lab needs qemu-system-x86, socat, nvme-cli, hdparm, dmsetup and cpio",
         )
 }
@@ -116,11 +123,25 @@ fn sata_with_the_write_cache_off_passes_and_a_lying_sata_drive_fails() {
     ]);
     assert_eq!(code, 0, "honest SATA drive, cache off");
     assert_eq!(verdicts(&out), ["PASS", "PASS"]);
-    assert!(out.contains("write cache write through"), "hdparm -W0 took effect");
-    assert!(out.contains("serial PLUGPULL-LAB-0001"), "SATA serial from VPD 0x80");
+    assert!(
+        out.contains("write cache write through"),
+        "hdparm -W0 took effect"
+    );
+    assert!(
+        out.contains("serial PLUGPULL-LAB-0001"),
+        "SATA serial from VPD 0x80"
+    );
 
     let (code, out) = lab(&[
-        "powercut", "--profile", "lying", "--seed", "104", "--disk", "sata", "--cache", "on",
+        "powercut",
+        "--profile",
+        "lying",
+        "--seed",
+        "104",
+        "--disk",
+        "sata",
+        "--cache",
+        "on",
     ]);
     assert_eq!(code, 1, "lying SATA drive, cache on");
     assert_eq!(verdicts(&out), ["FAIL", "FAIL"]);
@@ -141,13 +162,29 @@ fn a_whole_host_campaign_passes_an_honest_drive_and_fails_a_lying_one() {
     if !lab_can_run() {
         return;
     }
-    let (code, out) = lab(&["campaign", "--profile", "honest", "--cycles", "3", "--seed", "105"]);
+    let (code, out) = lab(&[
+        "campaign",
+        "--profile",
+        "honest",
+        "--cycles",
+        "3",
+        "--seed",
+        "105",
+    ]);
     assert_eq!(code, 0, "honest campaign");
     assert_eq!(campaign_counts(&out), Some((3, 0)));
     // nvme-cli 2.x's counters are strings: read, not null (QEMU keeps them at 0).
     assert!(out.contains("unsafe shutdowns delta per cycle: 0 0 0"));
 
-    let (code, out) = lab(&["campaign", "--profile", "lying", "--cycles", "3", "--seed", "106"]);
+    let (code, out) = lab(&[
+        "campaign",
+        "--profile",
+        "lying",
+        "--cycles",
+        "3",
+        "--seed",
+        "106",
+    ]);
     assert_eq!(code, 1, "lying campaign");
     assert_eq!(campaign_counts(&out), Some((0, 3)));
 }
@@ -157,8 +194,14 @@ fn the_lab_refuses_bad_options_with_a_clear_message() {
     // No guest needed: the options are checked before anything starts.
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/hardware/lab/lab");
     for (args, says) in [
-        (&["powercut", "--disk", "scsi"][..], "--disk is nvme or sata"),
-        (&["powercut", "--cache", "off"][..], "use it with --disk sata"),
+        (
+            &["powercut", "--disk", "scsi"][..],
+            "--disk is nvme or sata",
+        ),
+        (
+            &["powercut", "--cache", "off"][..],
+            "use it with --disk sata",
+        ),
         (&["powercut", "--bogus"][..], "unknown option --bogus"),
         (&["frobnicate"][..], "unknown command frobnicate"),
     ] {
@@ -177,7 +220,15 @@ fn dm_log_writes_replay_agrees_with_the_kernel_at_every_flush() {
     if !lab_can_run() {
         return;
     }
-    let (code, out) = lab(&["logwrites", "--count", "300", "--drops", "20", "--seed", "107"]);
+    let (code, out) = lab(&[
+        "logwrites",
+        "--count",
+        "300",
+        "--drops",
+        "20",
+        "--seed",
+        "107",
+    ]);
     assert_eq!(code, 0, "replay disagreed with the log");
     let summary = out
         .lines()
@@ -188,8 +239,17 @@ fn dm_log_writes_replay_agrees_with_the_kernel_at_every_flush() {
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    assert!(points >= 300, "one durable point per record at least: {summary}");
-    assert!(summary.contains(&format!("({points} PASS as expected)")), "{summary}");
-    assert!(summary.contains("(10 FAIL, 10 PASS as expected)"), "{summary}");
+    assert!(
+        points >= 300,
+        "one durable point per record at least: {summary}"
+    );
+    assert!(
+        summary.contains(&format!("({points} PASS as expected)")),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("(10 FAIL, 10 PASS as expected)"),
+        "{summary}"
+    );
     assert!(summary.ends_with(": 0 disagreements"), "{summary}");
 }

@@ -306,10 +306,14 @@ fn fetch_has_room_when_writers_fill_the_cap() {
 /// shorter of the two, so `--handshake-timeout 1h` still dropped them after 60 s.
 #[test]
 fn a_silent_connection_waits_for_the_handshake_timeout_not_the_idle_timeout() {
-    let w = Witness::start(false, &["--handshake-timeout", "3s", "--idle-timeout", "1s"]);
+    let w = Witness::start(
+        false,
+        &["--handshake-timeout", "3s", "--idle-timeout", "1s"],
+    );
     let mut s = TcpStream::connect(&w.addr).unwrap();
     let t0 = Instant::now();
-    s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
     let mut buf = [0u8; 4096];
     // Past the idle timeout, within the handshake timeout: still open.
     std::thread::sleep(Duration::from_millis(1800));
@@ -327,8 +331,14 @@ fn a_silent_connection_waits_for_the_handshake_timeout_not_the_idle_timeout() {
     let mut got = Vec::new();
     let _ = s.read_to_end(&mut got);
     let waited = t0.elapsed();
-    assert!(waited >= Duration::from_millis(2900), "closed after {waited:?}");
-    assert!(waited < Duration::from_secs(6), "still open after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(2900),
+        "closed after {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(6),
+        "still open after {waited:?}"
+    );
     assert!(
         w.log().contains("no handshake within 3s"),
         "{}",

@@ -215,9 +215,14 @@ pub struct WriteArgs {
     /// Print the final summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// No status line.
+    /// No status line on a terminal, no timestamped progress lines elsewhere (errors,
+    /// warnings and the summary are still printed).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Pause writing while this many acks are not yet durable at the witness (a witness
+    /// that is away or slow); writing resumes as it confirms them.
+    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+    pub max_unconfirmed: usize,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -32,5 +32,6 @@ pub fn options(a: WriteArgs) -> WriteOptions {
         destroy_data_on: a.destroy_data_on,
         json: a.json,
         quiet: a.quiet,
+        max_unconfirmed: a.max_unconfirmed,
     }
 }

@@ -308,7 +308,9 @@ fn fill_from_sysfs(id: &mut DeviceIdentity, sys: &Path) {
     id.model = read_trim(sys.join("device/model"));
     id.serial = read_trim(sys.join("device/serial"))
         .or(read_trim(sys.join("serial")))
-        .or(fs::read(sys.join("device/vpd_pg80")).ok().and_then(|b| vpd_serial(&b)));
+        .or(fs::read(sys.join("device/vpd_pg80"))
+            .ok()
+            .and_then(|b| vpd_serial(&b)));
     id.firmware = read_trim(sys.join("device/rev")).or(read_trim(sys.join("device/firmware_rev")));
     id.loop_backing_file = read_trim(sys.join("loop/backing_file"));
     id.wwn = read_trim(sys.join("wwid")).or(read_trim(sys.join("device/wwid")));
@@ -401,7 +403,10 @@ mod tests {
         assert_eq!(vpd_serial(&[0, 0x83, 0, 4, b'A', b'B', b'C', b'D']), None);
         assert_eq!(vpd_serial(&[0, 0x80, 0, 4, b' ', b' ', 0, 0]), None);
         assert_eq!(vpd_serial(&[0, 0x80]), None);
-        assert_eq!(vpd_serial(&[0, 0x80, 0, 9, b'X', b'Y']).as_deref(), Some("XY"));
+        assert_eq!(
+            vpd_serial(&[0, 0x80, 0, 9, b'X', b'Y']).as_deref(),
+            Some("XY")
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! again.
 
 pub mod engine;
+mod events;
 mod pipe;
 pub mod plan;
 mod status;
@@ -59,8 +60,10 @@ pub struct WriteOptions {
     pub destroy_data_on: Option<PathBuf>,
     /// Print the summary as JSON on stdout.
     pub json: bool,
-    /// No status line.
+    /// No status line, no progress lines (only errors and the summary's warnings).
     pub quiet: bool,
+    /// Writes pause while this many acks are not yet durable at the witness.
+    pub max_unconfirmed: usize,
 }
 
 /// How a run that started ended.
@@ -131,7 +134,7 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     plan.validate()?;
     let ram = safety::ram_warning(&o.target);
     if let Some(w) = &ram {
-        eprintln!("plugpull write: WARNING: {w}");
+        events::say(&format!("WARNING: {w}"));
     }
     let device = tp.identity();
     let descriptor = run_descriptor(&plan, device.clone(), o.flush, o.direct);
@@ -143,14 +146,24 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     install_stop_handler();
     let progress = Progress::default();
     let t0 = Instant::now();
-    let status = (!o.quiet).then(status::StatusLine::start);
+    // On a terminal the status line shows the state; elsewhere a line per change does.
+    let terminal = events::stderr_is_terminal();
+    let status = (!o.quiet && terminal).then(status::StatusLine::start);
+    let watcher =
+        (!o.quiet && !terminal).then(|| events::Watcher::new(o.max_unconfirmed, &o.witness));
     std::thread::scope(|s| {
         if let Some(st) = &status {
             s.spawn(|| st.run(&progress, &sender, t0));
         }
+        if let Some(w) = &watcher {
+            s.spawn(|| w.run(&sender));
+        }
         run_streams(&dev, &plan, &sender, &STOP, &progress);
         if let Some(st) = &status {
             st.stop();
+        }
+        if let Some(w) = &watcher {
+            w.stop();
         }
     });
     let elapsed = t0.elapsed();
@@ -169,7 +182,7 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     let summary = summary::summarize(&plan, &target, &progress, &end, ram.clone());
     summary::print_summary(&summary, o.json, o.quiet)?;
     if let Some(w) = &ram {
-        eprintln!("plugpull write: WARNING: {w}");
+        events::say(&format!("WARNING: {w}"));
     }
     summary::warn_witness_behind(&end.stats, summary.records_acked);
     match &end.failure {
@@ -213,6 +226,7 @@ fn connect(o: &WriteOptions, descriptor: &RunDescriptor) -> Result<AckSender, Wr
         descriptor,
         ClientOptions {
             key,
+            max_unconfirmed: o.max_unconfirmed.max(1),
             ..ClientOptions::default()
         },
     )
@@ -246,8 +260,8 @@ fn prepare(o: &WriteOptions, tp: &TargetPlan) -> Result<crate::device::FileDevic
 
 /// The run's first line on stderr: what is written where, and how.
 fn announce(o: &WriteOptions, plan: &Plan, device: &identity::DeviceIdentity) {
-    eprintln!(
-        "plugpull write: run {} -> {} ({}), region {} at offset {}, {} stream(s), flush {}, {}, seed {}",
+    events::say(&format!(
+        "started run {} -> {} ({}), region {} at offset {}, {} stream(s), flush {}, {}, seed {}",
         plan.run,
         o.target.display(),
         describe(device),
@@ -257,10 +271,10 @@ fn announce(o: &WriteOptions, plan: &Plan, device: &identity::DeviceIdentity) {
         o.flush.name(),
         if o.direct { "O_DIRECT" } else { "buffered" },
         plan.seed,
-    );
+    ));
     if o.flush == FlushMethod::None {
-        eprintln!(
-            "plugpull write: --flush none is a control run: records are acknowledged without a flush and a cut is expected to lose some"
+        events::say(
+            "--flush none is a control run: records are acknowledged without a flush and a cut is expected to lose some",
         );
     }
 }
