@@ -247,7 +247,7 @@ impl Report {
     /// Acknowledged records and the count of each class.
     fn text_counts(&self, o: &mut String) {
         *o += &format!(
-            "acknowledged records: {} ({})\n",
+            "acknowledged records (durable at the witness): {} ({})\n",
             self.acked_records,
             fmt_bytes(self.acked_bytes)
         );
