@@ -99,3 +99,63 @@ fn off_a_terminal_the_writer_logs_every_state_change_in_order() {
     }
     assert!(text.contains("durable at the witness"), "{text}");
 }
+
+/// The run id in the writer's "started run ID" line.
+fn run_id(log: &str) -> plugpull::record::RunId {
+    let rest = &log[log.find("started run ").expect("a started line") + 12..];
+    plugpull::record::RunId::parse(&rest[..32]).expect("a run id")
+}
+
+#[test]
+fn ctrl_c_stops_the_writer_with_130_and_names_the_last_durable_record() {
+    use plugpull::model::RunSelector;
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let target = d.path().join("t.img");
+    let log = d.path().join("write.log");
+    let mut writer = start_writer(&w, &target, &log, &["--duration", "5m"]);
+    common::wait_for_durable_acks(&w, 50, &mut writer);
+    kill(Pid::from_raw(writer.id() as i32), Signal::SIGINT).unwrap();
+    let status = writer.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(130), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("interrupted (Ctrl-C): stopped writing"))
+        .unwrap_or_else(|| panic!("no interrupted line:\n{text}"));
+    let held = plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(run_id(&text))).unwrap();
+    let last = held.acks.last().expect("the witness holds acks");
+    let named = format!(
+        "Last acknowledged record, durable at the witness: stream {} seq {} at offset {} ",
+        last.record.stream, last.record.seq, last.record.offset
+    );
+    assert!(line.contains(&named), "{named:?} not in {line:?}");
+}
+
+#[test]
+fn ctrl_c_stops_verify_with_130_and_says_there_is_no_verdict() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let target = d.path().join("t.img");
+    std::fs::write(&target, vec![0u8; 1 << 20]).unwrap();
+    // A "witness" that accepts and never answers keeps verify waiting for its acks.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let verify = Command::new(bin())
+        .arg("verify")
+        .arg(&target)
+        .args(["--witness", &addr])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (_conn, _) = silent.accept().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    kill(Pid::from_raw(verify.id() as i32), Signal::SIGINT).unwrap();
+    let out = verify.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("plugpull verify: interrupted (Ctrl-C): no verdict"),
+        "{stderr}"
+    );
+}

@@ -36,8 +36,17 @@ pub enum Command {
     /// Run the witness: log every acknowledgement durably (on a machine that keeps power).
     Listen(ListenArgs),
     /// Write records to TARGET, flush, and acknowledge each flushed record to the witness.
+    ///
+    /// Exit codes: 0 stopped at its limit (--duration, --count) or by SIGTERM; 2 usage or
+    /// tool error, refused target; 4 the target failed mid-run (what a power cut looks
+    /// like); 130 interrupted by Ctrl-C (it names the last record durable at the witness).
     Write(WriteArgs),
     /// After the cut: read TARGET back and report every acknowledged record that was lost.
+    ///
+    /// Exit codes: 0 PASS; 1 FAIL; 2 usage or tool error (unreachable witness, a run
+    /// written to another drive, no run found); 3 INCONCLUSIVE (no acks, a read timed
+    /// out, an ack log damaged or not proven whole, with no loss seen); 130 interrupted by
+    /// Ctrl-C (no verdict: run it again).
     Verify(VerifyArgs),
     /// Copy a run's ack log from the witness into a file (for `verify --acks`).
     Fetch(FetchArgs),

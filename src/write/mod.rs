@@ -24,7 +24,7 @@ use crate::witness::client::{AckSender, ClientOptions};
 use engine::{AckSink, Progress, run_streams};
 use plan::{Plan, PlanError};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 pub use summary::{AckedRecord, WriteSummary};
 pub use target::{TargetError, TargetPlan, open_target, plan_target};
@@ -69,8 +69,10 @@ pub struct WriteOptions {
 /// How a run that started ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// The limit was reached or the user interrupted it.
+    /// The limit was reached or SIGTERM stopped it (a service being stopped).
     Finished,
+    /// Ctrl-C (SIGINT) stopped it; what was acknowledged is durable at the witness.
+    Interrupted,
     /// A write or flush failed (what a power cut looks like); nothing more was acked.
     TargetFailed,
 }
@@ -107,9 +109,18 @@ impl AckSink for AckSender {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The signal that set `STOP` (0: none): Ctrl-C ends with exit 130 as shells expect,
+/// SIGTERM (a service stopped) as a run that reached its limit.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
+    STOP_SIGNAL.store(sig, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
+}
+
+/// Whether Ctrl-C (SIGINT) stopped this process's run.
+pub fn interrupted_by_ctrl_c() -> bool {
+    STOP_SIGNAL.load(Ordering::SeqCst) == libc::SIGINT
 }
 
 fn install_stop_handler() {
@@ -189,6 +200,10 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
         Some(f) => {
             summary::explain_target_failure(f, &summary, &target, &o.witness);
             Ok(WriteOutcome::TargetFailed)
+        }
+        None if interrupted && interrupted_by_ctrl_c() => {
+            summary::explain_interruption(&summary, &target, &o.witness);
+            Ok(WriteOutcome::Interrupted)
         }
         None => Ok(WriteOutcome::Finished),
     }

@@ -141,15 +141,19 @@ pub(super) fn warn_witness_behind(stats: &SenderStats, acked: u64) {
     }
 }
 
-/// Says what failed, that a cut explains it, the last acknowledged record, and the
-/// verify command to run next.
-pub(super) fn explain_target_failure(
-    f: &Failure,
-    summary: &WriteSummary,
-    target: &str,
-    witness: &str,
-) {
-    let last = summary
+/// Says that Ctrl-C stopped the run, the last record acknowledged and durable at the
+/// witness (`finish` returned: every pushed ack is), and the verify command.
+pub(super) fn explain_interruption(summary: &WriteSummary, target: &str, witness: &str) {
+    super::events::say(&format!(
+        "interrupted (Ctrl-C): stopped writing. Last acknowledged record, durable at the witness: {}. To check the drive: `plugpull verify {target} --witness {witness} --run {}`",
+        describe_last(summary),
+        summary.run_id
+    ));
+}
+
+/// The last acknowledged record in words, or "none".
+fn describe_last(summary: &WriteSummary) -> String {
+    summary
         .last_acked
         .as_ref()
         .map(|l| {
@@ -158,7 +162,18 @@ pub(super) fn explain_target_failure(
                 l.stream, l.seq, l.offset, l.flushed_ns
             )
         })
-        .unwrap_or_else(|| "none".into());
+        .unwrap_or_else(|| "none".into())
+}
+
+/// Says what failed, that a cut explains it, the last acknowledged record, and the
+/// verify command to run next.
+pub(super) fn explain_target_failure(
+    f: &Failure,
+    summary: &WriteSummary,
+    target: &str,
+    witness: &str,
+) {
+    let last = describe_last(summary);
     super::events::say(&format!(
         "the target failed: {} of stream {} seq {} returned \"{}\". If you cut the power, this is expected. Nothing more was acknowledged. Last acknowledged record: {last}. Next: restore power and run `plugpull verify {} --witness {}`",
         f.during, f.record.stream, f.record.seq, f.error, target, witness
