@@ -320,12 +320,13 @@ pub struct ReplayArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("which_run").required(true).args(["run", "target"])))]
 pub struct FetchArgs {
     /// The witness, HOST:PORT.
     #[arg(long)]
     pub witness: String,
     /// Run id (32 hex digits).
-    #[arg(long, required_unless_present = "target")]
+    #[arg(long)]
     pub run: Option<String>,
     /// Or: the latest run for the device holding this target.
     #[arg(long, conflicts_with = "run")]
