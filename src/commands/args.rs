@@ -147,8 +147,10 @@ pub struct ListenArgs {
     pub bind: String,
     /// Directory for the ack logs (one file per run) and the journal that makes them
     /// durable (`*.journal`, replayed into the logs at start). One witness per directory.
-    #[arg(long, default_value = "plugpull-witness")]
-    pub dir: PathBuf,
+    /// Default: /var/lib/plugpull/witness as root, else $XDG_STATE_HOME/plugpull/witness
+    /// (~/.local/state/plugpull/witness without XDG_STATE_HOME); created if missing.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
     /// Most concurrent writer connections (after their Hello). Connections still in
     /// their handshake (at most 256, the oldest dropped first) and fetches (at most 16)
     /// have limits of their own.
