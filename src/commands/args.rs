@@ -47,6 +47,7 @@ pub enum Command {
     /// written to another drive, no run found); 3 INCONCLUSIVE (no acks, a read timed
     /// out, an ack log damaged or not proven whole, with no loss seen); 130 interrupted by
     /// Ctrl-C (no verdict: run it again).
+    #[command(after_long_help = crate::verify::plain::help_legend())]
     Verify(VerifyArgs),
     /// Copy a run's ack log from the witness into a file (for `verify --acks`).
     Fetch(FetchArgs),

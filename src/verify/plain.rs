@@ -200,6 +200,18 @@ pub fn meaning(c: RecordClass) -> &'static str {
     }
 }
 
+/// The legend for `verify --help`: what each class and "ordering holes" mean.
+pub fn help_legend() -> String {
+    let mut o = String::from("What the report's words mean:\n");
+    for c in RecordClass::ALL {
+        let tag = if c.is_failure() { " (a failure)" } else { "" };
+        o += &format!("  {:<12} {}{tag}\n", c.name(), meaning(c));
+    }
+    o += &format!("  ordering holes: {ORDERING_HOLES}\n");
+    o += "  loss window: how far back before the power cut the drive lost writes it had confirmed";
+    o
+}
+
 /// What "ordering holes" means, in one line.
 pub const ORDERING_HOLES: &str = "writes lost although they were confirmed before other writes the drive kept were even started: the drive did not keep its writes in order";
 
