@@ -16,6 +16,9 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
         Ok(verdict) => Ok(verdict.exit_code()),
         Err(e @ VerifyError::ImpossibleRun(_)) => {
             exit::print_error(&e);
+            eprintln!(
+                "plugpull verify: in plain words: no verdict on the drive: the list of confirmed writes holds entries no writer could have made (damaged or forged), so it cannot be trusted to judge the drive."
+            );
             Ok(exit::INCONCLUSIVE)
         }
         Err(e) => Err(e.into()),
