@@ -51,6 +51,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Copy a run's ack log from the witness into a file (for `verify --acks`).
     Fetch(FetchArgs),
+    /// List the runs a witness holds, newest first: run id, started, acks, durable up to,
+    /// drive.
+    Runs(RunsArgs),
     /// Replay a dm-log-writes log of a run to every flush and verify each crash state.
     Replay(ReplayArgs),
     /// Measure the flush-latency fingerprint of TARGET.
@@ -343,6 +346,19 @@ pub struct FetchArgs {
     /// Print what was fetched as JSON on stdout (run id, ack count, output path).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunsArgs {
+    /// The witness, HOST:PORT.
+    #[arg(long)]
+    pub witness: String,
+    /// Print the list as JSON on stdout (`plugpull-runs/1`, docs/protocol.md).
+    #[arg(long)]
+    pub json: bool,
+    /// The witness's pre-shared key file (same as `listen --key-file`).
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// The tables of `plugpull bench`.
