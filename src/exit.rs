@@ -15,6 +15,8 @@ pub const ERROR: i32 = 2;
 pub const INCONCLUSIVE: i32 = 3;
 /// write: the target failed mid-run (I/O error: what a power cut looks like).
 pub const TARGET_FAILED: i32 = 4;
+/// write, verify: interrupted by Ctrl-C (SIGINT), 128 + 2 as shells report it.
+pub const INTERRUPTED: i32 = 130;
 
 /// An error from another module kept whole, its chain of causes intact, where the
 /// module passing it on does not name the type (the witness client's, the key file's).

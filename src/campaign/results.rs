@@ -353,6 +353,15 @@ impl Summary {
                 self.dead_device_cycles
             );
         }
+        let plain = crate::verify::plain::campaign_sentence(&crate::verify::plain::CampaignFacts {
+            cycles: self.cycles,
+            passed: self.passed,
+            failed: self.failed,
+            lost_records: self.lost_records_total,
+            dead_cycles: self.dead_device_cycles,
+            upper_95: self.failure_rate_upper_95,
+        });
+        o += &format!("In plain words: {plain}\n");
         o
     }
 }

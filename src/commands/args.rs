@@ -36,11 +36,24 @@ pub enum Command {
     /// Run the witness: log every acknowledgement durably (on a machine that keeps power).
     Listen(ListenArgs),
     /// Write records to TARGET, flush, and acknowledge each flushed record to the witness.
+    ///
+    /// Exit codes: 0 stopped at its limit (--duration, --count) or by SIGTERM; 2 usage or
+    /// tool error, refused target; 4 the target failed mid-run (what a power cut looks
+    /// like); 130 interrupted by Ctrl-C (it names the last record durable at the witness).
     Write(WriteArgs),
     /// After the cut: read TARGET back and report every acknowledged record that was lost.
+    ///
+    /// Exit codes: 0 PASS; 1 FAIL; 2 usage or tool error (unreachable witness, a run
+    /// written to another drive, no run found); 3 INCONCLUSIVE (no acks, a read timed
+    /// out, an ack log damaged or not proven whole, with no loss seen); 130 interrupted by
+    /// Ctrl-C (no verdict: run it again).
+    #[command(after_long_help = crate::verify::plain::help_legend())]
     Verify(VerifyArgs),
     /// Copy a run's ack log from the witness into a file (for `verify --acks`).
     Fetch(FetchArgs),
+    /// List the runs a witness holds, newest first: run id, started, acks, durable up to,
+    /// drive.
+    Runs(RunsArgs),
     /// Replay a dm-log-writes log of a run to every flush and verify each crash state.
     Replay(ReplayArgs),
     /// Measure the flush-latency fingerprint of TARGET.
@@ -138,8 +151,10 @@ pub struct ListenArgs {
     pub bind: String,
     /// Directory for the ack logs (one file per run) and the journal that makes them
     /// durable (`*.journal`, replayed into the logs at start). One witness per directory.
-    #[arg(long, default_value = "plugpull-witness")]
-    pub dir: PathBuf,
+    /// Default: /var/lib/plugpull/witness as root, else $XDG_STATE_HOME/plugpull/witness
+    /// (~/.local/state/plugpull/witness without XDG_STATE_HOME); created if missing.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
     /// Most concurrent writer connections (after their Hello). Connections still in
     /// their handshake (at most 256, the oldest dropped first) and fetches (at most 16)
     /// have limits of their own.
@@ -215,9 +230,14 @@ pub struct WriteArgs {
     /// Print the final summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
-    /// No status line.
+    /// No status line on a terminal, no timestamped progress lines elsewhere (errors,
+    /// warnings and the summary are still printed).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Pause writing while this many acks are not yet durable at the witness (a witness
+    /// that is away or slow); writing resumes as it confirms them.
+    #[arg(long, value_name = "N", default_value_t = 1 << 20)]
+    pub max_unconfirmed: usize,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -306,12 +326,13 @@ pub struct ReplayArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("which_run").required(true).args(["run", "target"])))]
 pub struct FetchArgs {
     /// The witness, HOST:PORT.
     #[arg(long)]
     pub witness: String,
     /// Run id (32 hex digits).
-    #[arg(long, required_unless_present = "target")]
+    #[arg(long)]
     pub run: Option<String>,
     /// Or: the latest run for the device holding this target.
     #[arg(long, conflicts_with = "run")]
@@ -325,6 +346,19 @@ pub struct FetchArgs {
     /// Print what was fetched as JSON on stdout (run id, ack count, output path).
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunsArgs {
+    /// The witness, HOST:PORT.
+    #[arg(long)]
+    pub witness: String,
+    /// Print the list as JSON on stdout (`plugpull-runs/1`, docs/protocol.md).
+    #[arg(long)]
+    pub json: bool,
+    /// The witness's pre-shared key file (same as `listen --key-file`).
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// The tables of `plugpull bench`.

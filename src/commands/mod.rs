@@ -15,6 +15,7 @@ pub mod listen;
 pub mod man;
 pub mod replay;
 pub mod report;
+pub mod runs;
 pub mod simdrive;
 pub mod soak;
 pub mod verify;
@@ -29,6 +30,7 @@ pub fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Write(a) => write::run(a),
         Command::Verify(a) => verify::run(a),
         Command::Fetch(a) => fetch::run(a),
+        Command::Runs(a) => runs::run(a),
         Command::Replay(a) => replay::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Simdrive(a) => simdrive::run(a),

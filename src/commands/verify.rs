@@ -1,6 +1,7 @@
 //! `plugpull verify`: arguments to [`VerifyOptions`], then the verdict to an exit code
 //! (PASS, FAIL, INCONCLUSIVE). A log that holds what no writer can produce gives no
-//! verdict: its error is printed and the exit code is INCONCLUSIVE, not ERROR.
+//! verdict: its error is printed and the exit code is INCONCLUSIVE, not ERROR. Ctrl-C
+//! says there is no verdict and exits INTERRUPTED (130).
 
 use crate::commands::args::VerifyArgs;
 use crate::exit;
@@ -9,10 +10,15 @@ use crate::verify::{self, AckSource, VerifyError, VerifyOptions};
 use anyhow::Context;
 
 pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
-    match verify::run(&options(a)?) {
+    let options = options(a)?;
+    on_ctrl_c_say_interrupted();
+    match verify::run(&options) {
         Ok(verdict) => Ok(verdict.exit_code()),
         Err(e @ VerifyError::ImpossibleRun(_)) => {
             exit::print_error(&e);
+            eprintln!(
+                "plugpull verify: in plain words: no verdict on the drive: the list of confirmed writes holds entries no writer could have made (damaged or forged), so it cannot be trusted to judge the drive."
+            );
             Ok(exit::INCONCLUSIVE)
         }
         Err(e) => Err(e.into()),
@@ -44,4 +50,20 @@ pub fn options(a: VerifyArgs) -> anyhow::Result<VerifyOptions> {
         read_timeout: a.read_timeout,
         scan_region: a.scan_region,
     })
+}
+
+/// Ctrl-C during verify: say so and exit 130 at once. Verify only reads the target and
+/// the acks, so there is nothing to undo, and stopping mid-scan beats a half verdict.
+fn on_ctrl_c_say_interrupted() {
+    extern "C" fn on_sigint(_: libc::c_int) {
+        const MSG: &[u8] =
+            b"\nplugpull verify: interrupted (Ctrl-C): no verdict. Verify only reads the drive; run it again.\n";
+        // SAFETY: write(2) and _exit(2) are async-signal-safe; MSG is a static buffer.
+        unsafe {
+            libc::write(2, MSG.as_ptr().cast(), MSG.len());
+            libc::_exit(exit::INTERRUPTED);
+        }
+    }
+    // SAFETY: the handler only calls async-signal-safe functions.
+    unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
 }

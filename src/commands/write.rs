@@ -1,14 +1,23 @@
 //! `plugpull write`: arguments to [`WriteOptions`], then the run; its outcome to an exit
-//! code (PASS, or TARGET_FAILED when a write or flush failed mid-run).
+//! code (PASS, TARGET_FAILED when a write or flush failed mid-run, INTERRUPTED on
+//! Ctrl-C).
 
 use crate::commands::args::WriteArgs;
 use crate::exit;
-use crate::write::{self, WriteOptions, WriteOutcome};
+use crate::write::{self, WriteError, WriteOptions, WriteOutcome};
 
 pub fn run(a: WriteArgs) -> anyhow::Result<i32> {
-    let outcome = write::run(&options(a))?;
+    let outcome = match write::run(&options(a)) {
+        Ok(o) => o,
+        Err(e @ WriteError::InterruptedBeforeFirstRecord(_)) if write::interrupted_by_ctrl_c() => {
+            exit::print_error(&e);
+            return Ok(exit::INTERRUPTED);
+        }
+        Err(e) => return Err(e.into()),
+    };
     Ok(match outcome {
         WriteOutcome::Finished => exit::PASS,
+        WriteOutcome::Interrupted => exit::INTERRUPTED,
         WriteOutcome::TargetFailed => exit::TARGET_FAILED,
     })
 }
@@ -32,5 +41,6 @@ pub fn options(a: WriteArgs) -> WriteOptions {
         destroy_data_on: a.destroy_data_on,
         json: a.json,
         quiet: a.quiet,
+        max_unconfirmed: a.max_unconfirmed,
     }
 }

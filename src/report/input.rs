@@ -83,6 +83,8 @@ pub struct VerifyReport {
     /// Verdict, why, counts, loss window, ordering holes, dead device.
     #[serde(flatten)]
     pub summary: ReportSummary,
+    /// The verdict in plain words (empty in reports made before it existed).
+    pub plain: String,
     pub acked_records: u64,
     pub acked_bytes: u64,
     pub corrupt_bits: u64,

@@ -44,6 +44,7 @@ pub(super) fn timed_out(
          --read-timeout if this machine is busy",
         acks.len()
     );
+    report.refresh_plain();
 }
 
 /// What the failed records add up to, and the first [`MAX_FINDINGS`] of them.
@@ -83,7 +84,7 @@ pub(super) fn judge(
         newest_survivor,
     );
     let (verdict, summary) = verdict(acks.len(), losses.records);
-    Report {
+    let mut report = Report {
         format: REPORT_FORMAT,
         verdict,
         summary,
@@ -114,7 +115,10 @@ pub(super) fn judge(
         ack_timeline: distribution::ack_timeline(acks, classes),
         flush_latency: distribution::flush_latency(acks),
         plugpull_version: env!("CARGO_PKG_VERSION"),
-    }
+        plain: String::new(),
+    };
+    report.refresh_plain();
+    report
 }
 
 /// Sums up the records that did not survive; a lost record acknowledged before a record
@@ -247,5 +251,6 @@ pub fn dead_device_report(log: &RunLog, why: String) -> Report {
     r.dead_device = Some(why);
     r.run = Some(log.descriptor.clone());
     r.note_log_damage(crate::witness::store::checker::damage_details(log));
+    r.refresh_plain();
     r
 }

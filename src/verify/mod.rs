@@ -12,6 +12,7 @@ pub mod judge;
 pub mod load;
 pub mod medium;
 pub mod options;
+pub mod plain;
 pub mod progress;
 pub mod report;
 pub mod scan;

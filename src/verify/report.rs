@@ -4,6 +4,7 @@
 use crate::device::identity::DeviceIdentity;
 use crate::model::{ClassCounts, LossWindow, RecordClass, ReportSummary, RunDescriptor, Verdict};
 use crate::units::fmt_bytes;
+use crate::verify::plain::{self, Facts, NoVerdictReason};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -76,6 +77,9 @@ pub struct Report {
     pub verdict: Verdict,
     /// One sentence saying why.
     pub summary: String,
+    /// The verdict in plain words for someone who never heard of shorn writes
+    /// (`verify::plain`); kept in step with `verdict` by [`Report::refresh_plain`].
+    pub plain: String,
     pub counts: BTreeMap<&'static str, u64>,
     pub acked_records: u64,
     pub acked_bytes: u64,
@@ -124,6 +128,38 @@ impl Report {
         }
     }
 
+    /// What the plain sentence is built from.
+    pub fn plain_facts(&self) -> (ClassCounts, NoVerdictReason) {
+        let counts = ClassCounts::from(&self.counts);
+        let reason = if self.acked_records == 0 {
+            NoVerdictReason::NoAcks
+        } else if !self.ack_log.whole {
+            NoVerdictReason::LogNotTrusted
+        } else if counts.get(RecordClass::Unreadable) > 0 {
+            NoVerdictReason::ReadTimedOut
+        } else {
+            NoVerdictReason::Unknown
+        };
+        (counts, reason)
+    }
+
+    /// The verdict in plain words, from the report as it is now.
+    pub fn plain_sentence(&self) -> String {
+        let (counts, reason) = self.plain_facts();
+        plain::sentence(&Facts {
+            verdict: self.verdict,
+            counts: &counts,
+            loss_window: self.loss_window.as_ref(),
+            dead_device: self.dead_device.is_some(),
+            reason,
+        })
+    }
+
+    /// Sets `plain` from the verdict and counts; called wherever those change.
+    pub fn refresh_plain(&mut self) {
+        self.plain = self.plain_sentence();
+    }
+
     /// Records damage found in the ack log. Without a FAIL, the verdict becomes
     /// INCONCLUSIVE: the acks lost to the damage were never checked.
     pub fn note_log_damage(&mut self, damage: Vec<String>) {
@@ -148,6 +184,7 @@ impl Report {
                 self.acked_records
             );
         }
+        self.refresh_plain();
     }
 
     /// Records whether the ack log proved it is whole. Without a FAIL, a log that
@@ -167,6 +204,7 @@ impl Report {
                 self.acked_records
             );
         }
+        self.refresh_plain();
     }
 
     /// The human summary.
@@ -179,6 +217,7 @@ impl Report {
         self.text_loss(&mut o);
         self.text_findings(&mut o);
         o += &format!("VERDICT: {} - {}\n", self.verdict.name(), self.summary);
+        o += &format!("In plain words: {}\n", self.plain_sentence());
         o
     }
 
@@ -247,7 +286,7 @@ impl Report {
     /// Acknowledged records and the count of each class.
     fn text_counts(&self, o: &mut String) {
         *o += &format!(
-            "acknowledged records: {} ({})\n",
+            "acknowledged records (durable at the witness): {} ({})\n",
             self.acked_records,
             fmt_bytes(self.acked_bytes)
         );
@@ -260,6 +299,10 @@ impl Report {
                 }
                 *o += "\n";
             }
+        }
+        let counts = ClassCounts::from(&self.counts);
+        for (c, m) in plain::legend(&counts) {
+            *o += &format!("    {}: {m}\n", c.name());
         }
     }
 
@@ -275,8 +318,9 @@ impl Report {
         }
         if self.ordering_holes.count > 0 {
             *o += &format!(
-                "ordering holes: {} failing record(s) were flushed before a record that survived was even submitted\n",
-                self.ordering_holes.count
+                "ordering holes: {} failing record(s) were flushed before a record that survived was even submitted\n    ({})\n",
+                self.ordering_holes.count,
+                plain::ORDERING_HOLES
             );
         }
         for (off, len, why) in self.unreadable_ranges.iter().take(5) {

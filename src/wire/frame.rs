@@ -64,6 +64,8 @@ pub enum FrameType {
     Fetch = 0x20,
     FetchRun = 0x21,
     FetchEnd = 0x22,
+    /// Witness to fetcher, answering a Fetch that lists runs: one run's summary.
+    RunInfo = 0x23,
 }
 
 impl FrameType {
@@ -88,6 +90,7 @@ impl FrameType {
             0x20 => Fetch,
             0x21 => FetchRun,
             0x22 => FetchEnd,
+            0x23 => RunInfo,
             _ => return None,
         })
     }

@@ -30,6 +30,21 @@ pub const NO_RUN_FOR_DEVICE: &str = "no run for device";
 
 const SELECT_RUN: u8 = 1;
 const SELECT_DEVICE: u8 = 2;
+/// Fetch selector: list every run the witness holds (`plugpull runs`).
+const SELECT_ALL_RUNS: u8 = 3;
+
+/// One run as `plugpull runs` lists it: the RunInfo payload (JSON, docs/protocol.md).
+/// Only what the witness knows: it never sees a verify, so there is no verdict here.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunInfo {
+    pub descriptor: RunDescriptor,
+    /// Durable acks in the run's log (what a fetch would serve now).
+    pub acks: u64,
+    /// The flush time of the last durable ack, writer clock, ns since the epoch.
+    pub last_flushed_ns: Option<u64>,
+    /// Whether the log is damaged (a fetch would carry log-damage events).
+    pub damaged: bool,
+}
 
 /// Every message of the protocol and the log. See docs/protocol.md for direction.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,6 +91,9 @@ pub enum Msg {
     FetchEnd {
         acks: u64,
     },
+    /// A Fetch with the list selector: every run the witness holds.
+    ListRuns,
+    RunInfo(Box<RunInfo>),
 }
 
 /// Appends the 40-byte entry of `a` to `out`.
@@ -245,7 +263,8 @@ impl Msg {
             Msg::Heartbeat => FrameType::Heartbeat,
             Msg::Bye { .. } => FrameType::Bye,
             Msg::Error { .. } => FrameType::Error,
-            Msg::Fetch(_) => FrameType::Fetch,
+            Msg::Fetch(_) | Msg::ListRuns => FrameType::Fetch,
+            Msg::RunInfo(_) => FrameType::RunInfo,
             Msg::FetchRun(_) => FrameType::FetchRun,
             Msg::FetchEnd { .. } => FrameType::FetchEnd,
         }
@@ -302,6 +321,8 @@ impl Msg {
                 out.push(SELECT_DEVICE);
                 out.extend_from_slice(key.as_bytes());
             }
+            Msg::ListRuns => out.push(SELECT_ALL_RUNS),
+            Msg::RunInfo(i) => serde_json::to_writer(&mut *out, i).expect("run info serialises"),
             Msg::Acks { .. } => unreachable!("handled above"),
         }
         frame::end_frame(out, start);
@@ -390,6 +411,14 @@ impl Msg {
                 message: utf8(p, "Error")?,
             },
             FrameType::Fetch => decode_fetch(p)?,
+            FrameType::RunInfo => {
+                Msg::RunInfo(Box::new(serde_json::from_slice(p).map_err(|source| {
+                    DecodeError::Json {
+                        what: "RunInfo: invalid run info JSON".into(),
+                        source,
+                    }
+                })?))
+            }
             FrameType::JournalHeader | FrameType::JournalWrite => {
                 malformed!("a {:?} frame belongs only in the witness journal", f.ty)
             }
@@ -419,13 +448,14 @@ fn decode_hello(p: &[u8]) -> Result<Msg, DecodeError> {
     })
 }
 
-/// A Fetch payload: a run id, or a device key.
+/// A Fetch payload: a run id, a device key, or the list selector.
 fn decode_fetch(p: &[u8]) -> Result<Msg, DecodeError> {
     Ok(match p.first() {
         Some(&SELECT_RUN) if p.len() == 17 => {
             Msg::Fetch(RunSelector::Run(RunId(p[1..17].try_into().unwrap())))
         }
         Some(&SELECT_DEVICE) => Msg::Fetch(RunSelector::LatestForDevice(utf8(&p[1..], "Fetch")?)),
+        Some(&SELECT_ALL_RUNS) if p.len() == 1 => Msg::ListRuns,
         _ => malformed!("Fetch payload has an unknown selector or wrong length"),
     })
 }

@@ -9,6 +9,7 @@
 //! again.
 
 pub mod engine;
+mod events;
 mod pipe;
 pub mod plan;
 mod status;
@@ -23,7 +24,7 @@ use crate::witness::client::{AckSender, ClientOptions};
 use engine::{AckSink, Progress, run_streams};
 use plan::{Plan, PlanError};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 pub use summary::{AckedRecord, WriteSummary};
 pub use target::{TargetError, TargetPlan, open_target, plan_target};
@@ -59,15 +60,19 @@ pub struct WriteOptions {
     pub destroy_data_on: Option<PathBuf>,
     /// Print the summary as JSON on stdout.
     pub json: bool,
-    /// No status line.
+    /// No status line, no progress lines (only errors and the summary's warnings).
     pub quiet: bool,
+    /// Writes pause while this many acks are not yet durable at the witness.
+    pub max_unconfirmed: usize,
 }
 
 /// How a run that started ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteOutcome {
-    /// The limit was reached or the user interrupted it.
+    /// The limit was reached or SIGTERM stopped it (a service being stopped).
     Finished,
+    /// Ctrl-C (SIGINT) stopped it; what was acknowledged is durable at the witness.
+    Interrupted,
     /// A write or flush failed (what a power cut looks like); nothing more was acked.
     TargetFailed,
 }
@@ -104,9 +109,18 @@ impl AckSink for AckSender {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The signal that set `STOP` (0: none): Ctrl-C ends with exit 130 as shells expect,
+/// SIGTERM (a service stopped) as a run that reached its limit.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn on_signal(_: libc::c_int) {
+extern "C" fn on_signal(sig: libc::c_int) {
+    STOP_SIGNAL.store(sig, Ordering::SeqCst);
     STOP.store(true, Ordering::SeqCst);
+}
+
+/// Whether Ctrl-C (SIGINT) stopped this process's run.
+pub fn interrupted_by_ctrl_c() -> bool {
+    STOP_SIGNAL.load(Ordering::SeqCst) == libc::SIGINT
 }
 
 fn install_stop_handler() {
@@ -131,7 +145,7 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     plan.validate()?;
     let ram = safety::ram_warning(&o.target);
     if let Some(w) = &ram {
-        eprintln!("plugpull write: WARNING: {w}");
+        events::say(&format!("WARNING: {w}"));
     }
     let device = tp.identity();
     let descriptor = run_descriptor(&plan, device.clone(), o.flush, o.direct);
@@ -143,14 +157,24 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     install_stop_handler();
     let progress = Progress::default();
     let t0 = Instant::now();
-    let status = (!o.quiet).then(status::StatusLine::start);
+    // On a terminal the status line shows the state; elsewhere a line per change does.
+    let terminal = events::stderr_is_terminal();
+    let status = (!o.quiet && terminal).then(status::StatusLine::start);
+    let watcher =
+        (!o.quiet && !terminal).then(|| events::Watcher::new(o.max_unconfirmed, &o.witness));
     std::thread::scope(|s| {
         if let Some(st) = &status {
             s.spawn(|| st.run(&progress, &sender, t0));
         }
+        if let Some(w) = &watcher {
+            s.spawn(|| w.run(&sender));
+        }
         run_streams(&dev, &plan, &sender, &STOP, &progress);
         if let Some(st) = &status {
             st.stop();
+        }
+        if let Some(w) = &watcher {
+            w.stop();
         }
     });
     let elapsed = t0.elapsed();
@@ -169,13 +193,17 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     let summary = summary::summarize(&plan, &target, &progress, &end, ram.clone());
     summary::print_summary(&summary, o.json, o.quiet)?;
     if let Some(w) = &ram {
-        eprintln!("plugpull write: WARNING: {w}");
+        events::say(&format!("WARNING: {w}"));
     }
     summary::warn_witness_behind(&end.stats, summary.records_acked);
     match &end.failure {
         Some(f) => {
             summary::explain_target_failure(f, &summary, &target, &o.witness);
             Ok(WriteOutcome::TargetFailed)
+        }
+        None if interrupted && interrupted_by_ctrl_c() => {
+            summary::explain_interruption(&summary, &target, &o.witness);
+            Ok(WriteOutcome::Interrupted)
         }
         None => Ok(WriteOutcome::Finished),
     }
@@ -213,6 +241,7 @@ fn connect(o: &WriteOptions, descriptor: &RunDescriptor) -> Result<AckSender, Wr
         descriptor,
         ClientOptions {
             key,
+            max_unconfirmed: o.max_unconfirmed.max(1),
             ..ClientOptions::default()
         },
     )
@@ -246,8 +275,8 @@ fn prepare(o: &WriteOptions, tp: &TargetPlan) -> Result<crate::device::FileDevic
 
 /// The run's first line on stderr: what is written where, and how.
 fn announce(o: &WriteOptions, plan: &Plan, device: &identity::DeviceIdentity) {
-    eprintln!(
-        "plugpull write: run {} -> {} ({}), region {} at offset {}, {} stream(s), flush {}, {}, seed {}",
+    events::say(&format!(
+        "started run {} -> {} ({}), region {} at offset {}, {} stream(s), flush {}, {}, seed {}",
         plan.run,
         o.target.display(),
         describe(device),
@@ -257,10 +286,10 @@ fn announce(o: &WriteOptions, plan: &Plan, device: &identity::DeviceIdentity) {
         o.flush.name(),
         if o.direct { "O_DIRECT" } else { "buffered" },
         plan.seed,
-    );
+    ));
     if o.flush == FlushMethod::None {
-        eprintln!(
-            "plugpull write: --flush none is a control run: records are acknowledged without a flush and a cut is expected to lose some"
+        events::say(
+            "--flush none is a control run: records are acknowledged without a flush and a cut is expected to lose some",
         );
     }
 }

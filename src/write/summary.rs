@@ -113,8 +113,9 @@ pub(super) fn print_summary(
     if json {
         println!("{}", serde_json::to_string_pretty(summary)?);
     } else if !quiet {
-        eprintln!(
-            "plugpull write: {} records acked ({}) in {:.1} s, {:.0} records/s, flush p50 {:.0} µs p99 {:.0} µs; witness holds {} durable",
+        super::events::say(&format!(
+            "stopped ({}): {} records flushed and acked ({}) in {:.1} s, {:.0} records/s, flush p50 {:.0} µs p99 {:.0} µs; {} of them durable at the witness",
+            summary.stopped_because,
             summary.records_acked,
             crate::units::fmt_bytes(summary.bytes_acked),
             summary.seconds,
@@ -122,7 +123,7 @@ pub(super) fn print_summary(
             summary.flush_latency_us_p50,
             summary.flush_latency_us_p99,
             summary.witness_durable
-        );
+        ));
     }
     Ok(())
 }
@@ -131,13 +132,37 @@ pub(super) fn print_summary(
 /// what the witness holds.
 pub(super) fn warn_witness_behind(stats: &SenderStats, acked: u64) {
     if stats.durable < acked {
-        eprintln!(
-            "plugpull write: warning: the witness confirmed only {} of {} acks as durable ({}); verify judges only what the witness holds",
+        super::events::say(&format!(
+            "warning: only {} of {} acks are durable at the witness ({}); verify judges only what the witness holds",
             stats.durable,
             acked,
             stats.last_error.as_deref().unwrap_or("witness unreachable")
-        );
+        ));
     }
+}
+
+/// Says that Ctrl-C stopped the run, the last record acknowledged and durable at the
+/// witness (`finish` returned: every pushed ack is), and the verify command.
+pub(super) fn explain_interruption(summary: &WriteSummary, target: &str, witness: &str) {
+    super::events::say(&format!(
+        "interrupted (Ctrl-C): stopped writing. Last acknowledged record, durable at the witness: {}. To check the drive: `plugpull verify {target} --witness {witness} --run {}`",
+        describe_last(summary),
+        summary.run_id
+    ));
+}
+
+/// The last acknowledged record in words, or "none".
+fn describe_last(summary: &WriteSummary) -> String {
+    summary
+        .last_acked
+        .as_ref()
+        .map(|l| {
+            format!(
+                "stream {} seq {} at offset {} ({} ns)",
+                l.stream, l.seq, l.offset, l.flushed_ns
+            )
+        })
+        .unwrap_or_else(|| "none".into())
 }
 
 /// Says what failed, that a cut explains it, the last acknowledged record, and the
@@ -148,18 +173,9 @@ pub(super) fn explain_target_failure(
     target: &str,
     witness: &str,
 ) {
-    let last = summary
-        .last_acked
-        .as_ref()
-        .map(|l| {
-            format!(
-                "stream {} seq {} at offset {} ({} ns)",
-                l.stream, l.seq, l.offset, l.flushed_ns
-            )
-        })
-        .unwrap_or_else(|| "none".into());
-    eprintln!(
-        "plugpull write: the target failed: {} of stream {} seq {} returned \"{}\". If you cut the power, this is expected. Nothing more was acknowledged. Last acknowledged record: {last}. Next: restore power and run `plugpull verify {} --witness {}`",
+    let last = describe_last(summary);
+    super::events::say(&format!(
+        "the target failed: {} of stream {} seq {} returned \"{}\". If you cut the power, this is expected. Nothing more was acknowledged. Last acknowledged record: {last}. Next: restore power and run `plugpull verify {} --witness {}`",
         f.during, f.record.stream, f.record.seq, f.error, target, witness
-    );
+    ));
 }

@@ -22,6 +22,7 @@ h1{font-size:22px;margin:8px 0} h2{font-size:18px;margin:28px 0 8px;border-botto
 .banner{color:#fff;padding:14px 20px;border-radius:6px;margin:12px 0}
 .banner .verdict{font-size:34px;font-weight:bold;letter-spacing:1px}
 .banner .why{font-size:17px}
+.plain{font-size:17px;margin:8px 0 16px}
 .numbers{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}
 .num{border:1px solid #ccc;border-radius:6px;padding:8px 12px;min-width:140px}
 .num b{display:block;font-size:22px} .num span{font-size:12px;color:#555}
@@ -116,7 +117,7 @@ pub fn render(
     if cycles.len() > 1 {
         campaign_charts(&mut o, cycles);
     }
-    around_the_cut(&mut o, s);
+    around_the_cut(&mut o, cycles, s);
     flush_latency(&mut o, cycles, s);
     o.push_str("<h2>Device</h2>");
     device_table(&mut o, cycles);
@@ -163,6 +164,41 @@ fn head_and_banner(o: &mut String, cycles: &[Cycle], s: &Summary, title: Option<
         esc(&banner_text(cycles, s)),
         v = s.verdict,
     );
+    let _ = write!(
+        o,
+        "<p class=\"plain\" id=\"plain\">{}</p>",
+        esc(&plain_text(cycles, s))
+    );
+}
+
+/// The verdict in plain words: the run's own `plain` (or, for a report made before it
+/// existed, the same sentence built from its summary); for several runs, the campaign's.
+fn plain_text(cycles: &[Cycle], s: &Summary) -> String {
+    use crate::verify::plain;
+    if let [c] = cycles {
+        if !c.report.plain.is_empty() {
+            return c.report.plain.clone();
+        }
+        return plain::sentence(&plain::Facts::from_summary(&c.report.summary));
+    }
+    let n = |v: Verdict| s.cycles_by_verdict.get(v.name()).copied().unwrap_or(0) as u64;
+    let judged = n(Verdict::Pass) + n(Verdict::Fail);
+    plain::campaign_sentence(&plain::CampaignFacts {
+        cycles: s.cycles as u64,
+        passed: n(Verdict::Pass),
+        failed: n(Verdict::Fail),
+        lost_records: s.failing_records,
+        dead_cycles: cycles
+            .iter()
+            .filter(|c| c.report.summary.dead_device.is_some())
+            .count() as u64,
+        // The rule of three, as the banner says it.
+        upper_95: if judged == 0 {
+            1.0
+        } else {
+            (3.0 / judged as f64).min(1.0)
+        },
+    })
 }
 
 /// The row of big numbers under the banner.
@@ -243,7 +279,7 @@ fn campaign_charts(o: &mut String, cycles: &[Cycle]) {
 }
 
 /// The acknowledged records by age before the last ack and class, and the counts.
-fn around_the_cut(o: &mut String, s: &Summary) {
+fn around_the_cut(o: &mut String, cycles: &[Cycle], s: &Summary) {
     o.push_str("<h2>Around the cut</h2>");
     if s.has_timeline {
         o.push_str(&svg::timeline(&s.timeline, s.loss_window_ms_max));
@@ -252,6 +288,14 @@ fn around_the_cut(o: &mut String, s: &Summary) {
         o.push_str("<p class=\"note\">This report has no <code>ack_timeline</code> (made by an older plugpull): only the counts below are available.</p>");
     }
     counts_table(o, s);
+    let holes: u64 = cycles.iter().map(|c| c.report.summary.ordering_holes).sum();
+    if holes > 0 {
+        let _ = write!(
+            o,
+            "<p class=\"note\" id=\"holes-meaning\"><b>Ordering holes</b> ({holes}): {}.</p>",
+            esc(crate::verify::plain::ORDERING_HOLES)
+        );
+    }
 }
 
 /// The write+flush latency chart, with p50 and p99 marked.

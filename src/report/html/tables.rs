@@ -15,17 +15,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// What each class means, for the counts table.
+/// One wording for every output: `verify::plain`.
 fn meaning(class: RecordClass) -> &'static str {
-    match class {
-        RecordClass::Intact => "read back exactly as written",
-        RecordClass::Superseded => "legitimately overwritten later by this run (not a failure)",
-        RecordClass::Lost => "old or never-written content where an acknowledged record should be",
-        RecordClass::Shorn => "some sectors new, the rest old: a torn write",
-        RecordClass::Corrupt => "stamp or content bits wrong",
-        RecordClass::Stale => "a record of another run where this one should be",
-        RecordClass::Misdirected => "found at the wrong place, or a foreign record here",
-        RecordClass::Unreadable => "read failed or hung",
-    }
+    crate::verify::plain::meaning(class)
 }
 
 pub(super) fn value_text(v: &Value) -> Option<String> {

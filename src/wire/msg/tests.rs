@@ -104,8 +104,15 @@ fn every_message_round_trips() {
         },
         Msg::Fetch(RunSelector::Run(RunId([3; 16]))),
         Msg::Fetch(RunSelector::LatestForDevice("serial:X".into())),
-        Msg::FetchRun(d),
+        Msg::FetchRun(d.clone()),
         Msg::FetchEnd { acks: 77 },
+        Msg::ListRuns,
+        Msg::RunInfo(Box::new(RunInfo {
+            descriptor: d,
+            acks: 5,
+            last_flushed_ns: Some(123),
+            damaged: false,
+        })),
     ] {
         round_trip(m);
     }
@@ -168,4 +175,13 @@ fn hello_of_other_version_reports_the_version() {
     hello.extend_from_slice(b"whatever a future writer sends");
     let e = decode_payload(FrameType::Hello, &hello).unwrap_err();
     assert!(matches!(e, DecodeError::Version(VersionMismatch(99))));
+}
+
+#[test]
+fn the_list_selector_is_one_byte() {
+    assert_eq!(
+        Msg::ListRuns.encode()[..],
+        frame::encode(FrameType::Fetch, &[3])[..]
+    );
+    assert!(decode_payload(FrameType::Fetch, &[3, 0]).is_err());
 }

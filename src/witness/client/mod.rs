@@ -8,12 +8,15 @@
 //! are fdatasync'd.
 //!
 //! `sender` is the queue and its threads, `fetch` reads a whole run (and is the `fetch`
-//! command's action), `connect` is what both do to reach the witness.
+//! command's action), `runs` lists the runs a witness holds, `connect` is what they all
+//! do to reach the witness.
 
 mod connect;
 pub mod error;
 mod fetch;
+mod runs;
 mod sender;
 
 pub use fetch::{FetchOptions, fetch, fetch_to_file, fetch_with_key};
+pub use runs::{list_runs, runs_json, runs_text, sort_newest_first};
 pub use sender::{AckSender, ClientOptions, SenderStats};

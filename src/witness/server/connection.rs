@@ -499,6 +499,14 @@ impl Conn {
                 }
                 self.on_fetch(&sel)
             }
+            Msg::ListRuns => {
+                if self.run.is_some() {
+                    return Err(End::Protocol(
+                        "Fetch on a writer connection; open a separate connection".into(),
+                    ));
+                }
+                self.on_list_runs()
+            }
             other => Err(End::Protocol(format!(
                 "unexpected {:?} frame from a writer or fetcher",
                 other.frame_type()

@@ -105,7 +105,7 @@ impl Conn {
 
     /// Opens `run`'s log at `path` and says how many bytes of it may be served: only the
     /// durable prefix of a log that a writer is appending to.
-    fn open_durable_prefix(&self, run: RunId, path: &Path) -> Result<(File, u64), End> {
+    pub(super) fn open_durable_prefix(&self, run: RunId, path: &Path) -> Result<(File, u64), End> {
         let limit = match lock(&self.sh.runs).get(&run).cloned() {
             Some(slot) => lock(&slot).log.as_ref().map(|l| l.durable_len_bytes()),
             None => None,

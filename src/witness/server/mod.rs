@@ -47,6 +47,7 @@ mod events;
 mod fetch;
 mod listen;
 mod recovery;
+mod runs;
 mod shared;
 mod witness;
 mod writer;

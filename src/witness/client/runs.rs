@@ -1,0 +1,131 @@
+//! `plugpull runs`: asks the witness for a summary of every run it holds (a Fetch with
+//! the list selector; docs/protocol.md) and sorts them newest first.
+//!
+//! Why the client sorts: the witness sends runs in file order; "newest first" is a
+//! matter of presentation, decided where the list is shown.
+
+use crate::wire::auth::Key;
+use crate::wire::msg::{Msg, RunInfo};
+use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
+use crate::witness::client::error::{ClientResult, Context, refuse};
+use std::io::Write;
+use std::time::Duration;
+
+/// Listing reads every log at the witness: allow it time.
+const LIST_READ_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Every run the witness at `addr` holds, newest `started_at` first.
+pub fn list_runs(addr: &str, key: Option<&Key>) -> ClientResult<Vec<RunInfo>> {
+    let mut s = connect_stream(addr)?;
+    s.set_read_timeout(Some(LIST_READ_TIMEOUT))?;
+    let mut r = FrameReader::default();
+    let mut session = authenticate(&mut s, &mut r, addr, key)?;
+    s.write_all(&encode_sealed(&Msg::ListRuns, session.as_mut()))
+        .with_context(|| format!("asking the witness at {addr} for its runs"))?;
+    let mut opener = session.map(|x| x.opener);
+    let mut runs = vec![];
+    loop {
+        let m = r
+            .next(&mut s, opener.as_mut())
+            .with_context(|| format!("listing the runs of the witness at {addr}"))?;
+        match m {
+            Some(Msg::RunInfo(i)) => runs.push(*i),
+            Some(Msg::FetchEnd { acks: n }) => {
+                if n != runs.len() as u64 {
+                    refuse!("the witness announced {n} runs but sent {}", runs.len());
+                }
+                break;
+            }
+            Some(Msg::Error { message }) if message.contains("unknown selector") => refuse!(
+                "the witness at {addr} cannot list runs (it runs an older plugpull): \
+                 upgrade it, or fetch a run by --run or --target"
+            ),
+            Some(Msg::Error { message }) => refuse!("the witness at {addr}: {message}"),
+            Some(m) => refuse!("unexpected {:?} frame in the run list", m.frame_type()),
+            None => refuse!("the witness at {addr} closed the connection before the list ended"),
+        }
+    }
+    sort_newest_first(&mut runs);
+    Ok(runs)
+}
+
+/// Newest `started_at` first (RFC 3339 times compare as instants; unparseable ones last).
+pub fn sort_newest_first(runs: &mut [RunInfo]) {
+    let t = |i: &RunInfo| {
+        chrono::DateTime::parse_from_rfc3339(&i.descriptor.started_at)
+            .map(|d| d.timestamp_nanos_opt().unwrap_or(i64::MIN))
+            .unwrap_or(i64::MIN)
+    };
+    runs.sort_by_key(|i| std::cmp::Reverse(t(i)));
+}
+
+/// The drive of a run in words: model and serial when known, else the path written to.
+fn drive(i: &RunInfo) -> String {
+    let d = &i.descriptor.device;
+    if d.kind == "file" {
+        return d.target.clone();
+    }
+    match (&d.model, &d.serial) {
+        (Some(m), Some(s)) => format!("{m} serial {s} ({})", d.target),
+        (Some(m), None) => format!("{m} ({})", d.target),
+        (None, Some(s)) => format!("serial {s} ({})", d.target),
+        (None, None) => d.target.clone(),
+    }
+}
+
+/// A writer-clock time (ns since the epoch) as UTC with milliseconds.
+fn utc(ns: u64) -> String {
+    chrono::DateTime::from_timestamp_nanos(ns as i64)
+        .format("%Y-%m-%d %H:%M:%S%.3f")
+        .to_string()
+}
+
+/// The list for people: one line per run, newest first, under a header.
+pub fn runs_text(runs: &[RunInfo]) -> String {
+    if runs.is_empty() {
+        return "the witness holds no runs\n".into();
+    }
+    let mut o = format!(
+        "{:<32}  {:<20}  {:>10}  {:<24}  {:<12}  drive\n",
+        "run", "started (UTC)", "acks", "durable up to (UTC)", "host"
+    );
+    for i in runs {
+        let d = &i.descriptor;
+        let started = chrono::DateTime::parse_from_rfc3339(&d.started_at)
+            .map(|t| {
+                t.with_timezone(&chrono::Utc)
+                    .format("%Y-%m-%d %H:%M:%S")
+                    .to_string()
+            })
+            .unwrap_or_else(|_| d.started_at.clone());
+        o += &format!(
+            "{:<32}  {:<20}  {:>10}  {:<24}  {:<12}  {}{}\n",
+            d.run_id.hex(),
+            started,
+            i.acks,
+            i.last_flushed_ns.map(utc).unwrap_or_else(|| "-".into()),
+            d.host,
+            drive(i),
+            if i.damaged { "  [log damaged]" } else { "" },
+        );
+    }
+    o
+}
+
+/// The list as JSON (`plugpull-runs/1`, docs/protocol.md "Listing runs").
+pub fn runs_json(runs: &[RunInfo]) -> serde_json::Value {
+    serde_json::json!({
+        "format": "plugpull-runs/1",
+        "runs": runs.iter().map(|i| serde_json::json!({
+            "run_id": i.descriptor.run_id.hex(),
+            "started_at": i.descriptor.started_at,
+            "host": i.descriptor.host,
+            "device_key": i.descriptor.device.key(),
+            "drive": drive(i),
+            "acks": i.acks,
+            "durable_up_to_ns": i.last_flushed_ns,
+            "durable_up_to": i.last_flushed_ns.map(utc),
+            "log_damaged": i.damaged,
+        })).collect::<Vec<_>>(),
+    })
+}

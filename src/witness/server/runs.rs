@@ -1,0 +1,99 @@
+//! Serving `plugpull runs`: a summary of every run the witness holds (a Fetch with the
+//! list selector), one RunInfo per run, then FetchEnd with the number of runs.
+//!
+//! Why the logs are read rather than an index kept: the counts must be what a fetch
+//! would serve now (the durable prefix, checked frame by frame, damage noted), and a
+//! listing is rare; reading each log once is the honest answer at the cost of time.
+
+use crate::record::RunId;
+use crate::wire::msg::{Msg, RunInfo};
+use crate::witness::server::connection::{Conn, End, Next};
+use crate::witness::store::checker::{LogChecker, LogItem};
+use crate::witness::store::layout::{self, LOG_EXTENSION};
+use crate::witness::store::log;
+use crate::witness::store::scan;
+use std::io::{self, Read};
+use std::ops::ControlFlow;
+
+impl Conn {
+    /// Sends a RunInfo for every readable run log, then FetchEnd(runs); the connection
+    /// then ends (`End::Fetched`). A log without a complete descriptor is left out.
+    pub(super) fn on_list_runs(&mut self) -> Result<Next, End> {
+        let dir = self.sh.dir.clone();
+        let entries = std::fs::read_dir(&dir)
+            .map_err(|e| End::Storage(format!("listing {}: {e}", dir.display())))?;
+        let mut runs: Vec<RunId> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                RunId::parse(name.strip_suffix(&format!(".{LOG_EXTENSION}"))?)
+            })
+            .collect();
+        runs.sort_by_key(|r| r.hex());
+        let mut sent = 0u64;
+        for run in runs {
+            let Some(info) = self.run_info(run)? else {
+                continue;
+            };
+            self.send(&Msg::RunInfo(Box::new(info)))?;
+            sent += 1;
+        }
+        self.send(&Msg::FetchEnd { acks: sent })?;
+        self.sh.event(
+            "list-runs",
+            &[
+                ("conn", &self.id),
+                ("peer", &self.peer),
+                ("auth", &self.auth_name()),
+                ("runs", &sent),
+            ],
+        );
+        Ok(ControlFlow::Break(End::Fetched))
+    }
+
+    /// The summary of one run's durable log; None when it has no descriptor yet.
+    fn run_info(&self, run: RunId) -> Result<Option<RunInfo>, End> {
+        let path = layout::log_path(&self.sh.dir, run);
+        let (file, limit) = match self.open_durable_prefix(run, &path) {
+            Ok(x) => x,
+            // Removed since the listing: not a run any more.
+            Err(End::Protocol(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut checker = LogChecker::default();
+        let mut scratch = Vec::new();
+        let mut last_flushed_ns = None;
+        let reader = io::BufReader::new(file.take(limit));
+        let r = scan::scan_frames_resync(reader, log::is_log_frame, |f, damage| {
+            if let Some(d) = damage {
+                checker.note_damage(d);
+            }
+            if let LogItem::Acks { acks, .. } = checker.check(f, &mut scratch)? {
+                if let Some(a) = acks.last() {
+                    last_flushed_ns = Some(a.flushed_ns);
+                }
+            }
+            Ok(())
+        });
+        let end = match r {
+            Ok(end) => end,
+            // A log that cannot be read as a whole still shows, marked damaged, if its
+            // descriptor was read.
+            Err(_) => {
+                return Ok(checker.descriptor.take().map(|descriptor| RunInfo {
+                    descriptor,
+                    acks: checker.acks,
+                    last_flushed_ns,
+                    damaged: true,
+                }));
+            }
+        };
+        let damaged = !checker.damage_events("", &end).is_empty();
+        Ok(checker.descriptor.take().map(|descriptor| RunInfo {
+            descriptor,
+            acks: checker.acks,
+            last_flushed_ns,
+            damaged,
+        }))
+    }
+}
