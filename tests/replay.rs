@@ -229,7 +229,7 @@ fn bad_logs_and_missing_runs_are_errors() {
 /// region. Run by hand (`cargo test --release --test replay -- --ignored --nocapture`);
 /// the numbers go in docs/replay.md.
 #[test]
-#[ignore]
+#[ignore = "a timing measurement, not a test: run by hand in release, as the comment above says; figures in docs/replay.md"]
 fn a_lab_sized_log_replays_in_seconds() {
     let d = tempfile::tempdir().unwrap();
     let w = InProcessWitness::start(&d.path().join("w"));
