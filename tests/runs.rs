@@ -47,8 +47,9 @@ fn runs_lists_every_run_newest_first() {
     );
     assert!(runs[0]["durable_up_to_ns"].as_u64().unwrap() > 0);
     assert_eq!(runs[0]["log_damaged"], false);
-    // The witness does not know verdicts, so the list does not invent one.
-    assert!(runs[0].get("verdict").is_none());
+    // Nothing was verified yet, so the list does not invent a verdict.
+    assert!(runs[0]["verified"].is_null(), "{v:#}");
+    assert!(runs[1]["verified"].is_null(), "{v:#}");
 
     let t = common::run(["runs", "--witness", &w.addr]);
     assert_eq!(t.code, 0, "{t:?}");
@@ -94,4 +95,126 @@ fn runs_with_a_key_and_an_empty_witness() {
     // Without the key the witness refuses.
     let r = common::run(["runs", "--witness", &w.addr]);
     assert_eq!(r.code, 2, "{r:?}");
+}
+
+/// verify tells the witness its verdict; `runs` shows the latest per run, and a run
+/// nobody verified stays "not verified".
+#[test]
+fn runs_show_which_runs_were_verified_and_how() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let (a, b, c) = (
+        d.path().join("a.img"),
+        d.path().join("b.img"),
+        d.path().join("c.img"),
+    );
+    write(&w.addr, &a, "40", None);
+    write(&w.addr, &b, "40", None);
+    write(&w.addr, &c, "40", None);
+    let verify = |t: &std::path::Path| {
+        common::run(["verify", t.to_str().unwrap(), "--witness", &w.addr, "--quiet"])
+    };
+    let r = verify(&a);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("did not record"), "{r:?}");
+    // b: PASS first, then the drive loses its records and verify says FAIL.
+    assert_eq!(verify(&b).code, 0);
+    std::fs::write(&b, vec![0u8; 4 << 20]).unwrap();
+    assert_eq!(verify(&b).code, 1);
+
+    let r = common::run(["runs", "--witness", &w.addr, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    let by_drive = |name: &str| {
+        v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["drive"].as_str().unwrap().ends_with(name))
+            .unwrap_or_else(|| panic!("{name} missing: {v:#}"))
+            .clone()
+    };
+    assert_eq!(by_drive("a.img")["verified"]["verdict"], "PASS", "{v:#}");
+    assert_eq!(by_drive("a.img")["verified"]["failing"], 0, "{v:#}");
+    assert_eq!(by_drive("b.img")["verified"]["verdict"], "FAIL", "{v:#}");
+    assert_eq!(by_drive("b.img")["verified"]["failing"], 40, "{v:#}");
+    assert!(by_drive("c.img")["verified"].is_null(), "{v:#}");
+
+    let t = common::run(["runs", "--witness", &w.addr]);
+    let line = |name: &str| {
+        t.stdout
+            .lines()
+            .find(|l| l.ends_with(name))
+            .unwrap_or_else(|| panic!("{name} missing: {t:?}"))
+            .to_string()
+    };
+    assert!(t.stdout.lines().next().unwrap().contains("verified"), "{t:?}");
+    assert!(line("a.img").contains(" PASS "), "{t:?}");
+    assert!(line("b.img").contains(" FAIL "), "{t:?}");
+    assert!(line("c.img").contains("not verified"), "{t:?}");
+
+    // verify from a fetched file (no witness) records nothing and says nothing about it.
+    let acks = d.path().join("c.acks");
+    let f = common::run([
+        "fetch",
+        "--witness",
+        &w.addr,
+        "--target",
+        c.to_str().unwrap(),
+        "-o",
+        acks.to_str().unwrap(),
+    ]);
+    assert_eq!(f.code, 0, "{f:?}");
+    let r = common::run([
+        "verify",
+        c.to_str().unwrap(),
+        "--acks",
+        acks.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = common::run(["runs", "--witness", &w.addr, "--json"]).json();
+    let c_run = v["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["drive"].as_str().unwrap().ends_with("c.img"))
+        .unwrap()
+        .clone();
+    assert!(c_run["verified"].is_null(), "{v:#}");
+}
+
+/// A witness that cannot record the verdict costs a note on stderr, never the verdict or
+/// its exit code; a verdict for a run the witness does not hold is refused.
+#[test]
+fn verify_keeps_its_verdict_when_the_witness_cannot_record_it() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let wdir = d.path().join("w");
+    let w = WitnessProc::start(&wdir);
+    let a = d.path().join("a.img");
+    write(&w.addr, &a, "20", None);
+    let v = common::run(["runs", "--witness", &w.addr, "--json"]).json();
+    let run = v["runs"][0]["run_id"].as_str().unwrap().to_string();
+    // A directory where the notes file should be: the append fails at the witness.
+    std::fs::create_dir(wdir.join(format!("{run}.verdicts"))).unwrap();
+    let r = common::run(["verify", a.to_str().unwrap(), "--witness", &w.addr, "--quiet"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.starts_with("VERDICT: PASS"), "{r:?}");
+    assert!(r.stderr.contains("the verdict stands"), "{r:?}");
+    assert!(r.stderr.contains("did not record"), "{r:?}");
+
+    let mark = plugpull::wire::msg::VerdictMark {
+        run_id: "00".repeat(16),
+        verdict: "PASS".into(),
+        failing: 0,
+        target: "x".into(),
+        verified_at: "2026-11-30T00:00:00Z".into(),
+    };
+    let e = plugpull::witness::client::record_verdict(&w.addr, None, &mark).unwrap_err();
+    assert!(format!("{e:#}").contains("does not hold"), "{e:#}");
+    let mut big = mark.clone();
+    big.run_id = run;
+    big.target = "x".repeat(5000);
+    let e = plugpull::witness::client::record_verdict(&w.addr, None, &big).unwrap_err();
+    assert!(format!("{e:#}").contains("at most 4096"), "{e:#}");
 }

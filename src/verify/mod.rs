@@ -112,7 +112,35 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
     };
     report.note_log_wholeness(source, wholeness.whole, wholeness.how);
     print_report(o, &report)?;
+    tell_the_witness(o, &log, &report);
     Ok(report.verdict)
+}
+
+/// Tells the witness the verdict (when the acks came from one), so `plugpull runs` shows
+/// which runs were verified. A witness that cannot take it costs a warning, never the
+/// verdict: the note is for people, the verdict stands on the acks and the drive.
+fn tell_the_witness(o: &VerifyOptions, log: &RunLog, report: &Report) {
+    let AckSource::Witness(addr) = &o.acks else {
+        return;
+    };
+    let mark = crate::wire::msg::VerdictMark {
+        run_id: log.descriptor.run_id.hex(),
+        verdict: report.verdict.name().to_string(),
+        failing: report.to_summary().counts.failing(),
+        target: report.target.clone(),
+        verified_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    let key = match crate::wire::auth::load_key(o.key_file.as_deref()) {
+        Ok(k) => k,
+        Err(_) => return,
+    };
+    if let Err(e) = crate::witness::client::record_verdict(addr, key.as_ref(), &mark) {
+        eprintln!(
+            "plugpull verify: note: the verdict stands, but the witness did not record it \
+             (`plugpull runs` will show this run as not verified): {}",
+            crate::exit::error_chain(&e)
+        );
+    }
 }
 
 /// The report for a target that is gone: the run is named explicitly, so a target that

@@ -32,6 +32,9 @@ const SELECT_RUN: u8 = 1;
 const SELECT_DEVICE: u8 = 2;
 /// Fetch selector: list every run the witness holds (`plugpull runs`).
 const SELECT_ALL_RUNS: u8 = 3;
+/// Fetch selector: store a verify's verdict on a run beside its log (`plugpull runs`
+/// shows the latest); the rest of the payload is a [`VerdictMark`] as JSON.
+const SELECT_RECORD_VERDICT: u8 = 4;
 
 /// One run as `plugpull runs` lists it: the RunInfo payload (JSON, docs/protocol.md).
 /// Only what the witness knows: it never sees a verify, so there is no verdict here.
@@ -44,6 +47,26 @@ pub struct RunInfo {
     pub last_flushed_ns: Option<u64>,
     /// Whether the log is damaged (a fetch would carry log-damage events).
     pub damaged: bool,
+    /// The latest verdict a verify reported for this run, if any (absent from the JSON of
+    /// witnesses older than the verdict selector, hence the default).
+    #[serde(default)]
+    pub verified: Option<VerdictMark>,
+}
+
+/// What a verify tells the witness after judging a run: shown by `plugpull runs`. It is a
+/// note for people, never evidence: verify judges from the acks and the drive alone.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VerdictMark {
+    /// The run judged, as 32 hex digits.
+    pub run_id: String,
+    /// PASS, FAIL or INCONCLUSIVE.
+    pub verdict: String,
+    /// Acknowledged records in a failure class.
+    pub failing: u64,
+    /// The target verify read, as named on its command line.
+    pub target: String,
+    /// When the verdict was reached, RFC 3339 (verify's clock).
+    pub verified_at: String,
 }
 
 /// Every message of the protocol and the log. See docs/protocol.md for direction.
@@ -94,6 +117,8 @@ pub enum Msg {
     /// A Fetch with the list selector: every run the witness holds.
     ListRuns,
     RunInfo(Box<RunInfo>),
+    /// A Fetch with the verdict selector: store this verdict beside the run's log.
+    RecordVerdict(Box<VerdictMark>),
 }
 
 /// Appends the 40-byte entry of `a` to `out`.
@@ -263,7 +288,7 @@ impl Msg {
             Msg::Heartbeat => FrameType::Heartbeat,
             Msg::Bye { .. } => FrameType::Bye,
             Msg::Error { .. } => FrameType::Error,
-            Msg::Fetch(_) | Msg::ListRuns => FrameType::Fetch,
+            Msg::Fetch(_) | Msg::ListRuns | Msg::RecordVerdict(_) => FrameType::Fetch,
             Msg::RunInfo(_) => FrameType::RunInfo,
             Msg::FetchRun(_) => FrameType::FetchRun,
             Msg::FetchEnd { .. } => FrameType::FetchEnd,
@@ -322,6 +347,10 @@ impl Msg {
                 out.extend_from_slice(key.as_bytes());
             }
             Msg::ListRuns => out.push(SELECT_ALL_RUNS),
+            Msg::RecordVerdict(m) => {
+                out.push(SELECT_RECORD_VERDICT);
+                serde_json::to_writer(&mut *out, m).expect("verdict mark serialises")
+            }
             Msg::RunInfo(i) => serde_json::to_writer(&mut *out, i).expect("run info serialises"),
             Msg::Acks { .. } => unreachable!("handled above"),
         }
@@ -456,6 +485,14 @@ fn decode_fetch(p: &[u8]) -> Result<Msg, DecodeError> {
         }
         Some(&SELECT_DEVICE) => Msg::Fetch(RunSelector::LatestForDevice(utf8(&p[1..], "Fetch")?)),
         Some(&SELECT_ALL_RUNS) if p.len() == 1 => Msg::ListRuns,
+        Some(&SELECT_RECORD_VERDICT) => {
+            Msg::RecordVerdict(Box::new(serde_json::from_slice(&p[1..]).map_err(|source| {
+                DecodeError::Json {
+                    what: "Fetch: invalid verdict mark JSON".into(),
+                    source,
+                }
+            })?))
+        }
         _ => malformed!("Fetch payload has an unknown selector or wrong length"),
     })
 }

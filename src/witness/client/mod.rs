@@ -18,5 +18,5 @@ mod runs;
 mod sender;
 
 pub use fetch::{FetchOptions, fetch, fetch_to_file, fetch_with_key};
-pub use runs::{list_runs, runs_json, runs_text, sort_newest_first};
+pub use runs::{list_runs, record_verdict, runs_json, runs_text, sort_newest_first};
 pub use sender::{AckSender, ClientOptions, SenderStats};

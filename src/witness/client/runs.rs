@@ -5,7 +5,7 @@
 //! matter of presentation, decided where the list is shown.
 
 use crate::wire::auth::Key;
-use crate::wire::msg::{Msg, RunInfo};
+use crate::wire::msg::{Msg, RunInfo, VerdictMark};
 use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
 use crate::witness::client::error::{ClientResult, Context, refuse};
 use std::io::Write;
@@ -49,6 +49,31 @@ pub fn list_runs(addr: &str, key: Option<&Key>) -> ClientResult<Vec<RunInfo>> {
     Ok(runs)
 }
 
+/// Tells the witness at `addr` the verdict a verify reached on a run, so `plugpull runs`
+/// shows it. Returns how many verdicts the witness now holds for the run.
+pub fn record_verdict(addr: &str, key: Option<&Key>, mark: &VerdictMark) -> ClientResult<u64> {
+    let mut s = connect_stream(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut r = FrameReader::default();
+    let mut session = authenticate(&mut s, &mut r, addr, key)?;
+    let msg = Msg::RecordVerdict(Box::new(mark.clone()));
+    s.write_all(&encode_sealed(&msg, session.as_mut()))
+        .with_context(|| format!("telling the witness at {addr} the verdict"))?;
+    let mut opener = session.map(|x| x.opener);
+    let m = r
+        .next(&mut s, opener.as_mut())
+        .with_context(|| format!("telling the witness at {addr} the verdict"))?;
+    match m {
+        Some(Msg::FetchEnd { acks: notes }) => Ok(notes),
+        Some(Msg::Error { message }) if message.contains("unknown selector") => refuse!(
+            "the witness at {addr} runs an older plugpull that cannot store verdicts"
+        ),
+        Some(Msg::Error { message }) => refuse!("the witness at {addr}: {message}"),
+        Some(m) => refuse!("unexpected {:?} frame after a verdict", m.frame_type()),
+        None => refuse!("the witness at {addr} closed the connection without an answer"),
+    }
+}
+
 /// Newest `started_at` first (RFC 3339 times compare as instants; unparseable ones last).
 pub fn sort_newest_first(runs: &mut [RunInfo]) {
     let t = |i: &RunInfo| {
@@ -80,14 +105,25 @@ fn utc(ns: u64) -> String {
         .to_string()
 }
 
+/// The latest verdict in a few words: "FAIL 11-30 14:02", or "not verified".
+fn verified(i: &RunInfo) -> String {
+    let Some(m) = &i.verified else {
+        return "not verified".into();
+    };
+    let when = chrono::DateTime::parse_from_rfc3339(&m.verified_at)
+        .map(|t| t.with_timezone(&chrono::Utc).format("%m-%d %H:%M").to_string())
+        .unwrap_or_default();
+    format!("{} {when}", m.verdict).trim_end().to_string()
+}
+
 /// The list for people: one line per run, newest first, under a header.
 pub fn runs_text(runs: &[RunInfo]) -> String {
     if runs.is_empty() {
         return "the witness holds no runs\n".into();
     }
     let mut o = format!(
-        "{:<32}  {:<20}  {:>10}  {:<24}  {:<12}  drive\n",
-        "run", "started (UTC)", "acks", "durable up to (UTC)", "host"
+        "{:<32}  {:<20}  {:>10}  {:<24}  {:<12}  {:<14}  drive\n",
+        "run", "started (UTC)", "acks", "durable up to (UTC)", "host", "verified"
     );
     for i in runs {
         let d = &i.descriptor;
@@ -99,12 +135,13 @@ pub fn runs_text(runs: &[RunInfo]) -> String {
             })
             .unwrap_or_else(|_| d.started_at.clone());
         o += &format!(
-            "{:<32}  {:<20}  {:>10}  {:<24}  {:<12}  {}{}\n",
+            "{:<32}  {:<20}  {:>10}  {:<24}  {:<12}  {:<14}  {}{}\n",
             d.run_id.hex(),
             started,
             i.acks,
             i.last_flushed_ns.map(utc).unwrap_or_else(|| "-".into()),
             d.host,
+            verified(i),
             drive(i),
             if i.damaged { "  [log damaged]" } else { "" },
         );
@@ -126,6 +163,12 @@ pub fn runs_json(runs: &[RunInfo]) -> serde_json::Value {
             "durable_up_to_ns": i.last_flushed_ns,
             "durable_up_to": i.last_flushed_ns.map(utc),
             "log_damaged": i.damaged,
+            "verified": i.verified.as_ref().map(|m| serde_json::json!({
+                "verdict": m.verdict,
+                "failing": m.failing,
+                "target": m.target,
+                "verified_at": m.verified_at,
+            })),
         })).collect::<Vec<_>>(),
     })
 }

@@ -507,6 +507,14 @@ impl Conn {
                 }
                 self.on_list_runs()
             }
+            Msg::RecordVerdict(mark) => {
+                if self.run.is_some() {
+                    return Err(End::Protocol(
+                        "Fetch on a writer connection; open a separate connection".into(),
+                    ));
+                }
+                self.on_record_verdict(&mark)
+            }
             other => Err(End::Protocol(format!(
                 "unexpected {:?} frame from a writer or fetcher",
                 other.frame_type()

@@ -6,12 +6,13 @@
 //! listing is rare; reading each log once is the honest answer at the cost of time.
 
 use crate::record::RunId;
-use crate::wire::msg::{Msg, RunInfo};
+use crate::wire::msg::{Msg, RunInfo, VerdictMark};
 use crate::witness::server::connection::{Conn, End, Next};
 use crate::witness::store::checker::{LogChecker, LogItem};
 use crate::witness::store::layout::{self, LOG_EXTENSION};
 use crate::witness::store::log;
 use crate::witness::store::scan;
+use crate::witness::store::verdicts;
 use std::io::{self, Read};
 use std::ops::ControlFlow;
 
@@ -51,6 +52,43 @@ impl Conn {
         Ok(ControlFlow::Break(End::Fetched))
     }
 
+    /// Stores a verify's verdict beside the run's log, then FetchEnd(notes the run has);
+    /// the connection then ends. A run the witness does not hold is refused.
+    pub(super) fn on_record_verdict(&mut self, mark: &VerdictMark) -> Result<Next, End> {
+        let Some(run) = RunId::parse(&mark.run_id) else {
+            return Err(End::Protocol(format!(
+                "verdict for '{}', which is not a run id",
+                mark.run_id
+            )));
+        };
+        let bytes = serde_json::to_vec(mark).map_or(usize::MAX, |v| v.len());
+        if bytes > verdicts::MAX_MARK_BYTES {
+            return Err(End::Protocol(format!(
+                "verdict note of {bytes} bytes; at most {} are kept",
+                verdicts::MAX_MARK_BYTES
+            )));
+        }
+        if !layout::log_path(&self.sh.dir, run).exists() {
+            return Err(End::Protocol(format!(
+                "verdict for run {}, which this witness does not hold",
+                run.hex()
+            )));
+        }
+        let notes = verdicts::append(&self.sh.dir, run, mark)
+            .map_err(|e| End::Storage(format!("storing a verdict for run {}: {e}", run.hex())))?;
+        self.send(&Msg::FetchEnd { acks: notes })?;
+        self.sh.event(
+            "verdict",
+            &[
+                ("conn", &self.id),
+                ("peer", &self.peer),
+                ("run", &run.hex()),
+                ("verdict", &mark.verdict),
+            ],
+        );
+        Ok(ControlFlow::Break(End::Fetched))
+    }
+
     /// The summary of one run's durable log; None when it has no descriptor yet.
     fn run_info(&self, run: RunId) -> Result<Option<RunInfo>, End> {
         let path = layout::log_path(&self.sh.dir, run);
@@ -85,6 +123,7 @@ impl Conn {
                     acks: checker.acks,
                     last_flushed_ns,
                     damaged: true,
+                    verified: verdicts::read(&self.sh.dir, run).pop(),
                 }));
             }
         };
@@ -94,6 +133,7 @@ impl Conn {
             acks: checker.acks,
             last_flushed_ns,
             damaged,
+            verified: verdicts::read(&self.sh.dir, run).pop(),
         }))
     }
 }

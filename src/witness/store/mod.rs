@@ -19,6 +19,7 @@ pub mod log;
 pub mod reader;
 pub mod scan;
 pub mod storage;
+pub mod verdicts;
 
 #[cfg(test)]
 mod tests;
