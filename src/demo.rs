@@ -198,7 +198,7 @@ fn print_outcome(o: &DemoOptions, seed: u64, report: &Report, oracle_faults: usi
     println!();
     println!("The simulated drive's own log (its oracle) lists {oracle_faults} injected fault(s).");
     println!(
-        "Mode: in-process simulated drive. For the same cycle through real syscalls on a FUSE mount, see docs/GUIDE-simdrive.md."
+        "Mode: in-process simulated drive. For the same cycle through real syscalls on a FUSE mount, see docs/GUIDE-simdrive.md in the source tree (installed: /usr/share/doc/plugpull/docs/GUIDE-simdrive.md)."
     );
     println!(
         "Same drive decisions again (the cut moment is timed, so counts vary): plugpull demo --profile {} --seed {seed} --duration {:?}",

@@ -82,6 +82,9 @@ fn honest_50_cycles_pass_with_upper_bound() {
     let ub = s["failure_rate_upper_95"].as_f64().unwrap();
     // Exact: 1 - 0.05^(1/50) = 0.0582; rule of three: 0.06.
     assert!((ub - 0.0582).abs() < 1e-3, "upper bound {ub}");
+    // The plain sentence is in the JSON too, not only in the text.
+    let plain = s["plain"].as_str().unwrap_or_default();
+    assert!(plain.contains("50"), "{s}");
     let l = lines(&d.path().join("honest.jsonl"));
     assert_eq!(l.len(), 51, "header + 50 cycles");
     for (i, c) in l[1..].iter().enumerate() {
@@ -99,6 +102,7 @@ fn honest_50_cycles_pass_with_upper_bound() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("95% upper bound 5.82%"), "{text}");
+    assert!(text.contains(&format!("In plain words: {plain}")), "{text}");
 }
 
 #[test]
@@ -114,6 +118,10 @@ fn lying_50_cycles_fail_nearly_every_cycle() {
     assert_eq!(code, 1, "{err}");
     assert!(s["failed"].as_u64().unwrap() >= 45, "{s}");
     assert!(s["loss_window_ms"]["p50"].as_f64().unwrap() > 0.0, "{s}");
+    assert!(
+        s["plain"].as_str().unwrap_or_default().contains("lost"),
+        "{s}"
+    );
     let l = lines(&d.path().join("lying.jsonl"));
     let failing: Vec<_> = l[1..].iter().filter(|c| c["verdict"] == "FAIL").collect();
     assert!(

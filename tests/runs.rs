@@ -112,7 +112,13 @@ fn runs_show_which_runs_were_verified_and_how() {
     write(&w.addr, &b, "40", None);
     write(&w.addr, &c, "40", None);
     let verify = |t: &std::path::Path| {
-        common::run(["verify", t.to_str().unwrap(), "--witness", &w.addr, "--quiet"])
+        common::run([
+            "verify",
+            t.to_str().unwrap(),
+            "--witness",
+            &w.addr,
+            "--quiet",
+        ])
     };
     let r = verify(&a);
     assert_eq!(r.code, 0, "{r:?}");
@@ -148,7 +154,10 @@ fn runs_show_which_runs_were_verified_and_how() {
             .unwrap_or_else(|| panic!("{name} missing: {t:?}"))
             .to_string()
     };
-    assert!(t.stdout.lines().next().unwrap().contains("verified"), "{t:?}");
+    assert!(
+        t.stdout.lines().next().unwrap().contains("verified"),
+        "{t:?}"
+    );
     assert!(line("a.img").contains(" PASS "), "{t:?}");
     assert!(line("b.img").contains(" FAIL "), "{t:?}");
     assert!(line("c.img").contains("not verified"), "{t:?}");
@@ -197,7 +206,13 @@ fn verify_keeps_its_verdict_when_the_witness_cannot_record_it() {
     let run = v["runs"][0]["run_id"].as_str().unwrap().to_string();
     // A directory where the notes file should be: the append fails at the witness.
     std::fs::create_dir(wdir.join(format!("{run}.verdicts"))).unwrap();
-    let r = common::run(["verify", a.to_str().unwrap(), "--witness", &w.addr, "--quiet"]);
+    let r = common::run([
+        "verify",
+        a.to_str().unwrap(),
+        "--witness",
+        &w.addr,
+        "--quiet",
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.starts_with("VERDICT: PASS"), "{r:?}");
     assert!(r.stderr.contains("the verdict stands"), "{r:?}");

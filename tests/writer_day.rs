@@ -126,10 +126,43 @@ fn ctrl_c_stops_the_writer_with_130_and_names_the_last_durable_record() {
     let held = plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(run_id(&text))).unwrap();
     let last = held.acks.last().expect("the witness holds acks");
     let named = format!(
-        "Last acknowledged record, durable at the witness: stream {} seq {} at offset {} ",
+        "Last acknowledged record: stream {} seq {} at offset {} ",
         last.record.stream, last.record.seq, last.record.offset
     );
     assert!(line.contains(&named), "{named:?} not in {line:?}");
+    assert!(line.contains("), durable at the witness."), "{line:?}");
+}
+
+/// Ctrl-C while the witness is away: the writer stops within seconds (not after the
+/// normal 30 s wait), exits 130, and says how much the witness holds.
+#[test]
+fn ctrl_c_with_the_witness_away_stops_promptly_and_says_what_the_witness_holds() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut w = WitnessProc::start(&d.path().join("w"));
+    let target = d.path().join("t.img");
+    let log = d.path().join("write.log");
+    let mut writer = start_writer(
+        &w,
+        &target,
+        &log,
+        &["--max-unconfirmed", "200", "--duration", "5m"],
+    );
+    common::wait_for_durable_acks(&w, 50, &mut writer);
+    w.kill();
+    wait_for(&log, "writes paused");
+    let t0 = std::time::Instant::now();
+    kill(Pid::from_raw(writer.id() as i32), Signal::SIGINT).unwrap();
+    let status = writer.wait().unwrap();
+    let took = t0.elapsed();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(130), "{text}");
+    assert!(took < Duration::from_secs(15), "took {took:?}:\n{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("interrupted (Ctrl-C): stopped writing"))
+        .unwrap_or_else(|| panic!("no interrupted line:\n{text}"));
+    assert!(line.contains("the witness confirmed only "), "{line}");
+    assert!(line.contains("verify judges only those"), "{line}");
 }
 
 #[test]
@@ -158,4 +191,44 @@ fn ctrl_c_stops_verify_with_130_and_says_there_is_no_verdict() {
         stderr.contains("plugpull verify: interrupted (Ctrl-C): no verdict"),
         "{stderr}"
     );
+}
+
+/// Ctrl-C while the target file is being preallocated: exit 130 and "nothing was
+/// written", the half-made file removed (so a retry is not refused as a foreign file).
+#[test]
+fn ctrl_c_during_preallocation_exits_130_and_removes_the_new_file() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let target = d.path().join("t.img");
+    let writer = Command::new(bin())
+        .arg("write")
+        .arg(&target)
+        .args(["--witness", &w.addr, "--size", "2G", "--duration", "10s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !target.exists() && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let size_at_signal = std::fs::metadata(&target).map(|m| m.len()).unwrap_or(0);
+    kill(Pid::from_raw(writer.id() as i32), Signal::SIGINT).unwrap();
+    let out = writer.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{size_at_signal} bytes at SIGINT: {stderr}"
+    );
+    if stderr.contains("interrupted before the first record") {
+        assert!(
+            !target.exists(),
+            "the half-made file is still there: {stderr}"
+        );
+    } else {
+        // The 2 GiB fill finished before the signal (a very fast disk): a normal
+        // interrupted run, still 130.
+        assert!(stderr.contains("interrupted (Ctrl-C)"), "{stderr}");
+    }
 }

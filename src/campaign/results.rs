@@ -270,6 +270,9 @@ pub struct Summary {
     /// First cycle that failed (drives that fail only after many cuts).
     pub first_failure_cycle: Option<u64>,
     pub dead_device_cycles: u64,
+    /// The campaign's verdict in plain words for someone who never heard of shorn writes
+    /// (`verify::plain::campaign_sentence`); the text summary ends with it.
+    pub plain: String,
 }
 
 pub fn summarize(cycles: &[CycleResult]) -> Summary {
@@ -313,10 +316,25 @@ pub fn summarize(cycles: &[CycleResult]) -> Summary {
             .iter()
             .filter(|c| c.report.dead_device.is_some())
             .count() as u64,
+        plain: String::new(),
     }
+    .with_plain_sentence()
 }
 
 impl Summary {
+    fn with_plain_sentence(mut self) -> Summary {
+        self.plain =
+            crate::verify::plain::campaign_sentence(&crate::verify::plain::CampaignFacts {
+                cycles: self.cycles,
+                passed: self.passed,
+                failed: self.failed,
+                lost_records: self.lost_records_total,
+                dead_cycles: self.dead_device_cycles,
+                upper_95: self.failure_rate_upper_95,
+            });
+        self
+    }
+
     pub fn to_text(&self) -> String {
         let judged = self.passed + self.failed;
         let mut o = format!(
@@ -353,15 +371,7 @@ impl Summary {
                 self.dead_device_cycles
             );
         }
-        let plain = crate::verify::plain::campaign_sentence(&crate::verify::plain::CampaignFacts {
-            cycles: self.cycles,
-            passed: self.passed,
-            failed: self.failed,
-            lost_records: self.lost_records_total,
-            dead_cycles: self.dead_device_cycles,
-            upper_95: self.failure_rate_upper_95,
-        });
-        o += &format!("In plain words: {plain}\n");
+        o += &format!("In plain words: {}\n", self.plain);
         o
     }
 }

@@ -3,6 +3,7 @@
 //! clap, so every domain module can be driven from tests and other modules without
 //! inventing a command line.
 
+pub mod ack_args;
 pub mod agent;
 pub mod args;
 pub mod bench;

@@ -2,13 +2,11 @@
 //! 0 when every replayed state got the verdict expected of it, 1 when any disagreed, 2
 //! when the log, the run or the scratch image is unusable.
 
+use crate::commands::ack_args;
 use crate::commands::args::ReplayArgs;
 use crate::exit;
 use crate::logwrites::{self, ReplayOptions};
 use crate::model::Verdict;
-use crate::record::RunId;
-use crate::verify::AckSource;
-use anyhow::Context;
 
 pub fn run(a: ReplayArgs) -> anyhow::Result<i32> {
     let o = options(a)?;
@@ -26,18 +24,8 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<i32> {
 
 /// The options the command line asks for; an error if `--run` is not a run id.
 pub fn options(a: ReplayArgs) -> anyhow::Result<ReplayOptions> {
-    let run = match &a.run {
-        Some(r) => Some(
-            RunId::parse(r)
-                .with_context(|| format!("--run '{r}' is not a run id (32 hex digits)"))?,
-        ),
-        None => None,
-    };
-    let acks = match (a.acks, a.witness) {
-        (Some(path), _) => AckSource::File(path),
-        (None, Some(addr)) => AckSource::Witness(addr),
-        (None, None) => anyhow::bail!("--witness or --acks is required"),
-    };
+    let run = ack_args::run_id(a.run.as_deref())?;
+    let acks = ack_args::ack_source(a.acks, a.witness)?;
     Ok(ReplayOptions {
         log: a.log,
         acks,

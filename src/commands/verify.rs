@@ -3,11 +3,10 @@
 //! verdict: its error is printed and the exit code is INCONCLUSIVE, not ERROR. Ctrl-C
 //! says there is no verdict and exits INTERRUPTED (130).
 
+use crate::commands::ack_args;
 use crate::commands::args::VerifyArgs;
 use crate::exit;
-use crate::record::RunId;
-use crate::verify::{self, AckSource, VerifyError, VerifyOptions};
-use anyhow::Context;
+use crate::verify::{self, VerifyError, VerifyOptions};
 
 pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
     let options = options(a)?;
@@ -27,18 +26,8 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
 
 /// The options the command line asks for; an error if `--run` is not a run id.
 pub fn options(a: VerifyArgs) -> anyhow::Result<VerifyOptions> {
-    let run = match &a.run {
-        Some(r) => Some(
-            RunId::parse(r)
-                .with_context(|| format!("--run '{r}' is not a run id (32 hex digits)"))?,
-        ),
-        None => None,
-    };
-    let acks = match (a.acks, a.witness) {
-        (Some(path), _) => AckSource::File(path),
-        (None, Some(addr)) => AckSource::Witness(addr),
-        (None, None) => anyhow::bail!("--witness or --acks is required"),
-    };
+    let run = ack_args::run_id(a.run.as_deref())?;
+    let acks = ack_args::ack_source(a.acks, a.witness)?;
     Ok(VerifyOptions {
         target: a.target,
         acks,

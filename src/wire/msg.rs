@@ -485,14 +485,12 @@ fn decode_fetch(p: &[u8]) -> Result<Msg, DecodeError> {
         }
         Some(&SELECT_DEVICE) => Msg::Fetch(RunSelector::LatestForDevice(utf8(&p[1..], "Fetch")?)),
         Some(&SELECT_ALL_RUNS) if p.len() == 1 => Msg::ListRuns,
-        Some(&SELECT_RECORD_VERDICT) => {
-            Msg::RecordVerdict(Box::new(serde_json::from_slice(&p[1..]).map_err(|source| {
-                DecodeError::Json {
-                    what: "Fetch: invalid verdict mark JSON".into(),
-                    source,
-                }
-            })?))
-        }
+        Some(&SELECT_RECORD_VERDICT) => Msg::RecordVerdict(Box::new(
+            serde_json::from_slice(&p[1..]).map_err(|source| DecodeError::Json {
+                what: "Fetch: invalid verdict mark JSON".into(),
+                source,
+            })?,
+        )),
         _ => malformed!("Fetch payload has an unknown selector or wrong length"),
     })
 }

@@ -118,6 +118,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// After Ctrl-C, how long the writer waits for the witness to confirm what it was sent.
+const CTRL_C_WITNESS_WAIT: Duration = Duration::from_secs(5);
+
 /// Whether Ctrl-C (SIGINT) stopped this process's run.
 pub fn interrupted_by_ctrl_c() -> bool {
     STOP_SIGNAL.load(Ordering::SeqCst) == libc::SIGINT
@@ -159,9 +162,10 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     let t0 = Instant::now();
     // On a terminal the status line shows the state; elsewhere a line per change does.
     let terminal = events::stderr_is_terminal();
-    let status = (!o.quiet && terminal).then(status::StatusLine::start);
+    let status = (!o.quiet && terminal).then(|| status::StatusLine::start(o.max_unconfirmed));
     let watcher =
         (!o.quiet && !terminal).then(|| events::Watcher::new(o.max_unconfirmed, &o.witness));
+    let streams_done = AtomicBool::new(false);
     std::thread::scope(|s| {
         if let Some(st) = &status {
             s.spawn(|| st.run(&progress, &sender, t0));
@@ -169,7 +173,20 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
         if let Some(w) = &watcher {
             s.spawn(|| w.run(&sender));
         }
+        // A stream paused at --max-unconfirmed waits inside the sender; on Ctrl-C or
+        // SIGTERM release it, or the writer would ignore the signal while the witness is
+        // away (the signal handler itself may not take locks).
+        s.spawn(|| {
+            while !streams_done.load(Ordering::SeqCst) {
+                if STOP.load(Ordering::SeqCst) {
+                    sender.release_pushers();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
         run_streams(&dev, &plan, &sender, &STOP, &progress);
+        streams_done.store(true, Ordering::SeqCst);
         if let Some(st) = &status {
             st.stop();
         }
@@ -180,9 +197,15 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     let elapsed = t0.elapsed();
     let failure = progress.failure();
     let interrupted = STOP.load(Ordering::SeqCst);
-    let stats = sender
-        .finish(Duration::from_secs(30))
-        .map_err(|e| WriteError::Witness(e.into()))?;
+    // Ctrl-C means "stop now": wait briefly for the witness, then report how far it got
+    // rather than failing after the normal 30 s (the witness may be what is missing).
+    let stats = if interrupted && interrupted_by_ctrl_c() && failure.is_none() {
+        sender.finish_within(CTRL_C_WITNESS_WAIT)
+    } else {
+        sender
+            .finish(Duration::from_secs(30))
+            .map_err(|e| WriteError::Witness(e.into()))?
+    };
     let end = summary::Ending {
         failure,
         interrupted,
@@ -202,7 +225,7 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
             Ok(WriteOutcome::TargetFailed)
         }
         None if interrupted && interrupted_by_ctrl_c() => {
-            summary::explain_interruption(&summary, &target, &o.witness);
+            summary::explain_interruption(&summary, &end.stats, &target, &o.witness);
             Ok(WriteOutcome::Interrupted)
         }
         None => Ok(WriteOutcome::Finished),
@@ -259,9 +282,17 @@ fn prepare(o: &WriteOptions, tp: &TargetPlan) -> Result<crate::device::FileDevic
             },
             &STOP,
         )
-        .map_err(|source| WriteError::Preparing {
-            target: o.target.clone(),
-            source,
+        .map_err(|source| {
+            // Ctrl-C during preallocation surfaces as an interrupted write: say what
+            // happened (nothing written, the new file removed), not a preparation error.
+            if STOP.load(Ordering::SeqCst) {
+                WriteError::InterruptedBeforeFirstRecord(o.target.clone())
+            } else {
+                WriteError::Preparing {
+                    target: o.target.clone(),
+                    source,
+                }
+            }
         })?;
     if STOP.load(Ordering::SeqCst) {
         drop(created);

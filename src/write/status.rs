@@ -12,15 +12,18 @@ use std::time::{Duration, Instant};
 pub struct StatusLine {
     bar: ProgressBar,
     done: AtomicBool,
+    /// `--max-unconfirmed`: at this many unconfirmed acks the streams wait.
+    max_unconfirmed: u64,
 }
 
 impl StatusLine {
-    pub fn start() -> StatusLine {
+    pub fn start(max_unconfirmed: usize) -> StatusLine {
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         bar.set_style(ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}").unwrap());
         StatusLine {
             bar,
             done: AtomicBool::new(false),
+            max_unconfirmed: max_unconfirmed as u64,
         }
     }
 
@@ -40,6 +43,7 @@ impl StatusLine {
                 p.bytes_acked.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64(),
                 (h.quantile_ns(0.5), h.quantile_ns(0.99)),
                 &s,
+                self.max_unconfirmed,
             ));
             self.bar.tick();
         }
@@ -52,23 +56,30 @@ impl StatusLine {
 }
 
 /// The status line's text: `flushed` records written and flushed, `bytes_per_s` of them,
-/// the flush latency quantiles (p50, p99) in ns, and the sender's view of the witness.
+/// the flush latency quantiles (p50, p99) in ns, the sender's view of the witness, and
+/// whether writes are paused because `max_unconfirmed` acks wait for the witness.
 fn status_message(
     flushed: u64,
     rate: f64,
     bytes_per_s: f64,
     (p50_ns, p99_ns): (u64, u64),
     s: &SenderStats,
+    max_unconfirmed: u64,
 ) -> String {
     let waiting = s.pushed.saturating_sub(s.durable);
     format!(
-        "{flushed} flushed ({rate:.0}/s, {:.1} MiB/s), {} durable at the witness ({waiting} waiting){}  flush p50 {:.0} µs p99 {:.0} µs",
+        "{flushed} flushed ({rate:.0}/s, {:.1} MiB/s), {} durable at the witness ({waiting} waiting){}{}  flush p50 {:.0} µs p99 {:.0} µs",
         bytes_per_s / 1048576.0,
         s.durable,
         if s.connected {
             ""
         } else {
             ", witness disconnected, reconnecting"
+        },
+        if waiting >= max_unconfirmed {
+            ", writes paused until the witness confirms"
+        } else {
+            ""
         },
         p50_ns as f64 / 1e3,
         p99_ns as f64 / 1e3,
@@ -87,11 +98,25 @@ mod tests {
             connected: false,
             ..SenderStats::default()
         };
-        let m = status_message(69759, 1000.0, 4.0 * 1048576.0, (50_000, 90_000), &s);
+        let m = status_message(
+            69759,
+            1000.0,
+            4.0 * 1048576.0,
+            (50_000, 90_000),
+            &s,
+            100_000,
+        );
         assert!(
-            m.starts_with("69759 flushed (1000/s, 4.0 MiB/s), 9262 durable at the witness (60497 waiting), witness disconnected"),
+            m.starts_with("69759 flushed (1000/s, 4.0 MiB/s), 9262 durable at the witness (60497 waiting), witness disconnected, reconnecting  flush"),
             "{m}"
         );
         assert!(!m.contains("acked"), "{m}");
+        assert!(!m.contains("paused"), "{m}");
+        // At the limit the line says the writer is waiting, as the off-terminal log does.
+        let m = status_message(69759, 0.0, 0.0, (50_000, 90_000), &s, 60497);
+        assert!(
+            m.contains("(60497 waiting), witness disconnected, reconnecting, writes paused until the witness confirms"),
+            "{m}"
+        );
     }
 }

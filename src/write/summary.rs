@@ -141,11 +141,26 @@ pub(super) fn warn_witness_behind(stats: &SenderStats, acked: u64) {
     }
 }
 
-/// Says that Ctrl-C stopped the run, the last record acknowledged and durable at the
-/// witness (`finish` returned: every pushed ack is), and the verify command.
-pub(super) fn explain_interruption(summary: &WriteSummary, target: &str, witness: &str) {
+/// Says that Ctrl-C stopped the run, the last record acknowledged, how much of it the
+/// witness holds (all, or only part when it was away), and the verify command.
+pub(super) fn explain_interruption(
+    summary: &WriteSummary,
+    stats: &SenderStats,
+    target: &str,
+    witness: &str,
+) {
+    let held = if stats.durable >= stats.pushed {
+        "durable at the witness".to_string()
+    } else {
+        format!(
+            "but the witness confirmed only {} of {} acks before the writer gave up waiting ({}); verify judges only those",
+            stats.durable,
+            stats.pushed,
+            stats.last_error.as_deref().unwrap_or("witness unreachable")
+        )
+    };
     super::events::say(&format!(
-        "interrupted (Ctrl-C): stopped writing. Last acknowledged record, durable at the witness: {}. To check the drive: `plugpull verify {target} --witness {witness} --run {}`",
+        "interrupted (Ctrl-C): stopped writing. Last acknowledged record: {}, {held}. To check the drive: `plugpull verify {target} --witness {witness} --run {}`",
         describe_last(summary),
         summary.run_id
     ));

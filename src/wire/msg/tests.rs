@@ -112,7 +112,9 @@ fn every_message_round_trips() {
             acks: 5,
             last_flushed_ns: Some(123),
             damaged: false,
+            verified: Some(mark()),
         })),
+        Msg::RecordVerdict(Box::new(mark())),
     ] {
         round_trip(m);
     }
@@ -184,4 +186,24 @@ fn the_list_selector_is_one_byte() {
         frame::encode(FrameType::Fetch, &[3])[..]
     );
     assert!(decode_payload(FrameType::Fetch, &[3, 0]).is_err());
+}
+
+fn mark() -> VerdictMark {
+    VerdictMark {
+        run_id: RunId([3; 16]).hex(),
+        verdict: "FAIL".into(),
+        failing: 12,
+        target: "/dev/sdb".into(),
+        verified_at: "2026-11-30T15:00:00Z".into(),
+    }
+}
+
+/// A RunInfo from a witness older than verdict notes has no `verified` key: it reads.
+#[test]
+fn run_info_without_verified_reads_as_not_verified() {
+    let d = serde_json::to_value(sample_descriptor(7)).unwrap();
+    let old =
+        serde_json::json!({"descriptor": d, "acks": 1, "last_flushed_ns": null, "damaged": false});
+    let i: RunInfo = serde_json::from_value(old).unwrap();
+    assert_eq!(i.verified, None);
 }

@@ -65,9 +65,9 @@ pub fn record_verdict(addr: &str, key: Option<&Key>, mark: &VerdictMark) -> Clie
         .with_context(|| format!("telling the witness at {addr} the verdict"))?;
     match m {
         Some(Msg::FetchEnd { acks: notes }) => Ok(notes),
-        Some(Msg::Error { message }) if message.contains("unknown selector") => refuse!(
-            "the witness at {addr} runs an older plugpull that cannot store verdicts"
-        ),
+        Some(Msg::Error { message }) if message.contains("unknown selector") => {
+            refuse!("the witness at {addr} runs an older plugpull that cannot store verdicts")
+        }
         Some(Msg::Error { message }) => refuse!("the witness at {addr}: {message}"),
         Some(m) => refuse!("unexpected {:?} frame after a verdict", m.frame_type()),
         None => refuse!("the witness at {addr} closed the connection without an answer"),
@@ -111,7 +111,11 @@ fn verified(i: &RunInfo) -> String {
         return "not verified".into();
     };
     let when = chrono::DateTime::parse_from_rfc3339(&m.verified_at)
-        .map(|t| t.with_timezone(&chrono::Utc).format("%m-%d %H:%M").to_string())
+        .map(|t| {
+            t.with_timezone(&chrono::Utc)
+                .format("%m-%d %H:%M")
+                .to_string()
+        })
         .unwrap_or_default();
     format!("{} {when}", m.verdict).trim_end().to_string()
 }

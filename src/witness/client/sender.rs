@@ -91,6 +91,9 @@ struct Inner {
     pusher_waiting: bool,
     bye_requested: bool,
     stop: bool,
+    /// Set when the writer is stopping (Ctrl-C): `push` no longer waits for room, so a
+    /// stream blocked at `max_unconfirmed` can see the stop and end.
+    pushers_released: bool,
 }
 
 struct Shared {
@@ -144,6 +147,7 @@ impl AckSender {
                 pusher_waiting: false,
                 bye_requested: false,
                 stop: false,
+                pushers_released: false,
             }),
             cv_send: Condvar::new(),
             cv_push: Condvar::new(),
@@ -167,7 +171,7 @@ impl AckSender {
     pub fn push(&self, ack: Ack) {
         let sh = &*self.shared;
         let mut g = lock(sh);
-        while g.pending.len() >= sh.opts.max_unconfirmed && !g.stop {
+        while g.pending.len() >= sh.opts.max_unconfirmed && !g.stop && !g.pushers_released {
             g.pusher_waiting = true;
             g = sh.cv_push.wait(g).unwrap_or_else(|p| p.into_inner());
         }
@@ -179,6 +183,15 @@ impl AckSender {
         }
     }
 
+    /// The writer is stopping: wake every `push` waiting for room and let later pushes
+    /// through without waiting (the streams are ending; the acks stay queued and are still
+    /// sent while the witness is reachable).
+    pub fn release_pushers(&self) {
+        let mut g = lock(&self.shared);
+        g.pushers_released = true;
+        self.shared.cv_push.notify_all();
+    }
+
     pub fn stats(&self) -> SenderStats {
         stats_of(&lock(&self.shared))
     }
@@ -186,7 +199,26 @@ impl AckSender {
     /// Waits until every pushed ack is durable at the witness (or `timeout` passes),
     /// says Bye and closes. On timeout returns an error naming how many acks the
     /// witness never confirmed.
-    pub fn finish(mut self, timeout: Duration) -> ClientResult<SenderStats> {
+    pub fn finish(self, timeout: Duration) -> ClientResult<SenderStats> {
+        let s = self.finish_within(timeout);
+        if s.durable < s.pushed {
+            refuse!(
+                "the witness confirmed {} of {} acks within {:?}; {} acks are not known to \
+                 be durable there (last error: {})",
+                s.durable,
+                s.pushed,
+                timeout,
+                s.pushed - s.durable,
+                s.last_error.as_deref().unwrap_or("none")
+            );
+        }
+        Ok(s)
+    }
+
+    /// `finish` for a run that is being abandoned (Ctrl-C): waits at most `timeout` for
+    /// the witness, then closes, and returns how far it got (`durable` may be below
+    /// `pushed`; the caller says so).
+    pub fn finish_within(mut self, timeout: Duration) -> SenderStats {
         let sh = self.shared.clone();
         let deadline = Instant::now() + timeout;
         let mut g = lock(&sh);
@@ -203,8 +235,7 @@ impl AckSender {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
-        let done = g.durable >= g.pushed;
-        if !done {
+        if g.durable < g.pushed {
             g.stop = true;
             sh.cv_send.notify_all();
         }
@@ -212,19 +243,7 @@ impl AckSender {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let s = self.stats();
-        if !done {
-            refuse!(
-                "the witness confirmed {} of {} acks within {:?}; {} acks are not known to \
-                 be durable there (last error: {})",
-                s.durable,
-                s.pushed,
-                timeout,
-                s.pushed - s.durable,
-                s.last_error.as_deref().unwrap_or("none")
-            );
-        }
-        Ok(s)
+        self.stats()
     }
 }
 

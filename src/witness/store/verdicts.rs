@@ -98,7 +98,10 @@ mod tests {
         f.write_all(b"{\"run_id\":\"07").unwrap();
         drop(f);
         assert_eq!(append(dir.path(), run, &mark(run, "PASS")).unwrap(), 2);
-        let got: Vec<String> = read(dir.path(), run).into_iter().map(|m| m.verdict).collect();
+        let got: Vec<String> = read(dir.path(), run)
+            .into_iter()
+            .map(|m| m.verdict)
+            .collect();
         assert_eq!(got, ["FAIL", "PASS"]);
     }
 
