@@ -282,8 +282,8 @@ fn soak_plan(spec: &CycleSpec) -> Plan {
     }
 }
 
-/// Totals of a soak.
-#[derive(Debug, Default)]
+/// Totals of a soak (`--json` prints them as `plugpull-soak/1`).
+#[derive(Debug, Default, serde::Serialize)]
 pub struct Summary {
     pub honest: u64,
     pub faulty: u64,
@@ -293,6 +293,7 @@ pub struct Summary {
     pub false_alarms: u64,
     pub misses: u64,
     pub mismatches: u64,
+    /// The command that replays each failing cycle.
     pub failing: Vec<String>,
 }
 
@@ -352,6 +353,8 @@ pub struct SoakOptions {
     pub kinds: Kinds,
     /// Print the expected and found findings of every failing cycle.
     pub verbose: bool,
+    /// Print the totals as JSON on stdout instead of text.
+    pub json: bool,
 }
 
 /// `plugpull soak`: runs the cycles and prints the totals and how to replay each failing
@@ -378,16 +381,25 @@ pub fn run(o: SoakOptions) -> io::Result<Summary> {
             );
         }
     })?;
+    let last_seed = seed.wrapping_add(o.cycles.saturating_sub(1));
+    let secs = t0.elapsed().as_secs_f64();
+    if o.json {
+        let v = serde_json::json!({
+            "format": "plugpull-soak/1",
+            "first_seed": seed,
+            "last_seed": last_seed,
+            "secs": secs,
+            "totals": &s,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(io::Error::other)?
+        );
+        return Ok(s);
+    }
     println!(
-        "soak: seeds {seed}..{}: {} honest cycles, {} false alarm(s); {} faulty cycles ({} with damage to acknowledged records), {} miss(es); {} cycle(s) whose findings differ from the oracle; {:.1} s",
-        seed.wrapping_add(o.cycles.saturating_sub(1)),
-        s.honest,
-        s.false_alarms,
-        s.faulty,
-        s.faulty_with_damage,
-        s.misses,
-        s.mismatches,
-        t0.elapsed().as_secs_f64()
+        "soak: seeds {seed}..{last_seed}: {} honest cycles, {} false alarm(s); {} faulty cycles ({} with damage to acknowledged records), {} miss(es); {} cycle(s) whose findings differ from the oracle; {secs:.1} s",
+        s.honest, s.false_alarms, s.faulty, s.faulty_with_damage, s.misses, s.mismatches,
     );
     for f in &s.failing {
         println!("  reproduce: {f}");

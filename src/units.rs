@@ -7,7 +7,11 @@ use std::time::Duration;
 pub enum UnitError {
     #[error("'{0}' is not a size (try 4k, 64M, 1G)")]
     NotASize(String),
-    #[error("unknown size unit '{unit}' in '{input}' (use k, M, G, T)")]
+    #[error("'{0}': a size cannot be negative")]
+    Negative(String),
+    #[error(
+        "unknown size unit '{unit}' in '{input}' (use k, M, G, T = KiB, MiB, GiB, TiB; kB, MB, GB, TB = powers of 1000)"
+    )]
     UnknownSizeUnit { unit: String, input: String },
     #[error("'{0}' is not a whole number of bytes")]
     NotWholeBytes(String),
@@ -23,9 +27,16 @@ pub enum UnitError {
     NegativeOrInfiniteDuration(String),
 }
 
-/// Parses "4096", "4k", "4KiB", "64M", "1.5G" (binary multiples: k = 1024).
+/// Parses "4096", "4k", "4KiB", "64M", "1.5G", "16MB". The rule (docs/GUIDE.md, "Sizes"):
+/// a bare letter or an IEC unit is binary (k = KiB = 1024, M = MiB = 1024², ...), as
+/// storage tools write sizes; an SI unit with B is decimal (kB = 1000, MB = 1000², ...),
+/// as drive labels and `dd` read it. Letters are case-insensitive; "s" is a 512-byte
+/// sector.
 pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(UnitError::Negative(s.into()));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
@@ -33,10 +44,14 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     let n: f64 = num.parse().map_err(|_| UnitError::NotASize(s.into()))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
         "s" | "sector" | "sectors" => 512,
         u => {
             return Err(UnitError::UnknownSizeUnit {
@@ -135,6 +150,23 @@ mod tests {
         assert!(parse_size("abc").is_err());
         assert!(parse_size("4q").is_err());
         assert!(parse_size("0.3").is_err());
+    }
+    /// The units people type: IEC and bare letters binary, SI with B decimal.
+    #[test]
+    fn si_and_iec_units() {
+        assert_eq!(parse_size("16M"), Ok(16 << 20));
+        assert_eq!(parse_size("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("16mib"), Ok(16 << 20));
+        assert_eq!(parse_size("16MB"), Ok(16_000_000));
+        assert_eq!(parse_size("4kB"), Ok(4000));
+        assert_eq!(parse_size("2TB"), Ok(2_000_000_000_000));
+        assert_eq!(parse_size("1 GiB"), Ok(1 << 30));
+    }
+    #[test]
+    fn negative_sizes_say_so() {
+        let e = parse_size("-5M").unwrap_err();
+        assert_eq!(e, UnitError::Negative("-5M".into()));
+        assert!(e.to_string().contains("cannot be negative"), "{e}");
     }
     #[test]
     fn durations() {

@@ -67,3 +67,84 @@ fn listen_without_dir_uses_the_users_state_directory() {
         "the old default in the current directory"
     );
 }
+
+/// Help that teaches, from the built binary: every subcommand's `-h` ends with examples
+/// that run it; verify's usage line names both ways to give the acks.
+#[test]
+fn help_shows_examples_and_verify_usage_names_acks() {
+    for sub in [
+        "listen",
+        "write",
+        "verify",
+        "fetch",
+        "runs",
+        "replay",
+        "bench",
+        "simdrive",
+        "demo",
+        "soak",
+        "campaign",
+        "report",
+        "agent",
+        "completions",
+        "man",
+    ] {
+        let r = common::run([sub, "-h"]);
+        assert_eq!(r.code, 0, "{r:?}");
+        let ex = r
+            .stdout
+            .find("Examples:\n")
+            .unwrap_or_else(|| panic!("{sub} -h has no examples: {}", r.stdout));
+        assert!(
+            r.stdout[ex..].contains(&format!("plugpull {sub}")),
+            "{sub}: {}",
+            r.stdout
+        );
+    }
+    let r = common::run(["verify", "-h"]);
+    assert!(
+        r.stdout.contains("<--witness <WITNESS>|--acks <ACKS>>"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Sizes: a negative one is refused with a message that says so (also with a space
+/// before it, where a shell user types it), and SI sizes are powers of 1000.
+#[test]
+fn negative_sizes_are_refused_and_si_sizes_are_decimal() {
+    for args in [
+        [
+            "write",
+            "/nonexistent/t",
+            "--witness",
+            "127.0.0.1:1",
+            "--size",
+            "-5M",
+        ],
+        [
+            "write",
+            "/nonexistent/t",
+            "--witness",
+            "127.0.0.1:1",
+            "--size=-5M",
+            "-q",
+        ],
+    ] {
+        let r = common::run(args);
+        assert_eq!(r.code, 2, "{r:?}");
+        assert!(r.stderr.contains("a size cannot be negative"), "{r:?}");
+    }
+    // 16MB is 16,000,000 bytes: not a whole number of 4 KiB records, so the region is
+    // 16,000,000 rounded down, which the JSON summary reports.
+    let r = common::run([
+        "write",
+        "/nonexistent/t",
+        "--witness",
+        "127.0.0.1:1",
+        "--size",
+        "16MB",
+    ]);
+    assert!(!r.stderr.contains("is not a size"), "{r:?}");
+    assert!(!r.stderr.contains("unknown size unit"), "{r:?}");
+}

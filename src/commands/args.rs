@@ -195,14 +195,16 @@ pub struct WriteArgs {
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
     /// Bytes of the target to use (default: the whole device, or 1G for a new file).
-    #[arg(long, value_parser = size)]
+    #[arg(long, allow_hyphen_values = true, value_parser = size)]
     pub size: Option<u64>,
     /// Where the region starts on the target.
-    #[arg(long, value_parser = size, default_value = "0")]
+    #[arg(long, allow_hyphen_values = true, value_parser = size, default_value = "0")]
     pub offset: u64,
     /// Record size: fixed ("4k") or a range ("4k-64k"); whole 512-byte sectors.
     #[arg(long, value_parser = size_range, default_value = "4k")]
     pub record_size: SizeRange,
+    /// Where each stream puts its next record: the next slot of its share (wrapping), or a
+    /// seeded random slot.
     #[arg(long, value_enum, default_value = "sequential")]
     pub placement: PlacementArg,
     /// Writer threads; the region is split into this many equal, disjoint shares.
@@ -241,11 +243,12 @@ pub struct WriteArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("acks_from").required(true).args(["witness", "acks"])))]
 pub struct VerifyArgs {
     /// The block device or file the run wrote to.
     pub target: PathBuf,
     /// Fetch the acks from this witness, HOST:PORT.
-    #[arg(long, required_unless_present = "acks", conflicts_with = "acks")]
+    #[arg(long)]
     pub witness: Option<String>,
     /// Read the acks from a log file (a witness log or `plugpull fetch` output).
     #[arg(long)]
@@ -380,7 +383,7 @@ pub struct BenchArgs {
     /// `plugpull-bench.tmp`, and removes it afterwards).
     pub target: PathBuf,
     /// Bytes of the target to use for random offsets [default: 1G, 128M with --quick].
-    #[arg(long, value_parser = size)]
+    #[arg(long, allow_hyphen_values = true, value_parser = size)]
     pub size: Option<u64>,
     /// The flush after each write of the sweep.
     #[arg(long, value_enum, default_value = "fdatasync")]
@@ -443,11 +446,13 @@ pub struct SimdriveArgs {
     /// Backing file holding the drive's durable image (created if missing).
     #[arg(long)]
     pub backing: PathBuf,
-    #[arg(long, value_parser = size, default_value = "256M")]
+    /// Size of the simulated drive (used when the backing file is created).
+    #[arg(long, allow_hyphen_values = true, value_parser = size, default_value = "256M")]
     pub size: u64,
     /// Fault profile (see docs/fault-model.md).
     #[arg(long, default_value = "honest")]
     pub profile: String,
+    /// Seed of the drive's faults (random if not given; printed at start).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Where to write the oracle log of injected faults (JSON lines).
@@ -463,8 +468,10 @@ pub struct DemoArgs {
     /// How long the writer runs before the cut.
     #[arg(long, value_parser = duration, default_value = "3s")]
     pub duration: Duration,
+    /// Seed of the writer and the drive's faults (random if not given; printed either way).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Print the verify report of the cycle as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -483,6 +490,9 @@ pub struct SoakArgs {
     /// Print the expected and found findings of every failing cycle in full.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Print the totals as JSON on stdout (`plugpull-soak/1`, docs/fault-model.md).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -3,13 +3,13 @@
 //! DIR`), so packagers get them without a build script and they never drift from the
 //! options the binary really takes.
 
-use crate::commands::args::{Cli, CompletionsArgs, ManArgs};
+use crate::commands::args::{CompletionsArgs, ManArgs};
+use crate::commands::help::cli;
 use anyhow::{Context, Result};
-use clap::CommandFactory;
 
 /// Prints completions for `a.shell` on stdout.
 pub fn completions(a: CompletionsArgs) -> Result<i32> {
-    let mut cmd = Cli::command();
+    let mut cmd = cli();
     clap_complete::generate(a.shell, &mut cmd, "plugpull", &mut std::io::stdout());
     Ok(crate::exit::PASS)
 }
@@ -26,7 +26,7 @@ pub fn man(a: ManArgs) -> Result<i32> {
 
 /// The man pages for the whole command tree; returns the files written.
 pub fn write_man_pages(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
-    clap_mangen::generate_to(Cli::command(), dir)
+    clap_mangen::generate_to(cli(), dir)
         .with_context(|| format!("writing man pages to {}", dir.display()))?;
     let mut files: Vec<_> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))

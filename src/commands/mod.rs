@@ -12,6 +12,7 @@ pub mod clidocs;
 pub mod completions;
 pub mod demo;
 pub mod fetch;
+pub mod help;
 pub mod listen;
 pub mod man;
 pub mod replay;

@@ -15,6 +15,7 @@ pub fn run(a: SoakArgs) -> anyhow::Result<i32> {
         cycles: a.cycles,
         kinds,
         verbose: a.verbose,
+        json: a.json,
     })?;
     Ok(if summary.failing.is_empty() {
         crate::exit::PASS
