@@ -141,11 +141,9 @@ pub fn plan(seed: u64, scale: TreeScale) -> TreePlan {
     let mut sizes = sizes.into_iter();
     let overwrites = (scale.files as f64 * OVERWRITE_SHARE).round() as u64;
     // Spread the overwrites over the run: one is due every `gap` created files.
-    let gap = if overwrites == 0 {
-        u64::MAX
-    } else {
-        (scale.files as u64 / overwrites).max(1)
-    };
+    let gap = (scale.files as u64)
+        .checked_div(overwrites)
+        .map_or(u64::MAX, |g| g.max(1));
     let mut overwrites_left = overwrites;
     for (d, dir) in dirs.iter().enumerate() {
         steps.push(Step::MkDir(dir.path.clone()));
