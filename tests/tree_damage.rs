@@ -269,6 +269,35 @@ fn the_dir_fsync_skipping_mode_exists_is_hidden_and_is_for_trees_only() {
     assert!(!file.exists());
 }
 
+/// Guarantee 1 for trees: a failed operation (here ENOSPC on a 2 MiB tmpfs) stops the
+/// run with exit 4, and every file acknowledged before it is whole: nothing was acked
+/// for the file whose write failed.
+#[test]
+fn a_full_file_system_stops_the_run_and_nothing_after_the_failure_is_acked() {
+    if !common::skip_unless(common::is_root(), "needs root to mount a small tmpfs") {
+        return;
+    }
+    let wdir = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(wdir.path());
+    let base = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let m = common::Mounted::new(
+        &["-t", "tmpfs", "-o", "size=2m"],
+        "tmpfs",
+        &base.path().join("small"),
+    );
+    let files = FILES.to_string();
+    let r = write(&w, &m.at, &["--files", &files, "--seed", "3"]);
+    assert_eq!(r.code, 4, "{r:?}");
+    assert!(r.stderr.contains("No space left"), "{r:?}");
+    let v = verify(&w, &m.at, &[]);
+    assert_eq!(v.code, 0, "{v:?}");
+    let j = v.json();
+    let acked = j["tree"]["files_acked"].as_u64().unwrap();
+    assert!(acked > 10, "{v:?}");
+    // The file that hit ENOSPC is there (partly) but was never acknowledged.
+    assert!(j["tree"]["unacked_present"].as_u64().unwrap() >= 1, "{v:?}");
+}
+
 #[test]
 fn a_log_from_before_tree_runs_still_reads_and_is_refused_for_a_directory() {
     let fixture =
