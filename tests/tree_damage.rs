@@ -39,6 +39,10 @@ fn write_tree(w: &WitnessProc, dir: &Path, extra: &[&str]) -> (PathBuf, RunLog) 
     let hex = root.file_name().unwrap().to_string_lossy()["plugpull-".len()..].to_string();
     let run = RunId::parse(&hex).unwrap();
     let log = plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(run)).unwrap();
+    // `--json`: the summary names the run and counts what the witness holds.
+    let j = r.json();
+    assert_eq!(j["run"], hex.as_str(), "{r:?}");
+    assert_eq!(j["files_acked"], log.acks.len() as u64, "{r:?}");
     (root, log)
 }
 
@@ -85,7 +89,7 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
     let w = WitnessProc::start(wdir.path());
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (root, log) = write_tree(&w, dir.path(), &[]);
-    let run = log.descriptor.run_id;
+    let run_id = log.descriptor.run_id;
     let p = plan(SEED, TreeScale::scaled_down(FILES));
     assert_eq!(
         log.acks.len(),
@@ -142,7 +146,7 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
     b[700] ^= 0x10;
     fs::write(at(&flipped), &b).unwrap();
     for f in [&reverted_in_place, &reverted_rename] {
-        fs::write(at(f), content(&log, run, f.replaces.unwrap())).unwrap();
+        fs::write(at(f), content(&log, run_id, f.replaces.unwrap())).unwrap();
     }
     fs::write(at(&overwritten), fs::read(at(&donor)).unwrap()).unwrap();
     let other = RunId([0x5a; 16]);
@@ -209,6 +213,18 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
     // The donor itself is untouched and intact; the device counts agree.
     assert!(!got.contains_key(&donor.path));
     let j = r.json();
+    // The same HTML report as for devices.
+    let json = dir.path().join("verify.json");
+    fs::write(&json, &r.stdout).unwrap();
+    let html = dir.path().join("report.html");
+    let rep = run([
+        "report",
+        json.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(rep.code, 0, "{rep:?}");
+    assert!(fs::read_to_string(&html).unwrap().contains("FAIL"));
     assert_eq!(j["tree"]["file_counts"]["missing"], 2);
     assert_eq!(j["tree"]["file_counts"]["renamed-back"], 2);
     assert_eq!(j["counts"]["corrupt"], 1);
