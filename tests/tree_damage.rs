@@ -285,6 +285,31 @@ fn the_dir_fsync_skipping_mode_exists_is_hidden_and_is_for_trees_only() {
     assert!(!file.exists());
 }
 
+/// Guarantee 3 for trees: an in-place overwrite that was under way at the cut (the
+/// truncate durable, the new content not yet) legitimately destroyed the acknowledged
+/// version under that name: no false alarm.
+#[test]
+fn an_unacknowledged_in_place_overwrite_under_way_is_no_false_alarm() {
+    let p = plan(SEED, TreeScale::scaled_down(FILES));
+    let o = p
+        .files()
+        .find(|f| f.arrival == Arrival::InPlace && f.replaces.is_some())
+        .expect("the plan overwrites a file in place: pick another SEED")
+        .clone();
+    let wdir = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(wdir.path());
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Stop just before the overwrite: every earlier file version is acknowledged.
+    let count = (o.id - 1).to_string();
+    let (root, log) = write_tree(&w, dir.path(), &["--count", &count]);
+    assert_eq!(log.acks.last().unwrap().record.seq, o.id - 1);
+    // What open(O_TRUNC) of the overwrite leaves when the cut comes before its write.
+    fs::write(root.join(&o.path), b"").unwrap();
+    let r = verify(&w, dir.path(), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["tree"]["file_counts"]["superseded"], 1, "{r:?}");
+}
+
 /// Guarantee 1 for trees: a failed operation (here ENOSPC on a 2 MiB tmpfs) stops the
 /// run with exit 4, and every file acknowledged before it is whole: nothing was acked
 /// for the file whose write failed.

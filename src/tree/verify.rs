@@ -275,6 +275,18 @@ impl<'a> Judge<'a> {
         };
         let later = |id: u64| id > f.id;
         let mine = &self.versions[f.path.as_str()];
+        // An in-place overwrite under way at the cut: open(O_TRUNC) emptied the name
+        // before the later, unacknowledged version's bytes landed. Legitimate.
+        let overwrite_under_way = || {
+            self.plan
+                .files()
+                .any(|g| g.path == f.path && g.id > f.id && g.arrival == Arrival::InPlace)
+        };
+        if content.is_empty() && overwrite_under_way() {
+            t.superseded = rec.sectors;
+            self.classes.push(FileClass::Superseded);
+            return t;
+        }
         // A later, unacknowledged version under the name: a legitimate replacement.
         if let Some(s) = first_stamp(&content)
             && s.run == self.run
@@ -401,7 +413,6 @@ impl<'a> Judge<'a> {
                 false => absent += 1,
             }
         }
-        let _ = self.plan;
         (present, absent)
     }
 
