@@ -103,6 +103,11 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
     assert_eq!(j["verdict"], "PASS");
     assert_eq!(j["tree"]["file_counts"]["intact"], latest(&p).len() as u64);
     assert!(j["tree"]["findings"].as_array().unwrap().is_empty());
+    let plain = j["plain"].as_str().unwrap();
+    assert!(
+        plain.starts_with("The storage under this directory"),
+        "{plain}"
+    );
 
     // Pick distinct current files for each damage.
     let cur = latest(&p);
