@@ -312,8 +312,9 @@ impl<'a> Judge<'a> {
             {
                 FileClass::Short
             }
+            // The older version under the name after an atomic replace: the rename undone.
             crate::model::RecordClass::Lost
-                if matches!(f.arrival, Arrival::Renamed { .. }) && f.replaces.is_some() =>
+                if matches!(f.arrival, Arrival::Renamed { .. }) && t.old > 0 =>
             {
                 FileClass::RenamedBack
             }
