@@ -26,6 +26,8 @@ const EXAMPLES: &[(&str, &str)] = &[
   plugpull write /dev/sdX --witness witness-host:7420 --destroy-data-on /dev/sdX
   # A 1 GiB file on the file system under test, for five minutes:
   plugpull write /mnt/test/plugpull.img --witness witness-host:7420 --size 1G --duration 5m
+  # A directory: the whole-stack tree workload (files, fsyncs, renames; docs/tree.md):
+  plugpull write /mnt/test --witness witness-host:7420 --files 2000
   # Then cut the power while it runs, restore it, and run `plugpull verify`.",
     ),
     (
@@ -33,7 +35,9 @@ const EXAMPLES: &[(&str, &str)] = &[
         "  # After the cut: judge the drive's latest run with the acks the witness holds:
   plugpull verify /dev/sdX --witness witness-host:7420
   # From a fetched ack log instead (no network needed), as JSON:
-  plugpull verify /dev/sdX --acks run.acklog --json > report.json",
+  plugpull verify /dev/sdX --acks run.acklog --json > report.json
+  # A directory written by `plugpull write DIR` (after the file system's own recovery):
+  plugpull verify /mnt/test --witness witness-host:7420",
     ),
     (
         "fetch",
