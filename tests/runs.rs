@@ -233,3 +233,23 @@ fn verify_keeps_its_verdict_when_the_witness_cannot_record_it() {
     let e = plugpull::witness::client::record_verdict(&w.addr, None, &big).unwrap_err();
     assert!(format!("{e:#}").contains("at most 4096"), "{e:#}");
 }
+
+/// `verify DIR` (the tree mode) tells the witness its verdict too.
+#[test]
+fn a_verified_tree_run_shows_as_verified() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let dir = d.path().join("tree");
+    std::fs::create_dir(&dir).unwrap();
+    let dir_s = dir.to_str().unwrap();
+    let r = common::run(["write", dir_s, "--witness", &w.addr, "--files", "40", "-q"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = common::run(["verify", dir_s, "--witness", &w.addr]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stdout.contains("The storage under this directory"),
+        "{r:?}"
+    );
+    let v = common::run(["runs", "--witness", &w.addr, "--json"]).json();
+    assert_eq!(v["runs"][0]["verified"]["verdict"], "PASS", "{v:#}");
+}

@@ -54,8 +54,18 @@ pub fn verify_dir(o: &crate::verify::VerifyOptions) -> Result<crate::model::Verd
             r.report.summary
         );
     } else {
-        print!("{}", r.report.to_text());
+        let text = r
+            .report
+            .to_text()
+            .replacen(
+                "In plain words: This drive",
+                "In plain words: The storage under this directory (file system and drive)",
+                1,
+            )
+            .replace("on this drive", "on this storage");
+        print!("{text}");
         print!("{}", verify::tree_text(&r.tree));
     }
+    crate::verify::tell_the_witness(o, &loaded.log, &r.report);
     Ok(r.report.verdict)
 }

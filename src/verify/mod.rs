@@ -119,7 +119,7 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
 /// Tells the witness the verdict (when the acks came from one), so `plugpull runs` shows
 /// which runs were verified. A witness that cannot take it costs a warning, never the
 /// verdict: the note is for people, the verdict stands on the acks and the drive.
-fn tell_the_witness(o: &VerifyOptions, log: &RunLog, report: &Report) {
+pub fn tell_the_witness(o: &VerifyOptions, log: &RunLog, report: &Report) {
     let AckSource::Witness(addr) = &o.acks else {
         return;
     };
