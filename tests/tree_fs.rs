@@ -1,0 +1,287 @@
+//! File systems on the simulated drive: ext4, XFS and btrfs, each on a loop device whose
+//! backing file is the drive's FUSE file (`common::FsStack`), cut by the drive's own
+//! power cut while plugpull writes into the file system, powered on again with the file
+//! system's own recovery at mount, then verified by a fresh `plugpull verify`.
+//!
+//! What is promised and checked here:
+//! - an honest drive under the file system: PASS after every cut (no false alarm from
+//!   the file system's journalling, its block allocation or its recovery);
+//! - a lying drive (flushes return at once, the cache is lost at the cut): FAIL. When
+//!   the lie destroyed the file system itself and nothing mounts even after the repair
+//!   tool a user would run, verify is still run, on the bare mount point, and must FAIL:
+//!   acknowledged data that cannot be read is the drive's failure, not a test error.
+//!
+//! The device-mode test (a preallocated file in the file system, `plugpull write FILE`)
+//! proves the stack itself; it is the shape the tree tests build on.
+//!
+//! Seeds: every cycle prints its seed; `PLUGPULL_SEED=S` replays the drive's decisions
+//! and the cut point (thread timing around the kill does not replay). Needs root,
+//! /dev/fuse, losetup and each file system's mkfs and repair tool (.ci/run installs
+//! them); without them a test says why it skipped, and fails under
+//! PLUGPULL_REQUIRE_ALL_TESTS=1. Each test has its own drive, loop device, mount point
+//! and witness, so the tests run in parallel safely; Drop guards tear every piece down
+//! even when an assertion fails.
+
+mod common;
+
+use common::{FsKind, FsStack, Mount, WitnessProc};
+use plugpull::record::RunId;
+use plugpull::rng::Rng;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The device-mode target file's size: small, so the preallocation costs little.
+const TARGET_MIB: u64 = 8;
+
+/// A lying drive loses each flushed write it still holds unless an early destage (p =
+/// 0.25) saved it, so after 20 acks at least one acked record is lost for all practical
+/// purposes (0.25^20 < 1e-12).
+const LYING_CUTS: (u64, u64) = (20, 200);
+
+/// An honest drive is cut anywhere from the first ack on.
+const HONEST_CUTS: (u64, u64) = (1, 200);
+
+/// Proceeds when root with /dev/fuse and the file system's tools; else skips (or fails,
+/// with PLUGPULL_REQUIRE_ALL_TESTS=1).
+fn can_run(kind: FsKind) -> bool {
+    let avail = kind.available();
+    common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to mount the simulated drive over FUSE (CI runs as root)",
+    ) && common::skip_unless(
+        avail.is_ok(),
+        &format!(
+            "{}: {} (.ci/run installs xfsprogs and btrfs-progs)",
+            kind.name(),
+            avail.as_ref().err().map_or("", |e| e.as_str())
+        ),
+    )
+}
+
+fn base_seed() -> u64 {
+    match std::env::var("PLUGPULL_SEED") {
+        Ok(s) => s.parse().expect("PLUGPULL_SEED must be a number"),
+        Err(_) => plugpull::rng::random_seed() % 1_000_000,
+    }
+}
+
+/// A scratch directory on tmpfs when there is one (the drive's backing file is written
+/// often); kept, with its path printed, when the test panics.
+struct Scratch(Option<tempfile::TempDir>);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let prefix = format!("plugpull-{name}-");
+        let mut b = tempfile::Builder::new();
+        b.prefix(&prefix);
+        let d = if Path::new("/dev/shm").is_dir() {
+            b.tempdir_in("/dev/shm")
+        } else {
+            b.tempdir()
+        };
+        Scratch(Some(d.unwrap()))
+    }
+    fn path(&self) -> &Path {
+        self.0.as_ref().unwrap().path()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking()
+            && let Some(d) = self.0.take()
+        {
+            let kept = d.keep();
+            let msg = format!("failed test's files kept in {}\n", kept.display());
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), msg.as_bytes());
+        }
+    }
+}
+
+/// A child process killed on drop.
+struct Proc(Option<Child>);
+
+impl Proc {
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().unwrap()
+    }
+
+    /// Waits up to a minute (killing it after that); returns exit code, stdout, stderr.
+    /// Its output is small (`--json --quiet`), so the pipes never fill while it runs.
+    fn wait(mut self) -> (i32, String, String) {
+        let t0 = Instant::now();
+        let c = self.child();
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                let mut out = String::new();
+                let mut err = String::new();
+                c.stdout.take().unwrap().read_to_string(&mut out).ok();
+                c.stderr.take().unwrap().read_to_string(&mut err).ok();
+                self.0 = None;
+                return (st.code().unwrap_or(-1), out, err);
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "process {} still running after 60 s",
+                c.id()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The seeded number of durable acks the cut waits for.
+fn acks_before_cut(seed: u64, (min, max): (u64, u64)) -> u64 {
+    Rng::new(seed ^ 0xF5).range(min, max)
+}
+
+/// Waits for the writer after the cut: it must have seen the target fail (exit 4) after
+/// at least one ack; returns its run.
+fn writer_result(w: Proc, ctx: &str) -> RunId {
+    let (code, out, err) = w.wait();
+    assert_eq!(
+        code, 4,
+        "{ctx}: the writer should have seen the cut (exit 4)\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{ctx}: write --json output: {e}\n{out}\n{err}"));
+    assert!(
+        v["records_acked"].as_u64().unwrap_or(0) > 0,
+        "{ctx}: nothing was acknowledged before the cut: {v}"
+    );
+    RunId::parse(v["run_id"].as_str().unwrap()).unwrap()
+}
+
+/// `plugpull verify TARGET --run RUN --json`: exit 0 or 1 (a verdict), and the report.
+fn verify(w: &WitnessProc, target: &Path, run: RunId, ctx: &str) -> (i32, serde_json::Value) {
+    let r = common::verify(w, target, &["--run", &run.hex(), "--read-timeout", "10s"]);
+    assert!(
+        r.code == 0 || r.code == 1,
+        "{ctx}: verify must give a verdict (exit 0 or 1), got {}\n{r:?}",
+        r.code
+    );
+    (r.code, r.json())
+}
+
+/// One device-mode cycle on `kind`: a file preallocated and synced on an honest drive,
+/// then `plugpull write FILE` on a `profile` drive, cut after a seeded number of acks,
+/// power on honest (mount = recovery), verify. Returns verify's exit code, its report
+/// and how the file system came up.
+fn device_cycle(kind: FsKind, profile: &str, seed: u64, cut_at: (u64, u64)) -> (i32, Mount) {
+    let ctx = format!(
+        "{} device mode, profile {profile}, seed {seed} (reproduce: PLUGPULL_SEED={seed})",
+        kind.name()
+    );
+    eprintln!("cycle: {ctx}");
+    let dir = Scratch::new(&format!("fs-{}", kind.name()));
+    let witness = WitnessProc::start(&dir.path().join("witness"));
+    let mut stack = FsStack::create(dir.path(), kind);
+    let target = stack.mount_point().join("plugpull.target");
+
+    let up = stack.power_on("honest", seed.wrapping_add(1));
+    assert!(
+        up.is_clean(),
+        "{ctx}: a clean file system must mount: {up:?}"
+    );
+    let dd = Command::new("dd")
+        .args(["if=/dev/zero", "bs=1M", "conv=fsync", "status=none"])
+        .arg(format!("count={TARGET_MIB}"))
+        .arg(format!("of={}", target.display()))
+        .status()
+        .unwrap();
+    assert!(dd.success(), "{ctx}: dd");
+    stack.power_off_clean();
+
+    let up = stack.power_on(profile, seed.wrapping_add(2));
+    assert!(
+        up.is_clean(),
+        "{ctx}: the synced file system must mount: {up:?}"
+    );
+    let mut writer = Proc(Some(
+        Command::new(common::bin())
+            .arg("write")
+            .arg(&target)
+            .args(["--witness", &witness.addr, "--json", "--quiet"])
+            .args(["--size", &format!("{TARGET_MIB}M")])
+            .args(["--seed", &seed.to_string()])
+            .arg("--destroy-data-on")
+            .arg(&target)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let n = acks_before_cut(seed, cut_at);
+    common::wait_for_durable_acks(&witness, n, writer.child());
+    stack.cut();
+    let run = writer_result(writer, &ctx);
+
+    let up = stack.power_on("honest", seed.wrapping_add(3));
+    let (code, report) = verify(&witness, &target, run, &ctx);
+    eprintln!(
+        "  {}: verdict {} after {n}+ acks, counts {}",
+        up.describe(),
+        report["verdict"],
+        report["counts"]
+    );
+    if let Mount::Unmountable { .. } = up {
+        assert!(
+            report["dead_device"].is_string(),
+            "{ctx}: with nothing mounted the target is gone: {report}"
+        );
+    }
+    (code, up)
+}
+
+fn honest_passes_lying_fails_device_mode(kind: FsKind) {
+    if !can_run(kind) {
+        return;
+    }
+    let base = base_seed();
+    let (code, up) = device_cycle(kind, "honest", base, HONEST_CUTS);
+    assert!(
+        up.is_clean(),
+        "{}: honest drive, seed {base}: {up:?}",
+        kind.name()
+    );
+    assert_eq!(
+        code,
+        0,
+        "{}: honest drive, seed {base}: must PASS",
+        kind.name()
+    );
+    let seed = base.wrapping_add(10);
+    let (code, _) = device_cycle(kind, "lying", seed, LYING_CUTS);
+    assert_eq!(
+        code,
+        1,
+        "{}: lying drive, seed {seed}: must FAIL",
+        kind.name()
+    );
+}
+
+#[test]
+fn ext4_device_mode_honest_passes_lying_fails() {
+    honest_passes_lying_fails_device_mode(FsKind::Ext4);
+}
+
+#[test]
+fn xfs_device_mode_honest_passes_lying_fails() {
+    honest_passes_lying_fails_device_mode(FsKind::Xfs);
+}
+
+#[test]
+fn btrfs_device_mode_honest_passes_lying_fails() {
+    honest_passes_lying_fails_device_mode(FsKind::Btrfs);
+}
