@@ -81,6 +81,7 @@ fn descriptor(run: RunId) -> RunDescriptor {
             seed: 1,
         },
         command: vec![],
+        tree: None,
     }
 }
 

@@ -54,6 +54,7 @@ fn descriptor(p: &Plan) -> RunDescriptor {
             seed: p.seed,
         },
         command: vec![],
+        tree: None,
     }
 }
 

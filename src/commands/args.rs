@@ -111,6 +111,36 @@ impl From<FlushArg> for FlushMethod {
     }
 }
 
+/// `write --flush`: the device methods plus, for trees only, a hidden testing-only one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WriteFlushArg {
+    /// fdatasync(2) after each write: data plus the metadata needed to read it back.
+    Fdatasync,
+    /// fsync(2) after each write (trees: the file, then its directory).
+    Fsync,
+    /// Open with O_DSYNC: every write returns only once durable (FUA or write+flush).
+    Dsync,
+    /// No flush at all: a control run that is expected to lose data at a cut.
+    None,
+    /// Trees only, for tests of the tests: fsync files but never their directories, so
+    /// a cut loses names (docs/tree.md). Hidden: it makes a run lie.
+    #[value(name = "testing-only-skip-dir-fsync", hide = true)]
+    TestingOnlySkipDirFsync,
+}
+
+impl WriteFlushArg {
+    /// The device method, or None for the tree-only testing mode.
+    pub fn device(self) -> Option<FlushMethod> {
+        match self {
+            WriteFlushArg::Fdatasync => Some(FlushMethod::Fdatasync),
+            WriteFlushArg::Fsync => Some(FlushMethod::Fsync),
+            WriteFlushArg::Dsync => Some(FlushMethod::Dsync),
+            WriteFlushArg::None => Some(FlushMethod::None),
+            WriteFlushArg::TestingOnlySkipDirFsync => None,
+        }
+    }
+}
+
 /// `--placement`: where records go within the target (see [`Placement`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PlacementArg {
@@ -186,7 +216,8 @@ pub fn size_range(s: &str) -> Result<SizeRange, UnitError> {
 
 #[derive(Args, Debug, Clone)]
 pub struct WriteArgs {
-    /// A block device or a file. Files are created and preallocated.
+    /// A block device or a file (files are created and preallocated), or an existing
+    /// directory: then a tree of files is written into it (docs/tree.md).
     pub target: PathBuf,
     /// The witness, HOST:PORT.
     #[arg(long)]
@@ -208,9 +239,14 @@ pub struct WriteArgs {
     /// Writer threads; the region is split into this many equal, disjoint shares.
     #[arg(long, default_value_t = 1)]
     pub streams: u16,
-    /// How each record is made durable before it is acknowledged.
-    #[arg(long, value_enum, default_value = "fdatasync")]
-    pub flush: FlushArg,
+    /// How each record is made durable before it is acknowledged [default: fdatasync;
+    /// for a directory fsync: the file, then its directory].
+    #[arg(long, value_enum)]
+    pub flush: Option<WriteFlushArg>,
+    /// For a directory: files in the untar-shaped tree (bytes scale with them, 528 MB
+    /// for the seeds' 53,000).
+    #[arg(long, value_name = "N", default_value_t = 53_000)]
+    pub files: u32,
     /// Write through the page cache instead of O_DIRECT.
     #[arg(long)]
     pub no_direct: bool,
@@ -218,7 +254,7 @@ pub struct WriteArgs {
     /// interrupted or the target fails.
     #[arg(long, value_parser = duration)]
     pub duration: Option<Duration>,
-    /// Stop after this many records (all streams together).
+    /// Stop after this many records (all streams together; for a directory, files).
     #[arg(long)]
     pub count: Option<u64>,
     /// Seed for placement and sizes (random if not given; printed either way).

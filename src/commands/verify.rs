@@ -12,6 +12,16 @@ use anyhow::Context;
 pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
     let options = options(a)?;
     on_ctrl_c_say_interrupted();
+    if options.target.is_dir() {
+        return match crate::tree::verify_dir(&options) {
+            Ok(verdict) => Ok(verdict.exit_code()),
+            Err(e) if e.is_impossible_run() => {
+                exit::print_error(&e);
+                Ok(exit::INCONCLUSIVE)
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
     match verify::run(&options) {
         Ok(verdict) => Ok(verdict.exit_code()),
         Err(e @ VerifyError::ImpossibleRun(_)) => {

@@ -2,12 +2,18 @@
 //! code (PASS, TARGET_FAILED when a write or flush failed mid-run, INTERRUPTED on
 //! Ctrl-C).
 
-use crate::commands::args::WriteArgs;
+use crate::commands::args::{WriteArgs, WriteFlushArg};
 use crate::exit;
+use crate::tree::TreeFlush;
+use crate::tree::plan::TreeScale;
+use crate::tree::write::TreeWriteOptions;
 use crate::write::{self, WriteError, WriteOptions, WriteOutcome};
 
 pub fn run(a: WriteArgs) -> anyhow::Result<i32> {
-    let outcome = match write::run(&options(a)) {
+    if a.target.is_dir() {
+        return run_tree(a);
+    }
+    let outcome = match write::run(&options(a)?) {
         Ok(o) => o,
         Err(e @ WriteError::InterruptedBeforeFirstRecord(_)) if write::interrupted_by_ctrl_c() => {
             exit::print_error(&e);
@@ -22,9 +28,60 @@ pub fn run(a: WriteArgs) -> anyhow::Result<i32> {
     })
 }
 
+/// `plugpull write DIR`: the tree workload (docs/tree.md).
+fn run_tree(a: WriteArgs) -> anyhow::Result<i32> {
+    let o = tree_options(a);
+    let quiet = o.quiet;
+    let s = write::tree_run(&o)?;
+    if !quiet {
+        eprintln!(
+            "plugpull write: {} file(s), {} acknowledged in {:.1} s under {}",
+            s.files_acked,
+            crate::units::fmt_bytes(s.bytes_acked),
+            s.elapsed_ms / 1e3,
+            s.root.display()
+        );
+    }
+    Ok(match s.failure {
+        Some(f) => {
+            eprintln!("plugpull write: stopped: {f}; nothing after it was acknowledged");
+            exit::TARGET_FAILED
+        }
+        None if write::interrupted_by_ctrl_c() => exit::INTERRUPTED,
+        None => exit::PASS,
+    })
+}
+
+/// The tree options the command line asks for.
+pub fn tree_options(a: WriteArgs) -> TreeWriteOptions {
+    TreeWriteOptions {
+        dir: a.target,
+        witness: a.witness,
+        key_file: a.key_file,
+        scale: TreeScale::scaled_down(a.files),
+        flush: match a.flush.unwrap_or(WriteFlushArg::Fsync) {
+            WriteFlushArg::Fsync => TreeFlush::Fsync,
+            WriteFlushArg::Fdatasync => TreeFlush::Fdatasync,
+            WriteFlushArg::Dsync => TreeFlush::Dsync,
+            WriteFlushArg::None => TreeFlush::None,
+            WriteFlushArg::TestingOnlySkipDirFsync => TreeFlush::TestingOnlySkipDirFsync,
+        },
+        count: a.count,
+        duration: a.duration,
+        seed: a.seed,
+        quiet: a.quiet,
+        max_unconfirmed: a.max_unconfirmed,
+    }
+}
+
 /// The options the command line asks for.
-pub fn options(a: WriteArgs) -> WriteOptions {
-    WriteOptions {
+pub fn options(a: WriteArgs) -> anyhow::Result<WriteOptions> {
+    let Some(flush) = a.flush.unwrap_or(WriteFlushArg::Fdatasync).device() else {
+        anyhow::bail!(
+            "--flush testing-only-skip-dir-fsync is for directory targets only (docs/tree.md)"
+        );
+    };
+    Ok(WriteOptions {
         target: a.target,
         witness: a.witness,
         key_file: a.key_file,
@@ -33,7 +90,7 @@ pub fn options(a: WriteArgs) -> WriteOptions {
         record_size: a.record_size,
         placement: a.placement.into(),
         streams: a.streams,
-        flush: a.flush.into(),
+        flush,
         direct: !a.no_direct,
         duration: a.duration,
         count: a.count,
@@ -42,5 +99,5 @@ pub fn options(a: WriteArgs) -> WriteOptions {
         json: a.json,
         quiet: a.quiet,
         max_unconfirmed: a.max_unconfirmed,
-    }
+    })
 }

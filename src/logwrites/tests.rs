@@ -181,6 +181,7 @@ impl Fixture {
                     seed: 1,
                 },
                 command: vec![],
+                tree: None,
             },
             acks: vec![],
         }

@@ -92,6 +92,27 @@ pub struct RunDescriptor {
     pub settings: WriterSettings,
     /// The command line that started the writer.
     pub command: Vec<String>,
+    /// Set for a tree run (`plugpull write DIR`, docs/tree.md): its acks are file
+    /// entries, and the plan they refer to is regenerated from these settings. Absent in
+    /// logs written before tree runs existed, which stay readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<TreeSettings>,
+}
+
+/// What a tree run wrote, enough to regenerate its plan (`tree::plan::plan`) and find
+/// it: the seed and scale, the plan generator's version, the tree's root directory name
+/// under the target directory, and the flush method by name (the tree methods include a
+/// testing-only one that `FlushMethod` does not have).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeSettings {
+    pub plan_version: u16,
+    pub seed: u64,
+    pub files: u32,
+    pub total_bytes: u64,
+    /// The run's root, one directory name inside the target directory.
+    pub root: String,
+    /// "fsync", "fdatasync", "dsync", "none" or "testing-only-skip-dir-fsync".
+    pub flush: String,
 }
 
 pub mod run_id_hex {

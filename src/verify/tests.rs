@@ -34,6 +34,7 @@ pub(super) fn log_in(run: RunId, region: (u64, u64), acks: Vec<Ack>) -> RunLog {
                 seed: 0,
             },
             command: vec![],
+            tree: None,
         },
         acks,
         events: vec![],

@@ -322,6 +322,7 @@ pub fn run_descriptor(
             seed: plan.seed,
         },
         command: std::env::args().collect(),
+        tree: None,
     }
 }
 
@@ -337,4 +338,13 @@ fn describe(d: &identity::DeviceIdentity) -> String {
         p.push(format!("write cache: {w}"));
     }
     p.join(", ")
+}
+
+/// `plugpull write DIR`: the tree workload (`tree::write`) with this command's
+/// Ctrl-C / SIGTERM handling.
+pub fn tree_run(
+    o: &crate::tree::write::TreeWriteOptions,
+) -> Result<crate::tree::write::TreeWriteSummary, crate::tree::write::TreeWriteError> {
+    install_stop_handler();
+    crate::tree::write::run(o, &STOP)
 }

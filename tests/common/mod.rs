@@ -76,6 +76,7 @@ pub fn test_descriptor(run_id: RunId) -> RunDescriptor {
             seed: 1,
         },
         command: vec![],
+        tree: None,
     }
 }
 

@@ -27,6 +27,7 @@ pub(crate) fn sample_descriptor(run: u8) -> RunDescriptor {
             seed: 5,
         },
         command: vec!["plugpull".into()],
+        tree: None,
     }
 }
 

@@ -1,0 +1,112 @@
+//! The whole-stack mode: files and directories through a file system (issue 14,
+//! docs/tree.md).
+//!
+//! Why a mode of its own: a drive is rarely the whole story. A file survives a power cut
+//! only if the file system keeps its data, its inode, its directory entry and the rename
+//! that put it in place, and the drive keeps all of that. The untar test (many small
+//! files, each durable before it is acknowledged) exercises that whole stack. `plan`
+//! says what to create, from one seed; `write` creates it and acknowledges each durable
+//! file; `verify` reads it back and says, file by file, what survived.
+//!
+//! A file's content is stamped records like every other target (record.rs): one record
+//! per file version, stream [`FILE_STREAM`], seq = the file's id in the plan, offset 0
+//! (offsets are within the file). Its ack is an ordinary ack entry with those fields; the
+//! path, the arrival (rename or not) and which version it replaces come from the plan,
+//! which verify regenerates from the run descriptor's `tree` settings.
+
+pub mod plan;
+pub mod verify;
+pub mod write;
+
+use crate::record::SECTOR;
+
+/// The stream number of every file record and file ack.
+pub const FILE_STREAM: u16 = 0;
+/// The plan generator's version; a change to `plan` that changes any plan must bump it
+/// (pinned by a test), since verify regenerates the plan of old runs.
+pub const PLAN_VERSION: u16 = 1;
+/// Largest file a plan holds, in bytes: the acks' region is [0, this).
+pub const MAX_FILE_BYTES: u64 = plan::LARGE_SECTORS_MAX as u64 * SECTOR as u64;
+
+/// How a tree run makes a file durable before acknowledging it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeFlush {
+    /// fsync(2) the file, then its directory (and a new directory's parent), as POSIX
+    /// requires for a new name to be durable. The default.
+    Fsync,
+    /// fdatasync(2) the file, fsync(2) its directory.
+    Fdatasync,
+    /// The file opened with O_DSYNC, then fsync(2) of its directory.
+    Dsync,
+    /// Nothing: a control run expected to lose files at a cut.
+    None,
+    /// fsync(2) the file but never its directory: simulates a stack that loses
+    /// directory entries, so tests can show verify names the files missing. Testing
+    /// only: hidden from --help.
+    TestingOnlySkipDirFsync,
+}
+
+impl TreeFlush {
+    pub fn name(self) -> &'static str {
+        match self {
+            TreeFlush::Fsync => "fsync",
+            TreeFlush::Fdatasync => "fdatasync",
+            TreeFlush::Dsync => "dsync",
+            TreeFlush::None => "none",
+            TreeFlush::TestingOnlySkipDirFsync => "testing-only-skip-dir-fsync",
+        }
+    }
+    /// Whether directories are fsynced after a new name appears in them.
+    pub fn syncs_dirs(self) -> bool {
+        matches!(
+            self,
+            TreeFlush::Fsync | TreeFlush::Fdatasync | TreeFlush::Dsync
+        )
+    }
+}
+
+/// Why a tree verify gave no verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    #[error(transparent)]
+    Verify(#[from] crate::verify::VerifyError),
+    #[error(transparent)]
+    Tree(#[from] verify::TreeVerifyError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+impl TreeError {
+    /// A log or ack no writer could produce: no verdict (exit 3), as for devices.
+    pub fn is_impossible_run(&self) -> bool {
+        matches!(
+            self,
+            TreeError::Verify(crate::verify::VerifyError::ImpossibleRun(_))
+                | TreeError::Tree(verify::TreeVerifyError::ImpossibleAck { .. })
+        )
+    }
+}
+
+/// `plugpull verify DIR`: loads the run (as for a device), judges the tree, prints the
+/// report (text, `--quiet` verdict line, or JSON with a "tree" section).
+pub fn verify_dir(o: &crate::verify::VerifyOptions) -> Result<crate::model::Verdict, TreeError> {
+    let loaded = crate::verify::load_run_checked(o)?;
+    crate::witness::validate::refuse_impossible_run(&loaded.log)
+        .map_err(crate::verify::VerifyError::from)?;
+    let mut r = verify::verify_tree(&o.target, &loaded.log)?;
+    r.report
+        .note_log_wholeness(loaded.source, loaded.wholeness.whole, loaded.wholeness.how);
+    if o.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else if o.quiet {
+        println!(
+            "VERDICT: {} - {}",
+            r.report.verdict.name(),
+            r.report.summary
+        );
+    } else {
+        print!("{}", r.report.to_text());
+        print!("{}", verify::tree_text(&r.tree));
+    }
+    Ok(r.report.verdict)
+}
