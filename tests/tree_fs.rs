@@ -25,8 +25,11 @@
 mod common;
 
 use common::{FsKind, FsStack, Mount, WitnessProc};
+use plugpull::model::RunSelector;
 use plugpull::record::RunId;
 use plugpull::rng::Rng;
+use plugpull::witness::client::fetch;
+use std::collections::HashSet;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -38,7 +41,7 @@ const TARGET_MIB: u64 = 8;
 /// A lying drive loses each flushed write it still holds unless an early destage (p =
 /// 0.25) saved it, so after 20 acks at least one acked record is lost for all practical
 /// purposes (0.25^20 < 1e-12).
-const LYING_CUTS: (u64, u64) = (20, 200);
+const LYING_CUTS: (u64, u64) = (20, 60);
 
 /// An honest drive is cut anywhere from the first ack on.
 const HONEST_CUTS: (u64, u64) = (1, 200);
@@ -269,6 +272,171 @@ fn honest_passes_lying_fails_device_mode(kind: FsKind) {
         "{}: lying drive, seed {seed}: must FAIL",
         kind.name()
     );
+}
+
+/// The runs in the witness's directory (one `RUN.acklog` each).
+fn runs_on(w: &WitnessProc) -> HashSet<RunId> {
+    std::fs::read_dir(&w.dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    RunId::parse(name.strip_suffix(".acklog")?)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Waits until the witness holds `n` durable acks of a run not in `before` (the writer's
+/// new run) and returns that run. Panics if the writer exits first or a minute passes.
+fn wait_for_new_run_acks(
+    w: &WitnessProc,
+    before: &HashSet<RunId>,
+    n: u64,
+    writer: &mut Proc,
+    ctx: &str,
+) -> RunId {
+    let t0 = Instant::now();
+    loop {
+        let run = runs_on(w).into_iter().find(|r| !before.contains(r));
+        let durable = run
+            .and_then(|r| fetch(&w.addr, &RunSelector::Run(r)).ok())
+            .map_or(0, |log| log.acks.len() as u64);
+        if let Some(r) = run
+            && durable >= n
+        {
+            return r;
+        }
+        if let Ok(Some(st)) = writer.child().try_wait() {
+            panic!("{ctx}: the writer exited ({st}) with {durable} of {n} durable acks");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{ctx}: only {durable} of {n} durable acks after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Files in each tree run: more than a cycle writes before its cut, so the writer is
+/// always cut mid-tree.
+const TREE_FILES: u32 = 2_000;
+
+/// One tree cycle on a powered-off stack: power on a `profile` drive, `plugpull write
+/// DIR --flush FLUSH` into the mounted file system, cut after a seeded number of acked
+/// files, power on honest (the file system's recovery), `plugpull verify DIR --run`, and
+/// a clean power off. Returns verify's exit code, its report and how the file system
+/// came up after the cut.
+fn tree_cycle(
+    stack: &mut FsStack,
+    w: &WitnessProc,
+    profile: &str,
+    flush: &str,
+    seed: u64,
+    cut_at: (u64, u64),
+) -> (i32, serde_json::Value, Mount) {
+    let kind = stack.kind().name();
+    let ctx = format!(
+        "{kind} tree, profile {profile}, --flush {flush}, seed {seed} (reproduce: PLUGPULL_SEED={seed})"
+    );
+    let up = stack.power_on(profile, seed);
+    assert!(
+        up.is_clean(),
+        "{ctx}: the file system must mount before the run: {up:?}"
+    );
+    let dir = stack.mount_point();
+    let before = runs_on(w);
+    let mut writer = Proc(Some(
+        Command::new(common::bin())
+            .arg("write")
+            .arg(&dir)
+            .args(["--witness", &w.addr, "--quiet", "--flush", flush])
+            .args(["--files", &TREE_FILES.to_string()])
+            .args(["--seed", &seed.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let n = acks_before_cut(seed, cut_at);
+    let run = wait_for_new_run_acks(w, &before, n, &mut writer, &ctx);
+    stack.cut();
+    let (code, out, err) = writer.wait();
+    assert_eq!(
+        code, 4,
+        "{ctx}: the writer should have seen the cut (exit 4)\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    let up = stack.power_on("honest", seed.wrapping_add(1));
+    let (code, report) = verify(w, &dir, run, &ctx);
+    eprintln!(
+        "  {ctx}: {}; verdict {} after {n}+ acks; files {}",
+        up.describe(),
+        report["verdict"],
+        report["tree"]["file_counts"]
+    );
+    stack.power_off_clean();
+    (code, report, up)
+}
+
+/// Honest cycles per file system: each must PASS.
+const HONEST_CYCLES: u64 = 10;
+
+/// Cuts for honest tree cycles: from the first acked file on.
+const TREE_HONEST_CUTS: (u64, u64) = (1, 60);
+
+/// `HONEST_CYCLES` honest cut cycles on one aging file system (each run adds a tree
+/// beside the earlier ones): every one must PASS; then a lying drive must FAIL.
+fn honest_trees_pass_lying_fails(kind: FsKind) {
+    if !can_run(kind) {
+        return;
+    }
+    let base = base_seed();
+    let dir = Scratch::new(&format!("tree-{}", kind.name()));
+    let w = WitnessProc::start(&dir.path().join("witness"));
+    let mut stack = FsStack::create(&dir.path().join("drive"), kind);
+    for i in 0..HONEST_CYCLES {
+        let seed = base.wrapping_add(i * 2);
+        let (code, report, up) =
+            tree_cycle(&mut stack, &w, "honest", "fsync", seed, TREE_HONEST_CUTS);
+        assert!(
+            up.is_clean(),
+            "{}: honest drive, seed {seed}: {up:?}",
+            kind.name()
+        );
+        assert_eq!(
+            code,
+            0,
+            "{}: honest drive, seed {seed}: a false alarm: {}",
+            kind.name(),
+            report["tree"]
+        );
+    }
+    let seed = base.wrapping_add(1000);
+    let (code, report, up) = tree_cycle(&mut stack, &w, "lying", "fsync", seed, LYING_CUTS);
+    assert_eq!(
+        code,
+        1,
+        "{}: lying drive, seed {seed} ({}): must FAIL: {}",
+        kind.name(),
+        up.describe(),
+        report["tree"]
+    );
+}
+
+#[test]
+fn ext4_trees_honest_pass_lying_fails() {
+    honest_trees_pass_lying_fails(FsKind::Ext4);
+}
+
+#[test]
+fn xfs_trees_honest_pass_lying_fails() {
+    honest_trees_pass_lying_fails(FsKind::Xfs);
+}
+
+#[test]
+fn btrfs_trees_honest_pass_lying_fails() {
+    honest_trees_pass_lying_fails(FsKind::Btrfs);
 }
 
 #[test]

@@ -220,6 +220,7 @@ impl FsStack {
     /// 64 MiB (its discard step) and 17 s for XFS on 320 MiB (64 MiB of log zeroing) on
     /// the loaded CI machine, for nothing a test checks.
     pub fn create(dir: &Path, kind: FsKind) -> FsStack {
+        std::fs::create_dir_all(dir).unwrap();
         let image = dir.join(super::simdrive::BACKING_NAME);
         let f = std::fs::File::create(&image).unwrap();
         f.set_len(kind.drive_mib() << 20).unwrap();
