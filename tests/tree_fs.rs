@@ -28,6 +28,7 @@ use common::{FsKind, FsStack, Mount, WitnessProc};
 use plugpull::model::RunSelector;
 use plugpull::record::RunId;
 use plugpull::rng::Rng;
+use plugpull::tree::plan::{Arrival, TreeScale, plan};
 use plugpull::witness::client::fetch;
 use std::collections::HashSet;
 use std::io::Read;
@@ -421,6 +422,189 @@ fn honest_trees_pass_lying_fails(kind: FsKind) {
         kind.name(),
         up.describe(),
         report["tree"]
+    );
+}
+
+/// The first seed from `base` on whose plan puts a file that arrives by a rename among
+/// its first `within` files, and that file's id.
+fn seed_with_early_rename(base: u64, within: usize) -> (u64, u64) {
+    let scale = TreeScale::scaled_down(TREE_FILES);
+    (base..)
+        .find_map(|seed| {
+            let p = plan(seed, scale);
+            let f = p
+                .files()
+                .take(within)
+                .find(|f| matches!(f.arrival, Arrival::Renamed { .. }))?;
+            Some((seed, f.id))
+        })
+        .unwrap()
+}
+
+/// An honest drive whose flushes take 30 ms and which keeps none of its unflushed
+/// writes at a cut (an honest drive may keep any subset): the cut below lands while the
+/// writer's next flush is still under way.
+const SLOW_HONEST: &str = "honest,flush_latency_us=30000,early_destage_p=0";
+
+/// A cut right after the witness made the ack of a renamed file durable, on an honest
+/// drive, with `--flush FLUSH`: returns verify's exit code, report, and the file's id.
+fn cut_after_rename(kind: FsKind, flush: &str, base: u64) -> (i32, serde_json::Value, u64) {
+    let (seed, id) = seed_with_early_rename(base, 8);
+    let ctx = format!(
+        "{} tree, {SLOW_HONEST}, --flush {flush}, seed {seed}, cut after file {id}'s ack (reproduce: PLUGPULL_SEED={base})",
+        kind.name()
+    );
+    let dir = Scratch::new(&format!("rename-{}", kind.name()));
+    let w = WitnessProc::start(&dir.path().join("witness"));
+    let mut stack = FsStack::create(&dir.path().join("drive"), kind);
+    let up = stack.power_on(SLOW_HONEST, seed);
+    assert!(up.is_clean(), "{ctx}: {up:?}");
+    let mnt = stack.mount_point();
+    let mut writer = Proc(Some(
+        Command::new(common::bin())
+            .arg("write")
+            .arg(&mnt)
+            .args(["--witness", &w.addr, "--quiet", "--flush", flush])
+            .args(["--files", &TREE_FILES.to_string()])
+            .args(["--seed", &seed.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let t0 = Instant::now();
+    let run = loop {
+        let run = runs_on(&w).into_iter().next();
+        let acked = run
+            .and_then(|r| fetch(&w.addr, &RunSelector::Run(r)).ok())
+            .is_some_and(|log| log.acks.iter().any(|a| a.record.seq == id));
+        if acked {
+            break run.unwrap();
+        }
+        if let Ok(Some(st)) = writer.child().try_wait() {
+            panic!("{ctx}: the writer exited ({st}) before file {id} was acknowledged");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{ctx}: no ack of file {id} after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    stack.cut();
+    let (code, out, err) = writer.wait();
+    assert_eq!(
+        code, 4,
+        "{ctx}: the writer should have seen the cut\n{out}\n{err}"
+    );
+    let up = stack.power_on("honest", seed.wrapping_add(1));
+    assert!(
+        up.is_clean(),
+        "{ctx}: an honest drive's file system must mount: {up:?}"
+    );
+    let (code, report) = verify(&w, &mnt, run, &ctx);
+    eprintln!(
+        "  {ctx}: verdict {}; files {}; findings {}",
+        report["verdict"], report["tree"]["file_counts"], report["tree"]["findings"]
+    );
+    (code, report, id)
+}
+
+/// The testing-only flush mode that skips the directory fsync loses a rename on an
+/// honest drive, and verify names the file; the same cut with `--flush fsync` keeps it
+/// (PASS), so the finding is the skipped fsync's doing, not the drive's or the test's.
+///
+/// Why a rename: ext4 and XFS commit their whole journal up to the file on fsync(file),
+/// and btrfs logs a new file's name with it, so a new file written in place keeps its
+/// name on all three even without the directory fsync (10 cycles each with cuts after
+/// 40-120 acks lost nothing). A rename after the file's fsync is a directory change only
+/// the directory fsync makes durable; cut before anything else commits it (the next
+/// file's flush takes 30 ms on this drive) and the old name is what survives.
+fn skipping_the_dir_fsync_loses_a_rename(kind: FsKind) {
+    if !can_run(kind) {
+        return;
+    }
+    let base = base_seed();
+    let (code, report, id) = cut_after_rename(kind, "testing-only-skip-dir-fsync", base);
+    let findings = report["tree"]["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let named = findings.iter().find(|f| f["id"] == id);
+    assert!(
+        code == 1 && named.is_some_and(|f| f["class"] == "renamed-back" || f["class"] == "missing"),
+        "{}, base seed {base}: without the directory fsync the rename of file {id} must be \
+         lost and named (renamed-back or missing): exit {code}, {}",
+        kind.name(),
+        report["tree"]
+    );
+    let (code, report, _) = cut_after_rename(kind, "fsync", base);
+    assert_eq!(
+        code,
+        0,
+        "{}, base seed {base}: with the directory fsync the same cut keeps the rename: {}",
+        kind.name(),
+        report["tree"]
+    );
+}
+
+#[test]
+fn ext4_skipping_the_dir_fsync_loses_a_rename() {
+    skipping_the_dir_fsync_loses_a_rename(FsKind::Ext4);
+}
+
+#[test]
+fn xfs_skipping_the_dir_fsync_loses_a_rename() {
+    skipping_the_dir_fsync_loses_a_rename(FsKind::Xfs);
+}
+
+#[test]
+fn btrfs_skipping_the_dir_fsync_loses_a_rename() {
+    skipping_the_dir_fsync_loses_a_rename(FsKind::Btrfs);
+}
+
+/// A run whose root directory is gone (a lost mkdir, a file system that did not mount
+/// where it was) lost every acknowledged file: verify FAILs and names them missing; it
+/// is not an error that would hide the loss. No root or FUSE needed.
+#[test]
+fn a_tree_whose_root_is_gone_fails_with_every_file_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(&dir.path().join("witness"));
+    let target = dir.path().join("t");
+    std::fs::create_dir(&target).unwrap();
+    let r = common::run([
+        "write".as_ref(),
+        target.as_os_str(),
+        "--witness".as_ref(),
+        w.addr.as_ref(),
+        "--quiet".as_ref(),
+        "--files".as_ref(),
+        "40".as_ref(),
+        "--count".as_ref(),
+        "5".as_ref(),
+        "--seed".as_ref(),
+        "7".as_ref(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let run = runs_on(&w)
+        .into_iter()
+        .next()
+        .expect("the run is on the witness");
+    let root = target.join(format!("plugpull-{}", run.hex()));
+    assert!(root.is_dir(), "the run's root {}", root.display());
+    std::fs::remove_dir_all(&root).unwrap();
+    let (code, report) = verify(&w, &target, run, "root removed");
+    assert_eq!(code, 1, "a lost root is a FAIL: {report}");
+    assert_eq!(
+        report["tree"]["file_counts"]["missing"], 5,
+        "{}",
+        report["tree"]
+    );
+    let layer = report["tree"]["findings"][0]["layer"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        layer.contains("root"),
+        "the finding says the root is gone: {layer}"
     );
 }
 
