@@ -16,7 +16,10 @@
 
 pub mod plan;
 pub mod verify;
+mod verify_run;
 pub mod write;
+
+pub use verify_run::{TreeError, verify_dir};
 
 use crate::record::SECTOR;
 
@@ -63,50 +66,4 @@ impl TreeFlush {
             TreeFlush::Fsync | TreeFlush::Fdatasync | TreeFlush::Dsync
         )
     }
-}
-
-/// Why a tree verify gave no verdict.
-#[derive(Debug, thiserror::Error)]
-pub enum TreeError {
-    #[error(transparent)]
-    Verify(#[from] crate::verify::VerifyError),
-    #[error(transparent)]
-    Tree(#[from] verify::TreeVerifyError),
-    #[error(transparent)]
-    Json(#[from] serde_json::Error),
-}
-
-impl TreeError {
-    /// A log or ack no writer could produce: no verdict (exit 3), as for devices.
-    pub fn is_impossible_run(&self) -> bool {
-        matches!(
-            self,
-            TreeError::Verify(crate::verify::VerifyError::ImpossibleRun(_))
-                | TreeError::Tree(verify::TreeVerifyError::ImpossibleAck { .. })
-        )
-    }
-}
-
-/// `plugpull verify DIR`: loads the run (as for a device), judges the tree, prints the
-/// report (text, `--quiet` verdict line, or JSON with a "tree" section).
-pub fn verify_dir(o: &crate::verify::VerifyOptions) -> Result<crate::model::Verdict, TreeError> {
-    let loaded = crate::verify::load_run_checked(o)?;
-    crate::witness::validate::refuse_impossible_run(&loaded.log)
-        .map_err(crate::verify::VerifyError::from)?;
-    let mut r = verify::verify_tree(&o.target, &loaded.log)?;
-    r.report
-        .note_log_wholeness(loaded.source, loaded.wholeness.whole, loaded.wholeness.how);
-    if o.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else if o.quiet {
-        println!(
-            "VERDICT: {} - {}",
-            r.report.verdict.name(),
-            r.report.summary
-        );
-    } else {
-        print!("{}", r.report.to_text());
-        print!("{}", verify::tree_text(&r.tree));
-    }
-    Ok(r.report.verdict)
 }

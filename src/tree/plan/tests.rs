@@ -124,3 +124,35 @@ fn tiny_scales_work() {
         );
     }
 }
+
+/// Verify regenerates the plan of old runs from their seed: any change to what a seed
+/// gives must bump `tree::PLAN_VERSION` and then this pin.
+#[test]
+fn plans_are_pinned_to_plan_version_1() {
+    assert_eq!(crate::tree::PLAN_VERSION, 1);
+    let p = plan(1, TreeScale::scaled_down(1_000));
+    let mut h = blake3::Hasher::new();
+    for s in &p.steps {
+        match s {
+            Step::MkDir(d) => {
+                h.update(b"d");
+                h.update(d.as_bytes());
+            }
+            Step::File(f) => {
+                h.update(b"f");
+                h.update(&f.id.to_le_bytes());
+                h.update(f.path.as_bytes());
+                h.update(&f.sectors.to_le_bytes());
+                if let Arrival::Renamed { tmp } = &f.arrival {
+                    h.update(tmp.as_bytes());
+                }
+                h.update(&f.replaces.unwrap_or(0).to_le_bytes());
+            }
+        }
+        h.update(b"\n");
+    }
+    assert_eq!(
+        h.finalize().to_hex().as_str(),
+        "fedd2464175ceefa4a16fb1f1e96e0107f376135ecf04dedcedd492acee6deea"
+    );
+}
