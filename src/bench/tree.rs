@@ -95,7 +95,8 @@ pub struct TreeBenchReport {
     pub started_at: String,
     pub dir: String,
     pub seed: u64,
-    /// Files created per run (the scale), and the full shape the extrapolation targets.
+    /// Files created per run (the scale); bytes written per run (every file version,
+    /// overwrites included); and the full shape the extrapolation targets.
     pub files: u32,
     pub total_bytes: u64,
     pub untar_files: u32,
@@ -168,7 +169,7 @@ pub fn run(o: &TreeBenchOptions) -> Result<TreeBenchReport, TreeBenchError> {
         dir: o.dir.display().to_string(),
         seed,
         files: o.files,
-        total_bytes: p.scale.total_bytes,
+        total_bytes: p.bytes(),
         untar_files: TreeScale::UNTAR.files,
         untar_bytes: TreeScale::UNTAR.total_bytes,
         reading: reading(&rows),
