@@ -39,6 +39,10 @@ fn write_tree(w: &WitnessProc, dir: &Path, extra: &[&str]) -> (PathBuf, RunLog) 
     let hex = root.file_name().unwrap().to_string_lossy()["plugpull-".len()..].to_string();
     let run = RunId::parse(&hex).unwrap();
     let log = plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(run)).unwrap();
+    // `--json`: the summary names the run and counts what the witness holds.
+    let j = r.json();
+    assert_eq!(j["run"], hex.as_str(), "{r:?}");
+    assert_eq!(j["files_acked"], log.acks.len() as u64, "{r:?}");
     (root, log)
 }
 
@@ -85,7 +89,7 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
     let w = WitnessProc::start(wdir.path());
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (root, log) = write_tree(&w, dir.path(), &[]);
-    let run = log.descriptor.run_id;
+    let run_id = log.descriptor.run_id;
     let p = plan(SEED, TreeScale::scaled_down(FILES));
     assert_eq!(
         log.acks.len(),
@@ -99,6 +103,11 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
     assert_eq!(j["verdict"], "PASS");
     assert_eq!(j["tree"]["file_counts"]["intact"], latest(&p).len() as u64);
     assert!(j["tree"]["findings"].as_array().unwrap().is_empty());
+    let plain = j["plain"].as_str().unwrap();
+    assert!(
+        plain.starts_with("The storage under this directory"),
+        "{plain}"
+    );
 
     // Pick distinct current files for each damage.
     let cur = latest(&p);
@@ -142,7 +151,7 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
     b[700] ^= 0x10;
     fs::write(at(&flipped), &b).unwrap();
     for f in [&reverted_in_place, &reverted_rename] {
-        fs::write(at(f), content(&log, run, f.replaces.unwrap())).unwrap();
+        fs::write(at(f), content(&log, run_id, f.replaces.unwrap())).unwrap();
     }
     fs::write(at(&overwritten), fs::read(at(&donor)).unwrap()).unwrap();
     let other = RunId([0x5a; 16]);
@@ -209,6 +218,18 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
     // The donor itself is untouched and intact; the device counts agree.
     assert!(!got.contains_key(&donor.path));
     let j = r.json();
+    // The same HTML report as for devices.
+    let json = dir.path().join("verify.json");
+    fs::write(&json, &r.stdout).unwrap();
+    let html = dir.path().join("report.html");
+    let rep = run([
+        "report",
+        json.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(rep.code, 0, "{rep:?}");
+    assert!(fs::read_to_string(&html).unwrap().contains("FAIL"));
     assert_eq!(j["tree"]["file_counts"]["missing"], 2);
     assert_eq!(j["tree"]["file_counts"]["renamed-back"], 2);
     assert_eq!(j["counts"]["corrupt"], 1);
@@ -267,6 +288,31 @@ fn the_dir_fsync_skipping_mode_exists_is_hidden_and_is_for_trees_only() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("directory targets only"), "{r:?}");
     assert!(!file.exists());
+}
+
+/// Guarantee 3 for trees: an in-place overwrite that was under way at the cut (the
+/// truncate durable, the new content not yet) legitimately destroyed the acknowledged
+/// version under that name: no false alarm.
+#[test]
+fn an_unacknowledged_in_place_overwrite_under_way_is_no_false_alarm() {
+    let p = plan(SEED, TreeScale::scaled_down(FILES));
+    let o = p
+        .files()
+        .find(|f| f.arrival == Arrival::InPlace && f.replaces.is_some())
+        .expect("the plan overwrites a file in place: pick another SEED")
+        .clone();
+    let wdir = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(wdir.path());
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Stop just before the overwrite: every earlier file version is acknowledged.
+    let count = (o.id - 1).to_string();
+    let (root, log) = write_tree(&w, dir.path(), &["--count", &count]);
+    assert_eq!(log.acks.last().unwrap().record.seq, o.id - 1);
+    // What open(O_TRUNC) of the overwrite leaves when the cut comes before its write.
+    fs::write(root.join(&o.path), b"").unwrap();
+    let r = verify(&w, dir.path(), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["tree"]["file_counts"]["superseded"], 1, "{r:?}");
 }
 
 /// Guarantee 1 for trees: a failed operation (here ENOSPC on a 2 MiB tmpfs) stops the

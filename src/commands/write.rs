@@ -30,10 +30,13 @@ pub fn run(a: WriteArgs) -> anyhow::Result<i32> {
 
 /// `plugpull write DIR`: the tree workload (docs/tree.md).
 fn run_tree(a: WriteArgs) -> anyhow::Result<i32> {
+    let json = a.json;
     let o = tree_options(a);
     let quiet = o.quiet;
     let s = write::tree_run(&o)?;
-    if !quiet {
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else if !quiet {
         eprintln!(
             "plugpull write: {} file(s), {} acknowledged in {:.1} s under {}",
             s.files_acked,

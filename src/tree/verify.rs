@@ -279,6 +279,18 @@ impl<'a> Judge<'a> {
         };
         let later = |id: u64| id > f.id;
         let mine = &self.versions[f.path.as_str()];
+        // An in-place overwrite under way at the cut: open(O_TRUNC) emptied the name
+        // before the later, unacknowledged version's bytes landed. Legitimate.
+        let overwrite_under_way = || {
+            self.plan
+                .files()
+                .any(|g| g.path == f.path && g.id > f.id && g.arrival == Arrival::InPlace)
+        };
+        if content.is_empty() && overwrite_under_way() {
+            t.superseded = rec.sectors;
+            self.classes.push(FileClass::Superseded);
+            return t;
+        }
         // A later, unacknowledged version under the name: a legitimate replacement.
         if let Some(s) = first_stamp(&content)
             && s.run == self.run
@@ -304,8 +316,9 @@ impl<'a> Judge<'a> {
             {
                 FileClass::Short
             }
+            // The older version under the name after an atomic replace: the rename undone.
             crate::model::RecordClass::Lost
-                if matches!(f.arrival, Arrival::Renamed { .. }) && f.replaces.is_some() =>
+                if matches!(f.arrival, Arrival::Renamed { .. }) && t.old > 0 =>
             {
                 FileClass::RenamedBack
             }
@@ -414,7 +427,6 @@ impl<'a> Judge<'a> {
                 false => absent += 1,
             }
         }
-        let _ = self.plan;
         (present, absent)
     }
 

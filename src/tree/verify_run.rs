@@ -35,6 +35,16 @@ pub fn verify_dir(o: &crate::verify::VerifyOptions) -> Result<crate::model::Verd
     let mut r = verify::verify_tree(&o.target, &loaded.log)?;
     r.report
         .note_log_wholeness(loaded.source, loaded.wholeness.whole, loaded.wholeness.how);
+    // The plain words speak of a drive; here the whole stack under DIR was tested.
+    r.report.plain = r
+        .report
+        .plain
+        .replacen(
+            "This drive",
+            "The storage under this directory (file system and drive)",
+            1,
+        )
+        .replace("on this drive", "on this storage");
     if o.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else if o.quiet {

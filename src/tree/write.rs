@@ -36,11 +36,14 @@ pub struct TreeWriteOptions {
     pub max_unconfirmed: usize,
 }
 
-/// How a tree run ended.
-#[derive(Debug, Clone, PartialEq)]
+/// How a tree run ended (`write DIR --json` prints it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TreeWriteSummary {
+    #[serde(with = "crate::model::run_id_hex")]
     pub run: RunId,
     pub root: PathBuf,
+    pub seed: u64,
+    pub flush: &'static str,
     pub files_acked: u64,
     pub bytes_acked: u64,
     pub elapsed_ms: f64,
@@ -185,6 +188,8 @@ pub fn run(o: &TreeWriteOptions, stop: &AtomicBool) -> Result<TreeWriteSummary, 
     Ok(TreeWriteSummary {
         run,
         root,
+        seed,
+        flush: o.flush.name(),
         files_acked: acked,
         bytes_acked: bytes,
         elapsed_ms,

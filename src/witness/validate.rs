@@ -111,6 +111,8 @@ pub enum AckFault {
     SeqNotRising {
         previous: u64,
     },
+    /// A tree run's ack (a whole file, docs/tree.md) at an offset other than 0.
+    FileNotAtZero,
 }
 
 /// The first ack of a batch or log that breaks a rule.
@@ -151,6 +153,11 @@ impl std::fmt::Display for Violation {
                 "does not follow seq {previous} of its stream: a stream's seqs rise with \
                  every ack"
             ),
+            AckFault::FileNotAtZero => write!(
+                f,
+                "is a file of a tree run at offset {}: a file entry starts at offset 0",
+                r.offset
+            ),
         }
     }
 }
@@ -163,6 +170,8 @@ pub struct AckRules {
     max_sectors: u32,
     region_start: u64,
     region_end: u64,
+    /// A tree run: every ack is a whole file, at offset 0.
+    files: bool,
 }
 
 impl AckRules {
@@ -215,6 +224,7 @@ impl AckRules {
             max_sectors,
             region_start: s.region_offset,
             region_end,
+            files: d.tree.is_some(),
         })
     }
 
@@ -233,6 +243,9 @@ impl AckRules {
         }
         if r.offset % SECTOR_BYTES != 0 {
             return Err(AckFault::OffsetUnaligned);
+        }
+        if self.files && r.offset != 0 {
+            return Err(AckFault::FileNotAtZero);
         }
         let end = r.offset.checked_add(r.len_bytes());
         if r.offset < self.region_start || end.is_none_or(|e| e > self.region_end) {
@@ -356,241 +369,4 @@ pub fn refuse_impossible_run(log: &RunLog) -> Result<(), ImpossibleRun> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::wire::msg::tests::sample_descriptor;
-
-    /// sample_descriptor: region [0, 1 MiB), 4096-byte records, one stream; here with
-    /// two streams and 4 KiB..64 KiB records at offset 1 MiB.
-    fn desc() -> RunDescriptor {
-        let mut d = sample_descriptor(1);
-        d.settings.streams = 2;
-        d.settings.region_offset = 1 << 20;
-        d.settings.record_bytes_max = 64 << 10;
-        d
-    }
-
-    fn rules() -> AckRules {
-        AckRules::for_run(&desc()).unwrap()
-    }
-
-    fn rec(stream: u16, seq: u64, offset: u64, sectors: u32) -> RecordId {
-        RecordId {
-            stream,
-            seq,
-            offset,
-            sectors,
-            write_time_ns: 1,
-        }
-    }
-
-    fn ack(stream: u16, seq: u64, offset: u64, sectors: u32) -> Ack {
-        Ack {
-            record: rec(stream, seq, offset, sectors),
-            flushed_ns: 2,
-        }
-    }
-
-    fn fault_of(d: impl FnOnce(&mut RunDescriptor)) -> DescriptorFault {
-        let mut x = desc();
-        d(&mut x);
-        AckRules::for_run(&x).unwrap_err()
-    }
-
-    #[test]
-    fn a_writer_descriptor_passes() {
-        let r = rules();
-        assert_eq!(r.min_sectors, 8);
-        assert_eq!(r.max_sectors, 128);
-        assert_eq!((r.region_start, r.region_end), (1 << 20, 2 << 20));
-    }
-
-    #[test]
-    fn descriptor_needs_a_stream() {
-        assert_eq!(
-            fault_of(|d| d.settings.streams = 0),
-            DescriptorFault::NoStreams
-        );
-    }
-
-    #[test]
-    fn descriptor_record_sizes_are_whole_sectors() {
-        assert_eq!(
-            fault_of(|d| d.settings.record_bytes_min = 0),
-            DescriptorFault::RecordSizeNotSectors { bytes: 0 }
-        );
-        assert_eq!(
-            fault_of(|d| d.settings.record_bytes_max = 4097),
-            DescriptorFault::RecordSizeNotSectors { bytes: 4097 }
-        );
-    }
-
-    #[test]
-    fn descriptor_min_is_not_above_max() {
-        assert_eq!(
-            fault_of(|d| d.settings.record_bytes_min = 128 << 10),
-            DescriptorFault::MinAboveMax {
-                min: 128 << 10,
-                max: 64 << 10
-            }
-        );
-    }
-
-    #[test]
-    fn descriptor_record_fits_an_ack() {
-        let bytes = (u32::MAX as u64 + 1) * 512;
-        assert_eq!(
-            fault_of(|d| {
-                d.settings.record_bytes_max = bytes;
-                d.settings.region_bytes = u64::MAX / 2;
-            }),
-            DescriptorFault::RecordTooLarge { bytes }
-        );
-    }
-
-    #[test]
-    fn descriptor_region_offset_is_aligned() {
-        assert_eq!(
-            fault_of(|d| d.settings.region_offset = 1000),
-            DescriptorFault::RegionOffsetUnaligned { offset: 1000 }
-        );
-    }
-
-    #[test]
-    fn descriptor_region_end_fits() {
-        assert!(matches!(
-            fault_of(|d| d.settings.region_offset = u64::MAX / 512 * 512),
-            DescriptorFault::RegionEndOverflows { .. }
-        ));
-    }
-
-    #[test]
-    fn descriptor_region_holds_a_largest_record_per_stream() {
-        // Empty region.
-        assert!(matches!(
-            fault_of(|d| d.settings.region_bytes = 0),
-            DescriptorFault::RegionTooSmall { .. }
-        ));
-        // Two streams of 64 KiB records need 128 KiB; one sector less is too small.
-        assert!(matches!(
-            fault_of(|d| d.settings.region_bytes = (128 << 10) - 512),
-            DescriptorFault::RegionTooSmall { .. }
-        ));
-        let mut d = desc();
-        d.settings.region_bytes = 128 << 10;
-        assert!(AckRules::for_run(&d).is_ok());
-        // An unaligned region size is what `write --size 1000000` gives: allowed.
-        d.settings.region_bytes = 1_000_000;
-        assert!(AckRules::for_run(&d).is_ok());
-    }
-
-    #[test]
-    fn ack_stream_must_exist() {
-        let r = rules();
-        assert_eq!(r.check(&rec(1, 1, 1 << 20, 8)), Ok(()));
-        assert_eq!(
-            r.check(&rec(2, 1, 1 << 20, 8)),
-            Err(AckFault::StreamBeyondRun { streams: 2 })
-        );
-    }
-
-    #[test]
-    fn ack_size_within_record_range() {
-        let r = rules();
-        let range = Err(AckFault::SizeOutOfRange { min: 8, max: 128 });
-        for sectors in [0, 7, 129, u32::MAX] {
-            assert_eq!(r.check(&rec(0, 1, 1 << 20, sectors)), range, "{sectors}");
-        }
-        for sectors in [8, 9, 128] {
-            assert_eq!(r.check(&rec(0, 1, 1 << 20, sectors)), Ok(()), "{sectors}");
-        }
-    }
-
-    #[test]
-    fn ack_offset_sector_aligned() {
-        let r = rules();
-        assert_eq!(
-            r.check(&rec(0, 1, (1 << 20) + 100, 8)),
-            Err(AckFault::OffsetUnaligned)
-        );
-        assert_eq!(r.check(&rec(0, 1, (1 << 20) + 512, 8)), Ok(()));
-    }
-
-    #[test]
-    fn ack_inside_region() {
-        let r = rules();
-        let outside = Err(AckFault::OutsideRegion {
-            start: 1 << 20,
-            end: 2 << 20,
-        });
-        // Before the region, ending past it, and far past it.
-        assert_eq!(r.check(&rec(0, 1, (1 << 20) - 4096, 8)), outside);
-        assert_eq!(r.check(&rec(0, 1, (2 << 20) - 512, 8)), outside);
-        assert_eq!(r.check(&rec(0, 1, u64::MAX / 512 * 512, 8)), outside);
-        // The last record that fits.
-        assert_eq!(r.check(&rec(0, 1, (2 << 20) - 4096, 8)), Ok(()));
-    }
-
-    #[test]
-    fn seqs_rise_per_stream_within_and_across_batches() {
-        let r = rules();
-        let mut t = SeqTracker::default();
-        let o = 1 << 20;
-        // Interleaved streams, each rising; gaps are fine.
-        t.check_batch(&r, 0, &[ack(0, 1, o, 8), ack(1, 1, o, 8), ack(0, 3, o, 8)])
-            .unwrap();
-        // A repeat within a batch.
-        let v = t
-            .check_batch(&r, 3, &[ack(1, 2, o, 8), ack(1, 2, o, 8)])
-            .unwrap_err();
-        assert_eq!(v.ack, 4);
-        assert_eq!(v.fault, AckFault::SeqNotRising { previous: 2 });
-        // Across batches: stream 0 is at 3.
-        let v = t.check_batch(&r, 3, &[ack(0, 3, o, 8)]).unwrap_err();
-        assert_eq!(
-            (v.ack, v.fault),
-            (3, AckFault::SeqNotRising { previous: 3 })
-        );
-        // The refused batches left nothing behind: stream 1 is still at 1.
-        t.check_batch(&r, 3, &[ack(1, 2, o, 8), ack(0, 4, o, 8)])
-            .unwrap();
-        // A reset forgets.
-        t.reset();
-        t.check_batch(&r, 5, &[ack(0, 1, o, 8)]).unwrap();
-    }
-
-    #[test]
-    fn a_refused_batch_reports_its_first_bad_ack() {
-        let mut t = SeqTracker::default();
-        let o = 1 << 20;
-        let v = t
-            .check_batch(
-                &rules(),
-                10,
-                &[ack(0, 1, o, 8), ack(0, 2, o, 0), ack(5, 3, o, 8)],
-            )
-            .unwrap_err();
-        assert_eq!(v.ack, 11);
-        assert!(v.to_string().contains("has 0 sectors"), "{v}");
-        // Nothing of it was kept: seq 1 of stream 0 is still acceptable.
-        t.check_batch(&rules(), 10, &[ack(0, 1, o, 8)]).unwrap();
-    }
-
-    #[test]
-    fn check_run_counts_every_bad_ack() {
-        let o = 1 << 20;
-        let acks = [
-            ack(0, 1, o, 8),
-            ack(0, 2, o, 0),
-            ack(0, 3, o + 1, 8),
-            ack(0, 4, o, 8),
-        ];
-        let v = check_run(&desc(), &acks).unwrap().unwrap();
-        assert_eq!(v.count, 2);
-        assert_eq!(v.first.ack, 1);
-        assert_eq!(check_run(&desc(), &acks[..1]).unwrap(), None);
-        let mut bad = desc();
-        bad.settings.streams = 0;
-        assert_eq!(check_run(&bad, &acks), Err(DescriptorFault::NoStreams));
-    }
-}
+mod tests;
