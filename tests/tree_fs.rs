@@ -3,16 +3,21 @@
 //! power cut while plugpull writes into the file system, powered on again with the file
 //! system's own recovery at mount, then verified by a fresh `plugpull verify`.
 //!
-//! What is promised and checked here:
-//! - an honest drive under the file system: PASS after every cut (no false alarm from
-//!   the file system's journalling, its block allocation or its recovery);
-//! - a lying drive (flushes return at once, the cache is lost at the cut): FAIL. When
-//!   the lie destroyed the file system itself and nothing mounts even after the repair
-//!   tool a user would run, verify is still run, on the bare mount point, and must FAIL:
-//!   acknowledged data that cannot be read is the drive's failure, not a test error.
-//!
-//! The device-mode test (a preallocated file in the file system, `plugpull write FILE`)
-//! proves the stack itself; it is the shape the tree tests build on.
+//! What is promised and checked here, on each of the three file systems:
+//! - tree mode (`write DIR`, `verify DIR`), honest drive: PASS after each of 10 cut
+//!   cycles on one aging file system (no false alarm from the file system's
+//!   journalling, block allocation or recovery);
+//! - a lying drive (flushes return at once, the cache is lost at the cut): FAIL;
+//! - an honest drive under `--flush testing-only-skip-dir-fsync`, cut right after the
+//!   ack of a renamed file: verify names the file (renamed-back); the same cut with
+//!   `--flush fsync` PASSes (see `skipping_the_dir_fsync_loses_a_rename` for why renames);
+//! - a file system that does not mount any more, even after its repair tool: verify on
+//!   the bare mount point FAILs with every acknowledged file missing, it is not an error
+//!   that hides the loss (ext4, with an all-zero medium); the same rule without a file
+//!   system: a tree whose root is gone;
+//! - device mode (a preallocated file in the file system, `write FILE`): honest PASS,
+//!   lying FAIL; the test that first proved the stack, kept because it also covers the
+//!   dead-target verdict when the file system does not come back.
 //!
 //! Seeds: every cycle prints its seed; `PLUGPULL_SEED=S` replays the drive's decisions
 //! and the cut point (thread timing around the kill does not replay). Needs root,
@@ -605,6 +610,66 @@ fn a_tree_whose_root_is_gone_fails_with_every_file_missing() {
     assert!(
         layer.contains("root"),
         "the finding says the root is gone: {layer}"
+    );
+}
+
+/// A file system the drive destroyed (here: the medium comes back all zeros, so neither
+/// a mount nor `e2fsck` finds a superblock) leaves a bare mount point. Verify of the run
+/// there is a FAIL with every acknowledged file missing, not an error.
+#[test]
+fn ext4_that_no_longer_mounts_is_a_fail_not_an_error() {
+    if !can_run(FsKind::Ext4) {
+        return;
+    }
+    let dir = Scratch::new("gone-ext4");
+    let w = WitnessProc::start(&dir.path().join("witness"));
+    let drive = dir.path().join("drive");
+    let mut stack = FsStack::create(&drive, FsKind::Ext4);
+    let up = stack.power_on("honest", 1);
+    assert!(up.is_clean(), "{up:?}");
+    let mnt = stack.mount_point();
+    let r = common::run([
+        "write".as_ref(),
+        mnt.as_os_str(),
+        "--witness".as_ref(),
+        w.addr.as_ref(),
+        "--quiet".as_ref(),
+        "--files".as_ref(),
+        "40".as_ref(),
+        "--count".as_ref(),
+        "10".as_ref(),
+        "--seed".as_ref(),
+        "5".as_ref(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let run = runs_on(&w)
+        .into_iter()
+        .next()
+        .expect("the run is on the witness");
+    stack.power_off_clean();
+    let image = drive.join(common::simdrive::BACKING_NAME);
+    let len = std::fs::metadata(&image).unwrap().len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&image)
+        .unwrap();
+    f.set_len(0).unwrap();
+    f.set_len(len).unwrap();
+    drop(f);
+    let up = stack.power_on("honest", 2);
+    assert!(
+        matches!(up, Mount::Unmountable { .. }),
+        "an all-zero medium must not mount: {up:?}"
+    );
+    let (code, report) = verify(&w, &mnt, run, "file system gone");
+    assert_eq!(
+        code, 1,
+        "acked files on a file system that is gone: FAIL: {report}"
+    );
+    assert_eq!(
+        report["tree"]["file_counts"]["missing"], 10,
+        "{}",
+        report["tree"]
     );
 }
 
