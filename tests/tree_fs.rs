@@ -446,10 +446,10 @@ fn seed_with_early_rename(base: u64, within: usize) -> (u64, u64) {
         .unwrap()
 }
 
-/// An honest drive whose flushes take 30 ms and which keeps none of its unflushed
+/// An honest drive whose flushes take 100 ms and which keeps none of its unflushed
 /// writes at a cut (an honest drive may keep any subset): the cut below lands while the
 /// writer's next flush is still under way.
-const SLOW_HONEST: &str = "honest,flush_latency_us=30000,early_destage_p=0";
+const SLOW_HONEST: &str = "honest,flush_latency_us=100000,early_destage_p=0";
 
 /// A cut right after the witness made the ack of a renamed file durable, on an honest
 /// drive, with `--flush FLUSH`: returns verify's exit code, report, and the file's id.
@@ -523,7 +523,7 @@ fn cut_after_rename(kind: FsKind, flush: &str, base: u64) -> (i32, serde_json::V
 /// name on all three even without the directory fsync (10 cycles each with cuts after
 /// 40-120 acks lost nothing). A rename after the file's fsync is a directory change only
 /// the directory fsync makes durable; cut before anything else commits it (the next
-/// file's flush takes 30 ms on this drive) and the old name is what survives.
+/// file's flush takes 100 ms on this drive) and the old name is what survives.
 fn skipping_the_dir_fsync_loses_a_rename(kind: FsKind) {
     if !can_run(kind) {
         return;
