@@ -20,6 +20,7 @@ pub mod report;
 pub mod stats;
 pub mod sweep;
 pub mod target;
+pub mod tree;
 
 use crate::device::identity::{DeviceIdentity, identify};
 use crate::device::{DeviceError, FlushMethod};

@@ -467,6 +467,14 @@ pub struct BenchArgs {
     /// Allow overwriting PATH even though it holds data (it must be TARGET itself).
     #[arg(long, value_name = "PATH")]
     pub destroy_data_on: Option<PathBuf>,
+    /// For a directory: time the untar-shaped tree of `write DIR` once per flush method
+    /// (none, fsync, fdatasync, dsync) instead of the device tables (docs/bench.md).
+    #[arg(long)]
+    pub tree: bool,
+    /// With --tree: files per run (bytes scale with them; the 53,000-file / 528 MB
+    /// figure is extrapolated from this count).
+    #[arg(long, value_name = "N", default_value_t = 2_000, requires = "tree")]
+    pub files: u32,
     /// Print the report as JSON on stdout (format in docs/bench.md).
     #[arg(long)]
     pub json: bool,

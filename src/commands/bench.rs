@@ -1,4 +1,5 @@
-//! `plugpull bench`: arguments to [`BenchOptions`], then the run; its outcome to an exit
+//! `plugpull bench`: arguments to [`BenchOptions`] (or, with `--tree`,
+//! [`bench::tree::TreeBenchOptions`]), then the run; its outcome to an exit
 //! code (PASS, or TARGET_FAILED when a row's write or flush failed). The clap-side
 //! enums of the bench tables and IOPS table convert here, so `args.rs` imports no bench
 //! module.
@@ -9,10 +10,29 @@ use crate::commands::args::{BenchArgs, BenchTable, IopsOpArg, IopsPatternArg};
 use crate::exit;
 
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
+    if a.tree {
+        let report = bench::tree::run(&tree_options(a))?;
+        return Ok(if report.all_ok() {
+            exit::PASS
+        } else {
+            exit::TARGET_FAILED
+        });
+    }
     Ok(match bench::run(&options(a))? {
         BenchOutcome::AllRowsOk => exit::PASS,
         BenchOutcome::SomeRowsFailed => exit::TARGET_FAILED,
     })
+}
+
+/// The options of `bench DIR --tree`.
+pub fn tree_options(a: BenchArgs) -> bench::tree::TreeBenchOptions {
+    bench::tree::TreeBenchOptions {
+        dir: a.target,
+        files: a.files,
+        seed: a.seed,
+        json: a.json,
+        quiet: a.quiet,
+    }
 }
 
 /// The options the command line asks for.

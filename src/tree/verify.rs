@@ -147,7 +147,11 @@ pub fn verify_tree(dir: &Path, log: &RunLog) -> Result<TreeReport, TreeVerifyErr
         });
     }
     let root = dir.join(&ts.root);
-    if !root.is_dir() {
+    // A run with acknowledged files whose root is gone lost them all (a drive that lied
+    // about the flush after the root's mkdir, or a file system that no longer mounts):
+    // that is a verdict (FAIL, each file missing), never an error that hides it, as a
+    // vanished device is with --run (docs/tree.md). The run was named or matched to DIR.
+    if !root.is_dir() && log.acks.is_empty() {
         return Err(TreeVerifyError::NoRoot {
             root,
             dir: dir.to_path_buf(),
@@ -379,6 +383,15 @@ impl<'a> Judge<'a> {
                 format!(
                     "directory entry: the file's data survived under {}",
                     p.display()
+                ),
+            ),
+            None if !self.root.is_dir() => (
+                FileClass::Missing,
+                format!(
+                    "directory: the run's root {} is gone from {} (its entry was lost, the \
+                     file system did not mount there, or it is not where the run wrote)",
+                    self.root.display(),
+                    self.dir.display()
                 ),
             ),
             None => (

@@ -2,16 +2,20 @@
 //! exit code, JSON reports, the gate that skips (or, in CI, fails) a test the machine
 //! cannot run, and the fixtures in the submodules: a witness ([`witness`]), the
 //! simulated drive over FUSE ([`simdrive`]), loop devices ([`loopdev`]), file systems
-//! ([`mount`]). Every test file uses these instead of its own copy, so a fix to how a
-//! fixture starts or cleans up is made once.
+//! ([`mount`]), a file system on a loop device on the simulated drive ([`fsstack`]).
+//! Every test file uses these instead of its own copy, so a fix to how a fixture starts
+//! or cleans up is made once.
 #![allow(dead_code)]
 
+pub mod fsstack;
 pub mod loopdev;
 pub mod mount;
 pub mod simdrive;
 pub mod witness;
 
 // Each test file uses some of the fixtures; the rest are unused there.
+#[allow(unused_imports)]
+pub use fsstack::{FsKind, FsStack, Mount};
 #[allow(unused_imports)]
 pub use loopdev::LoopDev;
 #[allow(unused_imports)]

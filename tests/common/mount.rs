@@ -33,6 +33,16 @@ impl Mounted {
     /// `Mounted::new(&["-t", "ext4"], dev, dir)`, `Mounted::new(&["-t", "tmpfs", "-o",
     /// "size=4m"], "tmpfs", dir)`.
     pub fn new(options: &[&str], source: impl AsRef<OsStr>, at: &Path) -> Mounted {
+        Mounted::try_new(options, source, at).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Mounted::new`] for a mount that may fail (a file system a power cut damaged):
+    /// the error is mount's own message.
+    pub fn try_new(
+        options: &[&str],
+        source: impl AsRef<OsStr>,
+        at: &Path,
+    ) -> Result<Mounted, String> {
         std::fs::create_dir_all(at).unwrap();
         let source = source.as_ref();
         let out = Command::new("mount")
@@ -41,17 +51,18 @@ impl Mounted {
             .arg(at)
             .output()
             .expect("running mount");
-        assert!(
-            out.status.success(),
-            "mount {} on {} failed: {}",
-            source.to_string_lossy(),
-            at.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Mounted {
+        if !out.status.success() {
+            return Err(format!(
+                "mount {} on {} failed: {}",
+                source.to_string_lossy(),
+                at.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(Mounted {
             at: at.to_owned(),
             mounted: true,
-        }
+        })
     }
 
     /// Unmounts now (lazily if it is busy or its device is gone). Idempotent.

@@ -12,6 +12,9 @@ use std::process::{Child, Command, Stdio};
 /// The file the daemon serves inside its mount.
 const FILE_NAME: &str = "disk.img";
 
+/// The drive's medium in its directory (`--backing`): what survives a cut.
+pub const BACKING_NAME: &str = "backing.img";
+
 /// A running `plugpull simdrive` and its mount; killed and unmounted on drop.
 pub struct SimDrive {
     child: Option<Child>,
@@ -35,7 +38,7 @@ impl SimDrive {
             .arg("simdrive")
             .arg(&mnt)
             .arg("--backing")
-            .arg(dir.join("backing.img"))
+            .arg(dir.join(BACKING_NAME))
             .args(["--size", &format!("{size_mib}M"), "--profile", profile])
             .args(["--seed", &seed.to_string()])
             .arg("--oracle")
