@@ -13,6 +13,7 @@
 pub mod command;
 pub mod config;
 pub mod error;
+pub mod fall;
 pub mod http;
 pub mod manual;
 pub mod serial;
