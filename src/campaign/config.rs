@@ -366,6 +366,13 @@ fn check_target_and_power(file: &CampaignFile) -> Result<()> {
                     "[target] kind = \"device\" needs serial = \"...\": the drive is found by its serial number, never by an sdX name that can change after a cut (see `lsblk -o NAME,SERIAL`)"
                 );
             }
+            if let PowerConfig::PcieSlot { serial, .. } = &file.power {
+                if file.target.serial.as_deref() != Some(serial.as_str()) {
+                    invalid!(
+                        "power.serial {serial:?} is not [target] serial: the pcie-slot driver must cut the slot of the drive under test"
+                    );
+                }
+            }
             if let PowerConfig::Command { scope, .. }
             | PowerConfig::Http { scope, .. }
             | PowerConfig::Manual { scope } = &file.power
@@ -378,6 +385,11 @@ fn check_target_and_power(file: &CampaignFile) -> Result<()> {
             }
         }
         "host" => {
+            if matches!(file.power, PowerConfig::PcieSlot { .. }) {
+                invalid!(
+                    "[target] kind = \"host\" cuts a whole host: power.driver pcie-slot cuts one NVMe slot of the host it runs on (use it with kind = \"device\")"
+                );
+            }
             if matches!(file.power, PowerConfig::Simdrive {}) {
                 invalid!(
                     "[target] kind = \"host\" cuts a whole host: power.driver simdrive cuts only the in-process simulated drive (use command, http, serial or manual)"

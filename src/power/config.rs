@@ -5,8 +5,9 @@
 
 use super::error::PowerError;
 use super::switch::{PowerSwitch, Scope};
-use super::{command, http, manual, serial, sim};
+use super::{command, http, manual, pcie, serial, sim};
 use serde::Deserialize;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,10 +79,31 @@ pub enum PowerConfig {
         #[serde(default = "host_scope")]
         scope: Scope,
     },
+    /// An NVMe drive's hot-plug slot with a power controller (pciehp): no extra hardware.
+    PcieSlot {
+        /// The drive's serial (as in `nvme list`); must match `[target] serial`.
+        serial: String,
+        /// The slot's name under /sys/bus/pci/slots; found from the drive's bus address
+        /// when absent.
+        #[serde(default)]
+        slot: Option<String>,
+        /// The sysfs root (a fake tree in tests).
+        #[serde(default = "default_sysfs")]
+        sysfs: PathBuf,
+        /// How long power-on waits for the controller to come back.
+        #[serde(default = "default_slot_timeout")]
+        timeout: String,
+    },
     /// The simulated drive of a `[target] kind = "simdrive"` campaign.
     Simdrive {},
 }
 
+fn default_sysfs() -> PathBuf {
+    "/sys".into()
+}
+fn default_slot_timeout() -> String {
+    "30s".into()
+}
 fn host_scope() -> Scope {
     Scope::Host
 }
@@ -106,6 +128,7 @@ impl PowerConfig {
             PowerConfig::Http { .. } => "http",
             PowerConfig::Serial { .. } => "serial",
             PowerConfig::Manual { .. } => "manual",
+            PowerConfig::PcieSlot { .. } => "pcie-slot",
             PowerConfig::Simdrive {} => "simdrive",
         }
     }
@@ -171,6 +194,17 @@ impl PowerConfig {
                 )?)
             }
             PowerConfig::Manual { scope } => Box::new(manual::ManualSwitch::stdin(*scope)),
+            PowerConfig::PcieSlot {
+                serial,
+                slot,
+                sysfs,
+                timeout,
+            } => Box::new(pcie::PcieSlotSwitch::open(
+                sysfs,
+                slot.as_deref(),
+                serial,
+                dur(timeout, "power.timeout")?,
+            )?),
             PowerConfig::Simdrive {} => match simdrive {
                 Some(d) => Box::new(sim::SimSwitch { drive: d }),
                 None => return Err(PowerError::SimdriveWithoutTarget),

@@ -5,6 +5,7 @@
 //! which HTTP status) and what to check; each variant carries exactly that.
 
 use std::io;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -169,6 +170,36 @@ pub enum PowerError {
     SwitchRefused { port: String, text: String },
     #[error("STATE? reply {reply:?} has no channel {channel}")]
     NoChannelState { reply: String, channel: u32 },
+
+    // driver = "pcie-slot".
+    #[error("no NVMe controller with serial {serial:?} in {}: is the drive in, and the serial as in `nvme list`?", dir.display())]
+    NoNvmeWithSerial { serial: String, dir: PathBuf },
+    #[error("no hot-plug slot in {} holds {function}: the drive is not in a hot-plug slot (pciehp), or set power.slot", dir.display())]
+    NoSlot { function: String, dir: PathBuf },
+    #[error(
+        "PCIe slot {slot} (drive at {function}) has no power control: the kernel offers no slot power file, or the port's slot capability lacks a power controller. Check `lspci -vv` on the port above the drive: SltCap must say PwrCtrl+ (and HotPlug+); use a switch on the drive's rails instead"
+    )]
+    NoSlotPowerControl { slot: String, function: String },
+    #[error(
+        "no NVMe controller with serial {serial:?} came back within {timeout:?} after powering slot {slot} on and rescanning the PCI bus"
+    )]
+    NvmeNotBack {
+        serial: String,
+        slot: String,
+        timeout: Duration,
+    },
+    #[error("writing {}: are you root, and is pciehp loaded?", path.display())]
+    SysfsWrite {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("reading {}", path.display())]
+    SysfsRead {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 
     // driver = "manual".
     #[error("the manual power driver needs an operator at the terminal (stdin closed)")]

@@ -16,6 +16,7 @@ pub mod error;
 pub mod fall;
 pub mod http;
 pub mod manual;
+pub mod pcie;
 pub mod serial;
 pub mod sim;
 pub mod switch;
