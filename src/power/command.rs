@@ -95,6 +95,8 @@ impl PowerSwitch for CommandSwitch {
             precise_timing: false,
             reports_state: self.state.is_some(),
             native_pulse: false,
+            ramp: false,
+            fall_trace: false,
         }
     }
     fn off(&mut self) -> Result<SwitchTiming, PowerError> {

@@ -33,6 +33,17 @@ pub enum PowerError {
     )]
     SimdriveWithoutTarget,
 
+    #[error(
+        "{switch} cannot ramp a rail down: campaign.fall_times other than 0 need our firmware from version 2 (RAMP) or the simulated drive"
+    )]
+    NoRamp { switch: String },
+    #[error("the fall trace from {what}")]
+    BadTrace {
+        what: String,
+        #[source]
+        source: super::fall::TraceError,
+    },
+
     // driver = "command".
     #[error("starting `{cmd}`")]
     CommandStart {

@@ -166,6 +166,8 @@ impl PowerSwitch for PcieSlotSwitch {
             precise_timing: false,
             reports_state: true,
             native_pulse: false,
+            ramp: false,
+            fall_trace: false,
         }
     }
     fn off(&mut self) -> Result<SwitchTiming, PowerError> {

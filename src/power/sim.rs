@@ -38,6 +38,8 @@ impl PowerSwitch for SimSwitch {
             precise_timing: true,
             reports_state: true,
             native_pulse: false,
+            ramp: false,
+            fall_trace: false,
         }
     }
     fn off(&mut self) -> Result<SwitchTiming, PowerError> {
