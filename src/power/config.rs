@@ -95,7 +95,12 @@ pub enum PowerConfig {
         timeout: String,
     },
     /// The simulated drive of a `[target] kind = "simdrive"` campaign.
-    Simdrive {},
+    Simdrive {
+        /// Recorded fall traces (files holding a firmware `TRACE` line), reported one per
+        /// cut, round robin; relative to the campaign file.
+        #[serde(default)]
+        traces: Vec<PathBuf>,
+    },
 }
 
 fn default_sysfs() -> PathBuf {
@@ -129,7 +134,7 @@ impl PowerConfig {
             PowerConfig::Serial { .. } => "serial",
             PowerConfig::Manual { .. } => "manual",
             PowerConfig::PcieSlot { .. } => "pcie-slot",
-            PowerConfig::Simdrive {} => "simdrive",
+            PowerConfig::Simdrive { .. } => "simdrive",
         }
     }
 
@@ -205,8 +210,14 @@ impl PowerConfig {
                 serial,
                 dur(timeout, "power.timeout")?,
             )?),
-            PowerConfig::Simdrive {} => match simdrive {
-                Some(d) => Box::new(sim::SimSwitch { drive: d }),
+            PowerConfig::Simdrive { traces } => match simdrive {
+                Some(d) => {
+                    let mut s = sim::SimSwitch::new(d);
+                    for t in traces {
+                        s.traces.push(sim::read_trace_file(t)?);
+                    }
+                    Box::new(s)
+                }
                 None => return Err(PowerError::SimdriveWithoutTarget),
             },
         })

@@ -217,6 +217,12 @@ pub enum PowerError {
     NoOperator,
 
     // driver = "simdrive".
+    #[error("reading the recorded fall trace {}", path.display())]
+    TraceFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("cutting the simulated drive")]
     SimCut(#[source] io::Error),
 }
