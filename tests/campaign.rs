@@ -283,4 +283,34 @@ traces = [{fast:?}, {stuck:?}, {fast:?}]
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("2 cut not proven"), "{text}");
     assert!(text.contains("fall time"), "{text}");
+    // The HTML report of the results file plots every cycle's fall and marks the two.
+    let html = d.path().join("ramp.html");
+    let out = Command::new(common::bin())
+        .arg("report")
+        .arg(d.path().join("ramp.jsonl"))
+        .arg("-o")
+        .arg(&html)
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("id=\"chart-falls\""), "no fall chart");
+    let chart = &page[page.find("id=\"chart-falls\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert_eq!(chart.matches("<polyline").count(), 6, "one line per cycle");
+    assert_eq!(
+        chart.matches("stroke=\"#f9a825\"").count(),
+        2,
+        "the two unproven"
+    );
+    assert_eq!(page.matches("NOT PROVEN").count(), 2);
+    assert!(
+        page.contains("cut not proven"),
+        "the cycles' own summaries say why"
+    );
 }
