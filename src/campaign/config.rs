@@ -460,3 +460,66 @@ fn check_target_and_power(file: &CampaignFile) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIM: &str = "[target]\nkind = \"simdrive\"\n[power]\ndriver = \"simdrive\"\n";
+
+    fn parse(campaign_extra: &str, rest: &str) -> Result<Settings> {
+        let text =
+            format!("[campaign]\ncycles = 3\nresults = \"r.jsonl\"\n{campaign_extra}\n{rest}");
+        Settings::parse(&text, Path::new("/base"))
+    }
+
+    #[test]
+    fn fall_times_go_round_robin_by_cycle_and_traces_are_relative_to_the_file() {
+        let s = parse(
+            "fall_times = [\"0ms\", \"5ms\", \"100ms\"]",
+            "[target]\nkind = \"simdrive\"\n[power]\ndriver = \"simdrive\"\ntraces = [\"t/a.trace\", \"/abs.trace\"]\n",
+        )
+        .unwrap();
+        let ms = |c| s.fall_time(c).unwrap().as_millis();
+        assert_eq!((ms(1), ms(2), ms(3), ms(4)), (0, 5, 100, 0));
+        assert_eq!(s.file.campaign.cut_proof_threshold, 0.10);
+        match &s.file.power {
+            PowerConfig::Simdrive { traces } => assert_eq!(
+                traces,
+                &[
+                    PathBuf::from("/base/t/a.trace"),
+                    PathBuf::from("/abs.trace")
+                ]
+            ),
+            p => panic!("{p:?}"),
+        }
+        assert_eq!(parse("", SIM).unwrap().fall_time(1), None);
+    }
+
+    #[test]
+    fn bad_proof_and_sweep_settings_are_refused() {
+        for (extra, rest, says) in [
+            ("cut_proof_threshold = 1.5", SIM, "cut_proof_threshold"),
+            ("cut_proof_threshold = 0.0", SIM, "cut_proof_threshold"),
+            ("fall_times = [\"soon\"]", SIM, "campaign.fall_times"),
+            (
+                "fall_times = [\"10ms\"]",
+                "[target]\nkind = \"host\"\n[power]\ndriver = \"manual\"\n",
+                "drive-only",
+            ),
+            (
+                "",
+                "[target]\nkind = \"device\"\nserial = \"A\"\n[power]\ndriver = \"pcie-slot\"\nserial = \"B\"\n",
+                "power.serial",
+            ),
+            (
+                "",
+                "[target]\nkind = \"host\"\n[power]\ndriver = \"pcie-slot\"\nserial = \"B\"\n",
+                "pcie-slot",
+            ),
+        ] {
+            let e = parse(extra, rest).err().unwrap().to_string();
+            assert!(e.contains(says), "{extra} {rest}: {e}");
+        }
+    }
+}
