@@ -32,6 +32,7 @@ fn command_driver_runs_the_script_and_reads_state() {
         state: Some(sh("state")),
         timeout: Duration::from_secs(5),
         scope: Scope::Drive,
+        trace: None,
     };
     let off = sw.off().unwrap();
     assert!(off.done_ns >= off.issued_ns && off.issued_ns > 0);
@@ -47,6 +48,7 @@ fn command_driver_runs_the_script_and_reads_state() {
         state: None,
         timeout: Duration::from_secs(5),
         scope: Scope::Drive,
+        trace: None,
     };
     let e = format!("{:#}", bad.off().unwrap_err());
     assert!(e.contains("bad arg") && e.contains("explode"), "{e}");
@@ -59,11 +61,38 @@ fn command_driver_runs_the_script_and_reads_state() {
         state: None,
         timeout: Duration::from_millis(300),
         scope: Scope::Drive,
+        trace: None,
     };
     let t0 = Instant::now();
     let e = format!("{:#}", hung.off().unwrap_err());
     assert!(t0.elapsed() < Duration::from_secs(5));
     assert!(e.contains("did not finish"), "{e}");
+}
+
+#[test]
+fn a_command_switch_reports_the_fall_its_trace_command_prints() {
+    let mut sw = CommandSwitch {
+        off: "true".into(),
+        on: "true".into(),
+        state: None,
+        timeout: Duration::from_secs(5),
+        scope: Scope::Drive,
+        trace: Some(
+            "echo scope says:; echo 'TRACE 1 hz=10000 nominal_mv=5000 off=1 mv=5000,2000,400,0'"
+                .into(),
+        ),
+    };
+    assert!(sw.capabilities().fall_trace);
+    sw.off().unwrap();
+    let t = sw.last_fall().unwrap().unwrap();
+    assert_eq!((t.nominal_mv, t.samples_mv.len()), (5000, 4));
+    sw.trace = Some("echo nothing".into());
+    let e = sw.last_fall().unwrap_err();
+    let why = std::error::Error::source(&e).unwrap().to_string();
+    assert!(
+        e.to_string().contains("echo nothing") && why.contains("TRACE"),
+        "{e}: {why}"
+    );
 }
 
 /// A switch on loopback that speaks the Shelly Gen1, Gen2 and Tasmota APIs.

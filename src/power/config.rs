@@ -34,6 +34,9 @@ pub enum PowerConfig {
         #[serde(default = "default_timeout")]
         timeout: String,
         scope: Scope,
+        /// Optional: prints the rail's fall at the last cut (a firmware `TRACE` line).
+        #[serde(default)]
+        trace: Option<String>,
     },
     /// A smart plug or any HTTP switch.
     Http {
@@ -150,12 +153,14 @@ impl PowerConfig {
                 state,
                 timeout,
                 scope,
+                trace,
             } => Box::new(command::CommandSwitch {
                 off: off.clone(),
                 on: on.clone(),
                 state: state.clone(),
                 timeout: dur(timeout, "power.timeout")?,
                 scope: *scope,
+                trace: trace.clone(),
             }),
             PowerConfig::Http {
                 flavor,
