@@ -17,12 +17,21 @@
 
 #include "pp_protocol.h"
 
-// Gate pins of the load switches, channel 1..PP_CHANNELS. HIGH = rail powered. RAMP
-// needs PWM on the gate pin (9 and 10 on an Uno: Timer1); the gate is driven through an
-// RC so the PWM becomes a falling gate voltage. Version 1 wiring used pins 7 and 8: build
-// with CPPFLAGS+='-DPP_GATE_PINS={7,8}' to keep it (then the PONG offers no ramp).
-#ifndef PP_GATE_PINS
+// Gate pins of the load switches, channel 1..PP_CHANNELS. HIGH = rail powered. The
+// default is the wiring of hardware/wiring/ (pins 7 and 8). RAMP needs PWM on the gate
+// pin (9 and 10 on an Uno: Timer1), the gate driven through an RC so the PWM becomes a
+// falling gate voltage: build with `make PP_FLAGS=-DPP_PWM_GATES=1`. Without PWM the
+// PONG offers no ramp.
+#if PP_PWM_GATES
 #define PP_GATE_PINS {9, 10}
+#else
+#define PP_GATE_PINS {7, 8}
+#endif
+// Sampling the rails needs the sense dividers wired to A0/A1: build with
+// `make PP_FLAGS=-DPP_SENSE=1` (both: PP_FLAGS='-DPP_SENSE=1 -DPP_PWM_GATES=1'). Off by default, because an unwired ADC input reads noise,
+// and a trace of noise would prove (or disprove) a cut that was never measured.
+#ifndef PP_SENSE
+#define PP_SENSE 0
 #endif
 static const uint8_t RAIL_PIN[PP_CHANNELS] = PP_GATE_PINS;
 static const uint8_t RAIL_ON = HIGH;
@@ -63,6 +72,10 @@ static uint8_t sample(uint8_t ch) { return (uint8_t)(analogRead(SENSE_PIN[ch - 1
 static uint32_t cut_and_trace(uint8_t ch, uint32_t ramp_ms) {
   uint32_t period = PP_TRACE_MIN_US, t0, next, now, t_cut;
   uint16_t i;
+  if (!PP_SENSE && ramp_ms == 0) {  // nothing to sample: cut at once, as version 1 did
+    set_rail(ch, 0);
+    return micros();
+  }
   if (ramp_ms > 0) {
     uint32_t want = ramp_ms * 1500UL / (PP_TRACE_N - PP_TRACE_PRE);
     if (want > period) period = want;
@@ -91,7 +104,7 @@ static uint32_t cut_and_trace(uint8_t ch, uint32_t ramp_ms) {
   }
   if (ramp_ms > 0 && !pulsing[ch - 1]) set_rail(ch, 0);
   trace_len = i;
-  trace_ch = ch;
+  trace_ch = PP_SENSE ? ch : 0;
   trace_us = period;
   return t_cut;
 }
@@ -99,10 +112,11 @@ static uint32_t cut_and_trace(uint8_t ch, uint32_t ramp_ms) {
 static void print_trace(uint8_t ch, uint32_t t) {
   char head[80];
   uint16_t i;
-  if (trace_ch != ch) {
+  if (!PP_SENSE || trace_ch != ch) {
     Serial.print(F("ERR "));
     Serial.print(t);
-    Serial.println(F(" no trace of this channel since boot"));
+    Serial.println(PP_SENSE ? F(" no trace of this channel since boot")
+                            : F(" no rail sensing in this build (PP_SENSE=1, PROTOCOL.md)"));
     return;
   }
   pp_trace_head(head, sizeof head, t, ch, 1000000UL / trace_us, NOMINAL_MV[ch - 1], PP_TRACE_PRE);
@@ -122,7 +136,7 @@ void setup() {
     rails[i] = 1;
     if (!digitalPinHasPWM(RAIL_PIN[i])) ramp = 0;
   }
-  features = ramp ? "trace,ramp" : "trace";
+  features = PP_SENSE ? (ramp ? "trace,ramp" : "trace") : (ramp ? "ramp" : "");
   // ADC clock 16 MHz / 16 = 1 MHz: ~16 us a conversion (8 good bits), so 20 kHz fits.
   ADCSRA = (ADCSRA & ~0x07) | 0x04;
   Serial.begin(115200);
@@ -144,7 +158,7 @@ static void execute(pp_cmd *cmd) {
   case PP_RAMP:
     if (!digitalPinHasPWM(RAIL_PIN[i])) {
       cmd->op = PP_ERROR;
-      cmd->error = "no PWM on this channel's gate pin: RAMP needs pins 9/10 (PROTOCOL.md)";
+      cmd->error = "no PWM on this channel's gate pin: RAMP needs PP_PWM_GATES=1 (PROTOCOL.md)";
       t = micros();
       break;
     }
