@@ -132,9 +132,9 @@ pub fn parse_trace(line: &str) -> Result<Trace, TraceError> {
     })
 }
 
-/// The median of the (up to) five samples centred on each sample: single-sample spikes
-/// (either way) vanish, a real step moves by at most two samples' time... and not at all
-/// for a monotonic fall.
+/// The median of the (up to) five samples centred on each sample: spikes of one or two
+/// samples (either way) vanish, while a monotonic fall passes unchanged (the median of a
+/// sorted window is its middle sample).
 pub fn median5(s: &[u32]) -> Vec<u32> {
     (0..s.len())
         .map(|i| {
