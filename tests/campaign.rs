@@ -198,3 +198,127 @@ fn killed_controller_resumes_without_losing_a_cycle() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("different configuration"));
 }
+
+/// A campaign on the simulated drive fed with fall traces, sweeping two fall times:
+/// cycles 1..6 get traces fast, stuck, fast, fast, stuck, fast (round robin over three)
+/// and fall times 0, 20, 0, 20, 0, 20 ms (round robin over two). The stuck rail never
+/// fell: its cycles are "cut not proven", never PASS, though verify found nothing lost.
+#[test]
+fn cuts_whose_rail_never_fell_are_not_proven_and_a_ramp_sweep_reports_per_fall_time() {
+    let d = tempfile::tempdir().unwrap();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fall-traces");
+    let (fast, stuck) = (fx.join("12v-fast.trace"), fx.join("12v-stuck.trace"));
+    let cfg = d.path().join("ramp.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"
+[campaign]
+cycles = 6
+results = "ramp.jsonl"
+delay = "10ms-40ms"
+off = "5ms"
+seed = 7
+fall_times = ["0ms", "20ms"]
+cut_proof_threshold = 0.10
+
+[target]
+kind = "simdrive"
+profile = "honest"
+size = "8M"
+
+[power]
+driver = "simdrive"
+traces = [{fast:?}, {stuck:?}, {fast:?}]
+"#
+        ),
+    )
+    .unwrap();
+    let (code, s, err) = run(&cfg);
+    // Nothing failed, but unproven cuts make the campaign inconclusive, not a pass.
+    assert_eq!(code, 3, "{s}\n{err}");
+    assert_eq!(
+        (&s["passed"], &s["cut_not_proven"], &s["failed"]),
+        (&4.into(), &2.into(), &0.into()),
+        "{s}"
+    );
+    let l = lines(&d.path().join("ramp.jsonl"));
+    for c in &l[1..] {
+        let n = c["cycle"].as_u64().unwrap();
+        let stuck = n == 2 || n == 5;
+        assert_eq!(c["cut_proven"], !stuck, "cycle {n}: {c}");
+        assert_eq!(
+            c["fall_time_ms"],
+            if n % 2 == 1 { 0.0 } else { 20.0 },
+            "{c}"
+        );
+        if stuck {
+            assert_eq!(c["verdict"], "INCONCLUSIVE", "never PASS: {c}");
+            assert_eq!(c["verify_verdict"], "PASS", "{c}");
+            assert!(
+                c["summary"].as_str().unwrap().starts_with("cut not proven"),
+                "{c}"
+            );
+            assert_eq!(c["fall"]["to_50_us"], Value::Null, "{c}");
+        } else {
+            assert_eq!(c["verdict"], "PASS", "{c}");
+            let t50 = c["fall"]["to_50_us"].as_f64().unwrap();
+            assert!((600.0..800.0).contains(&t50), "tau ln 2 = 693 µs: {c}");
+        }
+    }
+    assert!(err.contains("CUT-NOT-PROVEN"), "{err}");
+    let g = s["by_fall_time"].as_array().unwrap();
+    assert_eq!(g.len(), 2, "{s}");
+    assert_eq!(
+        (&g[0]["fall_time_ms"], &g[0]["cycles"]),
+        (&0.0.into(), &3.into())
+    );
+    assert_eq!(
+        (&g[0]["passed"], &g[0]["cut_not_proven"]),
+        (&2.into(), &1.into())
+    );
+    assert_eq!(
+        (&g[1]["fall_time_ms"], &g[1]["passed"]),
+        (&20.0.into(), &2.into())
+    );
+    assert_eq!(g[1]["cut_not_proven"], 1);
+    // The text summary says it too.
+    let out = Command::new(common::bin())
+        .args(["campaign", "--summary", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2 cut not proven"), "{text}");
+    assert!(text.contains("fall time"), "{text}");
+    // The HTML report of the results file plots every cycle's fall and marks the two.
+    let html = d.path().join("ramp.html");
+    let out = Command::new(common::bin())
+        .arg("report")
+        .arg(d.path().join("ramp.jsonl"))
+        .arg("-o")
+        .arg(&html)
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("id=\"chart-falls\""), "no fall chart");
+    let chart = &page[page.find("id=\"chart-falls\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert_eq!(chart.matches("<polyline").count(), 6, "one line per cycle");
+    assert_eq!(
+        chart.matches("stroke=\"#f9a825\"").count(),
+        2,
+        "the two unproven"
+    );
+    assert_eq!(page.matches("NOT PROVEN").count(), 2);
+    assert!(
+        page.contains("cut not proven"),
+        "the cycles' own summaries say why"
+    );
+}

@@ -32,6 +32,7 @@ fn command_driver_runs_the_script_and_reads_state() {
         state: Some(sh("state")),
         timeout: Duration::from_secs(5),
         scope: Scope::Drive,
+        trace: None,
     };
     let off = sw.off().unwrap();
     assert!(off.done_ns >= off.issued_ns && off.issued_ns > 0);
@@ -47,6 +48,7 @@ fn command_driver_runs_the_script_and_reads_state() {
         state: None,
         timeout: Duration::from_secs(5),
         scope: Scope::Drive,
+        trace: None,
     };
     let e = format!("{:#}", bad.off().unwrap_err());
     assert!(e.contains("bad arg") && e.contains("explode"), "{e}");
@@ -59,11 +61,38 @@ fn command_driver_runs_the_script_and_reads_state() {
         state: None,
         timeout: Duration::from_millis(300),
         scope: Scope::Drive,
+        trace: None,
     };
     let t0 = Instant::now();
     let e = format!("{:#}", hung.off().unwrap_err());
     assert!(t0.elapsed() < Duration::from_secs(5));
     assert!(e.contains("did not finish"), "{e}");
+}
+
+#[test]
+fn a_command_switch_reports_the_fall_its_trace_command_prints() {
+    let mut sw = CommandSwitch {
+        off: "true".into(),
+        on: "true".into(),
+        state: None,
+        timeout: Duration::from_secs(5),
+        scope: Scope::Drive,
+        trace: Some(
+            "echo scope says:; echo 'TRACE 1 hz=10000 nominal_mv=5000 off=1 mv=5000,2000,400,0'"
+                .into(),
+        ),
+    };
+    assert!(sw.capabilities().fall_trace);
+    sw.off().unwrap();
+    let t = sw.last_fall().unwrap().unwrap();
+    assert_eq!((t.nominal_mv, t.samples_mv.len()), (5000, 4));
+    sw.trace = Some("echo nothing".into());
+    let e = sw.last_fall().unwrap_err();
+    let why = std::error::Error::source(&e).unwrap().to_string();
+    assert!(
+        e.to_string().contains("echo nothing") && why.contains("TRACE"),
+        "{e}: {why}"
+    );
 }
 
 /// A switch on loopback that speaks the Shelly Gen1, Gen2 and Tasmota APIs.
@@ -441,6 +470,69 @@ fn serial_driver_takes_no_late_reply_for_the_answer_to_the_next_command() {
     assert!(e.contains("no reply"), "{e}");
     // Nor is the late refusal of ON a refusal of STATE?.
     assert_eq!(sw.state().unwrap(), Some(false));
+}
+
+#[test]
+fn a_version_1_board_reports_no_trace_and_refuses_ramps() {
+    let (master, slave) = pty();
+    fake_firmware(master);
+    let mut sw = SerialSwitch::open(
+        &slave,
+        115200,
+        Protocol::Plugpull,
+        1,
+        Duration::from_secs(3),
+    )
+    .unwrap();
+    let caps = sw.capabilities();
+    assert!(!caps.ramp && !caps.fall_trace);
+    sw.off().unwrap();
+    assert_eq!(sw.last_fall().unwrap(), None);
+    sw.set_fall_time(Duration::ZERO).unwrap();
+    let e = sw.set_fall_time(Duration::from_millis(50)).unwrap_err();
+    assert!(e.to_string().contains("cannot ramp"), "{e}");
+    // Still cuts with OFF.
+    sw.on().unwrap();
+}
+
+#[test]
+fn a_version_2_board_ramps_and_reports_the_fall_trace() {
+    let (master, slave) = pty();
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let s2 = seen.clone();
+    scripted_board(master, move |request| {
+        s2.lock().unwrap().push(request.to_string());
+        let words: Vec<&str> = request.split_whitespace().collect();
+        vec![match words.as_slice() {
+            ["PING"] => "OK 1 PONG plugpull_switch/2 channels=2 features=trace,ramp".into(),
+            ["RAMP", ch, ms] => format!("OK 2 RAMP {ch} {ms}"),
+            ["OFF", ch] | ["ON", ch] => format!("OK 3 {} {ch}", words[0]),
+            ["TRACE?", "1"] => {
+                "OK 4 TRACE 1 hz=20000 nominal_mv=12000 off=2 mv=12000,12000,9000,6000,3000,1000,0,0,0,0".into()
+            }
+            _ => "ERR 9 unknown command".into(),
+        }]
+    });
+    let mut sw = SerialSwitch::open(
+        &slave,
+        115200,
+        Protocol::Plugpull,
+        1,
+        Duration::from_secs(3),
+    )
+    .unwrap();
+    assert!(sw.capabilities().ramp && sw.capabilities().fall_trace);
+    sw.set_fall_time(Duration::from_millis(40)).unwrap();
+    sw.off().unwrap();
+    sw.on().unwrap();
+    sw.set_fall_time(Duration::ZERO).unwrap();
+    sw.off().unwrap();
+    let t = sw.last_fall().unwrap().expect("a v2 board reports a trace");
+    assert_eq!((t.channel, t.rate_hz, t.off_index), (1, 20_000, 2));
+    let f = plugpull::power::fall::analyze(&t);
+    assert!(f.proven(0.10) && f.to_50_us.is_some(), "{f:?}");
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[1..], ["RAMP 1 40", "ON 1", "OFF 1", "TRACE? 1"]);
 }
 
 #[test]

@@ -80,16 +80,26 @@ fn whole_sketch_builds_with_debians_arduino_core_when_installed() {
     for f in ["plugpull_switch.ino", "pp_protocol.h", "Makefile"] {
         std::fs::copy(src.join(f), sketch.join(f)).unwrap();
     }
-    let b = Command::new("make").current_dir(&sketch).output().unwrap();
-    assert!(
-        b.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&b.stdout),
-        String::from_utf8_lossy(&b.stderr)
-    );
-    let hex = std::fs::read_dir(sketch.join("build-uno"))
-        .unwrap()
-        .flatten()
-        .any(|e| e.path().extension().is_some_and(|x| x == "hex"));
-    assert!(hex, "no .hex image was produced");
+    // The default build (version 1 wiring) and a version 2 rig's: rail sensing on A0/A1
+    // and the gates on PWM pins for ramps (hardware/firmware/PROTOCOL.md).
+    for flags in [None, Some("PP_FLAGS=-DPP_SENSE=1 -DPP_PWM_GATES=1")] {
+        let _ = std::fs::remove_dir_all(sketch.join("build-uno"));
+        let mut make = Command::new("make");
+        make.current_dir(&sketch);
+        if let Some(f) = flags {
+            make.arg(f);
+        }
+        let b = make.output().unwrap();
+        assert!(
+            b.status.success(),
+            "{flags:?}\n{}\n{}",
+            String::from_utf8_lossy(&b.stdout),
+            String::from_utf8_lossy(&b.stderr)
+        );
+        let hex = std::fs::read_dir(sketch.join("build-uno"))
+            .unwrap()
+            .flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "hex"));
+        assert!(hex, "no .hex image was produced ({flags:?})");
+    }
 }

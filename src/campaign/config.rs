@@ -76,6 +76,23 @@ pub struct CampaignSection {
     /// How long to wait for acks to flow, for the drive to come back, for verify.
     #[serde(default = "d_wait")]
     pub wait_timeout: String,
+    /// Ramped cuts: fall times to sweep ("0ms" cuts at once), used in turn cycle by cycle
+    /// (cycle 1 the first, ...); results are reported per fall time. Needs a switch that
+    /// ramps (firmware version 2, the simulated drive).
+    #[serde(default)]
+    pub fall_times: Vec<String>,
+    /// Proof of the cut: a cycle whose rail (as the switch sampled it) never fell to this
+    /// fraction of nominal or below is "cut not proven" and never counts as a pass.
+    #[serde(default = "d_cut_proof_threshold")]
+    pub cut_proof_threshold: f64,
+    /// A cycle whose switch reports no fall trace at all is "cut not proven" too (for
+    /// rigs whose board samples the rails: a missing trace is then a fault).
+    #[serde(default)]
+    pub require_cut_proof: bool,
+}
+
+fn d_cut_proof_threshold() -> f64 {
+    0.10
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -193,6 +210,8 @@ pub struct Settings {
     pub record_max: u64,
     pub placement: Placement,
     pub region: Option<u64>,
+    /// `campaign.fall_times`, parsed (empty: no ramp sweep).
+    pub fall_times: Vec<Duration>,
 }
 
 /// Why a campaign file was refused.
@@ -307,30 +326,61 @@ impl Settings {
         if c.cycles == 0 {
             invalid!("campaign.cycles must be at least 1");
         }
+        if !(c.cut_proof_threshold > 0.0 && c.cut_proof_threshold < 1.0) {
+            invalid!(
+                "campaign.cut_proof_threshold {} must be a fraction of nominal between 0 and 1 (0.10: the rail fell to 10%)",
+                c.cut_proof_threshold
+            );
+        }
+        let fall_times = c
+            .fall_times
+            .iter()
+            .map(|f| dur(f, "campaign.fall_times"))
+            .collect::<Result<Vec<_>>>()?;
+        if !fall_times.is_empty() && file.target.kind == "host" {
+            invalid!(
+                "campaign.fall_times applies to drive-only campaigns: whole-host switches (plugs, PDUs) cannot ramp a rail"
+            );
+        }
         let results = if c.results.is_absolute() {
             c.results.clone()
         } else {
             base.join(&c.results)
         };
+        let off = dur(&c.off, "campaign.off")?;
+        let wait_timeout = dur(&c.wait_timeout, "campaign.wait_timeout")?;
+        let mut file = file;
+        if let PowerConfig::Simdrive { traces } = &mut file.power {
+            for t in traces.iter_mut().filter(|t| t.is_relative()) {
+                *t = base.join(&*t);
+            }
+        }
         Ok(Settings {
             fingerprint,
             results,
             delay_min,
             delay_max,
-            off: dur(&c.off, "campaign.off")?,
-            wait_timeout: dur(&c.wait_timeout, "campaign.wait_timeout")?,
+            off,
+            wait_timeout,
             boot_timeout: dur(&file.agent.boot_timeout, "agent.boot_timeout")?,
             witness_handshake_timeout,
             record_min,
             record_max,
             placement,
             region,
+            fall_times,
             file,
         })
     }
 }
 
 impl Settings {
+    /// The fall time of `cycle` (1-based) in a ramp sweep: the sweep's values in turn.
+    pub fn fall_time(&self, cycle: u64) -> Option<Duration> {
+        let n = self.fall_times.len() as u64;
+        (n > 0).then(|| self.fall_times[((cycle.max(1) - 1) % n) as usize])
+    }
+
     /// How the controller's own witness (no `witness.addr`) runs: quiet, with
     /// `witness.handshake_timeout` when given. A handshake that may take longer than the
     /// witness's idle timeout raises that too, since the witness drops a pending
@@ -354,7 +404,7 @@ impl Settings {
 fn check_target_and_power(file: &CampaignFile) -> Result<()> {
     match file.target.kind.as_str() {
         "simdrive" => {
-            if !matches!(file.power, PowerConfig::Simdrive {}) {
+            if !matches!(file.power, PowerConfig::Simdrive { .. }) {
                 invalid!(
                     "[target] kind = \"simdrive\" needs [power] driver = \"simdrive\" (a real switch cannot cut a simulated drive)"
                 );
@@ -365,6 +415,13 @@ fn check_target_and_power(file: &CampaignFile) -> Result<()> {
                 invalid!(
                     "[target] kind = \"device\" needs serial = \"...\": the drive is found by its serial number, never by an sdX name that can change after a cut (see `lsblk -o NAME,SERIAL`)"
                 );
+            }
+            if let PowerConfig::PcieSlot { serial, .. } = &file.power {
+                if file.target.serial.as_deref() != Some(serial.as_str()) {
+                    invalid!(
+                        "power.serial {serial:?} is not [target] serial: the pcie-slot driver must cut the slot of the drive under test"
+                    );
+                }
             }
             if let PowerConfig::Command { scope, .. }
             | PowerConfig::Http { scope, .. }
@@ -378,7 +435,12 @@ fn check_target_and_power(file: &CampaignFile) -> Result<()> {
             }
         }
         "host" => {
-            if matches!(file.power, PowerConfig::Simdrive {}) {
+            if matches!(file.power, PowerConfig::PcieSlot { .. }) {
+                invalid!(
+                    "[target] kind = \"host\" cuts a whole host: power.driver pcie-slot cuts one NVMe slot of the host it runs on (use it with kind = \"device\")"
+                );
+            }
+            if matches!(file.power, PowerConfig::Simdrive { .. }) {
                 invalid!(
                     "[target] kind = \"host\" cuts a whole host: power.driver simdrive cuts only the in-process simulated drive (use command, http, serial or manual)"
                 );
@@ -397,4 +459,67 @@ fn check_target_and_power(file: &CampaignFile) -> Result<()> {
         k => invalid!("[target] kind '{k}': use simdrive, device or host"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIM: &str = "[target]\nkind = \"simdrive\"\n[power]\ndriver = \"simdrive\"\n";
+
+    fn parse(campaign_extra: &str, rest: &str) -> Result<Settings> {
+        let text =
+            format!("[campaign]\ncycles = 3\nresults = \"r.jsonl\"\n{campaign_extra}\n{rest}");
+        Settings::parse(&text, Path::new("/base"))
+    }
+
+    #[test]
+    fn fall_times_go_round_robin_by_cycle_and_traces_are_relative_to_the_file() {
+        let s = parse(
+            "fall_times = [\"0ms\", \"5ms\", \"100ms\"]",
+            "[target]\nkind = \"simdrive\"\n[power]\ndriver = \"simdrive\"\ntraces = [\"t/a.trace\", \"/abs.trace\"]\n",
+        )
+        .unwrap();
+        let ms = |c| s.fall_time(c).unwrap().as_millis();
+        assert_eq!((ms(1), ms(2), ms(3), ms(4)), (0, 5, 100, 0));
+        assert_eq!(s.file.campaign.cut_proof_threshold, 0.10);
+        match &s.file.power {
+            PowerConfig::Simdrive { traces } => assert_eq!(
+                traces,
+                &[
+                    PathBuf::from("/base/t/a.trace"),
+                    PathBuf::from("/abs.trace")
+                ]
+            ),
+            p => panic!("{p:?}"),
+        }
+        assert_eq!(parse("", SIM).unwrap().fall_time(1), None);
+    }
+
+    #[test]
+    fn bad_proof_and_sweep_settings_are_refused() {
+        for (extra, rest, says) in [
+            ("cut_proof_threshold = 1.5", SIM, "cut_proof_threshold"),
+            ("cut_proof_threshold = 0.0", SIM, "cut_proof_threshold"),
+            ("fall_times = [\"soon\"]", SIM, "campaign.fall_times"),
+            (
+                "fall_times = [\"10ms\"]",
+                "[target]\nkind = \"host\"\n[power]\ndriver = \"manual\"\n",
+                "drive-only",
+            ),
+            (
+                "",
+                "[target]\nkind = \"device\"\nserial = \"A\"\n[power]\ndriver = \"pcie-slot\"\nserial = \"B\"\n",
+                "power.serial",
+            ),
+            (
+                "",
+                "[target]\nkind = \"host\"\n[power]\ndriver = \"pcie-slot\"\nserial = \"B\"\n",
+                "pcie-slot",
+            ),
+        ] {
+            let e = parse(extra, rest).err().unwrap().to_string();
+            assert!(e.contains(says), "{extra} {rest}: {e}");
+        }
+    }
 }

@@ -183,6 +183,12 @@ fn run_drive_only(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
     let done = results.cycles.len() as u64;
     let (mut target, sim) = open_target(settings, c.seed, done)?;
     let mut power = settings.file.power.build(sim)?;
+    if settings.fall_times.iter().any(|f| !f.is_zero()) && !power.capabilities().ramp {
+        return Err(PowerError::NoRamp {
+            switch: power.describe(),
+        }
+        .into());
+    }
     c.say(format!(
         "plugpull campaign: {} cycle(s) with {}, results in {} (seed {})",
         c.cycles_wanted,
@@ -205,7 +211,11 @@ fn run_drive_only(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
             Some(e) => format!("cycle {cycle}/{}: ERROR: {e}", c.cycles_wanted),
             None => format!(
                 "cycle {cycle}/{}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
-                c.cycles_wanted, r.delay_ms, r.acked_records, r.report.verdict, r.report.summary
+                c.cycles_wanted,
+                r.delay_ms,
+                r.acked_records,
+                r.status(),
+                r.report.summary
             ),
         };
         bar.suspend(|| c.say(line));
@@ -339,6 +349,10 @@ fn cycle_inner(
     let sender = AckSender::connect(witness, &descriptor, ClientOptions::default())
         .map_err(CycleError::Connect)?;
     let delay = cut_delay(r.seed, s.delay_min, s.delay_max);
+    if let Some(fall) = s.fall_time(r.cycle) {
+        power.set_fall_time(fall)?;
+        r.fall_time_ms = Some(fall.as_secs_f64() * 1e3);
+    }
     let (cut, progress) = write_until_cut(dev.as_ref(), &plan, &sender, |progress| {
         let cut = (|| -> Result<(SwitchTiming, f64), CycleError> {
             wait_for_acks(progress, s.file.campaign.min_acks, Some(s.wait_timeout))?;
@@ -359,6 +373,7 @@ fn cycle_inner(
     drop(dev);
     target.after_cut();
     std::thread::sleep(s.off.saturating_sub(off_start.elapsed()));
+    let proof = cut_proof(r, s, power)?;
     let on = power.on()?;
     r.off_ms = on.issued_ns.saturating_sub(cut_stamp.issued_ns) as f64 / 1e6;
     r.restore = Some(on);
@@ -374,7 +389,37 @@ fn cycle_inner(
         _ => None,
     };
     r.report = report.to_summary();
+    r.apply_cut_proof(proof.0, &proof.1);
     Ok(())
+}
+
+/// Reads the rail's fall from the switch (while power is still off) into `r`, and says
+/// whether it proves the cut: `None` when the switch samples no rail and no proof is
+/// required; the text says why a cut is not proven.
+fn cut_proof(
+    r: &mut CycleResult,
+    s: &Settings,
+    power: &mut dyn PowerSwitch,
+) -> Result<(Option<bool>, String), CycleError> {
+    let threshold = s.file.campaign.cut_proof_threshold;
+    let Some(trace) = power.last_fall()? else {
+        let required = s.file.campaign.require_cut_proof;
+        return Ok((
+            required.then_some(false),
+            "the switch reported no fall trace (campaign.require_cut_proof)".into(),
+        ));
+    };
+    let fall = crate::power::fall::analyze(&trace);
+    let proven = fall.proven(threshold);
+    let why = format!(
+        "rail {} fell only to {:.2} V, above {:.0}% of its nominal {:.2} V",
+        fall.channel,
+        fall.min_mv as f64 / 1e3,
+        threshold * 100.0,
+        fall.nominal_mv as f64 / 1e3
+    );
+    r.fall = Some(fall);
+    Ok((Some(proven), why))
 }
 
 /// The writer of one drive-only cycle, over the configured region of a drive of

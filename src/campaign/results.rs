@@ -9,6 +9,7 @@
 use super::stats::{clopper_pearson_upper, quantile};
 use crate::model::{ReportSummary, Verdict};
 use crate::power::SwitchTiming;
+use crate::power::fall::Fall;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -69,7 +70,24 @@ pub struct CycleResult {
     /// Set when the cycle could not be completed (switch error, writer never started).
     pub error: Option<String>,
     pub cycle_ms: f64,
+    /// Ramp sweep: the fall time asked of the switch for this cut, ms (0: at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fall_time_ms: Option<f64>,
+    /// The rail's fall as the switch sampled it (firmware version 2, recorded traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fall: Option<Fall>,
+    /// Whether the rail fell to `campaign.cut_proof_threshold` of nominal; `None` where
+    /// the switch samples no rail (and no proof is required). When false, `verdict` is
+    /// never PASS: it is INCONCLUSIVE and `verify_verdict` keeps what verify said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_proven: Option<bool>,
+    /// Verify's own verdict of a cycle whose cut was not proven.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_verdict: Option<Verdict>,
 }
+
+/// The status of one cycle: its verdict, except that a cut not proven is its own.
+pub const CUT_NOT_PROVEN: &str = "CUT-NOT-PROVEN";
 
 impl CycleResult {
     /// A cycle that has not got anywhere yet: verdict ERROR until a verify says otherwise.
@@ -93,6 +111,45 @@ impl CycleResult {
             unsafe_shutdowns_delta: None,
             error: None,
             cycle_ms: 0.0,
+            fall_time_ms: None,
+            fall: None,
+            cut_proven: None,
+            verify_verdict: None,
+        }
+    }
+
+    /// Whether this cycle is "cut not proven": the rail never fell far enough (or no
+    /// trace came where one was required), and nothing was lost (a FAIL stays a FAIL:
+    /// acknowledged data lost is a finding whatever the rail did).
+    pub fn cut_not_proven(&self) -> bool {
+        self.cut_proven == Some(false)
+            && !matches!(self.report.verdict, Verdict::Fail | Verdict::Error)
+    }
+
+    /// PASS, FAIL, INCONCLUSIVE, ERROR or CUT-NOT-PROVEN.
+    pub fn status(&self) -> &'static str {
+        if self.cut_not_proven() {
+            CUT_NOT_PROVEN
+        } else {
+            self.report.verdict.name()
+        }
+    }
+
+    /// Records what the switch's trace proves. A cut not proven can never be a PASS: its
+    /// verdict becomes INCONCLUSIVE, verify's own is kept in `verify_verdict`, and the
+    /// summary sentence says why. Call after the verify summary is in `report`.
+    pub fn apply_cut_proof(&mut self, proven: Option<bool>, why: &str) {
+        self.cut_proven = proven;
+        if proven == Some(false)
+            && matches!(self.report.verdict, Verdict::Pass | Verdict::Inconclusive)
+        {
+            self.verify_verdict = Some(self.report.verdict);
+            self.report.verdict = Verdict::Inconclusive;
+            self.report.summary = format!(
+                "cut not proven: {why}; verify said {}: {}",
+                self.verify_verdict.unwrap(),
+                self.report.summary
+            );
         }
     }
 }
@@ -258,6 +315,8 @@ pub struct Summary {
     pub passed: u64,
     pub failed: u64,
     pub inconclusive: u64,
+    /// Cycles whose rail never fell far enough: neither passed nor judged.
+    pub cut_not_proven: u64,
     pub errors: u64,
     /// Failed / (passed + failed): cycles that reached a verdict.
     pub failure_rate: f64,
@@ -273,11 +332,75 @@ pub struct Summary {
     /// The campaign's verdict in plain words for someone who never heard of shorn writes
     /// (`verify::plain::campaign_sentence`); the text summary ends with it.
     pub plain: String,
+    /// Ramp sweep: the same counts for each fall time (in the order of the sweep's
+    /// values); empty without `campaign.fall_times`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_fall_time: Vec<FallTimeGroup>,
+}
+
+/// One fall time of a ramp sweep: how its cycles ended.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FallTimeGroup {
+    pub fall_time_ms: f64,
+    pub cycles: u64,
+    pub passed: u64,
+    pub failed: u64,
+    pub inconclusive: u64,
+    pub cut_not_proven: u64,
+    pub errors: u64,
+    /// As the campaign's, over this fall time's judged cycles.
+    pub failure_rate_upper_95: f64,
+    /// The slowest measured fall to 10% of nominal among its cycles, µs.
+    pub to_10_us_max: Option<f64>,
+}
+
+/// (passed, failed, inconclusive, cut not proven, errors) of `cycles`.
+fn tally<'a>(cycles: impl Iterator<Item = &'a CycleResult>) -> [u64; 5] {
+    let mut t = [0u64; 5];
+    for c in cycles {
+        let i = match (c.cut_not_proven(), c.report.verdict) {
+            (true, _) => 3,
+            (_, Verdict::Pass) => 0,
+            (_, Verdict::Fail) => 1,
+            (_, Verdict::Inconclusive) => 2,
+            (_, Verdict::Error) => 4,
+        };
+        t[i] += 1;
+    }
+    t
+}
+
+fn by_fall_time(cycles: &[CycleResult]) -> Vec<FallTimeGroup> {
+    let mut order: Vec<f64> = vec![];
+    for ms in cycles.iter().filter_map(|c| c.fall_time_ms) {
+        if !order.contains(&ms) {
+            order.push(ms);
+        }
+    }
+    order
+        .into_iter()
+        .map(|ms| {
+            let group = || cycles.iter().filter(move |c| c.fall_time_ms == Some(ms));
+            let [passed, failed, inconclusive, cut_not_proven, errors] = tally(group());
+            FallTimeGroup {
+                fall_time_ms: ms,
+                cycles: group().count() as u64,
+                passed,
+                failed,
+                inconclusive,
+                cut_not_proven,
+                errors,
+                failure_rate_upper_95: clopper_pearson_upper(failed, passed + failed, 0.05),
+                to_10_us_max: group()
+                    .filter_map(|c| c.fall.as_ref().and_then(|f| f.to_10_us))
+                    .max_by(f64::total_cmp),
+            }
+        })
+        .collect()
 }
 
 pub fn summarize(cycles: &[CycleResult]) -> Summary {
-    let count = |v: Verdict| cycles.iter().filter(|c| c.report.verdict == v).count() as u64;
-    let (passed, failed) = (count(Verdict::Pass), count(Verdict::Fail));
+    let [passed, failed, inconclusive, cut_not_proven, errors] = tally(cycles.iter());
     let judged = passed + failed;
     let mut windows: Vec<f64> = cycles
         .iter()
@@ -289,8 +412,9 @@ pub fn summarize(cycles: &[CycleResult]) -> Summary {
         cycles: cycles.len() as u64,
         passed,
         failed,
-        inconclusive: count(Verdict::Inconclusive),
-        errors: count(Verdict::Error),
+        inconclusive,
+        cut_not_proven,
+        errors,
         failure_rate: if judged == 0 {
             0.0
         } else {
@@ -317,6 +441,7 @@ pub fn summarize(cycles: &[CycleResult]) -> Summary {
             .filter(|c| c.report.dead_device.is_some())
             .count() as u64,
         plain: String::new(),
+        by_fall_time: by_fall_time(cycles),
     }
     .with_plain_sentence()
 }
@@ -338,8 +463,17 @@ impl Summary {
     pub fn to_text(&self) -> String {
         let judged = self.passed + self.failed;
         let mut o = format!(
-            "campaign: {} cycle(s): {} passed, {} failed, {} inconclusive, {} error(s)\n",
-            self.cycles, self.passed, self.failed, self.inconclusive, self.errors
+            "campaign: {} cycle(s): {} passed, {} failed, {} inconclusive, {}{} error(s)\n",
+            self.cycles,
+            self.passed,
+            self.failed,
+            self.inconclusive,
+            if self.cut_not_proven > 0 || !self.by_fall_time.is_empty() {
+                format!("{} cut not proven, ", self.cut_not_proven)
+            } else {
+                String::new()
+            },
+            self.errors
         );
         o += &format!(
             "failure rate: {:.2}% ({} of {} judged cycles); 95% upper bound {:.2}% ({})\n",
@@ -369,6 +503,28 @@ impl Summary {
             o += &format!(
                 "the drive did not come back after {} cut(s)\n",
                 self.dead_device_cycles
+            );
+        }
+        if self.cut_not_proven > 0 {
+            o += &format!(
+                "{} cycle(s) cut not proven: the rail never fell far enough, so they count as neither pass nor fail\n",
+                self.cut_not_proven
+            );
+        }
+        for g in &self.by_fall_time {
+            o += &format!(
+                "fall time {:>9}: {} cycle(s): {} passed, {} failed, {} inconclusive, {} cut not proven, {} error(s); 95% upper bound {:.2}%{}\n",
+                format!("{} ms", g.fall_time_ms),
+                g.cycles,
+                g.passed,
+                g.failed,
+                g.inconclusive,
+                g.cut_not_proven,
+                g.errors,
+                g.failure_rate_upper_95 * 100.0,
+                g.to_10_us_max
+                    .map(|us| format!("; slowest fall to 10%: {:.0} µs", us))
+                    .unwrap_or_default()
             );
         }
         o += &format!("In plain words: {}\n", self.plain);

@@ -16,6 +16,9 @@ pub fn run(a: CampaignArgs) -> anyhow::Result<i32> {
         crate::exit::FAIL
     } else if summary.errors > 0 {
         crate::exit::ERROR
+    } else if summary.cut_not_proven > 0 {
+        // Nothing lost, but some cuts are not proven: not a pass.
+        crate::exit::INCONCLUSIVE
     } else {
         crate::exit::PASS
     })

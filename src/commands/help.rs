@@ -63,7 +63,9 @@ const EXAMPLES: &[(&str, &str)] = &[
         "  # The flush-latency fingerprint of a drive (it writes: its data is destroyed):
   plugpull bench /dev/sdX --destroy-data-on /dev/sdX
   # A quick look at a file on the file system under test:
-  plugpull bench /mnt/test/bench.img --quick",
+  plugpull bench /mnt/test/bench.img --quick
+  # The untar test: files/s and fsync latency of a file system, per flush method:
+  plugpull bench /mnt/test --tree --files 2000",
     ),
     (
         "simdrive",

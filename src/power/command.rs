@@ -6,6 +6,7 @@
 //! the whole group is killed so a hung tool cannot stall the campaign.
 
 use super::error::PowerError;
+use super::fall::{Trace, parse_trace};
 use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -18,6 +19,9 @@ pub struct CommandSwitch {
     pub state: Option<String>,
     pub timeout: Duration,
     pub scope: Scope,
+    /// Optional: prints the rail's fall at the last cut as a firmware `TRACE` line
+    /// (hardware/firmware/PROTOCOL.md), e.g. a script that reads an oscilloscope.
+    pub trace: Option<String>,
 }
 
 /// Runs `cmd` under `sh -c` with a deadline; returns its stdout, or an error with its
@@ -95,6 +99,8 @@ impl PowerSwitch for CommandSwitch {
             precise_timing: false,
             reports_state: self.state.is_some(),
             native_pulse: false,
+            ramp: false,
+            fall_trace: self.trace.is_some(),
         }
     }
     fn off(&mut self) -> Result<SwitchTiming, PowerError> {
@@ -102,6 +108,23 @@ impl PowerSwitch for CommandSwitch {
     }
     fn on(&mut self) -> Result<SwitchTiming, PowerError> {
         Ok(SwitchTiming::around(|| run_command(&self.on, self.timeout))?.0)
+    }
+    fn last_fall(&mut self) -> Result<Option<Trace>, PowerError> {
+        let Some(cmd) = &self.trace else {
+            return Ok(None);
+        };
+        let out = run_command(cmd, self.timeout)?;
+        let line = out
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("TRACE"))
+            .unwrap_or("");
+        parse_trace(line)
+            .map(Some)
+            .map_err(|source| PowerError::BadTrace {
+                what: format!("`{cmd}`"),
+                source,
+            })
     }
     fn state(&mut self) -> Result<Option<bool>, PowerError> {
         let Some(cmd) = &self.state else {

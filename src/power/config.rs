@@ -5,8 +5,9 @@
 
 use super::error::PowerError;
 use super::switch::{PowerSwitch, Scope};
-use super::{command, http, manual, serial, sim};
+use super::{command, http, manual, pcie, serial, sim};
 use serde::Deserialize;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +34,9 @@ pub enum PowerConfig {
         #[serde(default = "default_timeout")]
         timeout: String,
         scope: Scope,
+        /// Optional: prints the rail's fall at the last cut (a firmware `TRACE` line).
+        #[serde(default)]
+        trace: Option<String>,
     },
     /// A smart plug or any HTTP switch.
     Http {
@@ -78,10 +82,36 @@ pub enum PowerConfig {
         #[serde(default = "host_scope")]
         scope: Scope,
     },
+    /// An NVMe drive's hot-plug slot with a power controller (pciehp): no extra hardware.
+    PcieSlot {
+        /// The drive's serial (as in `nvme list`); must match `[target] serial`.
+        serial: String,
+        /// The slot's name under /sys/bus/pci/slots; found from the drive's bus address
+        /// when absent.
+        #[serde(default)]
+        slot: Option<String>,
+        /// The sysfs root (a fake tree in tests).
+        #[serde(default = "default_sysfs")]
+        sysfs: PathBuf,
+        /// How long power-on waits for the controller to come back.
+        #[serde(default = "default_slot_timeout")]
+        timeout: String,
+    },
     /// The simulated drive of a `[target] kind = "simdrive"` campaign.
-    Simdrive {},
+    Simdrive {
+        /// Recorded fall traces (files holding a firmware `TRACE` line), reported one per
+        /// cut, round robin; relative to the campaign file.
+        #[serde(default)]
+        traces: Vec<PathBuf>,
+    },
 }
 
+fn default_sysfs() -> PathBuf {
+    "/sys".into()
+}
+fn default_slot_timeout() -> String {
+    "30s".into()
+}
 fn host_scope() -> Scope {
     Scope::Host
 }
@@ -106,7 +136,8 @@ impl PowerConfig {
             PowerConfig::Http { .. } => "http",
             PowerConfig::Serial { .. } => "serial",
             PowerConfig::Manual { .. } => "manual",
-            PowerConfig::Simdrive {} => "simdrive",
+            PowerConfig::PcieSlot { .. } => "pcie-slot",
+            PowerConfig::Simdrive { .. } => "simdrive",
         }
     }
 
@@ -122,12 +153,14 @@ impl PowerConfig {
                 state,
                 timeout,
                 scope,
+                trace,
             } => Box::new(command::CommandSwitch {
                 off: off.clone(),
                 on: on.clone(),
                 state: state.clone(),
                 timeout: dur(timeout, "power.timeout")?,
                 scope: *scope,
+                trace: trace.clone(),
             }),
             PowerConfig::Http {
                 flavor,
@@ -171,8 +204,25 @@ impl PowerConfig {
                 )?)
             }
             PowerConfig::Manual { scope } => Box::new(manual::ManualSwitch::stdin(*scope)),
-            PowerConfig::Simdrive {} => match simdrive {
-                Some(d) => Box::new(sim::SimSwitch { drive: d }),
+            PowerConfig::PcieSlot {
+                serial,
+                slot,
+                sysfs,
+                timeout,
+            } => Box::new(pcie::PcieSlotSwitch::open(
+                sysfs,
+                slot.as_deref(),
+                serial,
+                dur(timeout, "power.timeout")?,
+            )?),
+            PowerConfig::Simdrive { traces } => match simdrive {
+                Some(d) => {
+                    let mut s = sim::SimSwitch::new(d);
+                    for t in traces {
+                        s.traces.push(sim::read_trace_file(t)?);
+                    }
+                    Box::new(s)
+                }
                 None => return Err(PowerError::SimdriveWithoutTarget),
             },
         })

@@ -5,6 +5,7 @@
 //! which HTTP status) and what to check; each variant carries exactly that.
 
 use std::io;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
@@ -31,6 +32,17 @@ pub enum PowerError {
         "power.driver simdrive cuts the simulated drive only: set [target] kind = \"simdrive\""
     )]
     SimdriveWithoutTarget,
+
+    #[error(
+        "{switch} cannot ramp a rail down: campaign.fall_times other than 0 need our firmware from version 2 (RAMP) or the simulated drive"
+    )]
+    NoRamp { switch: String },
+    #[error("the fall trace from {what}")]
+    BadTrace {
+        what: String,
+        #[source]
+        source: super::fall::TraceError,
+    },
 
     // driver = "command".
     #[error("starting `{cmd}`")]
@@ -170,11 +182,47 @@ pub enum PowerError {
     #[error("STATE? reply {reply:?} has no channel {channel}")]
     NoChannelState { reply: String, channel: u32 },
 
+    // driver = "pcie-slot".
+    #[error("no NVMe controller with serial {serial:?} in {}: is the drive in, and the serial as in `nvme list`?", dir.display())]
+    NoNvmeWithSerial { serial: String, dir: PathBuf },
+    #[error("no hot-plug slot in {} holds {function}: the drive is not in a hot-plug slot (pciehp), or set power.slot", dir.display())]
+    NoSlot { function: String, dir: PathBuf },
+    #[error(
+        "PCIe slot {slot} (drive at {function}) has no power control: the kernel offers no slot power file, or the port's slot capability lacks a power controller. Check `lspci -vv` on the port above the drive: SltCap must say PwrCtrl+ (and HotPlug+); use a switch on the drive's rails instead"
+    )]
+    NoSlotPowerControl { slot: String, function: String },
+    #[error(
+        "no NVMe controller with serial {serial:?} came back within {timeout:?} after powering slot {slot} on and rescanning the PCI bus"
+    )]
+    NvmeNotBack {
+        serial: String,
+        slot: String,
+        timeout: Duration,
+    },
+    #[error("writing {}: are you root, and is pciehp loaded?", path.display())]
+    SysfsWrite {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("reading {}", path.display())]
+    SysfsRead {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
     // driver = "manual".
     #[error("the manual power driver needs an operator at the terminal (stdin closed)")]
     NoOperator,
 
     // driver = "simdrive".
+    #[error("reading the recorded fall trace {}", path.display())]
+    TraceFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("cutting the simulated drive")]
     SimCut(#[source] io::Error),
 }

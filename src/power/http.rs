@@ -309,6 +309,8 @@ impl PowerSwitch for HttpSwitch {
             precise_timing: false,
             reports_state: !matches!(self.flavor, Flavor::Generic { .. }),
             native_pulse: false,
+            ramp: false,
+            fall_trace: false,
         }
     }
     fn off(&mut self) -> Result<SwitchTiming, PowerError> {

@@ -59,6 +59,8 @@ impl PowerSwitch for ManualSwitch {
             precise_timing: false,
             reports_state: false,
             native_pulse: false,
+            ramp: false,
+            fall_trace: false,
         }
     }
     fn off(&mut self) -> Result<SwitchTiming, PowerError> {

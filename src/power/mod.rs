@@ -13,8 +13,10 @@
 pub mod command;
 pub mod config;
 pub mod error;
+pub mod fall;
 pub mod http;
 pub mod manual;
+pub mod pcie;
 pub mod serial;
 pub mod sim;
 pub mod switch;

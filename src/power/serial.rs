@@ -21,6 +21,7 @@
 //! serial crate would add more than it saves.
 
 use super::error::PowerError;
+use super::fall::{Trace, parse_trace};
 use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
 use std::fs::File;
 use std::io::{Read, Write};
@@ -45,6 +46,25 @@ pub struct SerialSwitch {
     unanswered: u32,
     /// The firmware's identification from PING.
     pub firmware: Option<String>,
+    /// What the firmware says it can do beyond version 1 (`features=trace,ramp` in its
+    /// PONG); empty for a version 1 board.
+    pub features: Vec<String>,
+    /// The fall time of the following cuts (`RAMP`), ms; 0 cuts with `OFF`.
+    ramp_ms: u64,
+}
+
+/// The features a PONG names: `features=trace,ramp` (version 2 boards); none for a
+/// version 1 board, whose PONG has no such word.
+pub fn pong_features(pong: &str) -> Vec<String> {
+    pong.split_whitespace()
+        .find_map(|w| w.strip_prefix("features="))
+        .map(|f| {
+            f.split(',')
+                .filter(|x| !x.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A CH340 relay frame: `A0 channel state checksum` (state 1 = on).
@@ -74,6 +94,7 @@ pub fn answers(reply: &Reply, request: &str) -> bool {
             let expected = match (i, word) {
                 (0, "PING") => "PONG",
                 (0, "STATE?") => "STATE",
+                (0, "TRACE?") => "TRACE",
                 _ => word,
             };
             said.next() == Some(expected)
@@ -139,12 +160,15 @@ impl SerialSwitch {
             pending: vec![],
             unanswered: 0,
             firmware: None,
+            features: vec![],
+            ramp_ms: 0,
         };
         if protocol == Protocol::Plugpull {
             let t0 = Instant::now();
             loop {
                 match s.transact("PING") {
                     Ok(r) => {
+                        s.features = pong_features(&r.text);
                         s.firmware = Some(r.text);
                         break;
                     }
@@ -305,7 +329,11 @@ impl SerialSwitch {
         let issued_ns = crate::model::now_ns();
         let switch_us = match self.protocol {
             Protocol::Plugpull => {
-                let cmd = format!("{} {}", if on { "ON" } else { "OFF" }, self.channel);
+                let cmd = match (on, self.ramp_ms) {
+                    (true, _) => format!("ON {}", self.channel),
+                    (false, 0) => format!("OFF {}", self.channel),
+                    (false, ms) => format!("RAMP {} {ms}", self.channel),
+                };
                 Some(self.transact(&cmd)?.micros)
             }
             Protocol::Ch340 => {
@@ -383,12 +411,36 @@ impl PowerSwitch for SerialSwitch {
     }
     fn capabilities(&self) -> Capabilities {
         let ours = self.protocol == Protocol::Plugpull;
+        let has = |f: &str| ours && self.features.iter().any(|x| x == f);
         Capabilities {
             scope: Scope::Drive,
             precise_timing: ours,
             reports_state: ours,
             native_pulse: ours,
+            ramp: has("ramp"),
+            fall_trace: has("trace"),
         }
+    }
+    fn last_fall(&mut self) -> Result<Option<Trace>, PowerError> {
+        if !self.capabilities().fall_trace {
+            return Ok(None); // a version 1 board: no trace
+        }
+        let r = self.transact(&format!("TRACE? {}", self.channel))?;
+        parse_trace(&r.text)
+            .map(Some)
+            .map_err(|source| PowerError::BadTrace {
+                what: format!("{} (TRACE? {})", self.port, self.channel),
+                source,
+            })
+    }
+    fn set_fall_time(&mut self, fall: Duration) -> Result<(), PowerError> {
+        if !fall.is_zero() && !self.capabilities().ramp {
+            return Err(PowerError::NoRamp {
+                switch: self.describe(),
+            });
+        }
+        self.ramp_ms = fall.as_millis() as u64;
+        Ok(())
     }
     fn off(&mut self) -> Result<SwitchTiming, PowerError> {
         self.set(false)
@@ -478,5 +530,17 @@ mod tests {
         assert!(!answers(&ok("OK 1 PULSE 1 150"), "PULSE 1 200"));
         assert!(!answers(&ok("ERR 1 unknown command"), "PING"));
         assert!(!answers(&ok("EVT 1 ON 1"), "ON 1"));
+        assert!(answers(&ok("OK 1 TRACE 1 hz=20000 mv=1"), "TRACE? 1"));
+        assert!(!answers(&ok("OK 1 TRACE 2 hz=20000 mv=1"), "TRACE? 1"));
+        assert!(answers(&ok("OK 1 RAMP 1 50"), "RAMP 1 50"));
+        assert!(!answers(&ok("OK 1 OFF 1"), "RAMP 1 50"));
+    }
+    #[test]
+    fn a_version_1_board_has_no_features_and_a_version_2_board_names_them() {
+        assert!(pong_features("PONG plugpull_switch/1 channels=2").is_empty());
+        assert_eq!(
+            pong_features("PONG plugpull_switch/2 channels=2 features=trace,ramp"),
+            ["trace", "ramp"]
+        );
     }
 }

@@ -7,6 +7,7 @@
 //! circle. Everything here depends on nothing else in power/ but the error type.
 
 use super::error::PowerError;
+use super::fall::Trace;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -31,6 +32,10 @@ pub struct Capabilities {
     pub reports_state: bool,
     /// The switch can time a pulse itself (off, wait, on) without the host in the loop.
     pub native_pulse: bool,
+    /// The switch can lower the rail over a set time (`set_fall_time`) rather than at once.
+    pub ramp: bool,
+    /// The switch samples the rail and reports its fall after a cut (`last_fall`).
+    pub fall_trace: bool,
 }
 
 /// When one switch action happened: the host clock around the command, and the switch's
@@ -76,6 +81,22 @@ pub trait PowerSwitch: Send {
     /// Whether power is on, where the switch can tell; `None` where it cannot.
     fn state(&mut self) -> Result<Option<bool>, PowerError> {
         Ok(None)
+    }
+    /// The rail's sampled fall at the last cut, where the switch measures it (our firmware
+    /// from version 2, a simulated switch fed recorded traces); `None` where it cannot.
+    fn last_fall(&mut self) -> Result<Option<Trace>, PowerError> {
+        Ok(None)
+    }
+    /// Makes the following cuts lower the rail linearly over `fall` (zero: at once).
+    /// Switches without ramps accept only zero.
+    fn set_fall_time(&mut self, fall: Duration) -> Result<(), PowerError> {
+        if fall.is_zero() {
+            Ok(())
+        } else {
+            Err(PowerError::NoRamp {
+                switch: self.describe(),
+            })
+        }
     }
     /// Off, stay off for `off_for`, on. Drivers whose switch times pulses itself
     /// override this; the default uses the host's clock.

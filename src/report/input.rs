@@ -98,6 +98,11 @@ pub struct VerifyReport {
     pub ack_timeline: Vec<TimelineBucket>,
     pub flush_latency: Option<Latency>,
     pub plugpull_version: String,
+    /// A campaign cycle's proof of the cut (docs/campaign.md): the rail's fall, whether
+    /// it proves the cut, the ramp's fall time.
+    pub fall: Option<crate::power::fall::Fall>,
+    pub cut_proven: Option<bool>,
+    pub fall_time_ms: Option<f64>,
 }
 
 /// Why the input could not be read.
@@ -135,17 +140,25 @@ pub struct Cycle {
     pub report: VerifyReport,
 }
 
+/// A verify report, or a campaign's cycle line (its verify summary is flat in the line).
 fn is_verify(v: &Value) -> bool {
-    v.get("format")
-        .and_then(Value::as_str)
-        .is_some_and(|f| f.starts_with("plugpull-verify/"))
+    v.get("format").and_then(Value::as_str).is_some_and(|f| {
+        f.starts_with("plugpull-verify/") || f.starts_with("plugpull-campaign-cycle/")
+    })
 }
 
 /// The verify report in `v`: `v` itself, or one nested one level down (a campaign line
 /// such as `{"cycle": 3, "verify": {...}}`), with the wrapper's cycle number if any.
 fn find_verify(v: &Value) -> Option<(&Value, Option<String>)> {
     if is_verify(v) {
-        return Some((v, None));
+        // A campaign's cycle line names its cycle.
+        let cycle = v
+            .get("format")
+            .and_then(Value::as_str)
+            .filter(|f| f.starts_with("plugpull-campaign-cycle/"))
+            .and_then(|_| v.get("cycle")?.as_u64())
+            .map(|n| n.to_string());
+        return Some((v, cycle));
     }
     let obj = v.as_object()?;
     let cycle = obj

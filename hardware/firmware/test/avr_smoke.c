@@ -7,7 +7,9 @@ int main(void) {
     char out[64];
     uint8_t rails[PP_CHANNELS] = {1, 1};
     pp_parse("PULSE 1 250", &c);
-    pp_reply(out, sizeof out, &c, 1234, rails);
+    pp_reply(out, sizeof out, &c, 1234, rails, "trace,ramp");
+    pp_trace_head(out, sizeof out, 1, 1, 20000, 12000, 16);
+    sink = (uint8_t)pp_sample_mv(200, 20000);
     sink = (uint8_t)out[0];
     return 0;
 }

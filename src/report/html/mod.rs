@@ -118,6 +118,9 @@ pub fn render(
         campaign_charts(&mut o, cycles);
     }
     around_the_cut(&mut o, cycles, s);
+    if cycles.iter().any(|c| c.report.fall.is_some()) {
+        proof_of_the_cut(&mut o, cycles);
+    }
     flush_latency(&mut o, cycles, s);
     o.push_str("<h2>Device</h2>");
     device_table(&mut o, cycles);
@@ -397,6 +400,58 @@ fn commands_and_footer(o: &mut String, cycles: &[Cycle], made_by: &str, notes: &
         chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC")
     );
     o.push('\n');
+}
+
+/// The rail's fall of every cycle whose switch sampled it: the chart, then one row per
+/// cycle (fall time asked, 50% and 10% times, lowest voltage, proven or not).
+fn proof_of_the_cut(o: &mut String, cycles: &[Cycle]) {
+    o.push_str("<h2 id=\"proof-of-the-cut\">Proof of the cut</h2>");
+    let series: Vec<(String, &crate::power::fall::Fall, Option<bool>)> = cycles
+        .iter()
+        .filter_map(|c| {
+            let f = c.report.fall.as_ref()?;
+            Some((c.label.clone(), f, c.report.cut_proven))
+        })
+        .collect();
+    o.push_str(&svg::falls(&series));
+    let not_proven = series.iter().filter(|s| s.2 == Some(false)).count();
+    let _ = write!(
+        o,
+        "<p class=\"note\">The switch sampled the drive's rail around each cut. A cycle whose rail never fell to the campaign's threshold (10% of nominal unless set otherwise) is <b>cut not proven</b> and never counts as a pass: {not_proven} of {} here.{}</p>",
+        series.len(),
+        if series.len() > svg::MAX_FALL_LINES {
+            format!(" The chart draws the first {}.", svg::MAX_FALL_LINES)
+        } else {
+            String::new()
+        }
+    );
+    o.push_str("<table id=\"falls\"><tr><th>cycle</th><th>fall time asked</th><th>to 50%</th><th>to 10%</th><th>lowest</th><th>cut</th></tr>");
+    let never = || "never".to_string();
+    for (c, (label, f, proven)) in cycles
+        .iter()
+        .filter(|c| c.report.fall.is_some())
+        .zip(&series)
+    {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2} V</td><td style=\"color:{}\">{}</td></tr>",
+            esc(label),
+            c.report
+                .fall_time_ms
+                .map(fmt_ms)
+                .unwrap_or_else(|| "-".into()),
+            f.to_50_us.map(fmt_us).unwrap_or_else(never),
+            f.to_10_us.map(fmt_us).unwrap_or_else(never),
+            f.min_mv as f64 / 1e3,
+            svg::proof_colour(*proven),
+            match proven {
+                Some(true) => "proven",
+                Some(false) => "NOT PROVEN",
+                None => "-",
+            }
+        );
+    }
+    o.push_str("</table>\n");
 }
 
 #[cfg(test)]
