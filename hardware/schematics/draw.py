@@ -202,7 +202,7 @@ def draw(board, circuit_parts):
     s = Svg()
     rails = board["rails"]
     top = 70
-    extra = 60
+    extra = 75
     ctrl_h = 96
     h = top + len(rails) * ROW_H + 50 + extra + ctrl_h + 30
     s.text(20, 28, f"{board['title']} (generated from hardware/schematics/interposers.py)",
@@ -234,15 +234,16 @@ def draw(board, circuit_parts):
         s.line(170, yx, 446, yx, "#555", 2)
         for x in (450, 470, 490):
             s.circle(x, yx)
-        s.line(474, yx, 486, yx, "#555", 1)
+        s.line(454, yx, 466, yx, "#555", 1)  # the shunt on 1-2, the default
         s.line(470, yx + 4, 470, yx + 22, "#555", 2)
         s.line(470, yx + 22, 830, yx + 22, "#555", 2)
-        s.line(494, yx, 530, yx, "#555", 2)
-        s.resistor_v(530, yx, yx + 40)
-        s.ground(530, yx + 46)
-        s.text(200, yx - 8, f"{jp.ref}: 1-2 passes the PSU's P3; 2-3 holds the drive's P3 low "
+        s.line(494, yx, 515, yx, "#555", 2)
+        s.rect(515, yx - 4, 30, 8)
+        s.line(545, yx, 570, yx)
+        s.ground(570, yx + 8)
+        s.text(200, yx - 8, f"{jp.ref}: 1-2 (default) passes the PSU's P3; 2-3 holds the drive's P3 low "
                f"through {rp.ref} {rp.value} (drive runs)", size=11)
-        s.text(542, yx + 38, "never driven by the controller", size=11)
+        s.text(542, yx + 42, "never driven by the controller", size=11)
     else:
         npass = len(board["pass_pins"])
         s.line(170, yx, 830, yx, "#888", 5)
