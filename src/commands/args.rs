@@ -208,6 +208,10 @@ pub struct WriteArgs {
     /// Writer threads; the region is split into this many equal, disjoint shares.
     #[arg(long, default_value_t = 1)]
     pub streams: u16,
+    /// Records each stream writes before one flush covers them all (queue depth, group
+    /// commit); all of them are acknowledged after that flush returned, none before.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch: u32,
     /// How each record is made durable before it is acknowledged.
     #[arg(long, value_enum, default_value = "fdatasync")]
     pub flush: FlushArg,

@@ -33,6 +33,7 @@ pub fn options(a: WriteArgs) -> WriteOptions {
         record_size: a.record_size,
         placement: a.placement.into(),
         streams: a.streams,
+        batch: a.batch as usize,
         flush: a.flush.into(),
         direct: !a.no_direct,
         duration: a.duration,
