@@ -9,7 +9,9 @@
 //!   honest flush PASSes (nothing acknowledged was lost; its oracle shows it reordered),
 //!   and the same reordering on a lying drive FAILs.
 //!
-//! The CLI path (`plugpull write --batch` to a witness) is checked in tests/cli_write_batch.rs.
+//! And through the built binary: `plugpull write --batch` to a real witness, then verify.
+
+mod common;
 
 use plugpull::cycle::judge;
 use plugpull::device::identity::DeviceIdentity;
@@ -303,4 +305,37 @@ fn reordering_lying_drive_fails() {
         reordered += c.reordered;
     }
     assert!(reordered > 50, "only {reordered} reorderings");
+}
+
+#[test]
+fn cli_batches_reach_the_witness_and_verify_passes() {
+    let d = tempfile::tempdir().unwrap();
+    let w = common::WitnessProc::start(&d.path().join("w"));
+    // 501: the last batch of each stream is short.
+    for (streams, batch) in [("1", "8"), ("2", "32")] {
+        let t = d.path().join(format!("t{streams}.img"));
+        let args = [
+            "--size",
+            "8M",
+            "--count",
+            "501",
+            "--streams",
+            streams,
+            "--batch",
+            batch,
+        ];
+        let wr = common::write(&w, &t, &args);
+        assert_eq!(wr.code, 0, "{wr:?}");
+        assert_eq!(wr.json()["records_acked"], 501, "{wr:?}");
+        assert_eq!(wr.json()["witness_durable"], 501, "{wr:?}");
+        let v = common::verify(&w, &t, &[]);
+        assert_eq!(v.code, 0, "{v:?}");
+        assert_eq!(v.json()["counts"]["intact"], 501, "{v:?}");
+    }
+    let bad = common::write(
+        &w,
+        &d.path().join("x.img"),
+        &["--size", "8M", "--batch", "0"],
+    );
+    assert_eq!(bad.code, 2, "{bad:?}");
 }

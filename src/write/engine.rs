@@ -12,11 +12,13 @@
 
 use super::pipe::Pipe;
 use super::plan::{Placer, Plan};
+use super::stamp::{prefix_crcs, seal_write_time};
+use super::xof::prepare_record;
 use crate::device::{AlignedBuf, Device};
 use crate::latency::Histogram;
 use crate::model::{Ack, now_ns};
+use crate::record::RecordId;
 use crate::record::RunKey;
-use crate::record::{RecordId, prepare_record, set_write_time};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
@@ -163,6 +165,8 @@ struct Io<'a> {
 struct Prepared {
     buf: AlignedBuf,
     rec: RecordId,
+    /// Each sector's stamp CRC state before the write time (`stamp::prefix_crcs`).
+    prefix: Vec<u32>,
 }
 
 /// Record buffers per stream (at least twice the batch): the generator refills half of
@@ -186,6 +190,7 @@ fn stream_loop(io: &Io, stream: u16) {
             .map(|_| Prepared {
                 buf: AlignedBuf::new(plan.record_max as usize),
                 rec: blank,
+                prefix: Vec::with_capacity((plan.record_max / 512) as usize),
             })
             .collect(),
     );
@@ -199,7 +204,12 @@ fn stream_loop(io: &Io, stream: u16) {
                 if bufs.is_empty() {
                     return;
                 }
-                for Prepared { mut buf, .. } in bufs {
+                for Prepared {
+                    mut buf,
+                    mut prefix,
+                    ..
+                } in bufs
+                {
                     seq += 1;
                     let (offset, len) = placer.next_record();
                     let rec = RecordId {
@@ -210,7 +220,8 @@ fn stream_loop(io: &Io, stream: u16) {
                         write_time_ns: 0,
                     };
                     prepare_record(&mut buf[..len as usize], &key, plan.run, &rec);
-                    pipe.put_ready(Prepared { buf, rec });
+                    prefix_crcs(&buf[..len as usize], &mut prefix);
+                    pipe.put_ready(Prepared { buf, rec, prefix });
                 }
             }
         });
@@ -249,11 +260,10 @@ fn io_loop(io: &Io, pipe: &Pipe<Prepared>) {
         if n == 0 || !pipe.take_ready_into(n, &mut batch) {
             return;
         }
-        let write_started = Instant::now();
-        for Prepared { buf, rec } in batch.iter_mut() {
+        for Prepared { buf, rec, prefix } in batch.iter_mut() {
             rec.write_time_ns = now_ns();
             let bytes = &mut buf[..rec.len_bytes() as usize];
-            set_write_time(bytes, rec.write_time_ns);
+            seal_write_time(bytes, prefix, rec.write_time_ns);
             if let Err(e) = io.dev.write_at(bytes, rec.offset) {
                 progress.fail(failure("write", *rec, e));
                 return;
@@ -264,9 +274,11 @@ fn io_loop(io: &Io, pipe: &Pipe<Prepared>) {
             return;
         }
         let flushed_ns = now_ns();
+        // From the first write's stamped time: one clock read fewer per batch than a
+        // monotonic timer of its own (a clock step can skew one sample, not an ack).
         progress
             .flush_latency
-            .record_ns(write_started.elapsed().as_nanos() as u64);
+            .record_ns(flushed_ns.saturating_sub(batch[0].rec.write_time_ns));
         acks.clear();
         acks.extend(batch.iter().map(|p| Ack {
             record: p.rec,
