@@ -13,6 +13,10 @@
 #   defaults: 5 s, 3 rounds, /dev/shm (the pure CPU cost per record)
 #   PLUGPULL=path/to/plugpull uses that binary instead of building target/release.
 #   CONFIGS="1:1 2:1 1:8 1:32 2:8 2:32" (streams:batch) chooses the figures.
+# On a machine shared with other work the rates move with the load (and a writer with
+# several threads gets more of a busy CPU than the one-thread C loop), so each figure also
+# gives the CPU time per record (user + system, from /usr/bin/time and, for the witness,
+# /proc/PID/stat), which the load moves much less.
 # Output: a line per figure, then "RESULT streams=S batch=B cloop=X plugpull=Y ratio=R"
 # lines for other scripts (scripts/perf-scale.sh) to parse.
 set -euo pipefail
@@ -49,21 +53,37 @@ ratio() { python3 -c "print(f'{$1/$2:.3f}')"; }
 cloop() {
     local streams=$1 batch=$2 pids=() i
     for i in $(seq "$streams"); do
-        "$WORK/cloop" "$WORK/c$i.img" $((SIZE / streams)) "$SECS" "$batch" >"$WORK/c$i.out" 2>"$WORK/c$i.err" &
+        /usr/bin/time -f "%U %S" -o "$WORK/c$i.cpu" \
+            "$WORK/cloop" "$WORK/c$i.img" $((SIZE / streams)) "$SECS" "$batch" >"$WORK/c$i.out" 2>"$WORK/c$i.err" &
         pids+=($!)
     done
     wait "${pids[@]}"
-    cat "$WORK"/c*.out | awk '{s+=$1} END {printf "%.1f\n", s}'
-    rm -f "$WORK"/c*.img "$WORK"/c*.out
+    # rate (sum), CPU µs per record (all loops' CPU over all their records)
+    paste -d' ' <(cat "$WORK"/c*.out) <(cat "$WORK"/c*.cpu) |
+        awk -v secs="$SECS" '{r+=$1; c+=$2+$3} END {printf "%.1f %.2f\n", r, c * 1e6 / (r * secs)}'
+    rm -f "$WORK"/c*.img "$WORK"/c*.out "$WORK"/c*.cpu
 }
 
+# CPU seconds the witness has used so far.
+witness_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' /proc/$WPID/stat; }
+
+# rate, writer CPU µs per record, witness CPU µs per record
 writer() {
-    local streams=$1 batch=$2
-    "$PLUGPULL" write "$WORK/pp.img" --witness 127.0.0.1:$PORT --size $SIZE \
-        --streams "$streams" --batch "$batch" --duration "${SECS}s" --json --quiet 2>"$WORK/pp.err" |
-        python3 -c 'import json,sys; print(round(json.load(sys.stdin)["records_per_s"], 1))'
+    local streams=$1 batch=$2 w0 w1
+    w0=$(witness_cpu)
     # (stderr holds the RAM warning on tmpfs; shown only when the run failed.)
-    [ "${PIPESTATUS[0]}" = 0 ] || { cat "$WORK/pp.err" >&2; exit 1; }
+    /usr/bin/time -f "%U %S" -o "$WORK/pp.cpu" \
+        "$PLUGPULL" write "$WORK/pp.img" --witness 127.0.0.1:$PORT --size $SIZE \
+        --streams "$streams" --batch "$batch" --duration "${SECS}s" --json --quiet \
+        >"$WORK/pp.json" 2>"$WORK/pp.err" || { cat "$WORK/pp.err" >&2; exit 1; }
+    w1=$(witness_cpu)
+    python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+u, s = (float(x) for x in open(sys.argv[2]).read().split()[-2:])
+n = max(j["records_acked"], 1)
+print(f"{j[\"records_per_s\"]:.1f} {(u + s) * 1e6 / n:.2f} {(float(sys.argv[4]) - float(sys.argv[3])) * 1e6 / n:.2f}")
+' "$WORK/pp.json" "$WORK/pp.cpu" "$w0" "$w1"
     rm -f "$WORK/pp.img"
 }
 
@@ -74,14 +94,18 @@ rm -f "$WORK/probe.img"
 declare -A RES
 for cfg in $CONFIGS; do
     s=${cfg%:*} b=${cfg#*:}
-    cs=() ps=()
+    cs=() ps=() ccpu=() pcpu=() wcpu=()
     for _ in $(seq "$ROUNDS"); do
-        cs+=("$(cloop "$s" "$b")")
-        ps+=("$(writer "$s" "$b")")
+        read -r r cpu < <(cloop "$s" "$b")
+        cs+=("$r") ccpu+=("$cpu")
+        read -r r cpu wit < <(writer "$s" "$b")
+        ps+=("$r") pcpu+=("$cpu") wcpu+=("$wit")
     done
     c=$(med "${cs[@]}") p=$(med "${ps[@]}")
+    cc=$(med "${ccpu[@]}") pc=$(med "${pcpu[@]}") wc=$(med "${wcpu[@]}")
     RES[$cfg]="$c $p"
     echo "streams $s batch $b: C loop ${cs[*]} records/s; plugpull ${ps[*]} acked records/s; medians $c vs $p, ratio $(ratio "$p" "$c")"
+    echo "streams $s batch $b: CPU µs per record (medians): C loop $cc; plugpull writer $pc + witness $wc; C loop / writer $(ratio "$cc" "$pc"), C loop / (writer + witness) $(ratio "$cc" "$(python3 -c "print($pc + $wc)")")"
 done
 for cfg in $CONFIGS; do
     s=${cfg%:*} b=${cfg#*:}
