@@ -12,7 +12,7 @@
 
 use super::pipe::Pipe;
 use super::plan::{Placer, Plan};
-use super::stamp::{prefix_crcs, seal_write_time};
+use super::stamp::seal_write_time;
 use super::xof::prepare_record;
 use crate::device::{AlignedBuf, Device};
 use crate::latency::Histogram;
@@ -165,8 +165,6 @@ struct Io<'a> {
 struct Prepared {
     buf: AlignedBuf,
     rec: RecordId,
-    /// Each sector's stamp CRC state before the write time (`stamp::prefix_crcs`).
-    prefix: Vec<u32>,
 }
 
 /// Record buffers per stream (at least twice the batch): the generator refills half of
@@ -190,7 +188,6 @@ fn stream_loop(io: &Io, stream: u16) {
             .map(|_| Prepared {
                 buf: AlignedBuf::new(plan.record_max as usize),
                 rec: blank,
-                prefix: Vec::with_capacity((plan.record_max / 512) as usize),
             })
             .collect(),
     );
@@ -204,12 +201,7 @@ fn stream_loop(io: &Io, stream: u16) {
                 if bufs.is_empty() {
                     return;
                 }
-                for Prepared {
-                    mut buf,
-                    mut prefix,
-                    ..
-                } in bufs
-                {
+                for Prepared { mut buf, .. } in bufs {
                     seq += 1;
                     let (offset, len) = placer.next_record();
                     let rec = RecordId {
@@ -220,8 +212,7 @@ fn stream_loop(io: &Io, stream: u16) {
                         write_time_ns: 0,
                     };
                     prepare_record(&mut buf[..len as usize], &key, plan.run, &rec);
-                    prefix_crcs(&buf[..len as usize], &mut prefix);
-                    pipe.put_ready(Prepared { buf, rec, prefix });
+                    pipe.put_ready(Prepared { buf, rec });
                 }
             }
         });
@@ -260,10 +251,10 @@ fn io_loop(io: &Io, pipe: &Pipe<Prepared>) {
         if n == 0 || !pipe.take_ready_into(n, &mut batch) {
             return;
         }
-        for Prepared { buf, rec, prefix } in batch.iter_mut() {
+        for Prepared { buf, rec } in batch.iter_mut() {
             rec.write_time_ns = now_ns();
             let bytes = &mut buf[..rec.len_bytes() as usize];
-            seal_write_time(bytes, prefix, rec.write_time_ns);
+            seal_write_time(bytes, rec.write_time_ns);
             if let Err(e) = io.dev.write_at(bytes, rec.offset) {
                 progress.fail(failure("write", *rec, e));
                 return;

@@ -16,15 +16,6 @@ use crate::record::{RecordId, RunId, RunKey, SECTOR, encode_stamp};
 const IV: [u32; 8] = [
     0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19,
 ];
-const MSG_SCHEDULE: [[usize; 16]; 7] = [
-    [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
-    [2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8],
-    [3, 4, 10, 12, 13, 2, 7, 14, 6, 5, 9, 0, 11, 15, 8, 1],
-    [10, 7, 12, 9, 14, 3, 13, 15, 4, 0, 11, 2, 5, 8, 1, 6],
-    [12, 13, 9, 11, 15, 10, 14, 8, 7, 2, 5, 3, 0, 1, 6, 4],
-    [9, 14, 11, 5, 8, 12, 15, 1, 13, 3, 0, 10, 2, 6, 4, 7],
-    [11, 15, 5, 0, 1, 9, 8, 6, 14, 10, 2, 12, 3, 4, 7, 13],
-];
 const CHUNK_START: u32 = 1;
 const CHUNK_END: u32 = 2;
 const ROOT: u32 = 8;
@@ -40,7 +31,7 @@ pub fn fill_content(key: &RunKey, stream: u16, seq: u64, buf: &mut [u8]) {
         let mut input = [0u8; BLOCK];
         input[..2].copy_from_slice(&stream.to_le_bytes());
         input[2..10].copy_from_slice(&seq.to_le_bytes());
-        let m: [u32; 16] = words(&input);
+        let m: [u32; 3] = words(&input[..12]);
         for (i, out) in buf.chunks_exact_mut(8 * BLOCK).enumerate() {
             // SAFETY: AVX2 is present (checked above); `out` is 512 bytes.
             unsafe { avx2::xof8(&cv, &m, (i * 8) as u64, out) };
@@ -132,7 +123,8 @@ mod avx2 {
 
     /// Output blocks `counter .. counter + 8` of the root node (cv, m) into `out`.
     #[target_feature(enable = "avx2")]
-    pub unsafe fn xof8(cv: &[u32; 8], m: &[u32; 16], counter: u64, out: &mut [u8]) {
+    /// `m`: the block's first three words; the other 13 are zero (a 10-byte input).
+    pub unsafe fn xof8(cv: &[u32; 8], m: &[u32; 3], counter: u64, out: &mut [u8]) {
         assert_eq!(out.len(), 8 * BLOCK);
         unsafe {
             let splat = |x: u32| _mm256_set1_epi32(x as i32);
@@ -161,17 +153,48 @@ mod avx2 {
                 splat(10),
                 splat(CHUNK_START | CHUNK_END | ROOT | KEYED_HASH),
             ];
-            let mv: [__m256i; 16] = std::array::from_fn(|i| splat(m[i]));
-            for s in &MSG_SCHEDULE {
-                g(&mut v, 0, 4, 8, 12, mv[s[0]], mv[s[1]]);
-                g(&mut v, 1, 5, 9, 13, mv[s[2]], mv[s[3]]);
-                g(&mut v, 2, 6, 10, 14, mv[s[4]], mv[s[5]]);
-                g(&mut v, 3, 7, 11, 15, mv[s[6]], mv[s[7]]);
-                g(&mut v, 0, 5, 10, 15, mv[s[8]], mv[s[9]]);
-                g(&mut v, 1, 6, 11, 12, mv[s[10]], mv[s[11]]);
-                g(&mut v, 2, 7, 8, 13, mv[s[12]], mv[s[13]]);
-                g(&mut v, 3, 4, 9, 14, mv[s[14]], mv[s[15]]);
+            // The rounds written out with constant message indexes: the input is 10
+            // bytes, so only words 0..3 of the block are nonzero (`m`), and with constant indexes
+            // the compiler drops the additions of the 13 zero words.
+            let zero = _mm256_setzero_si256();
+            let mv: [__m256i; 16] = [
+                splat(m[0]),
+                splat(m[1]),
+                splat(m[2]),
+                zero,
+                zero,
+                zero,
+                zero,
+                zero,
+                zero,
+                zero,
+                zero,
+                zero,
+                zero,
+                zero,
+                zero,
+                zero,
+            ];
+            macro_rules! round {
+                ($($i:literal),*) => {{
+                    let s = [$($i),*];
+                    g(&mut v, 0, 4, 8, 12, mv[s[0]], mv[s[1]]);
+                    g(&mut v, 1, 5, 9, 13, mv[s[2]], mv[s[3]]);
+                    g(&mut v, 2, 6, 10, 14, mv[s[4]], mv[s[5]]);
+                    g(&mut v, 3, 7, 11, 15, mv[s[6]], mv[s[7]]);
+                    g(&mut v, 0, 5, 10, 15, mv[s[8]], mv[s[9]]);
+                    g(&mut v, 1, 6, 11, 12, mv[s[10]], mv[s[11]]);
+                    g(&mut v, 2, 7, 8, 13, mv[s[12]], mv[s[13]]);
+                    g(&mut v, 3, 4, 9, 14, mv[s[14]], mv[s[15]]);
+                }};
             }
+            round!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            round!(2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8);
+            round!(3, 4, 10, 12, 13, 2, 7, 14, 6, 5, 9, 0, 11, 15, 8, 1);
+            round!(10, 7, 12, 9, 14, 3, 13, 15, 4, 0, 11, 2, 5, 8, 1, 6);
+            round!(12, 13, 9, 11, 15, 10, 14, 8, 7, 2, 5, 3, 0, 1, 6, 4);
+            round!(9, 14, 11, 5, 8, 12, 15, 1, 13, 3, 0, 10, 2, 6, 4, 7);
+            round!(11, 15, 5, 0, 1, 9, 8, 6, 14, 10, 2, 12, 3, 4, 7, 13);
             let mut w = [[0u32; 8]; 16];
             for i in 0..8 {
                 let hi = v[i + 8];
