@@ -88,7 +88,7 @@ for _ in range(2):  # FileHeader, Hello
 print(sum(sizes))
 EOF
 )
-echo "# writer summary: $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(f"{j[\"records_acked\"]} acked, {j[\"records_per_s\"]:.0f}/s, witness durable {j[\"witness_durable\"]}")' "$WORK/summary.json" 2>/dev/null || echo unavailable)"
+echo "# writer summary: $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["records_acked"], "acked,", round(j["records_per_s"]), "per s, witness durable", j["witness_durable"])' "$WORK/summary.json" 2>/dev/null || echo unavailable)"
 python3 - "$n" "$lb" "$hello" "${samples[@]}" <<'EOF'
 import sys
 n, lb, hello = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])

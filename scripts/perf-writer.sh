@@ -82,7 +82,9 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 u, s = (float(x) for x in open(sys.argv[2]).read().split()[-2:])
 n = max(j["records_acked"], 1)
-print(f"{j[\"records_per_s\"]:.1f} {(u + s) * 1e6 / n:.2f} {(float(sys.argv[4]) - float(sys.argv[3])) * 1e6 / n:.2f}")
+rate = j["records_per_s"]
+w = (float(sys.argv[4]) - float(sys.argv[3])) * 1e6 / n
+print(f"{rate:.1f} {(u + s) * 1e6 / n:.2f} {w:.2f}")
 ' "$WORK/pp.json" "$WORK/pp.cpu" "$w0" "$w1"
     rm -f "$WORK/pp.img"
 }
