@@ -32,7 +32,9 @@ fi
 WORK=$(mktemp -d "$DIR/plugpull-hour.XXXX")
 WIT=$(mktemp -d /dev/shm/plugpull-hour-witness.XXXX)
 WPID= PID=
-trap '[ -n "$PID" ] && kill $PID 2>/dev/null; [ -n "$WPID" ] && kill $WPID 2>/dev/null; rm -rf "$WORK" "$WIT"' EXIT
+# (|| true: under set -e a failed kill of a process that already ended would end the trap
+# before the witness is stopped and its log removed.)
+trap '[ -z "$PID" ] || kill $PID 2>/dev/null || true; [ -z "$WPID" ] || kill $WPID 2>/dev/null || true; rm -rf "$WORK" "$WIT"' EXIT
 PORT=$((20000 + RANDOM % 20000))
 "$PLUGPULL" listen --bind 127.0.0.1:$PORT --dir "$WIT/w" 2>"$WIT/listen.log" &
 WPID=$!

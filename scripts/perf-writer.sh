@@ -34,7 +34,7 @@ fi
 WORK=$(mktemp -d "$DIR/plugpull-perfw.XXXX")
 WIT=$(mktemp -d /dev/shm/plugpull-perfw-witness.XXXX)
 WPID=
-trap '[ -n "$WPID" ] && kill $WPID 2>/dev/null; rm -rf "$WORK" "$WIT"' EXIT
+trap '[ -z "$WPID" ] || kill $WPID 2>/dev/null || true; rm -rf "$WORK" "$WIT"' EXIT
 cc -O2 -o "$WORK/cloop" scripts/perf/cloop.c
 
 PORT=$((20000 + RANDOM % 20000))
