@@ -198,6 +198,12 @@ impl RunKey {
         }
     }
 
+    /// The derived key itself (for `write::xof`, which computes the same stream in SIMD
+    /// lanes).
+    pub fn key_bytes(&self) -> &[u8; 32] {
+        &self.key
+    }
+
     /// The content byte stream of record (stream, seq): sector i's content is bytes
     /// [i*512 + 64, (i+1)*512) of it (see `record::fill_record`).
     pub fn content_stream(&self, stream: u16, seq: u64) -> blake3::OutputReader {

@@ -249,6 +249,10 @@ pub struct WriteArgs {
     /// for the seeds' 53,000).
     #[arg(long, value_name = "N", default_value_t = 53_000)]
     pub files: u32,
+    /// Records each stream writes before one flush covers them all (queue depth, group
+    /// commit); all of them are acknowledged after that flush returned, none before.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch: u32,
     /// Write through the page cache instead of O_DIRECT.
     #[arg(long)]
     pub no_direct: bool,

@@ -94,6 +94,7 @@ pub fn options(a: WriteArgs) -> anyhow::Result<WriteOptions> {
         placement: a.placement.into(),
         streams: a.streams,
         flush,
+        batch: a.batch as usize,
         direct: !a.no_direct,
         duration: a.duration,
         count: a.count,

@@ -99,6 +99,12 @@ pub struct Profile {
     pub early_destage_p: f64,
     /// Chance that such an early destage tears: only a sector prefix reaches media.
     pub tear_p: f64,
+    /// Chance, per write that arrives while two or more unflushed writes are cached,
+    /// that one of them other than the oldest reaches media now, ahead of the oldest:
+    /// writes in flight together (a `write --batch`) landing out of order, which every
+    /// drive may do before the flush that covers them. The oracle logs each one
+    /// (`Event::Reordered`). Option `batch_reorder_p`; 0 by default.
+    pub batch_reorder_p: f64,
     /// Per flushed write chance of the profile's fault (shorn, corrupt, misdirected,
     /// reorder).
     pub fault_p: f64,
@@ -137,6 +143,7 @@ impl Profile {
             flush_latency_us,
             early_destage_p: 0.25,
             tear_p: 0.2,
+            batch_reorder_p: 0.0,
             fault_p,
             lose_recent_n: 8,
             cache_writes: 512,
@@ -193,6 +200,7 @@ impl Profile {
                 "flush_latency_us" | "latency_us" => p.flush_latency_us = num(v, k)?,
                 "early_destage_p" | "early_p" => p.early_destage_p = prob(v, k)?,
                 "tear_p" => p.tear_p = prob(v, k)?,
+                "batch_reorder_p" => p.batch_reorder_p = prob(v, k)?,
                 "p" | "fault_p" => p.fault_p = prob(v, k)?,
                 "n" => p.lose_recent_n = num(v, k)?,
                 "cache_writes" => p.cache_writes = num(v, k)?,
@@ -228,6 +236,9 @@ impl fmt::Display for Profile {
                 }
             }
             _ => {}
+        }
+        if self.batch_reorder_p > 0.0 {
+            write!(f, ",batch_reorder_p={}", self.batch_reorder_p)?;
         }
         write!(f, ",flush_latency_us={}", self.flush_latency_us)
     }
@@ -281,5 +292,16 @@ mod tests {
         assert!(Profile::parse("nonsense").is_err());
         assert!(Profile::parse("corrupt,bogus=1").is_err());
         assert!(Profile::parse("corrupt,bits").is_err());
+    }
+
+    #[test]
+    fn batch_reordering_is_an_option_of_any_profile_and_round_trips() {
+        assert_eq!(Profile::parse("honest").unwrap().batch_reorder_p, 0.0);
+        for name in ["honest", "lying"] {
+            let p = Profile::parse(&format!("{name},batch_reorder_p=0.5")).unwrap();
+            assert_eq!(p.batch_reorder_p, 0.5);
+            assert_eq!(Profile::parse(&p.to_string()).unwrap(), p, "{p}");
+        }
+        assert!(Profile::parse("honest,batch_reorder_p=1.5").is_err());
     }
 }

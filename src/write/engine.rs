@@ -3,14 +3,22 @@
 //! Guarantee 1 lives here: an ack is pushed only after the flush covering its record
 //! returned success, and once any write or flush has failed, no stream pushes another
 //! ack. The failure flag and every push share one lock, so "after" is well defined.
+//!
+//! A stream writes `batch` records (its queue depth, `write --batch`), then flushes once,
+//! then acknowledges all of them: group commit, the pattern that lets a drive reorder
+//! writes that are in flight together. The flush covers every record of its batch, so
+//! the rule above holds unchanged; a failed write or flush leaves the whole batch
+//! unacknowledged.
 
 use super::pipe::Pipe;
 use super::plan::{Placer, Plan};
+use super::stamp::seal_write_time;
+use super::xof::prepare_record;
 use crate::device::{AlignedBuf, Device};
 use crate::latency::Histogram;
 use crate::model::{Ack, now_ns};
+use crate::record::RecordId;
 use crate::record::RunKey;
-use crate::record::{RecordId, prepare_record, set_write_time};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
@@ -18,11 +26,20 @@ use std::time::Instant;
 /// Where acks go: the witness client in production, a vector in tests.
 pub trait AckSink: Send + Sync {
     fn push(&self, ack: Ack);
+    /// Pushes a flushed batch in order; a sink that takes a lock per push takes it once.
+    fn push_all(&self, acks: &[Ack]) {
+        for &a in acks {
+            self.push(a);
+        }
+    }
 }
 
 impl AckSink for Mutex<Vec<Ack>> {
     fn push(&self, ack: Ack) {
         self.lock().unwrap().push(ack);
+    }
+    fn push_all(&self, acks: &[Ack]) {
+        self.lock().unwrap().extend_from_slice(acks);
     }
 }
 
@@ -61,17 +78,22 @@ impl Progress {
         self.gate.lock().unwrap().failure.clone()
     }
 
-    /// Pushes `ack` unless a failure was recorded first. Returns false if refused.
-    fn ack(&self, sink: &dyn AckSink, ack: Ack) -> bool {
+    /// Pushes the flushed batch `acks` unless a failure was recorded first. Returns
+    /// false if refused.
+    fn ack(&self, sink: &dyn AckSink, acks: &[Ack]) -> bool {
+        let Some(&last) = acks.last() else {
+            return true;
+        };
         let mut g = self.gate.lock().unwrap();
         if g.failure.is_some() {
             return false;
         }
-        sink.push(ack);
-        g.last_ack = Some(ack);
+        sink.push_all(acks);
+        g.last_ack = Some(last);
         drop(g);
-        self.records_acked.fetch_add(1, Relaxed);
-        self.bytes_acked.fetch_add(ack.record.len_bytes(), Relaxed);
+        let bytes: u64 = acks.iter().map(|a| a.record.len_bytes()).sum();
+        self.records_acked.fetch_add(acks.len() as u64, Relaxed);
+        self.bytes_acked.fetch_add(bytes, Relaxed);
         true
     }
 
@@ -84,7 +106,8 @@ impl Progress {
     }
 }
 
-/// Runs every stream until the plan's limits, `stop`, or the first failure.
+/// Runs every stream until the plan's limits, `stop`, or the first failure; one record
+/// per flush.
 pub fn run_streams(
     dev: &dyn Device,
     plan: &Plan,
@@ -92,14 +115,50 @@ pub fn run_streams(
     stop: &AtomicBool,
     progress: &Progress,
 ) {
+    run_streams_batched(dev, plan, 1, sink, stop, progress)
+}
+
+/// [`run_streams`] with `batch` records written per flush in each stream (at least 1).
+pub fn run_streams_batched(
+    dev: &dyn Device,
+    plan: &Plan,
+    batch: usize,
+    sink: &dyn AckSink,
+    stop: &AtomicBool,
+    progress: &Progress,
+) {
     let started = AtomicU64::new(0);
     let t0 = Instant::now();
+    let io = Io {
+        dev,
+        plan,
+        batch: batch.max(1),
+        sink,
+        stop,
+        progress,
+        started: &started,
+        t0,
+    };
     std::thread::scope(|s| {
         for stream in 0..plan.streams {
-            let started = &started;
-            s.spawn(move || stream_loop(dev, plan, stream, sink, stop, progress, started, t0));
+            let io = &io;
+            s.spawn(move || stream_loop(io, stream));
         }
     });
+}
+
+/// What every stream shares.
+struct Io<'a> {
+    dev: &'a dyn Device,
+    plan: &'a Plan,
+    /// Records written per flush.
+    batch: usize,
+    sink: &'a dyn AckSink,
+    stop: &'a AtomicBool,
+    progress: &'a Progress,
+    /// Records claimed by all streams (for `plan.count`).
+    started: &'a AtomicU64,
+    t0: Instant,
 }
 
 /// A record whose content is ready; only its write time remains to be stamped.
@@ -108,23 +167,15 @@ struct Prepared {
     rec: RecordId,
 }
 
-/// Record buffers per stream: the generator refills half of them at a time.
+/// Record buffers per stream (at least twice the batch): the generator refills half of
+/// them at a time.
 const BUFFERS_PER_STREAM: usize = 32;
 
 /// One stream: a generator thread prepares records (content hashing is most of the CPU
 /// cost) while this thread writes, flushes and acknowledges, so the device, not the
 /// hashing, sets the pace.
-#[allow(clippy::too_many_arguments)]
-fn stream_loop(
-    dev: &dyn Device,
-    plan: &Plan,
-    stream: u16,
-    sink: &dyn AckSink,
-    stop: &AtomicBool,
-    progress: &Progress,
-    started: &AtomicU64,
-    t0: Instant,
-) {
+fn stream_loop(io: &Io, stream: u16) {
+    let plan = io.plan;
     let blank = RecordId {
         stream,
         seq: 0,
@@ -133,7 +184,7 @@ fn stream_loop(
         write_time_ns: 0,
     };
     let pipe = Pipe::new(
-        (0..BUFFERS_PER_STREAM)
+        (0..BUFFERS_PER_STREAM.max(2 * io.batch))
             .map(|_| Prepared {
                 buf: AlignedBuf::new(plan.record_max as usize),
                 rec: blank,
@@ -165,72 +216,77 @@ fn stream_loop(
                 }
             }
         });
-        io_loop(dev, plan, sink, stop, progress, started, t0, &pipe);
+        io_loop(io, &pipe);
         pipe.close();
     });
 }
 
-#[allow(clippy::too_many_arguments)]
-fn io_loop(
-    dev: &dyn Device,
-    plan: &Plan,
-    sink: &dyn AckSink,
-    stop: &AtomicBool,
-    progress: &Progress,
-    started: &AtomicU64,
-    t0: Instant,
-    pipe: &Pipe<Prepared>,
-) {
+/// How many records the next batch may hold: `io.batch`, fewer when `plan.count` is
+/// nearly reached, 0 when it is.
+fn claim(io: &Io) -> usize {
+    let want = io.batch as u64;
+    match io.plan.count {
+        None => io.batch,
+        Some(n) => {
+            let before = io.started.fetch_add(want, Relaxed);
+            n.saturating_sub(before).min(want) as usize
+        }
+    }
+}
+
+/// Writes batches until a limit, `stop` or a failure: each record stamped with its write
+/// time and written, one flush, then the whole batch acknowledged.
+fn io_loop(io: &Io, pipe: &Pipe<Prepared>) {
+    let progress = io.progress;
+    let mut batch: Vec<Prepared> = Vec::with_capacity(io.batch);
+    let mut acks: Vec<Ack> = Vec::with_capacity(io.batch);
     loop {
-        if stop.load(Relaxed) || progress.failed.load(Relaxed) {
+        if io.stop.load(Relaxed) || progress.failed.load(Relaxed) {
             return;
         }
-        if plan.duration.is_some_and(|d| t0.elapsed() >= d) {
+        if io.plan.duration.is_some_and(|d| io.t0.elapsed() >= d) {
             return;
         }
-        if let Some(n) = plan.count {
-            if started.fetch_add(1, Relaxed) >= n {
+        let n = claim(io);
+        if n == 0 || !pipe.take_ready_into(n, &mut batch) {
+            return;
+        }
+        for Prepared { buf, rec } in batch.iter_mut() {
+            rec.write_time_ns = now_ns();
+            let bytes = &mut buf[..rec.len_bytes() as usize];
+            seal_write_time(bytes, rec.write_time_ns);
+            if let Err(e) = io.dev.write_at(bytes, rec.offset) {
+                progress.fail(failure("write", *rec, e));
                 return;
             }
         }
-        let Some(Prepared { mut buf, mut rec }) = pipe.take_ready() else {
-            return;
-        };
-        rec.write_time_ns = now_ns();
-        let bytes = &mut buf[..rec.len_bytes() as usize];
-        set_write_time(bytes, rec.write_time_ns);
-        let write_started = Instant::now();
-        if let Err(e) = dev.write_at(bytes, rec.offset) {
-            progress.fail(Failure {
-                during: "write",
-                record: rec,
-                error: e.to_string(),
-                raw_os_error: e.raw_os_error(),
-            });
-            return;
-        }
-        if let Err(e) = dev.flush() {
-            progress.fail(Failure {
-                during: "flush",
-                record: rec,
-                error: e.to_string(),
-                raw_os_error: e.raw_os_error(),
-            });
+        if let Err(e) = io.dev.flush() {
+            progress.fail(failure("flush", batch[0].rec, e));
             return;
         }
         let flushed_ns = now_ns();
+        // From the first write's stamped time: one clock read fewer per batch than a
+        // monotonic timer of its own (a clock step can skew one sample, not an ack).
         progress
             .flush_latency
-            .record_ns(write_started.elapsed().as_nanos() as u64);
-        if !progress.ack(
-            sink,
-            Ack {
-                record: rec,
-                flushed_ns,
-            },
-        ) {
+            .record_ns(flushed_ns.saturating_sub(batch[0].rec.write_time_ns));
+        acks.clear();
+        acks.extend(batch.iter().map(|p| Ack {
+            record: p.rec,
+            flushed_ns,
+        }));
+        if !progress.ack(io.sink, &acks) {
             return;
         }
-        pipe.put_free(Prepared { buf, rec });
+        pipe.put_free_all(&mut batch);
+    }
+}
+
+fn failure(during: &'static str, record: RecordId, e: std::io::Error) -> Failure {
+    Failure {
+        during,
+        record,
+        error: e.to_string(),
+        raw_os_error: e.raw_os_error(),
     }
 }

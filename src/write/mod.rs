@@ -12,16 +12,18 @@ pub mod engine;
 mod events;
 mod pipe;
 pub mod plan;
+mod stamp;
 mod status;
 pub mod summary;
 pub mod target;
+mod xof;
 
 use crate::device::{FlushMethod, OpenOptions, identity, safety};
 use crate::model::{Ack, Placement, RunDescriptor, WriterSettings};
 use crate::record::{FORMAT_VERSION, RunId};
 use crate::units::SizeRange;
 use crate::witness::client::{AckSender, ClientOptions};
-use engine::{AckSink, Progress, run_streams};
+use engine::{AckSink, Progress, run_streams_batched};
 use plan::{Plan, PlanError};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -48,6 +50,8 @@ pub struct WriteOptions {
     pub placement: Placement,
     /// Writer threads, each with an equal, disjoint share of the region.
     pub streams: u16,
+    /// Records each stream writes before one flush covers them all (queue depth).
+    pub batch: usize,
     pub flush: FlushMethod,
     /// O_DIRECT (true) or through the page cache.
     pub direct: bool,
@@ -105,6 +109,9 @@ pub enum WriteError {
 impl AckSink for AckSender {
     fn push(&self, ack: Ack) {
         AckSender::push(self, ack)
+    }
+    fn push_all(&self, acks: &[Ack]) {
+        AckSender::push_all(self, acks)
     }
 }
 
@@ -185,7 +192,7 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        run_streams(&dev, &plan, &sender, &STOP, &progress);
+        run_streams_batched(&dev, &plan, o.batch, &sender, &STOP, &progress);
         streams_done.store(true, Ordering::SeqCst);
         if let Some(st) = &status {
             st.stop();
@@ -307,13 +314,18 @@ fn prepare(o: &WriteOptions, tp: &TargetPlan) -> Result<crate::device::FileDevic
 /// The run's first line on stderr: what is written where, and how.
 fn announce(o: &WriteOptions, plan: &Plan, device: &identity::DeviceIdentity) {
     events::say(&format!(
-        "started run {} -> {} ({}), region {} at offset {}, {} stream(s), flush {}, {}, seed {}",
+        "started run {} -> {} ({}), region {} at offset {}, {} stream(s){}, flush {}, {}, seed {}",
         plan.run,
         o.target.display(),
         describe(device),
         crate::units::fmt_bytes(plan.region_bytes),
         o.offset_bytes,
         o.streams,
+        if o.batch > 1 {
+            format!(", {} records per flush", o.batch)
+        } else {
+            String::new()
+        },
         o.flush.name(),
         if o.direct { "O_DIRECT" } else { "buffered" },
         plan.seed,

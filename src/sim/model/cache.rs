@@ -8,6 +8,7 @@
 use super::{Model, Pending, SECTOR_U64};
 use crate::record::SECTOR;
 use crate::sim::oracle::Event;
+use crate::sim::profile::Kind;
 use std::io;
 
 /// The span from the first to the last sector of `p` still in cache only.
@@ -126,5 +127,36 @@ impl Model {
             self.destage_all(id)?;
         }
         Ok(())
+    }
+
+    /// Writes in flight together land in any order: with chance `batch_reorder_p`, one
+    /// cached unflushed write other than the oldest reaches media now, ahead of the
+    /// oldest, and the oracle says so. Only unflushed writes: what a flush covered is
+    /// the profile's business (an honest drive has it on media already).
+    pub(super) fn reorder_unflushed(&mut self) -> io::Result<()> {
+        if self.profile.kind == Kind::HonestPlp {
+            return Ok(());
+        }
+        let unflushed: Vec<u64> = self
+            .cache
+            .pending
+            .iter()
+            .filter(|(_, p)| !p.flushed && !p.stuck && p.remaining.iter().any(|&r| r))
+            .map(|(&id, _)| id)
+            .collect();
+        if unflushed.len() < 2 || !self.rng_io.chance(self.profile.batch_reorder_p) {
+            return Ok(());
+        }
+        let oldest = unflushed[0];
+        let write = unflushed[1 + self.rng_io.below(unflushed.len() as u64 - 1) as usize];
+        let (offset, bytes) = cached_span(&self.cache.pending[&write]);
+        let len = bytes.len() as u64;
+        self.emit(Event::Reordered {
+            write,
+            ahead_of: oldest,
+            offset,
+            len,
+        })?;
+        self.destage_all(write)
     }
 }

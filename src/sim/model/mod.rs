@@ -412,6 +412,9 @@ impl Model {
             }
             self.destage(id, 0..k)?;
         }
+        if self.profile.batch_reorder_p > 0.0 {
+            self.reorder_unflushed()?;
+        }
         if self.profile.kind == Kind::Lying {
             self.shrink_cache()?;
         }

@@ -84,6 +84,17 @@ fn check_event(ev: &Event, seen: &mut LogSeen, size_bytes: u64) -> Result<(), In
             ensure(*write > 0, "oracle write", || "names write 0".into())?;
             sector_range("oracle range", *offset, *len, size_bytes)?;
         }
+        Event::Reordered {
+            write,
+            ahead_of,
+            offset,
+            len,
+        } => {
+            ensure(*ahead_of > 0 && write > ahead_of, "oracle reorder", || {
+                format!("write {write} cannot land ahead of write {ahead_of}")
+            })?;
+            sector_range("oracle range", *offset, *len, size_bytes)?;
+        }
         Event::HoleWitness { fault } => {
             ensure(seen.open_holes.remove(fault), "oracle hole witness", || {
                 format!("fault {fault} is no unwitnessed hole of this session")

@@ -102,6 +102,17 @@ pub enum Event {
     /// Held fault `fault` became a real ordering hole: a write submitted after its flush
     /// completed reached media.
     HoleWitness { fault: u64 },
+    /// Unflushed write `write` reached media over [offset, offset+len) while the older
+    /// unflushed write `ahead_of` was still in cache only: writes in flight together
+    /// landed out of order (profile option `batch_reorder_p`). Not a fault: neither
+    /// write was flushed, so neither can have been acknowledged; a cut now may leave the
+    /// newer one without the older.
+    Reordered {
+        write: u64,
+        ahead_of: u64,
+        offset: u64,
+        len: u64,
+    },
     /// A deterministic cut (SIGKILL leaves no such line; resolve does not need it).
     Cut,
 }

@@ -192,6 +192,25 @@ impl AckSender {
         self.shared.cv_push.notify_all();
     }
 
+    /// Queues a flushed batch in order, under one lock while the queue has room (the
+    /// writer's `--batch`); like `push`, waits only for `max_unconfirmed`.
+    pub fn push_all(&self, acks: &[Ack]) {
+        let sh = &*self.shared;
+        let mut g = lock(sh);
+        for &ack in acks {
+            while g.pending.len() >= sh.opts.max_unconfirmed && !g.stop && !g.pushers_released {
+                g.pusher_waiting = true;
+                g = sh.cv_push.wait(g).unwrap_or_else(|p| p.into_inner());
+            }
+            g.pending.push_back(ack);
+            g.pushed += 1;
+        }
+        if g.sender_waiting {
+            g.sender_waiting = false;
+            sh.cv_send.notify_one();
+        }
+    }
+
     pub fn stats(&self) -> SenderStats {
         stats_of(&lock(&self.shared))
     }
