@@ -22,8 +22,12 @@ pub const MAX_ACKS_PER_FRAME: usize = 65_536;
 pub const HELLO_FLAG_RESUME: u16 = 1;
 /// Magic of the log file header frame.
 pub const LOG_MAGIC: [u8; 8] = *b"PPACKLOG";
-/// Log file format version.
-pub const LOG_VERSION: u16 = 1;
+/// Log file format version written. Version 2 logs may hold CompactAcks frames; readers
+/// accept every version from [`LOG_VERSION_PLAIN`] on.
+pub const LOG_VERSION: u16 = 2;
+/// The oldest log format version read: Acks frames only. A log with this header is
+/// appended to in the same format, so the plugpull that wrote it can still read it.
+pub const LOG_VERSION_PLAIN: u16 = 1;
 /// How the witness's Error answer to a device-key Fetch it has no run for begins. The
 /// frame carries only text, so the fetcher tells this answer from other refusals by it.
 pub const NO_RUN_FOR_DEVICE: &str = "no run for device";
@@ -390,6 +394,11 @@ impl Msg {
             FrameType::Acks => {
                 let mut acks = Vec::new();
                 let first = decode_acks_into(p, &mut acks)?;
+                Msg::Acks { first, acks }
+            }
+            FrameType::CompactAcks => {
+                let mut acks = Vec::new();
+                let first = crate::wire::compact::decode_compact_into(p, &mut acks)?;
                 Msg::Acks { first, acks }
             }
             FrameType::Durable => Msg::Durable {
