@@ -6,9 +6,11 @@
 //! size; only the two times carry information, and they are close to the previous
 //! flush. So a frame names each stream once (a "lane": stream, first seq, first offset,
 //! first size) and then, per ack, the lane, the size change and the two times as
-//! zigzag deltas packed at the frame's bit widths. Nothing is rounded: decoding gives
-//! back exactly the acks encoded (the write time is part of every sector's stamp, and
-//! verify regenerates the bytes from it).
+//! deltas packed at the frame's bit widths, each field's width chosen so the frame is
+//! smallest: the few values that need more bits (a preempted writer, a slow flush) keep
+//! their high bits in an exception list instead of widening every ack. Nothing is
+//! rounded: decoding gives back exactly the acks encoded (the write time is part of
+//! every sector's stamp, and verify regenerates the bytes from it).
 //!
 //! Why a new frame type beside `Acks` and not a new `Acks` layout: old logs and old
 //! peers stay readable, and the decoder yields the same `Msg::Acks` either way, so no
@@ -18,10 +20,12 @@
 //!
 //! Payload layout (little endian; docs/protocol.md has it byte by byte):
 //! ```text
-//! first u64 | count u32 | lanes u8 | w_sectors u8 | w_write u8 | w_flush u8 | base_ns u64
+//! first u64 | count u32 | exceptions u32 | lanes u8 | w_sectors u8 | w_write u8 |
+//!   w_flush u8 | base_ns u64
 //! lanes x (stream u16 | sectors u32 | seq u64 | offset u64)
 //! bit stream, LSB first: per ack lane (ceil log2 lanes bits), d_sectors, d_write, d_flush
 //! zero bits up to the next byte
+//! exceptions x (ack u32 | field u8 | high bits u64)
 //! ```
 
 use crate::model::Ack;
@@ -30,7 +34,12 @@ use crate::wire::frame::{self, FrameType};
 use crate::wire::msg::{ACK_ENTRY_BYTES, DecodeError, MAX_ACKS_PER_FRAME, encode_acks_into};
 
 /// Bytes before the lane table.
-pub const COMPACT_HEADER_BYTES: usize = 24;
+pub const COMPACT_HEADER_BYTES: usize = 28;
+/// Bytes of one exception: u32 ack index, u8 field, u64 high bits.
+pub const EXCEPTION_BYTES: usize = 13;
+/// Flag in a width byte: the field's values are zigzag-encoded differences (else the
+/// plain difference modulo 2^64).
+pub const WIDTH_ZIGZAG: u8 = 0x80;
 /// Bytes of one lane in the lane table.
 pub const LANE_BYTES: usize = 22;
 /// Most lanes (streams) one compact frame may name.
@@ -75,17 +84,60 @@ struct Plan {
     n: usize,
     base_ns: u64,
     lanes: Vec<(u16, u32, u64, u64)>,
-    /// Per ack: lane, zigzag sector change, zigzag write delta, zigzag flush delta.
+    /// Per ack: lane, then the sector change, write delta and flush delta as stored
+    /// (zigzag or not, as `widths` says), whole: the bits past the width are exceptions.
     fields: Vec<[u64; 4]>,
+    /// Width bytes: bits stored per ack, | [`WIDTH_ZIGZAG`].
     widths: [u8; 3],
+    exceptions: usize,
 }
 
 impl Plan {
     fn payload_bytes(&self) -> usize {
-        let per_ack = lane_bits(self.lanes.len()) as usize
-            + self.widths.iter().map(|&w| w as usize).sum::<usize>();
-        COMPACT_HEADER_BYTES + LANE_BYTES * self.lanes.len() + (self.n * per_ack).div_ceil(8)
+        payload_bytes(self.n, self.lanes.len(), self.widths, self.exceptions)
     }
+}
+
+/// Bits per ack of the bit stream.
+fn bits_per_ack(lanes: usize, widths: [u8; 3]) -> usize {
+    lane_bits(lanes) as usize
+        + widths
+            .iter()
+            .map(|&w| (w & !WIDTH_ZIGZAG) as usize)
+            .sum::<usize>()
+}
+
+/// The exact payload size of a frame of this shape.
+fn payload_bytes(n: usize, lanes: usize, widths: [u8; 3], exceptions: usize) -> usize {
+    COMPACT_HEADER_BYTES
+        + LANE_BYTES * lanes
+        + (n * bits_per_ack(lanes, widths)).div_ceil(8)
+        + EXCEPTION_BYTES * exceptions
+}
+
+/// For the raw differences `d` of one field: whether to zigzag them, the width that
+/// makes the frame smallest (an ack whose value needs more bits costs an exception),
+/// and how many exceptions that leaves. Returns the width byte and the exceptions.
+fn choose_width(d: impl Iterator<Item = u64> + Clone) -> (u8, usize) {
+    let mut best = (0u8, usize::MAX, usize::MAX);
+    for zz in [false, true] {
+        let mut hist = [0usize; 65];
+        let mut n = 0;
+        for v in d.clone() {
+            hist[bits(if zz { zigzag(v as i64) } else { v }) as usize] += 1;
+            n += 1;
+        }
+        // above[w] = values needing more than w bits.
+        let mut above = n;
+        for (w, &h) in hist.iter().enumerate() {
+            above -= h;
+            let cost = n * w + above * EXCEPTION_BYTES * 8;
+            if cost < best.1 {
+                best = (w as u8 | if zz { WIDTH_ZIGZAG } else { 0 }, cost, above);
+            }
+        }
+    }
+    (best.0, best.2)
 }
 
 /// The longest prefix of `acks` (at most [`ENCODER_ACKS_PER_FRAME`]) one compact frame
@@ -95,7 +147,6 @@ fn plan(acks: &[Ack]) -> Plan {
     let base_ns = acks[0].record.write_time_ns;
     let mut lanes: Vec<Lane> = Vec::new();
     let mut fields = Vec::new();
-    let mut widths = [0u8; 3];
     for a in acks.iter().take(ENCODER_ACKS_PER_FRAME) {
         let r = &a.record;
         let li = match lanes.iter().position(|l| l.stream == r.stream) {
@@ -124,16 +175,12 @@ fn plan(acks: &[Ack]) -> Plan {
             break;
         };
         let l = &mut lanes[li];
-        let f = [
+        fields.push([
             li as u64,
-            zigzag(r.sectors as i64 - l.sectors as i64),
-            zigzag(r.write_time_ns.wrapping_sub(l.prev_ns) as i64),
-            zigzag(a.flushed_ns.wrapping_sub(r.write_time_ns) as i64),
-        ];
-        for k in 0..3 {
-            widths[k] = widths[k].max(bits(f[k + 1]));
-        }
-        fields.push(f);
+            (r.sectors as u64).wrapping_sub(l.sectors as u64),
+            r.write_time_ns.wrapping_sub(l.prev_ns),
+            a.flushed_ns.wrapping_sub(r.write_time_ns),
+        ]);
         l.sectors = r.sectors;
         l.next_seq = Some(next_seq);
         l.next_offset = next_offset;
@@ -147,12 +194,25 @@ fn plan(acks: &[Ack]) -> Plan {
             table.push((r.stream, r.sectors, r.seq, r.offset));
         }
     }
+    let mut widths = [0u8; 3];
+    let mut exceptions = 0;
+    for k in 0..3 {
+        let (w, e) = choose_width(fields.iter().map(|f| f[k + 1]));
+        widths[k] = w;
+        exceptions += e;
+        if w & WIDTH_ZIGZAG != 0 {
+            fields
+                .iter_mut()
+                .for_each(|f| f[k + 1] = zigzag(f[k + 1] as i64));
+        }
+    }
     Plan {
         n: fields.len(),
         base_ns,
         lanes: table,
         fields,
         widths,
+        exceptions,
     }
 }
 
@@ -186,6 +246,7 @@ fn encode_plan(out: &mut Vec<u8>, first: u64, p: &Plan) {
     out.reserve(p.payload_bytes() + frame::CRC_BYTES);
     out.extend_from_slice(&first.to_le_bytes());
     out.extend_from_slice(&(p.n as u32).to_le_bytes());
+    out.extend_from_slice(&(p.exceptions as u32).to_le_bytes());
     out.push(p.lanes.len() as u8);
     out.extend_from_slice(&p.widths);
     out.extend_from_slice(&p.base_ns.to_le_bytes());
@@ -201,13 +262,27 @@ fn encode_plan(out: &mut Vec<u8>, first: u64, p: &Plan) {
         acc: 0,
         nbits: 0,
     };
-    for f in &p.fields {
+    let mut exceptions = Vec::with_capacity(p.exceptions);
+    for (i, f) in p.fields.iter().enumerate() {
         w.put(f[0], wl);
-        w.put(f[1], p.widths[0]);
-        w.put(f[2], p.widths[1]);
-        w.put(f[3], p.widths[2]);
+        for k in 0..3 {
+            let width = p.widths[k] & !WIDTH_ZIGZAG;
+            let v = f[k + 1];
+            if width == 64 || v >> width == 0 {
+                w.put(v, width);
+            } else {
+                w.put(v & ((1u64 << width) - 1), width);
+                exceptions.push((i as u32, k as u8, v >> width));
+            }
+        }
     }
     w.finish();
+    debug_assert_eq!(exceptions.len(), p.exceptions);
+    for (i, k, high) in exceptions {
+        out.extend_from_slice(&i.to_le_bytes());
+        out.push(k);
+        out.extend_from_slice(&high.to_le_bytes());
+    }
     frame::end_frame(out, start);
 }
 
@@ -292,32 +367,59 @@ fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
     let u64_at = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
     let first = u64_at(0);
     let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
-    let nlanes = p[12] as usize;
-    let widths = [p[13], p[14], p[15]];
-    let base_ns = u64_at(16);
+    let nexc = u32::from_le_bytes(p[12..16].try_into().unwrap()) as usize;
+    let nlanes = p[16] as usize;
+    let widths = [p[17], p[18], p[19]];
+    let base_ns = u64_at(20);
     if count == 0 || count > MAX_ACKS_PER_FRAME {
         malformed!("{count} acks (1 to {MAX_ACKS_PER_FRAME} allowed)");
     }
     if nlanes == 0 || nlanes > MAX_LANES || nlanes > count {
         malformed!("{nlanes} lanes for {count} acks (1 to {MAX_LANES}, at most one per ack)");
     }
-    if widths.iter().any(|&w| w > 64) {
+    if widths.iter().any(|&w| w & !WIDTH_ZIGZAG > 64) {
         malformed!("bit widths {widths:?} exceed 64");
+    }
+    if nexc > 3 * count {
+        malformed!("{nexc} exceptions for {count} acks");
     }
     if first.checked_add(count as u64).is_none() {
         malformed!("numbering overflows (first {first}, count {count})");
     }
     let wl = lane_bits(nlanes);
-    let per_ack = wl as usize + widths.iter().map(|&w| w as usize).sum::<usize>();
+    let per_ack = bits_per_ack(nlanes, widths);
     let table_end = COMPACT_HEADER_BYTES + nlanes * LANE_BYTES;
-    let want = table_end + (count * per_ack).div_ceil(8);
+    let want = payload_bytes(count, nlanes, widths, nexc);
     if p.len() != want {
         malformed!(
-            "{count} acks in {nlanes} lanes at {per_ack} bits each need {want} bytes, \
-             the payload is {}",
+            "{count} acks in {nlanes} lanes at {per_ack} bits each, {nexc} exceptions, \
+             need {want} bytes, the payload is {}",
             p.len()
         );
     }
+    let bits_end = want - nexc * EXCEPTION_BYTES;
+    let mut exceptions = Vec::with_capacity(nexc);
+    for e in p[bits_end..].chunks_exact(EXCEPTION_BYTES) {
+        let i = u32::from_le_bytes(e[..4].try_into().unwrap()) as usize;
+        let k = e[4] as usize;
+        let high = u64::from_le_bytes(e[5..13].try_into().unwrap());
+        let w = (widths.get(k).copied().unwrap_or(0) & !WIDTH_ZIGZAG) as u32;
+        if i >= count || k > 2 {
+            malformed!("exception for ack {i} field {k} is outside the frame");
+        }
+        // High bits above a width of w must fit in the 64 - w bits left (any do at 0).
+        if high == 0 || w == 64 || (w > 0 && high >> (64 - w) != 0) {
+            malformed!("exception for ack {i} field {k} does not fit above {w} bits");
+        }
+        if exceptions
+            .last()
+            .is_some_and(|&(pi, pk, _)| (pi, pk) >= (i, k))
+        {
+            malformed!("exceptions are not in ack and field order");
+        }
+        exceptions.push((i, k, high << w));
+    }
+    let mut exceptions = exceptions.into_iter().peekable();
     let mut lanes: Vec<Lane> = p[COMPACT_HEADER_BYTES..table_end]
         .chunks_exact(LANE_BYTES)
         .map(|e| Lane {
@@ -330,7 +432,7 @@ fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
         .collect();
     let mut used = [false; MAX_LANES];
     let mut bits = BitReader {
-        p: &p[table_end..],
+        p: &p[table_end..bits_end],
         at: 0,
         acc: 0,
         nbits: 0,
@@ -338,15 +440,24 @@ fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
     into.reserve(count);
     for k in 0..count {
         let li = bits.get(wl) as usize;
-        let (ds, dw, df) = (
-            bits.get(widths[0]),
-            bits.get(widths[1]),
-            bits.get(widths[2]),
-        );
+        let mut d = [0u64; 3];
+        for (f, v) in d.iter_mut().enumerate() {
+            let w = widths[f];
+            let mut raw = bits.get(w & !WIDTH_ZIGZAG);
+            if let Some((_, _, high)) = exceptions.next_if(|&(i, kf, _)| (i, kf) == (k, f)) {
+                raw |= high;
+            }
+            *v = if w & WIDTH_ZIGZAG != 0 {
+                unzigzag(raw) as u64
+            } else {
+                raw
+            };
+        }
+        let [ds, dw, df] = d;
         let Some(l) = lanes.get_mut(li) else {
             malformed!("ack {k} names lane {li} of {nlanes}");
         };
-        let Ok(sectors) = u32::try_from(l.sectors as i64 + unzigzag(ds)) else {
+        let Ok(sectors) = u32::try_from((l.sectors as u64).wrapping_add(ds)) else {
             malformed!("ack {k}'s size is out of range");
         };
         let (Some(seq), Some(len_bytes)) =
@@ -360,8 +471,8 @@ fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
         let Some(end) = offset.checked_add(len_bytes) else {
             malformed!("ack {} ends past the largest byte offset", first + k as u64);
         };
-        let write_time_ns = l.prev_ns.wrapping_add(unzigzag(dw) as u64);
-        let flushed_ns = write_time_ns.wrapping_add(unzigzag(df) as u64);
+        let write_time_ns = l.prev_ns.wrapping_add(dw);
+        let flushed_ns = write_time_ns.wrapping_add(df);
         into.push(Ack {
             record: RecordId {
                 stream: l.stream,
@@ -391,20 +502,20 @@ fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
 /// with `p` has a shape the encoder writes: for module `scan`'s resynchronisation.
 pub fn plausible(len: usize, p: &[u8]) -> bool {
     let payload = len - 1;
-    if payload < COMPACT_HEADER_BYTES || p.len() < 16 {
+    if payload < COMPACT_HEADER_BYTES || p.len() < 20 {
         return false;
     }
     let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
-    let nlanes = p[12] as usize;
-    let widths = [p[13], p[14], p[15]];
+    let nexc = u32::from_le_bytes(p[12..16].try_into().unwrap()) as usize;
+    let nlanes = p[16] as usize;
+    let widths = [p[17], p[18], p[19]];
     if count == 0 || count > MAX_ACKS_PER_FRAME || nlanes == 0 || nlanes > MAX_LANES {
         return false;
     }
-    if widths.iter().any(|&w| w > 64) {
+    if widths.iter().any(|&w| w & !WIDTH_ZIGZAG > 64) || nexc > 3 * count {
         return false;
     }
-    let per_ack = lane_bits(nlanes) as usize + widths.iter().map(|&w| w as usize).sum::<usize>();
-    payload == COMPACT_HEADER_BYTES + nlanes * LANE_BYTES + (count * per_ack).div_ceil(8)
+    payload == payload_bytes(count, nlanes, widths, nexc)
 }
 
 #[cfg(test)]

@@ -198,7 +198,9 @@ fn extreme_values_round_trip() {
 
 /// A compact frame of a few acks, and its payload's offset in it.
 fn sample_frame() -> (Vec<u8>, Vec<Ack>) {
-    let acks = sequential_acks(50, 3, &[8, 16], 1_000, (2_000, 90_000), &mut Mix(4));
+    let mut acks = sequential_acks(50, 3, &[8, 16], 1_000, (2_000, 90_000), &mut Mix(4));
+    // A stall: its flush delta, and the next write after it, need exceptions.
+    acks[10].flushed_ns += 1 << 40;
     let mut out = Vec::new();
     encode_acks_compact_into(&mut out, 0, &acks);
     assert_eq!(decode_all(&out).1, vec![FrameType::CompactAcks]);
@@ -249,20 +251,49 @@ fn decoder_refuses_every_malformed_payload() {
         decode_compact_into(&q, &mut into)
     };
     assert!(edit(8, 49).is_err() && edit(9, 1).is_err(), "count changed");
-    assert!(edit(12, 0).is_err(), "no lanes");
-    assert!(edit(12, MAX_LANES as u8 + 1).is_err(), "too many lanes");
-    assert!(edit(13, 65).is_err(), "width above 64");
+    assert!(edit(12, p[12] + 1).is_err(), "exception count changed");
+    assert!(edit(16, 0).is_err(), "no lanes");
+    assert!(edit(16, MAX_LANES as u8 + 1).is_err(), "too many lanes");
+    assert!(edit(17, 65).is_err(), "width above 64");
+    assert!(
+        edit(17, WIDTH_ZIGZAG | 65).is_err(),
+        "zigzag width above 64"
+    );
+    let nexc = p[12] as usize;
+    assert!(nexc >= 2, "the sample frame has exceptions to edit");
+    let bits_end = p.len() - nexc * EXCEPTION_BYTES;
     // Nonzero padding: the last byte's unused high bits.
-    let per_ack = 2 + p[13] as usize + p[14] as usize + p[15] as usize;
-    let used = 50 * per_ack % 8;
-    if used != 0 {
+    let per_ack = bits_per_ack(3, [p[17], p[18], p[19]]);
+    if 50 * per_ack % 8 != 0 {
         let mut q = p.to_vec();
-        *q.last_mut().unwrap() |= 0x80;
+        q[bits_end - 1] |= 0x80;
         assert!(decode_compact_into(&q, &mut vec![]).is_err(), "padding");
     }
+    let exc = |e: usize, at: usize, v: u8| {
+        let mut q = p.to_vec();
+        q[bits_end + e * EXCEPTION_BYTES + at] = v;
+        decode_compact_into(&q, &mut vec![])
+    };
+    assert!(exc(0, 4, 3).is_err(), "field 3");
+    assert!(exc(0, 0, 50).is_err(), "ack past the frame");
+    // The second exception moved before the first: out of order.
+    assert!(exc(1, 0, 0).is_err() || p[bits_end] == 0, "out of order");
+    let mut q = p.to_vec();
+    q[bits_end + 5..bits_end + 13].copy_from_slice(&[0; 8]);
+    assert!(
+        decode_compact_into(&q, &mut vec![]).is_err(),
+        "zero high bits"
+    );
+    let w = (p[17 + p[bits_end + 4] as usize] & !WIDTH_ZIGZAG) as u32;
+    q[bits_end + 5..bits_end + 13].copy_from_slice(&(1u64 << (64 - w)).to_le_bytes());
+    assert!(
+        decode_compact_into(&q, &mut vec![]).is_err(),
+        "high bits past u64"
+    );
     // A lane index past the lanes: 3 lanes in 2 bits leave index 3 free.
     let mut q = p.to_vec();
     let bits_at = COMPACT_HEADER_BYTES + 3 * LANE_BYTES;
+    assert_eq!(p[16], 3, "three lanes");
     q[bits_at] |= 3;
     assert!(decode_compact_into(&q, &mut vec![]).is_err(), "lane 3 of 3");
     // An offset that makes a record end past u64::MAX.
@@ -284,6 +315,6 @@ fn plausible_accepts_what_the_encoder_writes_and_little_else() {
     assert!(!plausible(len + 1, &p[..24]));
     assert!(!plausible(len - 1, &p[..24]));
     let mut q = p[..24].to_vec();
-    q[12] = 0;
+    q[16] = 0;
     assert!(!plausible(len, &q));
 }
