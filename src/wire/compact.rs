@@ -115,29 +115,41 @@ fn payload_bytes(n: usize, lanes: usize, widths: [u8; 3], exceptions: usize) -> 
         + EXCEPTION_BYTES * exceptions
 }
 
-/// For the raw differences `d` of one field: whether to zigzag them, the width that
-/// makes the frame smallest (an ack whose value needs more bits costs an exception),
-/// and how many exceptions that leaves. Returns the width byte and the exceptions.
-fn choose_width(d: impl Iterator<Item = u64> + Clone) -> (u8, usize) {
-    let mut best = (0u8, usize::MAX, usize::MAX);
-    for zz in [false, true] {
-        let mut hist = [0usize; 65];
-        let mut n = 0;
-        for v in d.clone() {
-            hist[bits(if zz { zigzag(v as i64) } else { v }) as usize] += 1;
-            n += 1;
-        }
-        // above[w] = values needing more than w bits.
-        let mut above = n;
-        for (w, &h) in hist.iter().enumerate() {
-            above -= h;
-            let cost = n * w + above * EXCEPTION_BYTES * 8;
-            if cost < best.1 {
-                best = (w as u8 | if zz { WIDTH_ZIGZAG } else { 0 }, cost, above);
-            }
+/// For the raw differences of each field (`fields[i][1..4]`): whether to zigzag them,
+/// and the width that makes the frame smallest (an ack whose value needs more bits costs
+/// an exception). Returns the width bytes and the number of exceptions. One pass over
+/// the acks: the witness runs this for every ack it commits.
+fn choose_widths(fields: &[[u64; 4]]) -> ([u8; 3], usize) {
+    // hist[k][zz][b]: values of field k needing b bits, plain (zz = 0) or zigzag.
+    let mut hist = [[[0usize; 65]; 2]; 3];
+    for f in fields {
+        for k in 0..3 {
+            let v = f[k + 1];
+            hist[k][0][bits(v) as usize] += 1;
+            hist[k][1][bits(zigzag(v as i64)) as usize] += 1;
         }
     }
-    (best.0, best.2)
+    let n = fields.len();
+    let mut widths = [0u8; 3];
+    let mut exceptions = 0;
+    for k in 0..3 {
+        let mut best = (0u8, usize::MAX, 0usize);
+        for zz in 0..2 {
+            // Values needing more than w bits, for w = 0, 1, ...
+            let mut above = n;
+            for (w, &h) in hist[k][zz].iter().enumerate() {
+                above -= h;
+                let cost = n * w + above * EXCEPTION_BYTES * 8;
+                if cost < best.1 {
+                    let flag = if zz == 1 { WIDTH_ZIGZAG } else { 0 };
+                    best = (w as u8 | flag, cost, above);
+                }
+            }
+        }
+        widths[k] = best.0;
+        exceptions += best.2;
+    }
+    (widths, exceptions)
 }
 
 /// The longest prefix of `acks` (at most [`ENCODER_ACKS_PER_FRAME`]) one compact frame
@@ -194,16 +206,12 @@ fn plan(acks: &[Ack]) -> Plan {
             table.push((r.stream, r.sectors, r.seq, r.offset));
         }
     }
-    let mut widths = [0u8; 3];
-    let mut exceptions = 0;
-    for k in 0..3 {
-        let (w, e) = choose_width(fields.iter().map(|f| f[k + 1]));
-        widths[k] = w;
-        exceptions += e;
+    let (widths, exceptions) = choose_widths(&fields);
+    for (k, w) in widths.iter().enumerate() {
         if w & WIDTH_ZIGZAG != 0 {
-            fields
-                .iter_mut()
-                .for_each(|f| f[k + 1] = zigzag(f[k + 1] as i64));
+            for f in &mut fields {
+                f[k + 1] = zigzag(f[k + 1] as i64);
+            }
         }
     }
     Plan {
@@ -299,6 +307,18 @@ pub fn encode_acks_compact_into(out: &mut Vec<u8>, first: u64, acks: &[Ack]) {
     };
     let (mut plain_from, mut i) = (0, 0);
     while i < acks.len() {
+        // Random placement: the next ack of the same stream does not continue this one,
+        // so no compact frame can start here; skip planning one (cheap in the witness).
+        if let [a, b, ..] = &acks[i..] {
+            let (a, b) = (&a.record, &b.record);
+            if a.stream == b.stream
+                && (Some(b.seq) != a.seq.checked_add(1)
+                    || Some(b.offset) != a.offset.checked_add(a.len_bytes()))
+            {
+                i += 1;
+                continue;
+            }
+        }
         let p = plan(&acks[i..]);
         if p.n > 0 && p.payload_bytes() + frame::MIN_FRAME_BYTES < p.n * ACK_ENTRY_BYTES {
             flush_plain(out, plain_from, i);
