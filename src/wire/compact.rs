@@ -134,10 +134,10 @@ fn choose_widths(fields: &[[u64; 4]]) -> ([u8; 3], usize) {
     let mut exceptions = 0;
     for k in 0..3 {
         let mut best = (0u8, usize::MAX, 0usize);
-        for zz in 0..2 {
+        for (zz, counts) in hist[k].iter().enumerate() {
             // Values needing more than w bits, for w = 0, 1, ...
             let mut above = n;
-            for (w, &h) in hist[k][zz].iter().enumerate() {
+            for (w, &h) in counts.iter().enumerate() {
                 above -= h;
                 let cost = n * w + above * EXCEPTION_BYTES * 8;
                 if cost < best.1 {
