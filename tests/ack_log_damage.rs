@@ -322,7 +322,7 @@ fn hand_edited_log_is_detected_with(placement: &str, ty: frame::FrameType) {
     };
     acks.pop();
     let mut edited = full[..start].to_vec();
-    plugpull::wire::compact::encode_acks_compact_into(&mut edited, first, &acks);
+    plugpull::wire::msg::encode_acks_compact_into(&mut edited, first, &acks);
     edited.extend_from_slice(&full[start + len..]);
     fs::write(&log, &edited).unwrap();
     let v = verify_file(&target, &log);

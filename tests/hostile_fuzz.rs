@@ -126,7 +126,7 @@ fn interleaved_acks(n: u64) -> Vec<Ack> {
 /// `acks` as the witness's log stores them (CompactAcks where smaller).
 fn compact_frames(acks: &[Ack]) -> Vec<u8> {
     let mut out = Vec::new();
-    plugpull::wire::compact::encode_acks_compact_into(&mut out, 0, acks);
+    plugpull::wire::msg::encode_acks_compact_into(&mut out, 0, acks);
     out
 }
 

@@ -337,7 +337,7 @@ fn compact_acks_from_a_writer_are_refused() {
     let path = log_path(&w.dir, descriptor().run_id);
     let acks: Vec<Ack> = (10..20).map(good).collect();
     let mut bytes = Vec::new();
-    plugpull::wire::compact::encode_acks_compact_into(&mut bytes, 10, &acks);
+    plugpull::wire::msg::encode_acks_compact_into(&mut bytes, 10, &acks);
     assert_eq!(frame_types(&bytes), vec![FrameType::CompactAcks]);
     r.s.write_all(&bytes).unwrap();
     let Some(Msg::Error { message }) = r.next() else {

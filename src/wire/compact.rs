@@ -15,8 +15,9 @@
 //! Why a new frame type beside `Acks` and not a new `Acks` layout: old logs and old
 //! peers stay readable, and the decoder yields the same `Msg::Acks` either way, so no
 //! reader downstream knows which encoding a log used. The encoder
-//! ([`encode_acks_compact_into`]) falls back to plain `Acks` frames wherever the
-//! compact form would not be smaller (random placement, a single ack).
+//! (`msg::encode_acks_compact_into`, which owns the plain frames; this module does not use
+//! `msg`, so the two files import in one direction) falls back to plain `Acks` frames
+//! wherever the compact form would not be smaller (random placement, a single ack).
 //!
 //! Payload layout (little endian; docs/protocol.md has it byte by byte):
 //! ```text
@@ -31,7 +32,15 @@
 use crate::model::Ack;
 use crate::record::{RecordId, SECTOR};
 use crate::wire::frame::{self, FrameType};
-use crate::wire::msg::{ACK_ENTRY_BYTES, DecodeError, MAX_ACKS_PER_FRAME, encode_acks_into};
+
+/// Most acks a CompactAcks frame may hold: the same limit as an Acks frame's
+/// (`msg::MAX_ACKS_PER_FRAME`, which `wire::msg` checks is equal; msg uses this module,
+/// so this module does not use msg).
+pub const MAX_ACKS_PER_FRAME: usize = 65_536;
+
+/// Why a CompactAcks payload is malformed (`wire::msg` turns it into a DecodeError).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactError(pub String);
 
 /// Bytes before the lane table.
 pub const COMPACT_HEADER_BYTES: usize = 28;
@@ -294,41 +303,34 @@ fn encode_plan(out: &mut Vec<u8>, first: u64, p: &Plan) {
     frame::end_frame(out, start);
 }
 
-/// Appends frames holding `acks`, numbered from `first`: compact frames for every
-/// stretch where that is smaller, plain `Acks` frames for the rest. Decoding the frames
-/// yields exactly `acks`, in order.
-pub fn encode_acks_compact_into(out: &mut Vec<u8>, first: u64, acks: &[Ack]) {
-    let flush_plain = |out: &mut Vec<u8>, from: usize, to: usize| {
-        let mut at = from;
-        for chunk in acks[from..to].chunks(MAX_ACKS_PER_FRAME) {
-            encode_acks_into(out, first + at as u64, chunk.iter());
-            at += chunk.len();
+/// Plans a compact frame at the start of `acks`. Returns how many acks it would hold
+/// (at least 1) and whether it was written: only when smaller than
+/// `plain_bytes_per_ack` bytes an ack. Acks it was not written for go out plain; the
+/// caller (`msg::encode_acks_compact_into`) then continues after them.
+pub fn encode_frame_if_smaller(
+    out: &mut Vec<u8>,
+    first: u64,
+    acks: &[Ack],
+    plain_bytes_per_ack: usize,
+) -> (usize, bool) {
+    // Random placement: the next ack of the same stream does not continue this one, so
+    // no compact frame can start here; skip planning one (cheap in the witness).
+    if let [a, b, ..] = acks {
+        let (a, b) = (&a.record, &b.record);
+        if a.stream == b.stream
+            && (Some(b.seq) != a.seq.checked_add(1)
+                || Some(b.offset) != a.offset.checked_add(a.len_bytes()))
+        {
+            return (1, false);
         }
-    };
-    let (mut plain_from, mut i) = (0, 0);
-    while i < acks.len() {
-        // Random placement: the next ack of the same stream does not continue this one,
-        // so no compact frame can start here; skip planning one (cheap in the witness).
-        if let [a, b, ..] = &acks[i..] {
-            let (a, b) = (&a.record, &b.record);
-            if a.stream == b.stream
-                && (Some(b.seq) != a.seq.checked_add(1)
-                    || Some(b.offset) != a.offset.checked_add(a.len_bytes()))
-            {
-                i += 1;
-                continue;
-            }
-        }
-        let p = plan(&acks[i..]);
-        if p.n > 0 && p.payload_bytes() + frame::MIN_FRAME_BYTES < p.n * ACK_ENTRY_BYTES {
-            flush_plain(out, plain_from, i);
-            encode_plan(out, first + i as u64, &p);
-            plain_from = i + p.n;
-        }
-        // An ack no compact frame can start with (its end overflows) goes out plain.
-        i += p.n.max(1);
     }
-    flush_plain(out, plain_from, acks.len());
+    let p = plan(acks);
+    if p.n > 0 && p.payload_bytes() + frame::MIN_FRAME_BYTES < p.n * plain_bytes_per_ack {
+        encode_plan(out, first, &p);
+        return (p.n, true);
+    }
+    // An ack no compact frame can start with (its end overflows) goes out plain.
+    (p.n.max(1), false)
 }
 
 /// Reads little-endian bit fields.
@@ -358,17 +360,17 @@ impl BitReader<'_> {
     }
 }
 
-/// Returns a [`DecodeError::Malformed`] naming the compact frame.
+/// Returns a [`CompactError`].
 macro_rules! malformed {
     ($($arg:tt)*) => {
-        return Err(DecodeError::Malformed(format!("CompactAcks: {}", format_args!($($arg)*))))
+        return Err(CompactError(format!("CompactAcks: {}", format_args!($($arg)*))))
     };
 }
 
 /// Decodes a `CompactAcks` payload, appending the acks to `into`; returns the first ack
 /// number. Any payload that is not exactly what the encoder could have written for some
 /// acks is refused (length, widths, lanes, padding, arithmetic past u64).
-pub fn decode_compact_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
+pub fn decode_compact_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, CompactError> {
     let start = into.len();
     let r = decode_inner(p, into);
     if r.is_err() {
@@ -377,7 +379,7 @@ pub fn decode_compact_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeE
     r
 }
 
-fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
+fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, CompactError> {
     if p.len() < COMPACT_HEADER_BYTES {
         malformed!(
             "payload of {} bytes is shorter than its {COMPACT_HEADER_BYTES}-byte header",

@@ -246,7 +246,7 @@ pub fn compact_acks(data: &[u8]) {
 
 fn compact_round_trip(first: u64, acks: &[crate::model::Ack]) {
     let mut out = Vec::new();
-    compact::encode_acks_compact_into(&mut out, first, acks);
+    msg::encode_acks_compact_into(&mut out, first, acks);
     let mut back = Vec::new();
     let mut next = first;
     let mut rest = &out[..];

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::wire::frame::Decoded;
-use crate::wire::msg::Msg;
+use crate::wire::msg::{ACK_ENTRY_BYTES, Msg, encode_acks_compact_into};
 
 /// A small deterministic generator (splitmix64), so every test input is reproducible.
 pub(crate) struct Mix(pub u64);

@@ -8,7 +8,6 @@
 
 use crate::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use crate::wire::auth::Key;
-use crate::wire::compact;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg::{self, LOG_VERSION, LOG_VERSION_PLAIN, Msg};
 use crate::witness::store::error::{StoreResult, invalid};
@@ -147,7 +146,7 @@ impl LogChecker {
                 let first = if t == FrameType::Acks {
                     msg::decode_acks_into(f.payload, scratch)?
                 } else {
-                    compact::decode_compact_into(f.payload, scratch)?
+                    msg::decode_compact_acks_into(f.payload, scratch)?
                 };
                 self.check_numbering(first)?;
                 self.acks += scratch.len() as u64;

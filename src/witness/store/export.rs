@@ -8,8 +8,8 @@
 
 use crate::model::RunLog;
 use crate::wire::auth::Key;
-use crate::wire::compact;
 use crate::wire::frame::{self, FrameType};
+use crate::wire::msg;
 use crate::wire::msg::{LOG_VERSION, Msg};
 use crate::witness::store::error::{Context, StoreResult, invalid};
 use std::fs::File;
@@ -112,7 +112,7 @@ pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> Sto
     let mut first = 0u64;
     for chunk in log.acks.chunks(FILE_ACKS_PER_FRAME) {
         let before = buf.len();
-        compact::encode_acks_compact_into(&mut buf, first, chunk);
+        msg::encode_acks_compact_into(&mut buf, first, chunk);
         out.frames += count_frames(&buf[before..]);
         first += chunk.len() as u64;
         if buf.len() >= 1 << 20 {

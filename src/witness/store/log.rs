@@ -32,7 +32,6 @@
 
 use crate::model::{Ack, RunDescriptor, WitnessEvent};
 use crate::record::RunId;
-use crate::wire::compact;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg::{self, LOG_VERSION, LOG_VERSION_PLAIN, Msg};
 use crate::witness::store::checker::LogChecker;
@@ -323,7 +322,7 @@ impl AckLog {
             return;
         }
         let first = self.appended_acks - self.unencoded.len() as u64;
-        compact::encode_acks_compact_into(&mut self.pending, first, &self.unencoded);
+        msg::encode_acks_compact_into(&mut self.pending, first, &self.unencoded);
         self.unencoded.clear();
         if self.unencoded.capacity() > 1 << 20 {
             self.unencoded.shrink_to(1 << 16);
