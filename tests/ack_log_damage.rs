@@ -5,6 +5,7 @@
 mod common;
 use common::*;
 use plugpull::wire::frame::{self, Decoded};
+use plugpull::wire::msg::Msg;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -14,6 +15,11 @@ use std::time::{Duration, Instant};
 /// /dev/shm), else the default temporary directory.
 fn ram_tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap())
+}
+
+/// Type bytes of the frames that hold acks: Acks and CompactAcks.
+fn holds_acks(ty: u8) -> bool {
+    ty == frame::FrameType::Acks as u8 || ty == frame::FrameType::CompactAcks as u8
 }
 
 /// Byte ranges and types of the frames of a log file, in order, up to the first bad one.
@@ -64,6 +70,11 @@ fn verify_witness(target: &Path, w: &WitnessProc, run_id: &str) -> Run {
 
 /// A complete run of `count` 4 KiB records over 8 MiB; returns its run id.
 fn counted_run(w: &WitnessProc, target: &Path, count: u32) -> String {
+    counted_run_placed(w, target, count, "sequential")
+}
+
+/// [`counted_run`] with the placement given.
+fn counted_run_placed(w: &WitnessProc, target: &Path, count: u32, placement: &str) -> String {
     let r = run([
         "write",
         target.to_str().unwrap(),
@@ -73,6 +84,8 @@ fn counted_run(w: &WitnessProc, target: &Path, count: u32) -> String {
         "8M",
         "--count",
         &count.to_string(),
+        "--placement",
+        placement,
         "--json",
     ]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -100,7 +113,8 @@ fn issue_reproduction(dir: &Path) -> (WitnessProc, String, PathBuf, PathBuf, Pat
             .unwrap()
             .filter_map(|e| e.ok())
             .filter(|e| e.path().extension().is_some_and(|x| x == "acklog"))
-            .any(|e| e.metadata().unwrap().len() > 64 << 10);
+            // About 1600 acks: 64 KiB of plain Acks frames, 8 KiB of CompactAcks.
+            .any(|e| e.metadata().unwrap().len() > 8 << 10);
         if logged && t0.elapsed() > Duration::from_secs(2) {
             break;
         }
@@ -224,7 +238,7 @@ fn log_cut_short_at_frame_boundary_is_detected() {
     fetch(&w, &run_id, &log);
     let full = fs::read(&log).unwrap();
     let fr = frames(&full);
-    let acks: Vec<_> = fr.iter().filter(|f| f.2 == 0x12).collect();
+    let acks: Vec<_> = fr.iter().filter(|f| holds_acks(f.2)).collect();
     assert!(acks.len() >= 3, "{fr:?}");
     // After every Acks frame but the last: a shorter log, cut where a frame ends.
     for a in &acks[..acks.len() - 1] {
@@ -253,9 +267,9 @@ fn spliced_log_is_detected() {
     let (bytes_a, bytes_b) = (fs::read(&log_a).unwrap(), fs::read(&log_b).unwrap());
     let (fa, fb) = (frames(&bytes_a), frames(&bytes_b));
     // A's header, descriptor and first ack frames, then B's frames from the same point
-    // on (B's ack numbers continue A's: both logs frame 4096 acks at a time).
-    let acks_a: Vec<_> = fa.iter().filter(|f| f.2 == 0x12).collect();
-    let acks_b: Vec<_> = fb.iter().filter(|f| f.2 == 0x12).collect();
+    // on (B's ack numbers continue A's: both logs frame their acks alike).
+    let acks_a: Vec<_> = fa.iter().filter(|f| holds_acks(f.2)).collect();
+    let acks_b: Vec<_> = fb.iter().filter(|f| holds_acks(f.2)).collect();
     let keep = acks_a[1].0 + acks_a[1].1;
     let from = acks_b[2].0;
     let mut spliced = bytes_a[..keep].to_vec();
@@ -277,29 +291,43 @@ fn spliced_log_is_detected() {
 
 #[test]
 fn hand_edited_log_is_detected() {
+    // Sequential placement gives CompactAcks frames, random placement plain Acks frames.
+    for (placement, ty) in [
+        ("sequential", frame::FrameType::CompactAcks),
+        ("random", frame::FrameType::Acks),
+    ] {
+        hand_edited_log_is_detected_with(placement, ty);
+    }
+}
+
+fn hand_edited_log_is_detected_with(placement: &str, ty: frame::FrameType) {
     let d = ram_tempdir();
     let w = WitnessProc::start(&d.path().join("w"));
     let target = d.path().join("t.img");
-    let run_id = counted_run(&w, &target, 5_000);
+    let run_id = counted_run_placed(&w, &target, 5_000, placement);
     let log = d.path().join("run.acklog");
     fetch(&w, &run_id, &log);
     let full = fs::read(&log).unwrap();
     let fr = frames(&full);
-    // Drop the last ack of the last Acks frame and fix up its count and checksum, as a
-    // careful editor would: every frame still checks, the numbering still follows, the
-    // events and the end mark stay.
-    let (start, len, _) = *fr.iter().rfind(|f| f.2 == 0x12).unwrap();
-    let payload = &full[start + 5..start + len - 4];
-    let n = u32::from_le_bytes(payload[8..12].try_into().unwrap());
-    let mut p = payload[..payload.len() - 40].to_vec();
-    p[8..12].copy_from_slice(&(n - 1).to_le_bytes());
+    // Drop the last ack of the last ack frame and encode the rest again, as a careful
+    // editor would: every frame still checks, the numbering still follows, the events
+    // and the end mark stay.
+    let (start, len, t) = *fr.iter().rfind(|f| holds_acks(f.2)).unwrap();
+    assert_eq!(t, ty as u8, "{placement}: the frame under test");
+    let Decoded::Frame(f) = frame::decode(&full[start..start + len]) else {
+        unreachable!()
+    };
+    let Ok(Msg::Acks { first, mut acks }) = Msg::decode(&f) else {
+        panic!("{placement}: not acks")
+    };
+    acks.pop();
     let mut edited = full[..start].to_vec();
-    frame::encode_into(&mut edited, frame::FrameType::Acks, &p);
+    plugpull::wire::msg::encode_acks_compact_into(&mut edited, first, &acks);
     edited.extend_from_slice(&full[start + len..]);
     fs::write(&log, &edited).unwrap();
     let v = verify_file(&target, &log);
-    assert_eq!(v.code, 3, "{v:?}");
-    assert!(v.json()["ack_log"]["whole"] == false, "{v:?}");
+    assert_eq!(v.code, 3, "{placement}: {v:?}");
+    assert!(v.json()["ack_log"]["whole"] == false, "{placement}: {v:?}");
 }
 
 /// With `--key-file`, fetch signs the end mark: a forger who drops an ack and writes a

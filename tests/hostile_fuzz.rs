@@ -96,7 +96,57 @@ fn seeds_frame() -> Vec<Vec<u8>> {
     }
     seeds.push(sealed);
     seeds.push(frame::encode(FrameType::Bye, &[0xff; 3]));
+    seeds.push(compact_frames(&interleaved_acks(40)));
     seeds
+}
+
+/// Acks of 3 streams, each front to back, with a size change: what CompactAcks holds.
+fn interleaved_acks(n: u64) -> Vec<Ack> {
+    let mut next = [0u64; 3];
+    (0..n)
+        .map(|i| {
+            let s = (i * 7 % 3) as usize;
+            let sectors = if i % 5 == 0 { 16 } else { 8 };
+            let a = Ack {
+                record: RecordId {
+                    stream: s as u16,
+                    seq: i / 3,
+                    offset: (s as u64) << 30 | next[s],
+                    sectors,
+                    write_time_ns: 1_000_000 + i * 9_000 + i * i % 700,
+                },
+                flushed_ns: 1_004_000 + i * 9_000 + i * 31 % 2_000,
+            };
+            next[s] += sectors as u64 * 512;
+            a
+        })
+        .collect()
+}
+
+/// `acks` as the witness's log stores them (CompactAcks where smaller).
+fn compact_frames(acks: &[Ack]) -> Vec<u8> {
+    let mut out = Vec::new();
+    plugpull::wire::msg::encode_acks_compact_into(&mut out, 0, acks);
+    out
+}
+
+/// Seeds of the compact_acks target: compact payloads, and plain ack entries.
+fn seeds_compact() -> Vec<Vec<u8>> {
+    let payload = |f: &[u8]| f[frame::LEN_BYTES + 1..f.len() - frame::CRC_BYTES].to_vec();
+    let mut interleaved = interleaved_acks(40);
+    // Per stream, seqs must follow one another for a compact frame.
+    let mut seqs = [0u64; 3];
+    for a in &mut interleaved {
+        a.record.seq = seqs[a.record.stream as usize];
+        seqs[a.record.stream as usize] += 1;
+    }
+    let one = compact_frames(&(0..50).map(ack).collect::<Vec<_>>());
+    let three = compact_frames(&interleaved);
+    let mut entries = Vec::new();
+    for a in (0..4).map(ack) {
+        plugpull::wire::msg::put_ack(&mut entries, &a);
+    }
+    vec![payload(&one), payload(&three), entries]
 }
 
 fn seeds_log() -> Vec<Vec<u8>> {
@@ -140,9 +190,47 @@ fn seeds_log() -> Vec<Vec<u8>> {
     }
     let witness = std::fs::read(w.path()).unwrap();
     let mut damaged = witness.clone();
-    let at = witness.len() - 3 * (9 + 12 + 2 * 40) + 20;
+    // Inside the first of the three ack frames.
+    let last3: usize = (0..3)
+        .map(|_| compact_frames(&[ack(0), ack(1)]).len())
+        .sum();
+    let at = witness.len() - last3 + 20;
     damaged[at] ^= 0x08;
-    vec![good, torn, fetched_empty, witness, damaged]
+    let d3 = RunDescriptor {
+        run_id: RunId([0x3e; 16]),
+        ..descriptor()
+    };
+    let mut w3 = plugpull::witness::store::log::AckLog::create(
+        &plugpull::witness::store::storage::FsStorage,
+        tmp.path(),
+        &d3,
+    )
+    .unwrap();
+    for c in interleaved_acks(60).chunks(20) {
+        w3.append_acks(w3.appended_acks(), c).unwrap();
+        w3.commit().unwrap();
+    }
+    let three_streams = std::fs::read(w3.path()).unwrap();
+    // Logs written before CompactAcks (format version 1).
+    let v1 = ["witness.acklog", "fetched.acklog"].map(|n| {
+        std::fs::read(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/acklog-v1")
+                .join(n),
+        )
+        .unwrap()
+    });
+    let [v1_witness, v1_fetched] = v1;
+    vec![
+        good,
+        torn,
+        fetched_empty,
+        witness,
+        damaged,
+        three_streams,
+        v1_witness,
+        v1_fetched,
+    ]
 }
 
 fn seeds_record() -> Vec<Vec<u8>> {
@@ -178,6 +266,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "frame_decoder" => seeds_frame(),
         "log_recovery" => seeds_log(),
         "record_decoder" => seeds_record(),
+        "compact_acks" => seeds_compact(),
         _ => unreachable!(),
     }
 }
@@ -295,6 +384,11 @@ fn journal_replay_corpus_and_mutations() {
 }
 
 #[test]
+fn compact_acks_corpus_and_mutations() {
+    exercise("compact_acks", fuzz::compact_acks, iterations(100_000));
+}
+
+#[test]
 fn record_decoder_corpus_and_mutations() {
     exercise("record_decoder", fuzz::record_decoder, iterations(200_000));
 }
@@ -308,6 +402,7 @@ fn write_seed_corpus() {
         "log_recovery",
         "journal_replay",
         "record_decoder",
+        "compact_acks",
     ] {
         let dir = corpus_dir(t);
         std::fs::create_dir_all(&dir).unwrap();

@@ -49,6 +49,10 @@ pub enum FrameType {
     /// and a running digest of everything before it, optionally signed (module
     /// `witness::store::export`).
     LogEnd = 0x06,
+    /// Acks that continue one another within each stream, as bit-packed deltas; in the
+    /// log and in fetch replies (module `wire::compact`). Decodes to the same
+    /// `Msg::Acks` as an Acks frame.
+    CompactAcks = 0x09,
     Hello = 0x10,
     /// Writer or fetcher to a keyed witness: the client's handshake nonce.
     Auth = 0x17,
@@ -78,6 +82,7 @@ impl FrameType {
             0x04 => JournalHeader,
             0x05 => JournalWrite,
             0x06 => LogEnd,
+            0x09 => CompactAcks,
             0x10 => Hello,
             0x17 => Auth,
             0x18 => Challenge,

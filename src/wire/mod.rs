@@ -3,5 +3,6 @@
 //! client and the ack log, which stores the same frames. Byte layouts: docs/protocol.md.
 
 pub mod auth;
+pub mod compact;
 pub mod frame;
 pub mod msg;

@@ -8,6 +8,7 @@
 use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent};
 use crate::record::{RecordId, RunId};
 use crate::wire::auth::NONCE_BYTES;
+use crate::wire::compact;
 use crate::wire::frame::{self, FrameType};
 
 /// Wire protocol version sent in Hello and Welcome. Bump on any incompatible change.
@@ -22,8 +23,12 @@ pub const MAX_ACKS_PER_FRAME: usize = 65_536;
 pub const HELLO_FLAG_RESUME: u16 = 1;
 /// Magic of the log file header frame.
 pub const LOG_MAGIC: [u8; 8] = *b"PPACKLOG";
-/// Log file format version.
-pub const LOG_VERSION: u16 = 1;
+/// Log file format version written. Version 2 logs may hold CompactAcks frames; readers
+/// accept every version from [`LOG_VERSION_PLAIN`] on.
+pub const LOG_VERSION: u16 = 2;
+/// The oldest log format version read: Acks frames only. A log with this header is
+/// appended to in the same format, so the plugpull that wrote it can still read it.
+pub const LOG_VERSION_PLAIN: u16 = 1;
 /// How the witness's Error answer to a device-key Fetch it has no run for begins. The
 /// frame carries only text, so the fetcher tells this answer from other refusals by it.
 pub const NO_RUN_FOR_DEVICE: &str = "no run for device";
@@ -168,6 +173,47 @@ pub fn encode_acks_into<'a>(
         put_ack(out, a);
     }
     frame::end_frame(out, start);
+}
+
+const _: () = assert!(compact::MAX_ACKS_PER_FRAME == MAX_ACKS_PER_FRAME);
+
+/// Appends frames holding `acks`, numbered from `first`: CompactAcks frames for every
+/// stretch where that is smaller (module `wire::compact`), plain Acks frames for the
+/// rest. Decoding the frames yields exactly `acks`, in order. What the witness writes to
+/// its logs and to `fetch -o` files.
+pub fn encode_acks_compact_into(out: &mut Vec<u8>, first: u64, acks: &[Ack]) {
+    let flush_plain = |out: &mut Vec<u8>, from: usize, to: usize| {
+        let mut at = from;
+        for chunk in acks[from..to].chunks(MAX_ACKS_PER_FRAME) {
+            encode_acks_into(out, first + at as u64, chunk.iter());
+            at += chunk.len();
+        }
+    };
+    let (mut plain_from, mut i) = (0, 0);
+    // A compact frame goes after the plain acks before it: built aside, then appended.
+    let mut frame_buf = Vec::new();
+    while i < acks.len() {
+        frame_buf.clear();
+        let (n, written) = compact::encode_frame_if_smaller(
+            &mut frame_buf,
+            first + i as u64,
+            &acks[i..],
+            ACK_ENTRY_BYTES,
+        );
+        if written {
+            flush_plain(out, plain_from, i);
+            out.extend_from_slice(&frame_buf);
+            plain_from = i + n;
+        }
+        i += n;
+    }
+    flush_plain(out, plain_from, acks.len());
+}
+
+/// Decodes a CompactAcks payload, appending the acks to `into`; returns the first ack
+/// number.
+pub fn decode_compact_acks_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
+    compact::decode_compact_into(p, into).map_err(|e| DecodeError::Malformed(e.0))
 }
 
 /// Returns a [`DecodeError::Malformed`] with a formatted message.
@@ -419,6 +465,11 @@ impl Msg {
             FrameType::Acks => {
                 let mut acks = Vec::new();
                 let first = decode_acks_into(p, &mut acks)?;
+                Msg::Acks { first, acks }
+            }
+            FrameType::CompactAcks => {
+                let mut acks = Vec::new();
+                let first = decode_compact_acks_into(p, &mut acks)?;
                 Msg::Acks { first, acks }
             }
             FrameType::Durable => Msg::Durable {

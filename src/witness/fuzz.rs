@@ -14,8 +14,9 @@
 use crate::record::RunId;
 use crate::record::{self, SECTOR, STAMP_LEN};
 use crate::wire::auth::{Key, NONCE_BYTES, Session};
+use crate::wire::compact;
 use crate::wire::frame::{self, Decoded};
-use crate::wire::msg::Msg;
+use crate::wire::msg::{self, Msg};
 use crate::witness::store::checker::LogChecker;
 use crate::witness::store::log::{self, AckLog};
 use crate::witness::store::scan::{self, MAX_TORN_TAIL_BYTES};
@@ -219,6 +220,51 @@ pub fn journal_replay(data: &[u8]) {
         (Err(e), Ok(_)) => panic!("replay accepted a journal overlay refused: {e:#}"),
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The compact ack codec, both ways. The input as a CompactAcks payload: if it decodes,
+/// its acks re-encode (compact where smaller, plain elsewhere) to frames that decode to
+/// the same acks. The input as plain 40-byte ack entries (any acks at all, times and
+/// sizes included): the compact encoder must give them back exactly, in order.
+pub fn compact_acks(data: &[u8]) {
+    let mut acks = Vec::new();
+    if let Ok(first) = compact::decode_compact_into(data, &mut acks) {
+        assert!(!acks.is_empty() && acks.len() <= msg::MAX_ACKS_PER_FRAME);
+        compact_round_trip(first, &acks);
+    }
+    let n = (data.len() / msg::ACK_ENTRY_BYTES).min(msg::MAX_ACKS_PER_FRAME);
+    let mut plain = Vec::with_capacity(msg::ACKS_HEADER_BYTES + n * msg::ACK_ENTRY_BYTES);
+    plain.extend_from_slice(&0u64.to_le_bytes());
+    plain.extend_from_slice(&(n as u32).to_le_bytes());
+    plain.extend_from_slice(&data[..n * msg::ACK_ENTRY_BYTES]);
+    acks.clear();
+    // Entries whose record ends past u64::MAX are refused; any other is an ack.
+    if msg::decode_acks_into(&plain, &mut acks).is_ok() {
+        compact_round_trip(0, &acks);
+    }
+}
+
+fn compact_round_trip(first: u64, acks: &[crate::model::Ack]) {
+    let mut out = Vec::new();
+    msg::encode_acks_compact_into(&mut out, first, acks);
+    let mut back = Vec::new();
+    let mut next = first;
+    let mut rest = &out[..];
+    while !rest.is_empty() {
+        let Decoded::Frame(f) = frame::decode(rest) else {
+            panic!("the compact encoder wrote a frame that does not decode");
+        };
+        match Msg::decode(&f) {
+            Ok(Msg::Acks { first: at, acks: a }) => {
+                assert_eq!(at, next, "frames do not number the acks contiguously");
+                next += a.len() as u64;
+                back.extend(a);
+            }
+            other => panic!("the compact encoder wrote something else: {other:?}"),
+        }
+        rest = &rest[f.len_bytes..];
+    }
+    assert!(back == acks, "compact encoding lost or changed acks");
 }
 
 /// Sector-stamp decoder on arbitrary sectors: a stamp that decodes has consistent,

@@ -515,9 +515,10 @@ impl Conn {
                 }
                 self.on_record_verdict(&mark)
             }
-            other => Err(End::Protocol(format!(
+            // By the frame's own type: a CompactAcks frame decodes to Msg::Acks too.
+            _ => Err(End::Protocol(format!(
                 "unexpected {:?} frame from a writer or fetcher",
-                other.frame_type()
+                f.ty
             ))),
         }
     }

@@ -9,7 +9,7 @@
 use crate::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use crate::wire::auth::Key;
 use crate::wire::frame::{self, FrameType};
-use crate::wire::msg::{self, LOG_VERSION, Msg};
+use crate::wire::msg::{self, LOG_VERSION, LOG_VERSION_PLAIN, Msg};
 use crate::witness::store::error::{StoreResult, invalid};
 use crate::witness::store::export::EndMark;
 use crate::witness::store::scan::{Damage, MAX_TORN_TAIL_BYTES, ScanEnd};
@@ -25,6 +25,8 @@ pub const DAMAGE_EVENT: &str = "log-damage";
 #[derive(Default)]
 pub struct LogChecker {
     pub descriptor: Option<RunDescriptor>,
+    /// Format version in the log's header (0 before the header is read).
+    pub version: u16,
     /// Acks read from frames that checked (what a fetch announces in FetchEnd).
     pub acks: u64,
     /// Number the next Acks frame must start at.
@@ -120,10 +122,16 @@ impl LogChecker {
         }
         match (self.frames, f.ty) {
             (1, FrameType::FileHeader) => match Msg::decode(f)? {
-                Msg::FileHeader { version } if version == LOG_VERSION => Ok(LogItem::Header),
+                Msg::FileHeader { version }
+                    if (LOG_VERSION_PLAIN..=LOG_VERSION).contains(&version) =>
+                {
+                    self.version = version;
+                    Ok(LogItem::Header)
+                }
                 Msg::FileHeader { version } => invalid!(
                     "ack log format version {version} is not supported (this build reads \
-                     version {LOG_VERSION}); use the plugpull version that wrote it"
+                     versions {LOG_VERSION_PLAIN} to {LOG_VERSION}); use the plugpull \
+                     version that wrote it"
                 ),
                 _ => unreachable!(),
             },
@@ -133,9 +141,13 @@ impl LogChecker {
                 _ => unreachable!(),
             },
             (2, t) => invalid!("ack log: second frame is {t:?}, expected the run descriptor"),
-            (_, FrameType::Acks) => {
+            (_, t @ (FrameType::Acks | FrameType::CompactAcks)) => {
                 scratch.clear();
-                let first = msg::decode_acks_into(f.payload, scratch)?;
+                let first = if t == FrameType::Acks {
+                    msg::decode_acks_into(f.payload, scratch)?
+                } else {
+                    msg::decode_compact_acks_into(f.payload, scratch)?
+                };
                 self.check_numbering(first)?;
                 self.acks += scratch.len() as u64;
                 self.next_ack = first + scratch.len() as u64;

@@ -9,7 +9,8 @@
 use crate::model::RunLog;
 use crate::wire::auth::Key;
 use crate::wire::frame::{self, FrameType};
-use crate::wire::msg::{self, LOG_VERSION, Msg};
+use crate::wire::msg;
+use crate::wire::msg::{LOG_VERSION, Msg};
 use crate::witness::store::error::{Context, StoreResult, invalid};
 use std::fs::File;
 use std::io::{self, Write};
@@ -110,8 +111,9 @@ pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> Sto
     out.frames += 2;
     let mut first = 0u64;
     for chunk in log.acks.chunks(FILE_ACKS_PER_FRAME) {
-        msg::encode_acks_into(&mut buf, first, chunk.iter());
-        out.frames += 1;
+        let before = buf.len();
+        msg::encode_acks_compact_into(&mut buf, first, chunk);
+        out.frames += count_frames(&buf[before..]);
         first += chunk.len() as u64;
         if buf.len() >= 1 << 20 {
             out.write(&buf)
@@ -135,6 +137,17 @@ pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> Sto
     std::fs::rename(&tmp, path)
         .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
     Ok(())
+}
+
+/// How many whole frames `b` holds (the encoder's output, so every length is sound).
+fn count_frames(mut b: &[u8]) -> u64 {
+    let mut n = 0;
+    while b.len() >= frame::LEN_BYTES {
+        let len = u32::from_le_bytes(b[..frame::LEN_BYTES].try_into().unwrap()) as usize;
+        b = &b[(frame::LEN_BYTES + len + frame::CRC_BYTES).min(b.len())..];
+        n += 1;
+    }
+    n
 }
 
 /// Writes whole frames to a file, keeping the digest and counts the end mark needs.

@@ -33,7 +33,7 @@
 use crate::model::{Ack, RunDescriptor, WitnessEvent};
 use crate::record::RunId;
 use crate::wire::frame::{self, FrameType};
-use crate::wire::msg::{self, LOG_VERSION, Msg};
+use crate::wire::msg::{self, LOG_VERSION, LOG_VERSION_PLAIN, Msg};
 use crate::witness::store::checker::LogChecker;
 use crate::witness::store::error::{Context, StoreError, StoreResult, invalid};
 use crate::witness::store::layout::{log_path, sync_dir};
@@ -62,6 +62,7 @@ pub fn is_log_frame(t: FrameType) -> bool {
         FrameType::FileHeader
             | FrameType::Descriptor
             | FrameType::Acks
+            | FrameType::CompactAcks
             | FrameType::Event
             | FrameType::LogEnd
     )
@@ -100,6 +101,12 @@ pub struct AckLog {
     durable_acks: u64,
     durable_len_bytes: u64,
     pending: Vec<u8>,
+    /// Format version of the file's header: a version 1 log gets plain Acks frames only.
+    version: u16,
+    /// Acks appended since the last commit or event, not yet encoded: encoding them all
+    /// at once gives compact frames the longest runs. Numbered from `appended_acks -
+    /// unencoded.len()`.
+    unencoded: Vec<Ack>,
     /// Set when a write or fdatasync failed: the file's state past `durable_len_bytes`
     /// is unknown, so nothing more may be reported durable from this handle.
     poisoned: Option<String>,
@@ -122,6 +129,8 @@ impl AckLog {
             durable_acks: 0,
             durable_len_bytes: 0,
             pending: Vec::new(),
+            version: LOG_VERSION,
+            unencoded: Vec::new(),
             poisoned: None,
         };
         Msg::FileHeader {
@@ -201,6 +210,8 @@ impl AckLog {
                 durable_acks: checker.acks,
                 durable_len_bytes: end.valid_len_bytes,
                 pending: Vec::new(),
+                version: checker.version,
+                unencoded: Vec::new(),
                 poisoned: None,
             },
             rec,
@@ -287,6 +298,11 @@ impl AckLog {
             return Ok(0);
         }
         let new = &acks[skip..];
+        if self.version > LOG_VERSION_PLAIN {
+            self.unencoded.extend_from_slice(new);
+            self.appended_acks += new.len() as u64;
+            return Ok(new.len() as u64);
+        }
         for chunk in new.chunks(msg::MAX_ACKS_PER_FRAME) {
             msg::encode_acks_into(&mut self.pending, self.appended_acks, chunk.iter());
             self.appended_acks += chunk.len() as u64;
@@ -295,7 +311,22 @@ impl AckLog {
     }
 
     pub fn append_event(&mut self, e: &WitnessEvent) {
+        self.encode_unencoded();
         Msg::Event(e.clone()).encode_into(&mut self.pending);
+    }
+
+    /// Encodes the acks appended since the last encoding into `pending`, in compact
+    /// frames where that is smaller.
+    fn encode_unencoded(&mut self) {
+        if self.unencoded.is_empty() {
+            return;
+        }
+        let first = self.appended_acks - self.unencoded.len() as u64;
+        msg::encode_acks_compact_into(&mut self.pending, first, &self.unencoded);
+        self.unencoded.clear();
+        if self.unencoded.capacity() > 1 << 20 {
+            self.unencoded.shrink_to(1 << 16);
+        }
     }
 
     /// Writes everything appended and fdatasyncs once; returns the durable ack count.
@@ -304,6 +335,7 @@ impl AckLog {
         if let Some(why) = &self.poisoned {
             invalid!("ack log {} failed earlier: {why}", self.path.display());
         }
+        self.encode_unencoded();
         if self.pending.is_empty() {
             return Ok(self.durable_acks);
         }

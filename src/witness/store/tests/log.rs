@@ -1,6 +1,7 @@
 use crate::model::{Ack, RunLog, WitnessEvent};
+use crate::record::RecordId;
 use crate::wire::auth::Key;
-use crate::wire::frame::{self, Decoded};
+use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg::tests::{ack, sample_descriptor};
 use crate::wire::msg::{LOG_VERSION, Msg};
 use crate::witness::store::checker::DAMAGE_EVENT;
@@ -49,12 +50,49 @@ fn append_commit_reopen_read() {
     assert_eq!(read_descriptor(&FsStorage, log.path()).unwrap(), d);
 }
 
+/// Ack `i` of one stream written front to back: a commit of these is one CompactAcks
+/// frame.
+pub(crate) fn seq_ack(i: u64) -> Ack {
+    Ack {
+        record: RecordId {
+            stream: 0,
+            seq: i,
+            offset: i * 4096,
+            sectors: 8,
+            write_time_ns: 1_000_000 + i * 9_000 + (i * 7919) % 3_000,
+        },
+        flushed_ns: 1_005_000 + i * 9_000 + (i * 104_729) % 2_500,
+    }
+}
+
+/// Ack `i` of one stream at scattered offsets: a commit of these is one plain Acks frame.
+pub(crate) fn random_ack(i: u64) -> Ack {
+    Ack {
+        record: RecordId {
+            offset: (i * 7919 % 1000) * 4096,
+            ..seq_ack(i).record
+        },
+        ..seq_ack(i)
+    }
+}
+
+/// The ack kinds every torn-tail and damage test runs with: one per frame type.
+type AckKind = (&'static str, fn(u64) -> Ack);
+
+const ACK_KINDS: [AckKind; 2] = [("compact", seq_ack), ("plain", random_ack)];
+
 #[test]
 fn torn_tail_truncated_at_every_cut() {
+    for (kind, make_ack) in ACK_KINDS {
+        torn_tail_truncated_at_every_cut_of(kind, make_ack);
+    }
+}
+
+fn torn_tail_truncated_at_every_cut_of(kind: &str, make_ack: fn(u64) -> Ack) {
     let dir = tempfile::tempdir().unwrap();
     let d = sample_descriptor(2);
     let mut log = AckLog::create(&FsStorage, dir.path(), &d).unwrap();
-    let acks: Vec<Ack> = (0..30).map(ack).collect();
+    let acks: Vec<Ack> = (0..30).map(make_ack).collect();
     let mut ends = vec![log.durable_len_bytes()];
     for c in acks.chunks(10) {
         let first = log.appended_acks();
@@ -73,7 +111,11 @@ fn torn_tail_truncated_at_every_cut() {
         assert_eq!(read_log_file(&path).unwrap().acks.len(), complete * 10);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), cut as u64);
         let (log, rec) = AckLog::open(&FsStorage, &path).unwrap();
-        assert_eq!(log.durable_acks(), complete as u64 * 10, "cut {cut}");
+        assert_eq!(
+            log.durable_acks(),
+            complete as u64 * 10,
+            "{kind}: cut {cut}"
+        );
         assert_eq!(rec.truncated_bytes, cut as u64 - keep);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), keep);
     }
@@ -102,13 +144,18 @@ fn garbage_tail_and_bit_flip_truncated() {
     assert_eq!(std::fs::metadata(&path).unwrap().len(), keep);
 }
 
-/// A log of `commits` commits of 10 acks each (one Acks frame per commit); returns
-/// its path and the end of every frame from the descriptor on.
-fn log_of_commits(dir: &Path, seed: u8, commits: u64) -> (PathBuf, Vec<u64>) {
+/// A log of `commits` commits of 10 acks each made by `make_ack` (one frame per commit);
+/// returns its path and the end of every frame from the descriptor on.
+fn log_of_commits(
+    dir: &Path,
+    seed: u8,
+    commits: u64,
+    make_ack: fn(u64) -> Ack,
+) -> (PathBuf, Vec<u64>) {
     let mut log = AckLog::create(&FsStorage, dir, &sample_descriptor(seed)).unwrap();
     let mut ends = vec![log.durable_len_bytes()];
     for c in 0..commits {
-        let acks: Vec<Ack> = (c * 10..c * 10 + 10).map(ack).collect();
+        let acks: Vec<Ack> = (c * 10..c * 10 + 10).map(make_ack).collect();
         log.append_acks(c * 10, &acks).unwrap();
         log.commit().unwrap();
         ends.push(log.durable_len_bytes());
@@ -121,8 +168,23 @@ fn log_of_commits(dir: &Path, seed: u8, commits: u64) -> (PathBuf, Vec<u64>) {
 /// valid frame and names the damage. At every byte of every frame but the last.
 #[test]
 fn corruption_followed_by_valid_frames_is_never_truncated() {
+    for (kind, make_ack) in ACK_KINDS {
+        corruption_followed_by_valid_frames_is_never_truncated_of(kind, make_ack);
+    }
+}
+
+fn corruption_followed_by_valid_frames_is_never_truncated_of(kind: &str, make_ack: fn(u64) -> Ack) {
     let dir = tempfile::tempdir().unwrap();
-    let (path, ends) = log_of_commits(dir.path(), 7, 4);
+    let (path, ends) = log_of_commits(dir.path(), 7, 4, make_ack);
+    assert_eq!(
+        frame_types(&std::fs::read(&path).unwrap()).last(),
+        Some(&if kind == "compact" {
+            FrameType::CompactAcks
+        } else {
+            FrameType::Acks
+        }),
+        "{kind}: the frames under test"
+    );
     let full = std::fs::read(&path).unwrap();
     for pos in ends[0]..ends[3] {
         let mut bytes = full.clone();
@@ -133,7 +195,7 @@ fn corruption_followed_by_valid_frames_is_never_truncated() {
             .map(|e| format!("{e:#}"));
         assert!(
             e.as_deref().is_some_and(|e| e.contains("damaged")),
-            "{pos}: {e:?}"
+            "{kind}: {pos}: {e:?}"
         );
         assert!(
             std::fs::read(&path).unwrap() == bytes,
@@ -141,7 +203,7 @@ fn corruption_followed_by_valid_frames_is_never_truncated() {
         );
         let r = read_log_file(&path).unwrap();
         let damage: Vec<_> = r.events.iter().filter(|e| e.kind == DAMAGE_EVENT).collect();
-        assert_eq!(damage.len(), 1, "flip at {pos}: {:?}", r.events);
+        assert_eq!(damage.len(), 1, "{kind}: flip at {pos}: {:?}", r.events);
         let frame = ends.iter().rposition(|&e| e <= pos).unwrap();
         assert!(
             damage[0]
@@ -153,7 +215,15 @@ fn corruption_followed_by_valid_frames_is_never_truncated() {
         assert_eq!(
             r.acks.len(),
             30,
-            "flip at {pos}: the other frames' acks are read"
+            "{kind}: flip at {pos}: the other frames' acks are read"
+        );
+        assert_eq!(
+            r.acks,
+            (0..40)
+                .filter(|i| i / 10 != frame as u64)
+                .map(make_ack)
+                .collect::<Vec<_>>(),
+            "{kind}: flip at {pos}: the other frames' acks are read exactly"
         );
     }
 }
@@ -163,7 +233,7 @@ fn corruption_followed_by_valid_frames_is_never_truncated() {
 #[test]
 fn unreadable_tail_longer_than_one_commit_is_not_cut() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, _) = log_of_commits(dir.path(), 8, 2);
+    let (path, _) = log_of_commits(dir.path(), 8, 2, seq_ack);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.resize(bytes.len() + MAX_TORN_TAIL_BYTES as usize + 1, 0xab);
     std::fs::write(&path, &bytes).unwrap();
@@ -325,4 +395,14 @@ fn write_log_file_round_trips() {
     assert_eq!(back.acks, rl.acks);
     assert_eq!(back.events, rl.events);
     assert_eq!(back.descriptor, rl.descriptor);
+}
+
+/// The types of the frames in `bytes`, in order, up to the first that does not decode.
+fn frame_types(mut bytes: &[u8]) -> Vec<FrameType> {
+    let mut types = Vec::new();
+    while let Decoded::Frame(f) = frame::decode(bytes) {
+        types.push(f.ty);
+        bytes = &bytes[f.len_bytes..];
+    }
+    types
 }
