@@ -488,62 +488,6 @@ pub struct BenchArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-pub struct SimdriveArgs {
-    /// Directory to mount the simulated drive on; it shows one file, `disk.img`.
-    pub mountpoint: PathBuf,
-    /// Backing file holding the drive's durable image (created if missing).
-    #[arg(long)]
-    pub backing: PathBuf,
-    /// Size of the simulated drive (used when the backing file is created).
-    #[arg(long, allow_hyphen_values = true, value_parser = size, default_value = "256M")]
-    pub size: u64,
-    /// Fault profile (see docs/fault-model.md).
-    #[arg(long, default_value = "honest")]
-    pub profile: String,
-    /// Seed of the drive's faults (random if not given; printed at start).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Where to write the oracle log of injected faults (JSON lines).
-    #[arg(long)]
-    pub oracle: Option<PathBuf>,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct DemoArgs {
-    /// Simulated drive profile: honest, lying, ... (see docs/fault-model.md).
-    #[arg(long, default_value = "honest")]
-    pub profile: String,
-    /// How long the writer runs before the cut.
-    #[arg(long, value_parser = duration, default_value = "3s")]
-    pub duration: Duration,
-    /// Seed of the writer and the drive's faults (random if not given; printed either way).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Print the verify report of the cycle as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct SoakArgs {
-    /// Cycles of each kind (honest and faulty).
-    #[arg(long, default_value_t = 200)]
-    pub cycles: u64,
-    /// First seed; cycle i uses seed + i (random if not given; printed either way).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Run only honest or only faulty cycles.
-    #[arg(long, value_name = "honest|faulty")]
-    pub only: Option<String>,
-    /// Print the expected and found findings of every failing cycle in full.
-    #[arg(long, short)]
-    pub verbose: bool,
-    /// Print the totals as JSON on stdout (`plugpull-soak/1`, docs/fault-model.md).
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args, Debug, Clone)]
 pub struct CampaignArgs {
     /// The campaign file (TOML; see docs/campaign.md and hardware/examples/).
     #[arg(long)]
@@ -606,6 +550,9 @@ pub struct AgentArgs {
     #[arg(long, default_value = "/etc/plugpull/agent.toml")]
     pub config: PathBuf,
 }
+
+mod simulated;
+pub use simulated::{DemoArgs, SimdriveArgs, SoakArgs};
 
 #[cfg(test)]
 mod tests;

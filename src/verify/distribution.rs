@@ -63,52 +63,183 @@ pub struct LatencySummary {
 /// Non-empty timeline buckets, nearest the cut first.
 pub fn ack_timeline(acks: &[Ack], classes: &[RecordClass]) -> Vec<TimelineBucket> {
     let last = acks.iter().map(|a| a.flushed_ns).max().unwrap_or(0);
-    let mut by: BTreeMap<usize, BTreeMap<&'static str, u64>> = BTreeMap::new();
+    let mut t = Timeline::new(last);
     for (a, c) in acks.iter().zip(classes) {
-        let ms = last.saturating_sub(a.flushed_ns) as f64 / 1e6;
-        *by.entry(bucket_125(ms))
+        t.add(a, *c);
+    }
+    t.finish()
+}
+
+/// [`ack_timeline`] one ack at a time (verify at scale streams the acks: `verify::scale`).
+pub struct Timeline {
+    last_ns: u64,
+    by: BTreeMap<usize, BTreeMap<&'static str, u64>>,
+}
+
+impl Timeline {
+    /// `last_ns`: the run's last ack (the largest `flushed_ns`).
+    pub fn new(last_ns: u64) -> Timeline {
+        Timeline {
+            last_ns,
+            by: BTreeMap::new(),
+        }
+    }
+
+    pub fn add(&mut self, a: &Ack, c: RecordClass) {
+        let ms = self.last_ns.saturating_sub(a.flushed_ns) as f64 / 1e6;
+        *self
+            .by
+            .entry(bucket_125(ms))
             .or_default()
             .entry(c.name())
             .or_default() += 1;
     }
-    by.into_iter()
-        .map(|(i, counts)| TimelineBucket {
-            from_ms: lower_edge(i),
-            to_ms: edge_125(i),
-            counts,
-        })
-        .collect()
+
+    pub fn finish(self) -> Vec<TimelineBucket> {
+        self.by
+            .into_iter()
+            .map(|(i, counts)| TimelineBucket {
+                from_ms: lower_edge(i),
+                to_ms: edge_125(i),
+                counts,
+            })
+            .collect()
+    }
 }
 
 /// Write+flush latency of every ack; None when there are no acks.
 pub fn flush_latency(acks: &[Ack]) -> Option<LatencySummary> {
-    if acks.is_empty() {
-        return None;
+    let mut coarse = LatencyCoarse::default();
+    acks.iter().for_each(|a| coarse.add(a));
+    let mut fine = coarse.fine();
+    acks.iter().for_each(|a| fine.add(a));
+    fine.finish()
+}
+
+fn latency_ns(a: &Ack) -> u64 {
+    a.flushed_ns.saturating_sub(a.record.write_time_ns)
+}
+
+/// Order-preserving bucket of a latency: its top 16 significant bits (and their
+/// position). Why: exact p50/p99 of 100 M acks without keeping 100 M values. A first
+/// pass counts acks per bucket (a few thousand buckets), a second keeps the exact values
+/// of only the two buckets that hold the wanted ranks (at most 2^(bits-16) distinct
+/// values each).
+fn coarse_key(ns: u64) -> u64 {
+    let shift = (64 - ns.leading_zeros()).saturating_sub(16);
+    ((shift as u64) << 56) | (ns >> shift)
+}
+
+/// First pass of [`flush_latency`]: acks per coarse bucket.
+#[derive(Default)]
+pub struct LatencyCoarse {
+    count: u64,
+    max_ns: u64,
+    by: BTreeMap<u64, u64>,
+}
+
+impl LatencyCoarse {
+    pub fn add(&mut self, a: &Ack) {
+        let ns = latency_ns(a);
+        self.count += 1;
+        self.max_ns = self.max_ns.max(ns);
+        *self.by.entry(coarse_key(ns)).or_default() += 1;
     }
-    let mut us: Vec<f64> = acks
-        .iter()
-        .map(|a| a.flushed_ns.saturating_sub(a.record.write_time_ns) as f64 / 1e3)
-        .collect();
-    us.sort_by(|a, b| a.total_cmp(b));
-    let q = |p: f64| crate::latency::nearest_rank(&us, p).expect("acks are not empty");
-    let mut by: BTreeMap<usize, u64> = BTreeMap::new();
-    for v in &us {
-        *by.entry(bucket_125(*v)).or_default() += 1;
+
+    /// The second pass, which must see the same acks.
+    pub fn fine(&self) -> LatencyFine {
+        // The 1-based ranks `latency::nearest_rank` picks, found in the coarse buckets.
+        let rank = |q: f64| ((q * self.count as f64 - 1e-9).ceil() as u64).clamp(1, self.count);
+        let mut wanted = vec![];
+        for q in [0.5, 0.99] {
+            if self.count == 0 {
+                break;
+            }
+            let r = rank(q);
+            let mut below = 0;
+            for (&k, &n) in &self.by {
+                if below + n >= r {
+                    wanted.push(Wanted {
+                        key: k,
+                        rank_in: r - below,
+                        values: BTreeMap::new(),
+                    });
+                    break;
+                }
+                below += n;
+            }
+        }
+        LatencyFine {
+            count: self.count,
+            max_ns: self.max_ns,
+            wanted,
+            by: BTreeMap::new(),
+        }
     }
-    Some(LatencySummary {
-        count: us.len() as u64,
-        p50_us: q(0.5),
-        p99_us: q(0.99),
-        max_us: *us.last().unwrap(),
-        buckets: by
-            .into_iter()
-            .map(|(i, count)| LatencyBucket {
-                from_us: lower_edge(i),
-                to_us: edge_125(i),
-                count,
+}
+
+struct Wanted {
+    key: u64,
+    /// 1-based rank inside the bucket.
+    rank_in: u64,
+    /// Exact latency -> acks.
+    values: BTreeMap<u64, u64>,
+}
+
+/// Second pass of [`flush_latency`]: the 1-2-5 buckets and the exact quantiles.
+pub struct LatencyFine {
+    count: u64,
+    max_ns: u64,
+    wanted: Vec<Wanted>,
+    by: BTreeMap<usize, u64>,
+}
+
+impl LatencyFine {
+    pub fn add(&mut self, a: &Ack) {
+        let ns = latency_ns(a);
+        *self.by.entry(bucket_125(ns as f64 / 1e3)).or_default() += 1;
+        let k = coarse_key(ns);
+        for w in &mut self.wanted {
+            if w.key == k {
+                *w.values.entry(ns).or_default() += 1;
+            }
+        }
+    }
+
+    pub fn finish(self) -> Option<LatencySummary> {
+        if self.count == 0 {
+            return None;
+        }
+        let q: Vec<f64> = self
+            .wanted
+            .iter()
+            .map(|w| {
+                let mut below = 0;
+                for (&ns, &n) in &w.values {
+                    if below + n >= w.rank_in {
+                        return ns as f64 / 1e3;
+                    }
+                    below += n;
+                }
+                unreachable!("the second pass saw the first pass's acks")
             })
-            .collect(),
-    })
+            .collect();
+        Some(LatencySummary {
+            count: self.count,
+            p50_us: q[0],
+            p99_us: q[1],
+            max_us: self.max_ns as f64 / 1e3,
+            buckets: self
+                .by
+                .into_iter()
+                .map(|(i, count)| LatencyBucket {
+                    from_us: lower_edge(i),
+                    to_us: edge_125(i),
+                    count,
+                })
+                .collect(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -125,5 +256,41 @@ mod tests {
         assert_eq!(bucket_125(10.0), 4);
         assert_eq!(edge_125(4), 20.0);
         assert_eq!(lower_edge(3), 5.0);
+    }
+
+    /// The two-pass quantiles equal `latency::nearest_rank` over the sorted values.
+    #[test]
+    fn streamed_quantiles_are_the_exact_ones() {
+        use crate::record::RecordId;
+        let mut rng = crate::rng::Rng::new(7);
+        for n in [1usize, 2, 3, 10, 99, 100, 1000, 5000] {
+            for spread in [1u64, 100, 1 << 20, 1 << 40] {
+                let acks: Vec<Ack> = (0..n)
+                    .map(|i| Ack {
+                        record: RecordId {
+                            stream: 0,
+                            seq: i as u64,
+                            offset: 0,
+                            sectors: 1,
+                            write_time_ns: 1000,
+                        },
+                        flushed_ns: 1000 + rng.next_u64() % spread,
+                    })
+                    .collect();
+                let got = flush_latency(&acks).unwrap();
+                let mut us: Vec<f64> = acks
+                    .iter()
+                    .map(|a| (a.flushed_ns - a.record.write_time_ns) as f64 / 1e3)
+                    .collect();
+                us.sort_by(|a, b| a.total_cmp(b));
+                let q = |p| crate::latency::nearest_rank(&us, p).unwrap();
+                assert_eq!(got.p50_us, q(0.5), "n {n} spread {spread}");
+                assert_eq!(got.p99_us, q(0.99), "n {n} spread {spread}");
+                assert_eq!(got.max_us, *us.last().unwrap());
+                assert_eq!(got.count, n as u64);
+                assert_eq!(got.buckets.iter().map(|b| b.count).sum::<u64>(), n as u64);
+            }
+        }
+        assert!(flush_latency(&[]).is_none());
     }
 }

@@ -23,28 +23,59 @@ pub(super) fn timed_out(
     report: &mut Report,
     acks: &[Ack],
     classes: &[RecordClass],
-    (from, len): (u64, u64),
+    range: (u64, u64),
     read_timeout: Duration,
 ) {
-    let unread = |a: &Ack| a.record.offset < from + len && a.record.end() > from;
-    let seen_damaged = acks
-        .iter()
-        .zip(classes)
-        .any(|(a, c)| c.is_failure() && !unread(a));
-    if seen_damaged {
-        return;
+    let mut t = TimedOut::new(range);
+    for (a, c) in acks.iter().zip(classes) {
+        t.add(a, *c);
     }
-    let n = acks.iter().filter(|a| unread(a)).count();
-    report.verdict = Verdict::Inconclusive;
-    report.loss_window = None;
-    report.summary = format!(
-        "a read at byte {from} did not complete within {read_timeout:?}, so {n} of {} \
-         acknowledged records could not be checked (no damage was seen in the rest); \
-         this is not a verdict on the drive: run verify again, with a longer \
-         --read-timeout if this machine is busy",
-        acks.len()
-    );
-    report.refresh_plain();
+    t.apply(report, read_timeout);
+}
+
+/// [`timed_out`] one ack at a time (verify at scale streams the acks).
+pub(super) struct TimedOut {
+    from: u64,
+    len: u64,
+    seen_damaged: bool,
+    unread: u64,
+    acks: u64,
+}
+
+impl TimedOut {
+    pub fn new((from, len): (u64, u64)) -> TimedOut {
+        TimedOut {
+            from,
+            len,
+            seen_damaged: false,
+            unread: 0,
+            acks: 0,
+        }
+    }
+
+    pub fn add(&mut self, a: &Ack, c: RecordClass) {
+        let unread = a.record.offset < self.from + self.len && a.record.end() > self.from;
+        self.seen_damaged |= c.is_failure() && !unread;
+        self.unread += unread as u64;
+        self.acks += 1;
+    }
+
+    pub fn apply(self, report: &mut Report, read_timeout: Duration) {
+        if self.seen_damaged {
+            return;
+        }
+        let (from, n) = (self.from, self.unread);
+        report.verdict = Verdict::Inconclusive;
+        report.loss_window = None;
+        report.summary = format!(
+            "a read at byte {from} did not complete within {read_timeout:?}, so {n} of {} \
+             acknowledged records could not be checked (no damage was seen in the rest); \
+             this is not a verdict on the drive: run verify again, with a longer \
+             --read-timeout if this machine is busy",
+            self.acks
+        );
+        report.refresh_plain();
+    }
 }
 
 /// What the failed records add up to, and the first [`MAX_FINDINGS`] of them.
@@ -63,10 +94,6 @@ pub(super) fn judge(
     tallies: &[SectorTally],
     elsewhere: &FoundElsewhere,
 ) -> Report {
-    let mut counts = Report::counts_zero();
-    for c in classes {
-        *counts.get_mut(c.name()).unwrap() += 1;
-    }
     let last_ack_ns = acks.iter().map(|a| a.flushed_ns).max().unwrap_or(0);
     let newest_survivor = acks
         .iter()
@@ -74,85 +101,120 @@ pub(super) fn judge(
         .filter(|(_, c)| **c == RecordClass::Intact)
         .map(|(a, _)| a.record.write_time_ns)
         .max();
-    let bits = tallies.iter().map(|t| t.corrupt_bits).sum();
-    let losses = losses(
-        acks,
-        classes,
-        tallies,
-        elsewhere,
-        last_ack_ns,
-        newest_survivor,
-    );
-    let (verdict, summary) = verdict(acks.len(), losses.records);
-    let mut report = Report {
-        format: REPORT_FORMAT,
-        verdict,
-        summary,
-        counts,
-        acked_records: acks.len() as u64,
-        acked_bytes: acks.iter().map(|a| a.record.len_bytes()).sum(),
-        corrupt_bits: bits,
-        loss_window: (losses.records > 0).then(|| LossWindow {
-            records: losses.records,
-            bytes: losses.bytes,
-            ms: last_ack_ns.saturating_sub(losses.earliest_flushed_ns) as f64 / 1e6,
-        }),
-        ordering_holes: OrderingHoles {
-            count: losses.ordering_holes,
-            newest_survivor_submitted_ns: newest_survivor,
-        },
-        dead_device: None,
-        ack_log: AckLogCheck::default(),
-        unreadable_ranges: vec![],
-        findings_truncated: losses.records as usize > losses.findings.len(),
-        findings: losses.findings,
-        target: String::new(),
-        ram_warning: None,
-        device: None,
-        run: None,
-        bytes_read: 0,
-        verify_ms: 0.0,
-        ack_timeline: distribution::ack_timeline(acks, classes),
-        flush_latency: distribution::flush_latency(acks),
-        plugpull_version: env!("CARGO_PKG_VERSION"),
-        plain: String::new(),
-    };
-    report.refresh_plain();
-    report
+    let mut latency = distribution::LatencyCoarse::default();
+    acks.iter().for_each(|a| latency.add(a));
+    let mut j = Judging::new(last_ack_ns, newest_survivor, &latency);
+    for ((a, c), t) in acks.iter().zip(classes).zip(tallies) {
+        j.add(a, *c, t, elsewhere);
+    }
+    j.finish()
 }
 
-/// Sums up the records that did not survive; a lost record acknowledged before a record
-/// that survived was submitted is an ordering hole.
-fn losses(
-    acks: &[Ack],
-    classes: &[RecordClass],
-    tallies: &[SectorTally],
-    elsewhere: &FoundElsewhere,
+/// [`judge`] one ack at a time, in ack order, for verify at scale (`verify::scale`),
+/// which streams the acks instead of holding them. What needs the whole run is given up
+/// front from a first pass: the last ack, the newest survivor (only a record judged
+/// intact can be one) and the latency's coarse counts.
+pub(super) struct Judging {
     last_ack_ns: u64,
     newest_survivor: Option<u64>,
-) -> Losses {
-    let mut l = Losses {
-        records: 0,
-        bytes: 0,
-        earliest_flushed_ns: u64::MAX,
-        ordering_holes: 0,
-        findings: vec![],
-    };
-    for ((a, c), t) in acks.iter().zip(classes).zip(tallies) {
-        if !c.is_failure() {
-            continue;
+    counts: std::collections::BTreeMap<&'static str, u64>,
+    acked: u64,
+    acked_bytes: u64,
+    bits: u64,
+    losses: Losses,
+    timeline: distribution::Timeline,
+    latency: distribution::LatencyFine,
+}
+
+impl Judging {
+    pub fn new(
+        last_ack_ns: u64,
+        newest_survivor: Option<u64>,
+        latency: &distribution::LatencyCoarse,
+    ) -> Judging {
+        Judging {
+            last_ack_ns,
+            newest_survivor,
+            counts: Report::counts_zero(),
+            acked: 0,
+            acked_bytes: 0,
+            bits: 0,
+            losses: Losses {
+                records: 0,
+                bytes: 0,
+                earliest_flushed_ns: u64::MAX,
+                ordering_holes: 0,
+                findings: vec![],
+            },
+            timeline: distribution::Timeline::new(last_ack_ns),
+            latency: latency.fine(),
         }
+    }
+
+    pub fn add(&mut self, a: &Ack, c: RecordClass, t: &SectorTally, elsewhere: &FoundElsewhere) {
+        *self.counts.get_mut(c.name()).unwrap() += 1;
+        self.acked += 1;
+        self.acked_bytes += a.record.len_bytes();
+        self.bits += t.corrupt_bits;
+        self.timeline.add(a, c);
+        self.latency.add(a);
+        if !c.is_failure() {
+            return;
+        }
+        // A lost record acknowledged before a record that survived was submitted is an
+        // ordering hole.
+        let l = &mut self.losses;
         l.records += 1;
         l.bytes += a.record.len_bytes();
         l.earliest_flushed_ns = l.earliest_flushed_ns.min(a.flushed_ns);
-        let hole = newest_survivor.is_some_and(|s| s > a.flushed_ns);
+        let hole = self.newest_survivor.is_some_and(|s| s > a.flushed_ns);
         l.ordering_holes += hole as u64;
         if l.findings.len() < MAX_FINDINGS {
             l.findings
-                .push(finding(a, *c, t, elsewhere, last_ack_ns, hole));
+                .push(finding(a, c, t, elsewhere, self.last_ack_ns, hole));
         }
     }
-    l
+
+    pub fn finish(self) -> Report {
+        let losses = self.losses;
+        let (verdict, summary) = verdict(self.acked as usize, losses.records);
+        let last_ack_ns = self.last_ack_ns;
+        let mut report = Report {
+            format: REPORT_FORMAT,
+            verdict,
+            summary,
+            counts: self.counts,
+            acked_records: self.acked,
+            acked_bytes: self.acked_bytes,
+            corrupt_bits: self.bits,
+            loss_window: (losses.records > 0).then(|| LossWindow {
+                records: losses.records,
+                bytes: losses.bytes,
+                ms: last_ack_ns.saturating_sub(losses.earliest_flushed_ns) as f64 / 1e6,
+            }),
+            ordering_holes: OrderingHoles {
+                count: losses.ordering_holes,
+                newest_survivor_submitted_ns: self.newest_survivor,
+            },
+            dead_device: None,
+            ack_log: AckLogCheck::default(),
+            unreadable_ranges: vec![],
+            findings_truncated: losses.records as usize > losses.findings.len(),
+            findings: losses.findings,
+            target: String::new(),
+            ram_warning: None,
+            device: None,
+            run: None,
+            bytes_read: 0,
+            verify_ms: 0.0,
+            ack_timeline: self.timeline.finish(),
+            flush_latency: self.latency.finish(),
+            plugpull_version: env!("CARGO_PKG_VERSION"),
+            plain: String::new(),
+        };
+        report.refresh_plain();
+        report
+    }
 }
 
 /// One failed record as the report lists it.

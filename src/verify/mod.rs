@@ -15,6 +15,9 @@ pub mod options;
 pub mod plain;
 pub mod progress;
 pub mod report;
+pub mod scale;
+#[cfg(test)]
+mod scale_tests;
 pub mod scan;
 pub mod select;
 #[cfg(test)]
@@ -99,6 +102,11 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
     if !o.target.exists() && o.run.is_none() && matches!(o.acks, AckSource::Witness(_)) {
         return Err(VerifyError::TargetMissing(o.target.clone()));
     }
+    if let AckSource::File(path) = &o.acks
+        && let Some(verdict) = run_streamed(o, path)?
+    {
+        return Ok(verdict);
+    }
     let LoadedRun {
         log,
         source,
@@ -141,6 +149,71 @@ pub fn tell_the_witness(o: &VerifyOptions, log: &RunLog, report: &Report) {
             crate::exit::error_chain(&e)
         );
     }
+}
+
+/// `plugpull verify --acks FILE` on a target that is there and is the run's drive: the
+/// acks are streamed from the file, never held (`scale`), so a run of 100 M acks fits in
+/// a region's worth of memory. None: this case needs the whole log in memory (a log in a
+/// witness directory, read with its journal; a target that is not the run's drive by
+/// identity, searched for the run's stamps; a target that cannot be opened), which
+/// [`run`] then takes.
+fn run_streamed(o: &VerifyOptions, path: &std::path::Path) -> Result<Option<Verdict>, VerifyError> {
+    if !o.target.exists() || !crate::witness::store::reader::streamable(path) {
+        return Ok(None);
+    }
+    let key = crate::wire::auth::load_key(o.key_file.as_deref())
+        .map_err(|e| VerifyError::Key(e.into()))?;
+    let reading = |e: crate::witness::store::error::StoreError| VerifyError::ReadingAcks {
+        path: path.to_path_buf(),
+        source: e.into(),
+    };
+    let d = crate::witness::store::log::read_descriptor(
+        &crate::witness::store::storage::FsStorage,
+        path,
+    )
+    .map_err(reading)?;
+    if let Some(r) = o.run
+        && d.run_id != r
+    {
+        return Err(VerifyError::WrongRun {
+            found: d.run_id,
+            asked: r,
+        });
+    }
+    let device = identity::identify(&o.target);
+    if !d.device.same_medium(&device) {
+        return Ok(None);
+    }
+    let Ok(dev) = FileDevice::open_read(&o.target) else {
+        return Ok(None);
+    };
+    let passes = scale::FilePasses {
+        path,
+        key: key.as_ref(),
+        last: Default::default(),
+    };
+    let bar = progress::ScanBar::new(o.quiet);
+    let scaled = scale::verify_streamed(
+        Arc::new(dev),
+        &d,
+        &passes,
+        o.read_timeout,
+        o.scan_region,
+        &|d, t| bar.update(d, t),
+    );
+    bar.finish();
+    let mut report = scaled?.report;
+    let (log, wholeness) = passes.last.into_inner().expect("verify read the log");
+    report.note_log_damage(crate::witness::store::checker::damage_details(&log));
+    report.target = o.target.display().to_string();
+    report.device = Some(device);
+    report.ram_warning = crate::device::safety::ram_warning(&o.target);
+    if let Some(w) = &report.ram_warning {
+        eprintln!("plugpull verify: WARNING: {w}");
+    }
+    report.note_log_wholeness(path.display().to_string(), wholeness.whole, wholeness.how);
+    print_report(o, &report)?;
+    Ok(Some(report.verdict))
 }
 
 /// The report for a target that is gone: the run is named explicitly, so a target that

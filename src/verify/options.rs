@@ -76,4 +76,10 @@ pub enum VerifyError {
     ImpossibleRun(#[from] ImpossibleRun),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// The ack log, read twice by verify at scale (`verify::scale`), held another number
+    /// of acks the second time: it changed under verify.
+    #[error(
+        "the ack log held {first} acks when first read and {second} when read again: it changed while verify read it"
+    )]
+    AcksChanged { first: u64, second: u64 },
 }

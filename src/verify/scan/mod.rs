@@ -50,7 +50,32 @@ pub fn scan_with_progress(
     also: Option<(u64, u64)>,
     progress: &dyn Fn(u64, u64),
 ) -> ScanResult {
-    scan_inner(dev, run, acks, None, read_timeout, also, progress)
+    scan_inner(dev, run, acks, None, None, read_timeout, also, progress)
+}
+
+/// [`scan_with_progress`] with each ack's visible ranges already known (as
+/// [`visible_ranges`] gives them over the whole run): verify at scale (`verify::scale`)
+/// passes only the acks still visible somewhere, the latest at each location, so the
+/// scan holds a region's worth of records however long the run was.
+pub fn scan_visible(
+    dev: Arc<dyn Device>,
+    run: RunId,
+    acks: &[Ack],
+    visible: Vec<Vec<(u64, u64)>>,
+    read_timeout: Duration,
+    also: Option<(u64, u64)>,
+    progress: &dyn Fn(u64, u64),
+) -> ScanResult {
+    scan_inner(
+        dev,
+        run,
+        acks,
+        None,
+        Some(visible),
+        read_timeout,
+        also,
+        progress,
+    )
 }
 
 /// [`scan`], judging only the acks at the indexes in `selected` (their tallies; the
@@ -72,17 +97,20 @@ pub fn scan_selected(
         run,
         acks,
         Some(selected),
+        None,
         read_timeout,
         None,
         &|_, _| {},
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn scan_inner(
     dev: Arc<dyn Device>,
     run: RunId,
     acks: &[Ack],
     selected: Option<&[usize]>,
+    visible: Option<Vec<Vec<(u64, u64)>>>,
     read_timeout: Duration,
     also: Option<(u64, u64)>,
     progress: &dyn Fn(u64, u64),
@@ -109,7 +137,8 @@ fn scan_inner(
             "beyond the end of the device".to_string(),
         ));
     }
-    let mut judge = Judge::new(run, acks, order);
+    let visible = visible.unwrap_or_else(|| visible_ranges(acks));
+    let mut judge = Judge::new(run, acks, order, visible);
     let pipeline = Pipeline::start(dev, span.start, span.readable_end, span.block);
     let mut at = span.start;
     while at < span.end {
@@ -208,13 +237,18 @@ struct Judge<'a> {
 
 impl<'a> Judge<'a> {
     /// `order`: the indexes of the acks to judge.
-    fn new(run: RunId, acks: &'a [Ack], mut order: Vec<usize>) -> Judge<'a> {
+    fn new(
+        run: RunId,
+        acks: &'a [Ack],
+        mut order: Vec<usize>,
+        visible: Vec<Vec<(u64, u64)>>,
+    ) -> Judge<'a> {
         order.sort_by_key(|&i| acks[i].record.offset);
         Judge {
             run,
             key: RunKey::new(run),
             acks,
-            visible: visible_ranges(acks),
+            visible,
             order,
             next: 0,
             active: vec![],

@@ -6,7 +6,7 @@
 //! checksums looks like a good log. Only the end mark lets `verify --acks` say the file
 //! is whole (module `checker` checks it). Layout in docs/protocol.md.
 
-use crate::model::RunLog;
+use crate::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
 use crate::wire::auth::Key;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg;
@@ -94,6 +94,19 @@ pub fn write_log_file(path: &Path, log: &RunLog) -> StoreResult<()> {
 /// [`write_log_file`] with an end mark signed with `key` when given: the ack count,
 /// the frame count, the byte count and the BLAKE3 digest of every byte before it.
 pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> StoreResult<()> {
+    let mut acks = log.acks.iter().copied();
+    write_log_file_from(path, &log.descriptor, &mut acks, &log.events, key)
+}
+
+/// [`write_log_file_keyed`] from acks produced on the fly: a log of 100 M synthetic acks
+/// (examples/synthacks.rs, for verify at scale) is written without holding them all.
+pub fn write_log_file_from(
+    path: &Path,
+    descriptor: &RunDescriptor,
+    acks: &mut dyn Iterator<Item = Ack>,
+    events: &[WitnessEvent],
+    key: Option<&Key>,
+) -> StoreResult<()> {
     let tmp = path.with_extension("acklog.tmp");
     let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let mut out = DigestingWriter {
@@ -107,12 +120,18 @@ pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> Sto
         version: LOG_VERSION,
     }
     .encode_into(&mut buf);
-    Msg::Descriptor(log.descriptor.clone()).encode_into(&mut buf);
+    Msg::Descriptor(descriptor.clone()).encode_into(&mut buf);
     out.frames += 2;
     let mut first = 0u64;
-    for chunk in log.acks.chunks(FILE_ACKS_PER_FRAME) {
+    let mut chunk = Vec::with_capacity(FILE_ACKS_PER_FRAME);
+    loop {
+        chunk.clear();
+        chunk.extend((&mut *acks).take(FILE_ACKS_PER_FRAME));
+        if chunk.is_empty() {
+            break;
+        }
         let before = buf.len();
-        msg::encode_acks_compact_into(&mut buf, first, chunk);
+        msg::encode_acks_compact_into(&mut buf, first, &chunk);
         out.frames += count_frames(&buf[before..]);
         first += chunk.len() as u64;
         if buf.len() >= 1 << 20 {
@@ -121,7 +140,7 @@ pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> Sto
             buf.clear();
         }
     }
-    for e in &log.events {
+    for e in events {
         Msg::Event(e.clone()).encode_into(&mut buf);
         out.frames += 1;
     }

@@ -6,7 +6,7 @@
 //! `plugpull listen` replays it), while the log and the journal know nothing of each
 //! other. Nothing in the store depends back on the reader.
 
-use crate::model::RunLog;
+use crate::model::{Ack, RunLog};
 use crate::record::RunId;
 use crate::wire::auth::Key;
 use crate::witness::store::checker::{LogChecker, LogItem, Wholeness, damage_event};
@@ -120,16 +120,48 @@ fn read_log_bytes(
     r: impl Read,
     key: Option<&Key>,
 ) -> StoreResult<(RunLog, Wholeness)> {
+    let mut acks = Vec::new();
+    let (mut log, wholeness) = stream_log_bytes(path, r, key, &mut |a| acks.extend_from_slice(a))?;
+    log.acks = acks;
+    Ok((log, wholeness))
+}
+
+/// Whether [`stream_log_file`] can read `path`: not a log in a witness directory with a
+/// journal (those are read whole, with the journal overlaid).
+pub fn streamable(path: &Path) -> bool {
+    in_journaled_dir(&FsStorage, path).is_none()
+}
+
+/// [`read_log_file_checked`] without holding the acks: each frame's acks go to `sink`
+/// in order, and the returned log has none. Why: verify at scale reads a 100 M-ack log
+/// twice rather than keep 5 GB of acks (`verify::scale`). Only for a [`streamable`] path.
+pub fn stream_log_file(
+    path: &Path,
+    key: Option<&Key>,
+    sink: &mut dyn FnMut(&[Ack]),
+) -> StoreResult<(RunLog, Wholeness)> {
+    let f = FsStorage
+        .open_read(path)
+        .with_context(|| format!("opening ack log {}", path.display()))?;
+    let r = FileReader::new(&*f);
+    stream_log_bytes(path, io::BufReader::with_capacity(1 << 20, r), key, sink)
+}
+
+fn stream_log_bytes(
+    path: &Path,
+    r: impl Read,
+    key: Option<&Key>,
+    sink: &mut dyn FnMut(&[Ack]),
+) -> StoreResult<(RunLog, Wholeness)> {
     let mut checker = LogChecker::with_key(key);
     let mut scratch = Vec::new();
-    let mut acks = Vec::new();
     let mut events = Vec::new();
     let end = scan_frames_resync(r, is_log_frame, |fr, damage| {
         if let Some(d) = damage {
             checker.note_damage(d);
         }
         match checker.check(fr, &mut scratch)? {
-            LogItem::Acks { acks: a, .. } => acks.extend_from_slice(a),
+            LogItem::Acks { acks: a, .. } => sink(a),
             LogItem::Event(e) => events.push(e),
             LogItem::Header | LogItem::Descriptor(_) | LogItem::EndMark => {}
         }
@@ -148,7 +180,7 @@ fn read_log_bytes(
     Ok((
         RunLog {
             descriptor,
-            acks,
+            acks: Vec::new(),
             events,
         },
         wholeness,

@@ -1,0 +1,332 @@
+//! Verify at scale: judge a run of any length in memory that grows with the region, not
+//! with the run (issue 15: 100 M acks in <= 1 GiB with sequential placement).
+//!
+//! Why: holding every ack, its sector tally and its visible ranges cost about 200 bytes
+//! per ack (2.6 M acks, 513 MB RSS); an hour of a drive answering 100k flushes/s is
+//! 360 M acks. Only the latest acknowledged record at each location is ever read back:
+//! every earlier one is superseded there. So the acks are read twice, streamed:
+//! 1. paint: each ack paints its byte range with itself in a map of disjoint pieces
+//!    (the later record, in (stream, seq) order as in `scan::visible_ranges`, wins a
+//!    byte), so the map holds at most one piece per live record of the region;
+//!    alongside, the checks of `witness::validate::check_run`, the last ack and the
+//!    latency's coarse counts;
+//! 2. the live records are read back and judged exactly as a whole scan would
+//!    (`scan::scan_visible`), then the acks are streamed again: a live ack takes its
+//!    tally, every other ack is wholly superseded, and `judge::Judging` adds each up
+//!    in ack order as `judge::judge` does.
+//!
+//! The result is the same report as `verify_device` (tests: `scale_tests`).
+
+use super::classify::{SectorTally, classify_record};
+use super::judge::{Judging, TimedOut};
+use super::report::Report;
+use super::scan;
+use crate::device::Device;
+use crate::model::{Ack, RecordClass, RunDescriptor};
+use crate::witness::validate::{AckRules, ImpossibleRun, LogViolations, SeqTracker};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The acks of a run, which can be read from the start more than once.
+pub trait AckPasses {
+    /// Calls `sink` with every ack, in ack order, in slices.
+    fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), super::VerifyError>;
+}
+
+impl AckPasses for Vec<Ack> {
+    fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), super::VerifyError> {
+        self.chunks(4096).for_each(sink);
+        Ok(())
+    }
+}
+
+/// One piece of the painted map: [start, end) belongs to ack number `idx`.
+struct Piece {
+    end: u64,
+    idx: u64,
+    ack: Ack,
+}
+
+fn later(a: &Ack, b: &Ack) -> bool {
+    (a.record.stream, a.record.seq) > (b.record.stream, b.record.seq)
+}
+
+/// What the first pass keeps.
+struct Painted {
+    pieces: BTreeMap<u64, Piece>,
+    acks: u64,
+    last_ack_ns: u64,
+    latency: super::distribution::LatencyCoarse,
+    rules: Option<AckRules>,
+    seqs: SeqTracker,
+    violations: Option<LogViolations>,
+}
+
+impl Painted {
+    fn new(d: &RunDescriptor) -> Painted {
+        Painted {
+            pieces: BTreeMap::new(),
+            acks: 0,
+            last_ack_ns: 0,
+            latency: Default::default(),
+            rules: AckRules::for_run(d).ok(),
+            seqs: SeqTracker::default(),
+            violations: None,
+        }
+    }
+
+    fn add(&mut self, a: &Ack) {
+        let idx = self.acks;
+        self.acks += 1;
+        self.last_ack_ns = self.last_ack_ns.max(a.flushed_ns);
+        self.latency.add(a);
+        if let Some(rules) = &self.rules
+            && let Err(v) = self.seqs.check_batch(rules, idx, std::slice::from_ref(a))
+        {
+            match &mut self.violations {
+                Some(f) => f.count += 1,
+                None => self.violations = Some(LogViolations { first: v, count: 1 }),
+            }
+        }
+        self.paint(idx, a);
+    }
+
+    /// Paints [offset, end) of `a`, except where a later record already holds a byte.
+    fn paint(&mut self, idx: u64, a: &Ack) {
+        let (s, e) = (a.record.offset, a.record.end());
+        if s >= e {
+            return;
+        }
+        // The common case, a record exactly over one earlier piece (a ring, or random
+        // placement of fixed-size records): replaced in place, one lookup.
+        if let Some(p) = self.pieces.get_mut(&s)
+            && p.end == e
+        {
+            if !later(&p.ack, a) {
+                *p = Piece {
+                    end: e,
+                    idx,
+                    ack: *a,
+                };
+            }
+            return;
+        }
+        // Every piece overlapping [s, e), taken out.
+        let mut old: Vec<(u64, Piece)> = vec![];
+        if let Some((&ps, p)) = self.pieces.range(..s).next_back()
+            && p.end > s
+        {
+            old.push((ps, self.pieces.remove(&ps).expect("just seen")));
+        }
+        let inside: Vec<u64> = self.pieces.range(s..e).map(|(&k, _)| k).collect();
+        for k in inside {
+            old.push((k, self.pieces.remove(&k).expect("just listed")));
+        }
+        // Put back what lies outside [s, e) and what a later record holds; `a` gets
+        // the gaps.
+        let mut at = s;
+        for (ps, p) in old {
+            if ps < s {
+                self.pieces.insert(ps, Piece { end: s, ..p });
+            }
+            let (is, ie) = (ps.max(s), p.end.min(e));
+            if later(&p.ack, a) {
+                if at < is {
+                    self.put(at, is, idx, a);
+                }
+                at = ie;
+                self.pieces.insert(is, Piece { end: ie, ..p });
+            }
+            if p.end > e {
+                self.pieces.insert(e, Piece { end: p.end, ..p });
+            }
+        }
+        if at < e {
+            self.put(at, e, idx, a);
+        }
+    }
+
+    fn put(&mut self, s: u64, e: u64, idx: u64, a: &Ack) {
+        self.pieces.insert(
+            s,
+            Piece {
+                end: e,
+                idx,
+                ack: *a,
+            },
+        );
+    }
+
+    /// The live acks (at least one byte still theirs), in ack order, with their visible
+    /// ranges (sorted, touching ranges merged) and numbers.
+    fn live(self) -> Live {
+        // Drained into a flat vector and sorted by ack: a second tree keyed by ack would
+        // double the peak (a tree costs about twice its entries).
+        let mut flat: Vec<(u64, u64, u64, Ack)> = Vec::with_capacity(self.pieces.len());
+        flat.extend(
+            self.pieces
+                .into_iter()
+                .map(|(s, p)| (p.idx, s, p.end, p.ack)),
+        );
+        flat.sort_unstable_by_key(|&(idx, s, _, _)| (idx, s));
+        let mut live = Live::default();
+        for (idx, s, e, ack) in flat {
+            if live.idx.last() != Some(&idx) {
+                live.idx.push(idx);
+                live.acks.push(ack);
+                live.visible.push(vec![]);
+            }
+            let ranges = live.visible.last_mut().expect("pushed above");
+            match ranges.last_mut() {
+                Some((_, pe)) if *pe == s => *pe = e,
+                _ => ranges.push((s, e)),
+            }
+        }
+        live
+    }
+}
+
+/// The acks still visible somewhere, in ack order.
+#[derive(Default)]
+struct Live {
+    idx: Vec<u64>,
+    acks: Vec<Ack>,
+    visible: Vec<Vec<(u64, u64)>>,
+}
+
+/// What a scaled verify gives besides the report: the run's validity (a log no writer
+/// could produce gets no verdict; the caller decides, as with `refuse_impossible_run`).
+pub struct Scaled {
+    pub report: Report,
+    /// A sample of the live acks (the latest ones at the most locations), for
+    /// `select::check_identity`'s look for the run's stamps.
+    pub sample: Vec<Ack>,
+}
+
+/// Checks every ack of `acks` (one pass): the same refusal as
+/// `witness::validate::refuse_impossible_run`, then paints them.
+fn first_pass(d: &RunDescriptor, acks: &dyn AckPasses) -> Result<Painted, super::VerifyError> {
+    let mut painted = Painted::new(d);
+    acks.pass(&mut |chunk| chunk.iter().for_each(|a| painted.add(a)))?;
+    let why = match (&painted.rules, &painted.violations) {
+        (Some(_), None) => return Ok(painted),
+        (Some(_), Some(v)) => format!(
+            "{} of its {} acks cannot come from a plugpull writer; the first: {}",
+            v.count, painted.acks, v.first
+        ),
+        (None, _) => match AckRules::for_run(d) {
+            Err(f) => format!("its run descriptor cannot come from a plugpull writer: {f}"),
+            Ok(_) => unreachable!("the same descriptor"),
+        },
+    };
+    Err(ImpossibleRun { run: d.run_id, why }.into())
+}
+
+/// `verify_device_with_progress` for a run of any length: the acks are streamed twice
+/// from `acks` (module docs). Refuses a log no writer could produce
+/// ([`ImpossibleRun`], inside `VerifyError`) before reading the device.
+pub fn verify_streamed(
+    dev: Arc<dyn Device>,
+    d: &RunDescriptor,
+    acks: &dyn AckPasses,
+    read_timeout: Duration,
+    scan_region: bool,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Scaled, super::VerifyError> {
+    let t0 = Instant::now();
+    let mut painted = first_pass(d, acks)?;
+    let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
+    let latency = std::mem::take(&mut painted.latency);
+    let live = painted.live();
+    let s = &d.settings;
+    let also = scan_region.then_some((
+        s.region_offset,
+        s.region_offset.saturating_add(s.region_bytes),
+    ));
+    let result = scan::scan_visible(
+        dev,
+        d.run_id,
+        &live.acks,
+        live.visible,
+        read_timeout,
+        also,
+        progress,
+    );
+    let elsewhere = &result.found_elsewhere;
+    let class_of = |a: &Ack, t: &SectorTally| {
+        classify_record(t, elsewhere.contains_key(&(a.record.stream, a.record.seq)))
+    };
+    let newest_survivor = live
+        .acks
+        .iter()
+        .zip(&result.tallies)
+        .filter(|(a, t)| class_of(a, t) == RecordClass::Intact)
+        .map(|(a, _)| a.record.write_time_ns)
+        .max();
+    let mut judging = Judging::new(last_ack_ns, newest_survivor, &latency);
+    let mut timed_out = result.timed_out.map(TimedOut::new);
+    let (mut i, mut next_live, mut seen) = (0u64, 0usize, 0u64);
+    acks.pass(&mut |chunk| {
+        for a in chunk {
+            let t = if live.idx.get(next_live) == Some(&i) {
+                next_live += 1;
+                result.tallies[next_live - 1]
+            } else {
+                SectorTally {
+                    superseded: a.record.sectors,
+                    ..Default::default()
+                }
+            };
+            let c = class_of(a, &t);
+            judging.add(a, c, &t, elsewhere);
+            if let Some(to) = &mut timed_out {
+                to.add(a, c);
+            }
+            i += 1;
+        }
+        seen = i;
+    })?;
+    if seen != n {
+        return Err(super::VerifyError::AcksChanged {
+            first: n,
+            second: seen,
+        });
+    }
+    let mut report = judging.finish();
+    if let Some(to) = timed_out {
+        to.apply(&mut report, read_timeout);
+    }
+    report.unreadable_ranges = result.unreadable;
+    report.bytes_read = result.bytes_read;
+    report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
+    report.run = Some(d.clone());
+    let every = (live.acks.len() / 256).max(1);
+    let sample = live.acks.iter().step_by(every).copied().collect();
+    Ok(Scaled { report, sample })
+}
+
+/// The acks of a log file, read from the file at every pass (never held).
+pub struct FilePasses<'a> {
+    pub path: &'a std::path::Path,
+    pub key: Option<&'a crate::wire::auth::Key>,
+    /// The descriptor, events and wholeness the last pass read.
+    pub last: std::cell::RefCell<
+        Option<(
+            crate::model::RunLog,
+            crate::witness::store::checker::Wholeness,
+        )>,
+    >,
+}
+
+impl AckPasses for FilePasses<'_> {
+    fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), super::VerifyError> {
+        let got = crate::witness::store::reader::stream_log_file(self.path, self.key, sink)
+            .map_err(|e| super::VerifyError::ReadingAcks {
+                path: self.path.to_path_buf(),
+                source: e.into(),
+            })?;
+        *self.last.borrow_mut() = Some(got);
+        Ok(())
+    }
+}
