@@ -1,7 +1,7 @@
 //! The arguments of the commands that run the simulated drive (`simdrive`, `demo`,
 //! `soak`), kept apart so `args.rs` stays one screenful per command family.
 
-use super::{duration, size};
+use crate::units::{parse_duration as duration, parse_size as size};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
