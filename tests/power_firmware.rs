@@ -82,7 +82,14 @@ fn whole_sketch_builds_with_debians_arduino_core_when_installed() {
     }
     // The default build (version 1 wiring) and a version 2 rig's: rail sensing on A0/A1
     // and the gates on PWM pins for ramps (hardware/firmware/PROTOCOL.md).
-    for flags in [None, Some("PP_FLAGS=-DPP_SENSE=1 -DPP_PWM_GATES=1")] {
+    // And one build per interposer board (its rail table, hardware/schematics/).
+    for flags in [
+        None,
+        Some("PP_FLAGS=-DPP_SENSE=1 -DPP_PWM_GATES=1"),
+        Some("PP_FLAGS=-DPP_BOARD=PP_BOARD_SATA"),
+        Some("PP_FLAGS=-DPP_BOARD=PP_BOARD_M2"),
+        Some("PP_FLAGS=-DPP_BOARD=PP_BOARD_U2"),
+    ] {
         let _ = std::fs::remove_dir_all(sketch.join("build-uno"));
         let mut make = Command::new("make");
         make.current_dir(&sketch);
@@ -101,5 +108,71 @@ fn whole_sketch_builds_with_debians_arduino_core_when_installed() {
             .flatten()
             .any(|e| e.path().extension().is_some_and(|x| x == "hex"));
         assert!(hex, "no .hex image was produced ({flags:?})");
+    }
+}
+
+/// The firmware's rail table for each interposer board is the board's schematic: the
+/// channel count, the nominal voltage of each channel (the 100% of the fall times) and the
+/// controller pins, as hardware/schematics/ says (README table and CHANNEL_PINS). A 3.3 V
+/// rail judged against 12 V would count a rail stuck at 1 V as a proven cut.
+#[test]
+fn firmware_board_tables_match_the_interposer_schematics() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware");
+    let sketch =
+        std::fs::read_to_string(root.join("firmware/plugpull_switch/plugpull_switch.ino"))
+            .unwrap();
+    let readme = std::fs::read_to_string(root.join("schematics/README.md")).unwrap();
+    let py = std::fs::read_to_string(root.join("schematics/interposers.py")).unwrap();
+    // CHANNEL_PINS = {1: ("D9", "A0"), 2: ("D10", "A1"), 3: ("D3", "A2")}
+    let pins_line = py
+        .lines()
+        .find(|l| l.starts_with("CHANNEL_PINS"))
+        .expect("CHANNEL_PINS in interposers.py");
+    let quoted: Vec<&str> = pins_line.split('"').skip(1).step_by(2).collect();
+    let gates: Vec<String> = quoted.iter().step_by(2).map(|d| d[1..].to_string()).collect();
+    let senses: Vec<String> = quoted.iter().skip(1).step_by(2).map(|a| a.to_string()).collect();
+    for (board, row) in [("SATA", "| SATA |"), ("M2", "| M.2"), ("U2", "| U.2")] {
+        // "| SATA | 12 V (1), 5 V (2), 3.3 V (3); ..." -> [12000, 5000, 3300]
+        let cells = readme
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no {row} row in schematics/README.md"));
+        let rails = cells.split('|').nth(2).unwrap().split(';').next().unwrap();
+        let mut nominal_mv = vec![];
+        for (ch, part) in rails.split(',').enumerate() {
+            let volts: f64 = part.trim().split(' ').next().unwrap().parse().unwrap();
+            assert!(part.contains(&format!("({})", ch + 1)), "{board}: {rails}");
+            nominal_mv.push((volts * 1000.0).round() as u32);
+        }
+        let block = sketch
+            .split(&format!("PP_BOARD == PP_BOARD_{board}\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no PP_BOARD_{board} block in the sketch"))
+            .split("#e")
+            .next()
+            .unwrap();
+        let define = |name: &str| -> Vec<String> {
+            let l = block
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("{board}: no {name}"));
+            let inner = l.split('{').nth(1).map(|x| x.trim_end_matches('}'));
+            match inner {
+                Some(list) => list.split(',').map(|x| x.trim().to_string()).collect(),
+                None => vec![l.rsplit(' ').next().unwrap().to_string()],
+            }
+        };
+        let n = nominal_mv.len();
+        assert_eq!(define("PP_CHANNELS"), [n.to_string()], "{board}");
+        let want_mv: Vec<String> = nominal_mv.iter().map(|v| v.to_string()).collect();
+        assert_eq!(define("PP_NOMINAL_MV"), want_mv, "{board}: nominal voltages");
+        assert_eq!(define("PP_GATE_PINS"), gates[..n], "{board}: gate pins");
+        assert_eq!(define("PP_SENSE_PINS"), senses[..n], "{board}: sense pins");
+        // Full scale: 5 V times the divider, 20 V for a 12 V rail, 10 V below that.
+        let full: Vec<String> = nominal_mv
+            .iter()
+            .map(|&mv| if mv > 5000 { "20000" } else { "10000" }.to_string())
+            .collect();
+        assert_eq!(define("PP_FULL_MV"), full, "{board}: dividers");
     }
 }

@@ -15,6 +15,45 @@
 // Safety: the rails come up ON before anything else, because most boards reset when the
 // host opens the serial port, and a reset must never cut the drive by surprise.
 
+// The interposer boards of hardware/schematics/ (README "Controller pins"): each has its
+// own rails, so its own channel count, gate and sense pins, nominal voltages and
+// dividers. Build for one with `make PP_FLAGS=-DPP_BOARD=PP_BOARD_SATA` (or _M2, _U2);
+// a board build samples and ramps (PP_SENSE and PP_PWM_GATES on). Why per board: the
+// fall times are shares of the rail's nominal voltage, so a 3.3 V rail judged against
+// 12 V would count a rail stuck at 1 V as cut.
+#define PP_BOARD_NONE 0
+#define PP_BOARD_SATA 1
+#define PP_BOARD_M2 2
+#define PP_BOARD_U2 3
+#ifndef PP_BOARD
+#define PP_BOARD PP_BOARD_NONE
+#endif
+#if PP_BOARD == PP_BOARD_SATA
+#define PP_CHANNELS 3
+#define PP_GATE_PINS {9, 10, 3}
+#define PP_SENSE_PINS {A0, A1, A2}
+#define PP_NOMINAL_MV {12000, 5000, 3300}
+#define PP_FULL_MV {20000, 10000, 10000}
+#elif PP_BOARD == PP_BOARD_M2
+#define PP_CHANNELS 1
+#define PP_GATE_PINS {9}
+#define PP_SENSE_PINS {A0}
+#define PP_NOMINAL_MV {3300}
+#define PP_FULL_MV {10000}
+#elif PP_BOARD == PP_BOARD_U2
+#define PP_CHANNELS 2
+#define PP_GATE_PINS {9, 10}
+#define PP_SENSE_PINS {A0, A1}
+#define PP_NOMINAL_MV {12000, 3300}
+#define PP_FULL_MV {20000, 10000}
+#elif PP_BOARD != PP_BOARD_NONE
+#error "PP_BOARD: use PP_BOARD_SATA, PP_BOARD_M2 or PP_BOARD_U2"
+#endif
+#if PP_BOARD != PP_BOARD_NONE
+#define PP_SENSE 1
+#define PP_PWM_GATES 1
+#endif
+
 #include "pp_protocol.h"
 
 // Gate pins of the load switches, channel 1..PP_CHANNELS. HIGH = rail powered. The
@@ -22,10 +61,12 @@
 // pin (9 and 10 on an Uno: Timer1), the gate driven through an RC so the PWM becomes a
 // falling gate voltage: build with `make PP_FLAGS=-DPP_PWM_GATES=1`. Without PWM the
 // PONG offers no ramp.
+#ifndef PP_GATE_PINS
 #if PP_PWM_GATES
 #define PP_GATE_PINS {9, 10}
 #else
 #define PP_GATE_PINS {7, 8}
+#endif
 #endif
 // Sampling the rails needs the sense dividers wired to A0/A1: build with
 // `make PP_FLAGS=-DPP_SENSE=1` (both: PP_FLAGS='-DPP_SENSE=1 -DPP_PWM_GATES=1'). Off by default, because an unwired ADC input reads noise,
@@ -39,9 +80,14 @@ static const uint8_t RAIL_OFF = LOW;
 // Drive-side sense inputs (each rail through a divider to 0..5 V), the rail's nominal
 // voltage, and the voltage at ADC full scale (5 V times the divider ratio): 12 V through
 // 30k/10k reads 20 V at full scale; 5 V through 10k/10k reads 10 V.
-static const uint8_t SENSE_PIN[PP_CHANNELS] = {A0, A1};
-static const uint16_t NOMINAL_MV[PP_CHANNELS] = {12000, 5000};
-static const uint16_t FULL_MV[PP_CHANNELS] = {20000, 10000};
+#ifndef PP_SENSE_PINS
+#define PP_SENSE_PINS {A0, A1}
+#define PP_NOMINAL_MV {12000, 5000}
+#define PP_FULL_MV {20000, 10000}
+#endif
+static const uint8_t SENSE_PIN[PP_CHANNELS] = PP_SENSE_PINS;
+static const uint16_t NOMINAL_MV[PP_CHANNELS] = PP_NOMINAL_MV;
+static const uint16_t FULL_MV[PP_CHANNELS] = PP_FULL_MV;
 
 #define PP_TRACE_N 400
 #define PP_TRACE_PRE 16
