@@ -119,8 +119,7 @@ fn whole_sketch_builds_with_debians_arduino_core_when_installed() {
 fn firmware_board_tables_match_the_interposer_schematics() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware");
     let sketch =
-        std::fs::read_to_string(root.join("firmware/plugpull_switch/plugpull_switch.ino"))
-            .unwrap();
+        std::fs::read_to_string(root.join("firmware/plugpull_switch/plugpull_switch.ino")).unwrap();
     let readme = std::fs::read_to_string(root.join("schematics/README.md")).unwrap();
     let py = std::fs::read_to_string(root.join("schematics/interposers.py")).unwrap();
     // CHANNEL_PINS = {1: ("D9", "A0"), 2: ("D10", "A1"), 3: ("D3", "A2")}
@@ -129,8 +128,17 @@ fn firmware_board_tables_match_the_interposer_schematics() {
         .find(|l| l.starts_with("CHANNEL_PINS"))
         .expect("CHANNEL_PINS in interposers.py");
     let quoted: Vec<&str> = pins_line.split('"').skip(1).step_by(2).collect();
-    let gates: Vec<String> = quoted.iter().step_by(2).map(|d| d[1..].to_string()).collect();
-    let senses: Vec<String> = quoted.iter().skip(1).step_by(2).map(|a| a.to_string()).collect();
+    let gates: Vec<String> = quoted
+        .iter()
+        .step_by(2)
+        .map(|d| d[1..].to_string())
+        .collect();
+    let senses: Vec<String> = quoted
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .map(|a| a.to_string())
+        .collect();
     for (board, row) in [("SATA", "| SATA |"), ("M2", "| M.2"), ("U2", "| U.2")] {
         // "| SATA | 12 V (1), 5 V (2), 3.3 V (3); ..." -> [12000, 5000, 3300]
         let cells = readme
@@ -165,7 +173,11 @@ fn firmware_board_tables_match_the_interposer_schematics() {
         let n = nominal_mv.len();
         assert_eq!(define("PP_CHANNELS"), [n.to_string()], "{board}");
         let want_mv: Vec<String> = nominal_mv.iter().map(|v| v.to_string()).collect();
-        assert_eq!(define("PP_NOMINAL_MV"), want_mv, "{board}: nominal voltages");
+        assert_eq!(
+            define("PP_NOMINAL_MV"),
+            want_mv,
+            "{board}: nominal voltages"
+        );
         assert_eq!(define("PP_GATE_PINS"), gates[..n], "{board}: gate pins");
         assert_eq!(define("PP_SENSE_PINS"), senses[..n], "{board}: sense pins");
         // Full scale: 5 V times the divider, 20 V for a 12 V rail, 10 V below that.
