@@ -660,3 +660,32 @@ fn many_writers_at_once() {
     assert_eq!(latest.descriptor.run_id, runs[7].run_id);
     drop(w);
 }
+
+/// A batch bigger than the room left under `max_unconfirmed` must not wait for the
+/// sender's next heartbeat: the acks queued before the pusher blocks are sent at once, so
+/// Durable replies make room. (With a 30 s heartbeat, 40 batches of 8 under a limit of 4
+/// took minutes when the sender was woken only after a whole batch.)
+#[test]
+fn a_batch_over_the_unconfirmed_limit_does_not_wait_for_heartbeats() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(&tmp.path().join("w"));
+    let d = descriptor(9, "host-batch");
+    let o = ClientOptions {
+        heartbeat: Duration::from_secs(30),
+        max_unconfirmed: 4,
+        ..Default::default()
+    };
+    let s = AckSender::connect(&w.addr, &d, o).unwrap();
+    let t0 = Instant::now();
+    let acks: Vec<Ack> = (0..320).map(ack).collect();
+    for batch in acks.chunks(8) {
+        s.push_all(batch);
+    }
+    let st = s.finish(Duration::from_secs(60)).unwrap();
+    assert_eq!((st.pushed, st.durable), (320, 320));
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "took {:?}: the pusher waited for heartbeats",
+        t0.elapsed()
+    );
+}

@@ -169,18 +169,7 @@ impl AckSender {
     /// Queues one ack. Never waits on the network; blocks only while
     /// `max_unconfirmed` acks are outstanding.
     pub fn push(&self, ack: Ack) {
-        let sh = &*self.shared;
-        let mut g = lock(sh);
-        while g.pending.len() >= sh.opts.max_unconfirmed && !g.stop && !g.pushers_released {
-            g.pusher_waiting = true;
-            g = sh.cv_push.wait(g).unwrap_or_else(|p| p.into_inner());
-        }
-        g.pending.push_back(ack);
-        g.pushed += 1;
-        if g.sender_waiting {
-            g.sender_waiting = false;
-            sh.cv_send.notify_one();
-        }
+        self.push_all(std::slice::from_ref(&ack));
     }
 
     /// The writer is stopping: wake every `push` waiting for room and let later pushes
@@ -192,23 +181,23 @@ impl AckSender {
         self.shared.cv_push.notify_all();
     }
 
-    /// Queues a flushed batch in order, under one lock while the queue has room (the
-    /// writer's `--batch`); like `push`, waits only for `max_unconfirmed`.
+    /// Queues acks in order (one, or a flushed `--batch`), under one lock while the queue
+    /// has room; waits only while `max_unconfirmed` acks are outstanding. Before waiting it
+    /// wakes the sender: the acks queued so far must go out, or no Durable ever makes room
+    /// (the sender would sleep until its next heartbeat).
     pub fn push_all(&self, acks: &[Ack]) {
         let sh = &*self.shared;
         let mut g = lock(sh);
         for &ack in acks {
             while g.pending.len() >= sh.opts.max_unconfirmed && !g.stop && !g.pushers_released {
+                wake_sender(&mut g, sh);
                 g.pusher_waiting = true;
                 g = sh.cv_push.wait(g).unwrap_or_else(|p| p.into_inner());
             }
             g.pending.push_back(ack);
             g.pushed += 1;
         }
-        if g.sender_waiting {
-            g.sender_waiting = false;
-            sh.cv_send.notify_one();
-        }
+        wake_sender(&mut g, sh);
     }
 
     pub fn stats(&self) -> SenderStats {
@@ -434,6 +423,15 @@ fn advance_durable(sh: &Shared, g: &mut Inner, n: u64) {
         sh.cv_send.notify_one();
     }
     sh.cv_durable.notify_all();
+}
+
+/// Wakes the sender thread if it sleeps waiting for acks. Only then: a futex wake per
+/// push would be a syscall per ack.
+fn wake_sender(g: &mut Inner, sh: &Shared) {
+    if g.sender_waiting {
+        g.sender_waiting = false;
+        sh.cv_send.notify_one();
+    }
 }
 
 /// Sends queued acks, heartbeats and the final Bye over one connection.
