@@ -5,14 +5,16 @@
 # the writer's RSS, acks durable at the witness (`plugpull runs --json`) and the ack rate
 # over the last interval, the run's ack log size and its bytes per ack. At the end:
 # RSS and ack rate of the first sample against the last and against the extremes, and
-# the log size against what its encoding predicts, computed from docs/protocol.md:
-# FileHeader frame (8 + 10 B) + Hello frame (8 + descriptor JSON) + per Acks frame
-# 8 + 13 B + 40 B per ack (the sender packs up to 4096 acks a frame).
+# the log size against what its encoding predicts: every frame of the log is walked and
+# its size recomputed from its own header fields with the formulas of docs/protocol.md
+# (Acks 0x12: 8 + 13 + 40 B per ack; CompactAcks 0x09: 8 + 1 + 28 + 22 per lane + the
+# bit stream + 13 B per exception), and the bytes per ack are split into those parts.
 #
 # Usage: scripts/perf-hour.sh [SECONDS] [SAMPLE_SECONDS] [DIR] [-- EXTRA WRITE ARGS]
 #   defaults: 3600 s, 60 s, /dev/shm; e.g. scripts/perf-hour.sh 300 30 /dev/shm -- --batch 8
 #   PLUGPULL=path/to/plugpull uses that binary instead of building target/release.
-# The witness log grows by ~40 bytes per ack: at 300k acks/s an hour is ~43 GB. The run
+# The witness log (version 2) grows by ~4-5 bytes per ack for this sequential run: at
+# 300k acks/s an hour is ~5 GB (a version 1 log, 40 B per ack, would be ~43 GB). The run
 # is stopped early (and says so) when the witness directory's file system has less than
 # MIN_FREE_MB (default 2048) free.
 set -euo pipefail
@@ -77,32 +79,51 @@ done
 wait $PID || true
 n=$(durable)
 lb=$(logbytes)
-hello=$(python3 - "$WIT" <<'EOF'
-import glob, sys
-# Frame lengths as docs/protocol.md gives them: u32 len, u8 type, payload, u32 crc.
-p = glob.glob(sys.argv[1] + "/w/*.acklog")[0]
-b = open(p, "rb").read(4096)
-off, sizes = 0, []
-for _ in range(2):  # FileHeader, Hello
-    ln = int.from_bytes(b[off:off + 4], "little")
-    sizes.append(8 + ln)
-    off += 8 + ln
-print(sum(sizes))
-EOF
-)
+LOG=$(ls "$WIT"/w/*.acklog | head -1)
 echo "# writer summary: $(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["records_acked"], "acked,", round(j["records_per_s"]), "per s, witness durable", j["witness_durable"])' "$WORK/summary.json" 2>/dev/null || echo unavailable)"
-python3 - "$n" "$lb" "$hello" "${samples[@]}" <<'EOF'
+python3 - "$n" "$lb" "$LOG" "${samples[@]}" <<'EOF'
 import sys
-n, lb, hello = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+n, lb, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 rows = [tuple(float(x) for x in s.split()) for s in sys.argv[4:]]
-# Frames of at most 4096 acks; fewer when the sender sent a partial one, so this is the
-# least the log can be; the measured size says how many frames there were.
-frames_min = -(-n // 4096)
-pred = hello + 40 * n + 21 * frames_min
-print(f"# witness log: {lb} bytes for {n} acks = {lb / max(n, 1):.2f} B/ack; "
-      f"predicted at least {pred} (headers {hello} + 40 B/ack + 21 B per Acks frame of <= 4096); "
-      f"the {lb - hello - 40 * n} bytes beyond the entries are {(lb - hello - 40 * n) / 21:.0f} frames, "
-      f"{n / max((lb - hello - 40 * n) / 21, 1):.0f} acks per frame on average")
+# Walk every frame (docs/protocol.md: u32 len, u8 type, payload, u32 crc) and recompute
+# each ack frame's size from its own header fields.
+def bits(v):
+    return v.bit_length()
+parts = {"other": 0, "frame": 0, "header": 0, "lanes": 0, "bitstream": 0, "exceptions": 0, "entries": 0}
+acks = frames = mismatched = 0
+with open(log, "rb") as f:
+    while True:
+        head = f.read(5)
+        if len(head) < 5:
+            break
+        ln, ty = int.from_bytes(head[:4], "little"), head[4]
+        if ty == 0x09:
+            h = f.read(20)
+            count, exc, lanes = int.from_bytes(h[8:12], "little"), int.from_bytes(h[12:16], "little"), h[16]
+            per_ack = bits(lanes - 1) + sum(w & 0x7F for w in h[17:20])
+            pred = 28 + 22 * lanes + -(-count * per_ack // 8) + 13 * exc
+            mismatched += pred != ln - 1
+            parts["frame"] += 9; parts["header"] += 28; parts["lanes"] += 22 * lanes
+            parts["bitstream"] += -(-count * per_ack // 8); parts["exceptions"] += 13 * exc
+            acks += count; frames += 1
+            f.seek(ln - 1 - 20 + 4, 1)
+        elif ty == 0x12:
+            h = f.read(12)
+            count = int.from_bytes(h[8:12], "little")
+            pred = 12 + 40 * count
+            mismatched += pred != ln - 1
+            parts["frame"] += 9; parts["header"] += 12; parts["entries"] += 40 * count
+            acks += count; frames += 1
+            f.seek(ln - 1 - 12 + 4, 1)
+        else:
+            parts["other"] += 8 + ln
+            f.seek(ln - 1 + 4, 1)
+pred = sum(parts.values())
+print(f"# witness log: {lb} bytes for {n} acks = {lb / max(n, 1):.2f} B/ack; recomputed from the "
+      f"frames' own fields: {pred} bytes ({'equal' if pred == lb else 'DIFFERENT'}), {acks} acks in "
+      f"{frames} ack frames ({acks / max(frames, 1):.0f} per frame), {mismatched} frames whose size "
+      f"disagrees with the formula")
+print("# per ack: " + ", ".join(f"{k} {v / max(acks, 1):.3f} B" for k, v in parts.items() if v))
 if len(rows) >= 2:
     rss = [r[1] for r in rows]
     rate = [r[2] for r in rows]
