@@ -585,7 +585,7 @@ fn binary_quick_json_on_a_temp_dir() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let started = std::time::Instant::now();
     let out = plugpull()
-        .args(["bench", "--quick", "--json"])
+        .args(["bench", "--quick", "--json", "--in-file"])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -692,7 +692,15 @@ fn binary_ctrl_c_prints_partial_tables_and_removes_its_file() {
     use nix::unistd::Pid;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let child = plugpull()
-        .args(["bench", "--quiet", "--size", "16M", "--time-per-size", "1s"])
+        .args([
+            "bench",
+            "--quiet",
+            "--in-file",
+            "--size",
+            "16M",
+            "--time-per-size",
+            "1s",
+        ])
         .arg(dir.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

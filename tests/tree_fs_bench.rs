@@ -1,4 +1,4 @@
-//! `plugpull bench DIR --tree`: the untar-shaped tree timed once per flush method, through
+//! `plugpull bench DIR` (`--tree` or not): the untar-shaped tree timed once per flush method, through
 //! the built binary on a small tree (docs/bench.md). Checked: one row per method in the
 //! documented order, each row wrote the whole plan (the same files and bytes as
 //! `write DIR` would), the ratio to `none` and the 53,000-file extrapolation follow from
@@ -131,9 +131,52 @@ fn bench_tree_refuses_a_file_and_files_without_tree() {
     assert!(r.stderr.contains("not a directory"), "{r:?}");
     let r = common::run([
         "bench".as_ref(),
-        dir.path().as_os_str(),
+        f.as_os_str(),
         "--files".as_ref(),
         "5".as_ref(),
     ]);
-    assert_eq!(r.code, 2, "--files needs --tree: {r:?}");
+    assert_eq!(r.code, 2, "--files on a file: {r:?}");
+    assert!(r.stderr.contains("tree bench of a directory"), "{r:?}");
+    let r = common::run(["bench".as_ref(), f.as_os_str(), "--in-file".as_ref()]);
+    assert_eq!(r.code, 2, "--in-file on a file: {r:?}");
+    assert!(r.stderr.contains("is for a directory target"), "{r:?}");
+    assert_eq!(std::fs::read(&f).unwrap(), b"x", "the file is untouched");
+}
+
+/// A directory gets the tree bench without `--tree` (the untar timing is what a
+/// directory is for); options of the device tables are refused with the flag that gives
+/// them, before anything is written.
+#[test]
+fn a_directory_gets_the_tree_bench_by_default() {
+    let dir = scratch();
+    let r = common::run([
+        "bench",
+        &dir.path().display().to_string(),
+        "--files",
+        "12",
+        "--seed",
+        "3",
+        "--json",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["format"], "plugpull-bench-tree/1", "{v}");
+    assert_eq!(v["files"], 12);
+    for table_flag in [
+        &["--only", "sweep"][..],
+        &["--iops"],
+        &["--size", "16M"],
+        &["--flush", "fsync"],
+    ] {
+        let mut args = vec!["bench".to_string(), dir.path().display().to_string()];
+        args.extend(table_flag.iter().map(|s| s.to_string()));
+        let r = common::run(args);
+        assert_eq!(r.code, 2, "{table_flag:?}: {r:?}");
+        assert!(
+            r.stderr.contains(table_flag[0]) && r.stderr.contains("--in-file"),
+            "{table_flag:?} names itself and the way to the tables: {r:?}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "bench left {left:?} in DIR");
 }

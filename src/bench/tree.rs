@@ -1,4 +1,4 @@
-//! `plugpull bench DIR --tree`: the untar timing of the seeds. The same seeded,
+//! `plugpull bench DIR`: the untar timing of the seeds. The same seeded,
 //! untar-shaped tree (`tree::plan`, the workload of `plugpull write DIR`) is written into
 //! DIR once per flush method, and each run is timed: files/s, MB/s, elapsed, the
 //! per-file sync latency, the ratio to `--flush none`, and the time the full 53,000-file
@@ -36,7 +36,7 @@ pub const METHODS: [TreeFlush; 4] = [
     TreeFlush::Dsync,
 ];
 
-/// What `bench DIR --tree` needs.
+/// What `bench DIR` needs.
 #[derive(Debug, Clone)]
 pub struct TreeBenchOptions {
     /// An existing directory; each method's tree is written into a new directory in it

@@ -419,15 +419,16 @@ pub enum BenchTable {
 
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// A block device, a file, or a directory (bench then uses its own file in it,
-    /// `plugpull-bench.tmp`, and removes it afterwards).
+    /// A block device or a file: the device tables. A directory: the untar-shaped tree
+    /// once per flush method (or, with --in-file, the device tables on bench's own file
+    /// in it, `plugpull-bench.tmp`, removed afterwards).
     pub target: PathBuf,
     /// Bytes of the target to use for random offsets [default: 1G, 128M with --quick].
     #[arg(long, allow_hyphen_values = true, value_parser = size)]
     pub size: Option<u64>,
-    /// The flush after each write of the sweep.
-    #[arg(long, value_enum, default_value = "fdatasync")]
-    pub flush: FlushArg,
+    /// The flush after each write of the sweep [default: fdatasync].
+    #[arg(long, value_enum)]
+    pub flush: Option<FlushArg>,
     /// Go through the page cache instead of O_DIRECT.
     #[arg(long)]
     pub no_direct: bool,
@@ -471,14 +472,17 @@ pub struct BenchArgs {
     /// Allow overwriting PATH even though it holds data (it must be TARGET itself).
     #[arg(long, value_name = "PATH")]
     pub destroy_data_on: Option<PathBuf>,
-    /// For a directory: time the untar-shaped tree of `write DIR` once per flush method
-    /// (none, fsync, fdatasync, dsync) instead of the device tables (docs/bench.md).
-    #[arg(long)]
+    /// Insist on the tree bench: what a directory gets anyway; refused for anything
+    /// but a directory (docs/bench.md).
+    #[arg(long, conflicts_with = "in_file")]
     pub tree: bool,
-    /// With --tree: files per run (bytes scale with them; the 53,000-file / 528 MB
-    /// figure is extrapolated from this count).
-    #[arg(long, value_name = "N", default_value_t = 2_000, requires = "tree")]
-    pub files: u32,
+    /// For a directory: the device tables on bench's own file in it instead of the tree.
+    #[arg(long)]
+    pub in_file: bool,
+    /// Tree bench: files per run (bytes scale with them; the 53,000-file / 528 MB figure
+    /// is extrapolated from this count) [default: 2000, 200 with --quick].
+    #[arg(long, value_name = "N")]
+    pub files: Option<u32>,
     /// Print the report as JSON on stdout (format in docs/bench.md).
     #[arg(long)]
     pub json: bool,

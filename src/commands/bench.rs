@@ -1,16 +1,17 @@
-//! `plugpull bench`: arguments to [`BenchOptions`] (or, with `--tree`,
-//! [`bench::tree::TreeBenchOptions`]), then the run; its outcome to an exit
+//! `plugpull bench`: arguments to [`BenchOptions`] (or, for a directory without
+//! `--in-file`, [`bench::tree::TreeBenchOptions`]), then the run; its outcome to an exit
 //! code (PASS, or TARGET_FAILED when a row's write or flush failed). The clap-side
 //! enums of the bench tables and IOPS table convert here, so `args.rs` imports no bench
 //! module.
 
 use crate::bench::config::{Op, Pattern};
 use crate::bench::{self, BenchOptions, BenchOutcome, Table};
-use crate::commands::args::{BenchArgs, BenchTable, IopsOpArg, IopsPatternArg};
+use crate::commands::args::{BenchArgs, BenchTable, FlushArg, IopsOpArg, IopsPatternArg};
 use crate::exit;
 
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
-    if a.tree {
+    if a.tree || (a.target.is_dir() && !a.in_file) {
+        refuse_table_options(&a)?;
         let report = bench::tree::run(&tree_options(a))?;
         return Ok(if report.all_ok() {
             exit::PASS
@@ -18,17 +19,58 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
             exit::TARGET_FAILED
         });
     }
+    if a.in_file && !a.target.is_dir() {
+        anyhow::bail!(
+            "--in-file is for a directory target: {} is not one (a file or a device gets \
+             the device tables without it)",
+            a.target.display()
+        );
+    }
+    if a.files.is_some() {
+        anyhow::bail!(
+            "--files is for the tree bench of a directory; {} gets the device tables",
+            a.target.display()
+        );
+    }
     Ok(match bench::run(&options(a))? {
         BenchOutcome::AllRowsOk => exit::PASS,
         BenchOutcome::SomeRowsFailed => exit::TARGET_FAILED,
     })
 }
 
-/// The options of `bench DIR --tree`.
+/// A directory gets the tree bench; options that only shape the device tables would be
+/// ignored there, so they are refused with the flag that gives the tables instead.
+fn refuse_table_options(a: &BenchArgs) -> anyhow::Result<()> {
+    let given: Vec<&str> = [
+        (a.size.is_some(), "--size"),
+        (a.flush.is_some(), "--flush"),
+        (a.no_direct, "--no-direct"),
+        (a.time_per_size.is_some(), "--time-per-size"),
+        (a.sweep_sizes.is_some(), "--sweep-sizes"),
+        (a.iops, "--iops"),
+        (!a.only.is_empty(), "--only"),
+        (a.destroy_data_on.is_some(), "--destroy-data-on"),
+    ]
+    .into_iter()
+    .filter_map(|(set, name)| set.then_some(name))
+    .collect();
+    if !given.is_empty() {
+        anyhow::bail!(
+            "{} shape the device tables, but {} is a directory and gets the tree bench \
+             (every flush method on an untar-shaped tree); add --in-file for the device \
+             tables on a file in it, or drop them",
+            given.join(", "),
+            a.target.display()
+        );
+    }
+    Ok(())
+}
+
+/// The options of the tree bench (`bench DIR`).
 pub fn tree_options(a: BenchArgs) -> bench::tree::TreeBenchOptions {
     bench::tree::TreeBenchOptions {
+        files: a.files.unwrap_or(if a.quick { 200 } else { 2_000 }),
         dir: a.target,
-        files: a.files,
         seed: a.seed,
         json: a.json,
         quiet: a.quiet,
@@ -40,7 +82,7 @@ pub fn options(a: BenchArgs) -> BenchOptions {
     BenchOptions {
         target: a.target,
         size_bytes: a.size,
-        flush: a.flush.into(),
+        flush: a.flush.unwrap_or(FlushArg::Fdatasync).into(),
         direct: !a.no_direct,
         time_per_size: a.time_per_size,
         sweep_sizes: a.sweep_sizes,

@@ -64,8 +64,9 @@ const EXAMPLES: &[(&str, &str)] = &[
   plugpull bench /dev/sdX --destroy-data-on /dev/sdX
   # A quick look at a file on the file system under test:
   plugpull bench /mnt/test/bench.img --quick
-  # The untar test: files/s and fsync latency of a file system, per flush method:
-  plugpull bench /mnt/test --tree --files 2000",
+  # The untar test: files/s and fsync latency of a file system, per flush method
+  # (a directory gets it; --in-file gives a directory the device tables instead):
+  plugpull bench /mnt/test --files 2000",
     ),
     (
         "simdrive",
