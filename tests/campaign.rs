@@ -291,6 +291,11 @@ traces = [{fast:?}, {stuck:?}, {fast:?}]
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("2 cut not proven"), "{text}");
     assert!(text.contains("fall time"), "{text}");
+    // The plain sentence does not lump the unproven cuts in with cuts that gave no answer.
+    assert!(
+        text.contains("2 more cuts did not prove the power fell"),
+        "{text}"
+    );
     // The HTML report of the results file plots every cycle's fall and marks the two.
     let html = d.path().join("ramp.html");
     let out = Command::new(common::bin())

@@ -456,6 +456,7 @@ impl Summary {
                 lost_records: self.lost_records_total,
                 dead_cycles: self.dead_device_cycles,
                 upper_95: self.failure_rate_upper_95,
+                cut_not_proven: self.cut_not_proven,
             });
         self
     }

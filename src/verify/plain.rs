@@ -129,6 +129,9 @@ pub struct CampaignFacts {
     pub dead_cycles: u64,
     /// The 95% upper bound on the share of cuts that lose data, 0..1, when none failed.
     pub upper_95: f64,
+    /// Cuts whose rail never fell far enough (campaign CUT-NOT-PROVEN): neither passed nor
+    /// failed, and said apart from cuts that merely gave no answer.
+    pub cut_not_proven: u64,
 }
 
 /// The plain sentence(s) for many power cuts of one drive (a campaign, a multi-run
@@ -136,7 +139,13 @@ pub struct CampaignFacts {
 pub fn campaign_sentence(f: &CampaignFacts) -> String {
     let judged = f.passed + f.failed;
     let unjudged = f.cycles - judged.min(f.cycles);
-    let also = match unjudged {
+    let not_proven = f.cut_not_proven.min(unjudged);
+    let mut also = match not_proven {
+        0 => String::new(),
+        1 => "; 1 more cut did not prove the power fell, so it does not count".into(),
+        n => format!("; {n} more cuts did not prove the power fell, so they do not count"),
+    };
+    also += &match unjudged - not_proven {
         0 => String::new(),
         1 => "; 1 more cut gave no answer".into(),
         n => format!("; {n} more cuts gave no answer"),
@@ -166,8 +175,16 @@ pub fn campaign_sentence(f: &CampaignFacts) -> String {
             f.upper_95 * 100.0
         )
     } else {
+        let proof = match not_proven {
+            0 => String::new(),
+            n if n == f.cycles => {
+                " (the power was never proven to have fallen: check the switch and its wiring)"
+                    .into()
+            }
+            n => format!(" ({} of them did not prove the power fell)", thousands(n)),
+        };
         format!(
-            "These tests say nothing about the drive yet: none of the {} power {} gave an answer.",
+            "These tests say nothing about the drive yet: none of the {} power {} gave an answer{proof}.",
             thousands(f.cycles),
             cuts(f.cycles)
         )
@@ -383,6 +400,7 @@ mod tests {
             lost_records: 1234,
             dead_cycles: 1,
             upper_95: 0.0,
+            cut_not_proven: 0,
         };
         assert_eq!(
             campaign_sentence(&f),
@@ -403,6 +421,32 @@ mod tests {
             ..Default::default()
         };
         assert!(campaign_sentence(&f).starts_with("These tests say nothing about the drive yet"));
+    }
+
+    /// A cut whose rail never fell far enough is neither a pass nor "no answer": the
+    /// sentence says it did not count, apart from cuts that gave no answer.
+    #[test]
+    fn campaign_sentences_tell_unproven_cuts_apart() {
+        let f = CampaignFacts {
+            cycles: 10,
+            passed: 7,
+            cut_not_proven: 2,
+            upper_95: 0.35,
+            ..Default::default()
+        };
+        assert_eq!(
+            campaign_sentence(&f),
+            "This drive kept every write it confirmed as saved through all 7 power cuts that were checked; 2 more cuts did not prove the power fell, so they do not count; 1 more cut gave no answer. That still allows it to lose data in up to 35.0% of power cuts (95% confidence); more cuts narrow this."
+        );
+        let f = CampaignFacts {
+            cycles: 3,
+            cut_not_proven: 3,
+            ..Default::default()
+        };
+        assert_eq!(
+            campaign_sentence(&f),
+            "These tests say nothing about the drive yet: none of the 3 power cuts gave an answer (the power was never proven to have fallen: check the switch and its wiring)."
+        );
     }
 
     #[test]

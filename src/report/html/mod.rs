@@ -191,6 +191,10 @@ fn plain_text(cycles: &[Cycle], s: &Summary) -> String {
         passed: n(Verdict::Pass),
         failed: n(Verdict::Fail),
         lost_records: s.failing_records,
+        cut_not_proven: cycles
+            .iter()
+            .filter(|c| c.report.cut_proven == Some(false))
+            .count() as u64,
         dead_cycles: cycles
             .iter()
             .filter(|c| c.report.summary.dead_device.is_some())
