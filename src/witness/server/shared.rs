@@ -82,6 +82,9 @@ pub(super) struct Shared {
     pub(super) stop: AtomicBool,
     pub(super) next_conn: AtomicU64,
     pub(super) runs: Mutex<HashMap<RunId, Arc<Mutex<RunSlot>>>>,
+    /// What `plugpull runs` already read of each log, so a listing reads only what was
+    /// appended since (module `runs`).
+    pub(super) listed: Mutex<HashMap<RunId, ListedPrefix>>,
     /// Device key -> (start time ns, run): the newest run per device.
     pub(super) latest: Mutex<HashMap<String, (i64, RunId)>>,
     /// Connections past their handshake, by id (closed at shutdown).
@@ -91,6 +94,24 @@ pub(super) struct Shared {
     pub(super) fetchers: AtomicUsize,
     pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
 }
+
+/// How far a listing (`plugpull runs`, module `runs`) read one run's log, clean, and the
+/// checker's state at that byte.
+#[derive(Clone)]
+pub(super) struct ListedPrefix {
+    /// The log file's inode: another file under the same name is read from the start.
+    pub(super) ino: u64,
+    /// Bytes read, ending at a frame boundary (the scan ended there with no tail).
+    pub(super) len_bytes: u64,
+    /// BLAKE3 of the last bytes read (up to [`LISTED_TAIL_BYTES`]): a log cut and grown
+    /// again past `len_bytes` since, differs there and is read from the start.
+    pub(super) tail_digest: [u8; 32],
+    pub(super) checker: crate::witness::store::checker::LogChecker,
+    pub(super) last_flushed_ns: Option<u64>,
+}
+
+/// How many bytes before [`ListedPrefix::len_bytes`] a listing checks before going on.
+pub(super) const LISTED_TAIL_BYTES: u64 = 4096;
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicked connection thread must not take the whole witness down with it; the

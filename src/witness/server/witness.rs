@@ -48,6 +48,7 @@ impl Witness {
             stop: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),
             runs: Mutex::new(HashMap::new()),
+            listed: Mutex::new(HashMap::new()),
             latest: Mutex::new(HashMap::new()),
             conns: Mutex::new(HashMap::new()),
             writers: AtomicUsize::new(0),

@@ -22,7 +22,7 @@ pub const DAMAGE_EVENT: &str = "log-damage";
 /// Shared by recovery, read_log_file and fetch. It also keeps the running digest and
 /// the damage that [`LogChecker::note_damage`] reports, so a reader can tell whether
 /// the log proved it is whole ([`LogChecker::wholeness`]).
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct LogChecker {
     pub descriptor: Option<RunDescriptor>,
     /// Format version in the log's header (0 before the header is read).
