@@ -367,6 +367,115 @@ fn host_that_never_comes_back_is_marked_dead() {
     assert!(t0.elapsed() < Duration::from_secs(60));
 }
 
+/// Proof of the cut and a ramp sweep in whole-host mode: a `command` switch with a `ramp`
+/// command (a programmable supply) and a `trace` command (a script that reads the rail,
+/// here the synthetic traces of tests/fixtures/fall-traces/). Cycle 1 is an ordinary cut
+/// whose rail fell: PASS. Cycle 2 ramps over 5 ms and its rail stuck at 11.4 V: CUT NOT
+/// PROVEN, never a PASS, and the campaign exits 3.
+#[test]
+fn whole_host_sweeps_fall_times_and_marks_unproven_cuts() {
+    if !common::skip_unless(
+        common::can_mount_fuse(),
+        "needs root and /dev/fuse to run the simulated drive over FUSE",
+    ) {
+        return;
+    }
+    let h = Host::new("honest", None);
+    let d = h.path();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fall-traces");
+    // Each cut appends its fall time to `cuts`; the trace of the n-th cut is the fast
+    // fall for odd n, the stuck rail for even n.
+    std::fs::write(
+        d.join("rig.sh"),
+        format!(
+            r#"#!/bin/sh
+D={d}
+case "$1" in
+cut) echo "$2" >> $D/cuts; sh $D/host.sh off ;;
+trace) if [ $(( $(wc -l < $D/cuts) % 2 )) = 1 ]; then cat {f}/12v-fast.trace; else cat {f}/12v-stuck.trace; fi ;;
+esac
+"#,
+            d = d.display(),
+            f = fixtures.display()
+        ),
+    )
+    .unwrap();
+    let cfg = h.configs(2, "30s");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text
+        .replace("seed = 7\n", "seed = 7\nfall_times = [\"0ms\", \"5ms\"]\n")
+        .replace(
+            &format!("off = \"sh {}/host.sh off\"", d.display()),
+            &format!(
+                "off = \"sh {d}/rig.sh cut 0\"\nramp = \"sh {d}/rig.sh cut {{ms}}\"\ntrace = \"sh {d}/rig.sh trace\"",
+                d = d.display()
+            ),
+        );
+    std::fs::write(&cfg, text).unwrap();
+    let (code, s, err) = h.campaign(&cfg);
+    assert_eq!(code, 3, "{s}\n{err}\n{}", h.log());
+    assert_eq!(s["cycles"], 2, "{s}\n{err}");
+    assert_eq!(s["passed"], 1, "{s}\n{err}");
+    assert_eq!(s["cut_not_proven"], 1, "{s}\n{err}");
+    let groups = s["by_fall_time"].as_array().expect("by_fall_time");
+    assert_eq!(groups.len(), 2, "{s}");
+    assert_eq!(groups[1]["fall_time_ms"], 5.0, "{s}");
+    assert_eq!(groups[1]["cut_not_proven"], 1, "{s}");
+    let cycles = h.cycles();
+    assert_eq!(cycles[0]["fall_time_ms"], 0.0, "{}", cycles[0]);
+    assert_eq!(cycles[0]["verdict"], "PASS", "{}", cycles[0]);
+    assert_eq!(cycles[0]["cut_proven"], true, "{}", cycles[0]);
+    assert!(
+        cycles[0]["fall"]["to_10_us"].as_f64().unwrap() > 0.0,
+        "{}",
+        cycles[0]
+    );
+    assert_eq!(cycles[1]["fall_time_ms"], 5.0, "{}", cycles[1]);
+    assert_eq!(cycles[1]["cut_proven"], false, "{}", cycles[1]);
+    assert_eq!(cycles[1]["verdict"], "INCONCLUSIVE", "{}", cycles[1]);
+    assert_eq!(cycles[1]["verify_verdict"], "PASS", "{}", cycles[1]);
+    assert!(
+        cycles[1]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("cut not proven: rail 1 fell only to 11.40 V"),
+        "{}",
+        cycles[1]
+    );
+    // The ramp command got the fall time: cycle 1 cut at once, cycle 2 over 5 ms.
+    let cuts = std::fs::read_to_string(d.join("cuts")).unwrap();
+    assert_eq!(
+        cuts.lines().take(2).collect::<Vec<_>>(),
+        ["0", "5"],
+        "{cuts}"
+    );
+}
+
+/// A whole-host switch that cannot ramp is refused when the campaign starts, naming the
+/// switch and what can ramp.
+#[test]
+fn whole_host_fall_times_need_a_switch_that_ramps() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[campaign]\ncycles = 1\nresults = \"r.jsonl\"\nfall_times = [\"0ms\", \"10ms\"]\n\
+         [target]\nkind = \"host\"\n[witness]\nbind = \"127.0.0.1:0\"\n\
+         [agent]\nlisten = \"127.0.0.1:0\"\n\
+         [power]\ndriver = \"command\"\nscope = \"host\"\noff = \"true\"\non = \"true\"\n",
+    )
+    .unwrap();
+    let out = Command::new(common::bin())
+        .args(["campaign", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot ramp a rail down"), "{err}");
+    assert!(err.contains("power.ramp"), "{err}");
+}
+
 #[test]
 fn host_examples_parse_and_wrong_switches_are_refused() {
     use plugpull::campaign::agent::AgentConfig;

@@ -86,3 +86,107 @@ fn schematic_checks_catch_broken_boards_and_drawings() {
     }
     assert!(text.contains("clean drawing: passes"), "{text}");
 }
+
+/// The pins named on the first line of `NAME = ["A", "B"]` (or `NAME = (["A"] + ...`) in
+/// interposers.py.
+fn pin_list(src: &str, name: &str) -> Vec<String> {
+    let line = src
+        .lines()
+        .find(|l| l.starts_with(&format!("{name} = ")))
+        .unwrap_or_else(|| panic!("no {name} in interposers.py"));
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The U.2 board's pin roles against the cited table hardware/schematics/u2-pins.tsv:
+/// every pin switched as 12 V or tied to ground is that signal in the table and verified
+/// by a source the table names; the 3.3 V aux pin is the table's, and a pin used for power
+/// that no source verifies is listed under "Unverified pins" in the schematics README (so
+/// a builder is told to check it). No Python needed: it reads the files.
+#[test]
+fn u2_pin_assignment_matches_the_cited_table() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware/schematics");
+    let tsv = std::fs::read_to_string(dir.join("u2-pins.tsv")).unwrap();
+    let py = std::fs::read_to_string(dir.join("interposers.py")).unwrap();
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let sources: Vec<&str> = tsv
+        .lines()
+        .filter_map(|l| l.strip_prefix("# ["))
+        .filter_map(|l| l.split(']').next())
+        .collect();
+    let mut table = std::collections::BTreeMap::new();
+    for l in tsv
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let f: Vec<&str> = l.split('\t').collect();
+        assert_eq!(f.len(), 4, "not pin, signal, status, source: {l:?}");
+        assert!(
+            ["verified", "unverified"].contains(&f[2]),
+            "status of {}: {}",
+            f[0],
+            f[2]
+        );
+        assert!(
+            f[3] == "none" && f[2] == "unverified" || sources.contains(&f[3]),
+            "{}: source {} is not cited in the table's header",
+            f[0],
+            f[3]
+        );
+        table.insert(f[0].to_string(), (f[1].to_string(), f[2] == "verified"));
+    }
+    let unverified_listed = readme
+        .split("## Unverified pins")
+        .nth(1)
+        .map(|s| s.split("\n## ").next().unwrap_or(""))
+        .unwrap_or("");
+    let mut roles: Vec<(String, &str)> = Vec::new();
+    roles.extend(pin_list(&py, "U2_12V").into_iter().map(|p| (p, "+12V")));
+    roles.extend(pin_list(&py, "U2_GND").into_iter().map(|p| (p, "GND")));
+    let aux = py
+        .split("\"3V3AUX\": [")
+        .nth(1)
+        .and_then(|s| s.split(']').next())
+        .expect("the 3V3AUX pins of u2()");
+    roles.extend(
+        aux.split('"')
+            .skip(1)
+            .step_by(2)
+            .map(|p| (p.to_string(), "+3.3V aux")),
+    );
+    assert!(roles.len() >= 7, "{roles:?}");
+    for (pin, role) in &roles {
+        let (signal, verified) = table
+            .get(pin)
+            .unwrap_or_else(|| panic!("{pin} ({role}) is not in u2-pins.tsv"));
+        assert!(
+            signal == role || signal.starts_with(&format!("{role} ")),
+            "{pin} is {role} in the schematic but {signal} in u2-pins.tsv"
+        );
+        assert!(
+            *verified || unverified_listed.contains(&format!("**{pin}**")),
+            "{pin} ({role}) is unverified and not listed under \"Unverified pins\" in hardware/schematics/README.md"
+        );
+    }
+    // Pins the table cannot vouch for may only pass through (or stay open) unless listed.
+    for (pin, (signal, verified)) in &table {
+        if !verified && !roles.iter().any(|(p, _)| p == pin) {
+            let passed = pin_list(&py, "U2_PASS").contains(pin)
+                || py.contains(&format!("\"{pin}\"]"))
+                || pin_list(&py, "U2_OPEN").contains(pin);
+            assert!(
+                passed,
+                "{pin} ({signal}) neither passes through nor stays open"
+            );
+        }
+    }
+    // The BOM and README send a builder to the table.
+    let bom = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("hardware/bom/u2-interposer.md"),
+    )
+    .unwrap();
+    assert!(readme.contains("u2-pins.tsv") && bom.contains("u2-pins.tsv"));
+}

@@ -33,6 +33,8 @@ fn command_driver_runs_the_script_and_reads_state() {
         timeout: Duration::from_secs(5),
         scope: Scope::Drive,
         trace: None,
+        ramp: None,
+        ramp_ms: 0,
     };
     let off = sw.off().unwrap();
     assert!(off.done_ns >= off.issued_ns && off.issued_ns > 0);
@@ -49,6 +51,8 @@ fn command_driver_runs_the_script_and_reads_state() {
         timeout: Duration::from_secs(5),
         scope: Scope::Drive,
         trace: None,
+        ramp: None,
+        ramp_ms: 0,
     };
     let e = format!("{:#}", bad.off().unwrap_err());
     assert!(e.contains("bad arg") && e.contains("explode"), "{e}");
@@ -62,11 +66,49 @@ fn command_driver_runs_the_script_and_reads_state() {
         timeout: Duration::from_millis(300),
         scope: Scope::Drive,
         trace: None,
+        ramp: None,
+        ramp_ms: 0,
     };
     let t0 = Instant::now();
     let e = format!("{:#}", hung.off().unwrap_err());
     assert!(t0.elapsed() < Duration::from_secs(5));
     assert!(e.contains("did not finish"), "{e}");
+}
+
+/// `power.ramp`: a fall time other than zero makes the next cuts run the ramp command
+/// with `{ms}` filled in; zero goes back to `off`; a switch without `ramp` refuses.
+#[test]
+fn a_command_switch_ramps_with_its_ramp_command() {
+    let d = tempfile::tempdir().unwrap();
+    let log = d.path().join("log");
+    let mut sw = CommandSwitch {
+        off: format!("echo off >> {}", log.display()),
+        on: "true".into(),
+        state: None,
+        timeout: Duration::from_secs(5),
+        scope: Scope::Host,
+        trace: None,
+        ramp: Some(format!("echo ramp {{ms}} >> {}", log.display())),
+        ramp_ms: 0,
+    };
+    assert!(sw.capabilities().ramp);
+    sw.off().unwrap();
+    sw.set_fall_time(Duration::from_millis(250)).unwrap();
+    sw.off().unwrap();
+    sw.set_fall_time(Duration::from_micros(300)).unwrap();
+    sw.off().unwrap();
+    sw.set_fall_time(Duration::ZERO).unwrap();
+    sw.off().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        ["off", "ramp 250", "ramp 1", "off"]
+    );
+    sw.ramp = None;
+    assert!(!sw.capabilities().ramp);
+    let e = sw.set_fall_time(Duration::from_millis(10)).unwrap_err();
+    assert!(e.to_string().contains("power.ramp"), "{e}");
+    sw.set_fall_time(Duration::ZERO).unwrap();
 }
 
 #[test]
@@ -81,6 +123,8 @@ fn a_command_switch_reports_the_fall_its_trace_command_prints() {
             "echo scope says:; echo 'TRACE 1 hz=10000 nominal_mv=5000 off=1 mv=5000,2000,400,0'"
                 .into(),
         ),
+        ramp: None,
+        ramp_ms: 0,
     };
     assert!(sw.capabilities().fall_trace);
     sw.off().unwrap();

@@ -1,7 +1,7 @@
 """Bills of materials generated from the schematic: one line per catalogue part, with the
 references that use it, so a BOM can never list a part the circuit lacks or miss one.
 
-Prices are approximate (parts.PRICE_NOTE): typical 2026 catalogue prices for 1-10 pieces.
+Prices are estimates, not quotes (parts.PRICE_NOTE says so in every BOM).
 """
 
 from collections import OrderedDict
@@ -35,7 +35,7 @@ def bom(board, circuit_parts):
             f"{interposers.CHANNEL_PINS[ch][0]}, sense {interposers.CHANNEL_PINS[ch][1]})"
             for ch, r in board["rails"]) + ".",
         "",
-        "| qty | refs | part | manufacturer | MPN | unit € | line € |",
+        "| qty | refs | part | manufacturer | MPN | est. unit € | est. line € |",
         "|---:|---|---|---|---|---:|---:|",
     ]
     total = 0.0

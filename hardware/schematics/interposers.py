@@ -168,15 +168,20 @@ M2_GND = ["1", "3", "9", "15", "21", "27", "33", "39", "45", "51", "57", "71", "
 M2_PASS = [str(n) for n in range(1, 76)
            if not 59 <= n <= 66 and str(n) not in M2_POWER + M2_GND]
 
-# U.2 (SFF-8639): 12 V on P13-P15 (P13 the precharge pin), 3.3 V aux on E3, ground on P4-P6
-# and P12 of the power segment. The S (SAS/SATA) and E (PCIe) segments otherwise pass
-# straight through pin by pin. P1-P3 (3.3 V) and P7-P9 (5 V) are NOT passed: an NVMe
-# drive does not use them, and passing them unswitched would keep a drive that does
-# powered through a cut. Pin numbers per SFF-8639; check them against your connector.
+# U.2 (SFF-8639): pin roles checked against u2-pins.tsv (tests/hardware_schematics.rs).
+# 12 V on P13-P15 (P13 the precharge pin) and ground on P5, P6 and P12: the P segment an
+# SFF-8639 receptacle shares with SAS drives ([pinouts-ru], [sff8639] in u2-pins.tsv).
+# P4 and P10 are ground for a SAS drive, but their U.2 (PCIe) use could not be checked
+# against a public source, so they pass straight through pin to pin: right whether they
+# are grounds or detect signals, where tying them to our ground could tell the host the
+# wrong drive type. 3.3 V aux on E3 is switched, but E3 is UNVERIFIED (README, "Unverified
+# pins"). The S (SAS/SATA) and E (PCIe) segments otherwise pass straight through.
+# P1-P3 and P7-P9 (5 V) are NOT passed: passing them unswitched would keep a drive that
+# uses them powered through a cut; a drive that needs 5 V does not start on this board.
 U2_12V = ["P13", "P14", "P15"]
-U2_GND = ["P4", "P5", "P6", "P12"]
+U2_GND = ["P5", "P6", "P12"]
 U2_OPEN = ["P1", "P2", "P3", "P7", "P8", "P9"]
-U2_PASS = (["P10", "P11"] + [f"S{n}" for n in range(1, 29)]
+U2_PASS = (["P4", "P10", "P11"] + [f"S{n}" for n in range(1, 29)]
            + [f"E{n}" for n in range(1, 26) if n != 3])
 
 

@@ -15,15 +15,17 @@ Pin-type conventions, so the ERC checks the power path:
   (net.drive = POWER, KiCad's PWR_FLAG), because the power comes from the host's supply.
 
 Catalogue fields: manufacturer, MPN, a distributor number where we know one, and an
-approximate unit price in EUR: a typical catalogue price for small quantities in 2026,
-which varies by distributor, quantity and date. "price_eur" is what the BOMs add up.
+estimated unit price in EUR for small quantities: an estimate, not a quote (no
+distributor price was looked up; PRICE_NOTE says so in every BOM). "price_eur" is what
+the BOMs add up.
 """
 
 from skidl import SKIDL, TEMPLATE, Part, Pin
 
 PRICE_NOTE = (
-    "Prices: approximate unit prices in EUR for 1-10 pieces, typical catalogue prices "
-    "seen in 2026; they vary by distributor, quantity and date."
+    "Prices: estimates in EUR for 1-10 pieces, not quotes: no distributor's price was "
+    "looked up for these lines (no source is recorded), and the connector and PCB lines "
+    "are placeholders. Check a distributor before ordering."
 )
 
 P = Pin.types
@@ -105,14 +107,16 @@ CATALOGUE = {
     "SATA_CABLE": ("SATA power extension cable, 15-pin male-female, ~30 cm: cut in two, "
                    "its leads soldered to the board's pads (J1 PSU end, J2 drive end)",
                    "generic", "(any)", "", 3.00),
-    "M2_SOCKET": ("M.2 socket, key M, 4.2 mm (drive side)", "Amphenol ICC", "MDT420M03001", "", 2.50),
+    "M2_SOCKET": ("M.2 socket, key M, 4.2 mm (drive side; the same MPN is in public KiCad "
+                  "designs, e.g. github.com/m1geo/Pi5_PCIe)", "Amphenol ICC", "MDT420M03001", "",
+                  2.50),
     "M2_EDGE": ("M.2 key M edge fingers on the interposer PCB (host side; part of the board, "
                 "2280 outline, 0.8 mm ENIG board)", "PCB", "(board)", "", 0.00),
-    "U2_PLUG": ("SFF-8639 (U.2) 68-pin plug, host/backplane side: choose the MPN for the "
-                "board's mounting style in the connector maker's SFF-8639 series",
-                "Amphenol ICC", "(SFF-8639 series, not chosen)", "", 6.00),
+    "U2_PLUG": ("SFF-8639 (U.2) 68-pin plug, host/backplane side: no MPN verified, choose one "
+                "and check its contact numbering against hardware/schematics/u2-pins.tsv",
+                "(not chosen)", "(not chosen)", "", 6.00),
     "U2_RECEPT": ("SFF-8639 (U.2) 68-pin receptacle, drive side: choose as above",
-                  "Amphenol ICC", "(SFF-8639 series, not chosen)", "", 6.00),
+                  "(not chosen)", "(not chosen)", "", 6.00),
     "PCB2": ("2-layer PCB, ~100 x 70 mm, 1.6 mm, small-batch price per board",
              "any PCB maker", "(board)", "", 5.00),
     "PCB4": ("4-layer PCB with impedance control (85 Ohm differential pairs for PCIe), "

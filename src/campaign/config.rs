@@ -337,11 +337,6 @@ impl Settings {
             .iter()
             .map(|f| dur(f, "campaign.fall_times"))
             .collect::<Result<Vec<_>>>()?;
-        if !fall_times.is_empty() && file.target.kind == "host" {
-            invalid!(
-                "campaign.fall_times applies to drive-only campaigns: whole-host switches (plugs, PDUs) cannot ramp a rail"
-            );
-        }
         let results = if c.results.is_absolute() {
             c.results.clone()
         } else {
@@ -502,11 +497,6 @@ mod tests {
             ("cut_proof_threshold = 1.5", SIM, "cut_proof_threshold"),
             ("cut_proof_threshold = 0.0", SIM, "cut_proof_threshold"),
             ("fall_times = [\"soon\"]", SIM, "campaign.fall_times"),
-            (
-                "fall_times = [\"10ms\"]",
-                "[target]\nkind = \"host\"\n[power]\ndriver = \"manual\"\n",
-                "drive-only",
-            ),
             (
                 "",
                 "[target]\nkind = \"device\"\nserial = \"A\"\n[power]\ndriver = \"pcie-slot\"\nserial = \"B\"\n",

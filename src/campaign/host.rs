@@ -18,7 +18,7 @@
 
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, serve};
 use super::config::Settings;
-use super::context::{Campaign, derive};
+use super::context::{Campaign, cut_proof, derive};
 use super::results::{CycleResult, ResultsError, ResultsFile};
 use crate::cycle::cut_delay;
 use crate::exit::error_chain;
@@ -236,6 +236,9 @@ enum Phase {
         r: Box<CycleResult>,
         t0: Instant,
         on_at: Instant,
+        /// What the switch's trace of this cut proves (`cut_proof`), applied once the
+        /// report is in: a cut not proven is never a PASS.
+        proof: (Option<bool>, String),
     },
 }
 
@@ -333,7 +336,9 @@ impl Controller<'_, '_> {
                 agent_addr: self.agent_addr.clone(),
                 witness_addr: self.witness_addr.clone(),
             }),
-            Phase::WaitReport { mut r, t0, .. } => {
+            Phase::WaitReport {
+                mut r, t0, proof, ..
+            } => {
                 let why = format!(
                     "the host did not report within {:?} after power was restored: the host or the drive under test did not come back (or the switch did not cut the host: its run would have gone on acking)",
                     s.boot_timeout
@@ -341,6 +346,7 @@ impl Controller<'_, '_> {
                 r.report.verdict = Verdict::Fail;
                 r.report.summary = format!("the device is dead: {why}");
                 r.report.dead_device = Some(why);
+                r.apply_cut_proof(proof.0, &proof.1);
                 r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
                 self.say(format!(
                     "cycle {}/{}: FAIL - {}",
@@ -358,17 +364,23 @@ impl Controller<'_, '_> {
     fn on_boot(&mut self, host: &str, previous: Option<Box<PreviousRun>>) -> Result<Reply> {
         let n = self.n;
         let pending = match std::mem::replace(&mut self.phase, Phase::WaitRun) {
-            Phase::WaitReport { r, t0, on_at } => Some((r, t0, on_at)),
+            Phase::WaitReport {
+                r,
+                t0,
+                on_at,
+                proof,
+            } => Some((r, t0, on_at, proof)),
             Phase::WaitRun => None,
         };
         match (pending, previous) {
-            (Some((mut r, t0, on_at)), Some(p)) if p.run_id == r.run_id => {
+            (Some((mut r, t0, on_at, proof)), Some(p)) if p.run_id == r.run_id => {
                 r.reattach_ms = Some(on_at.elapsed().as_secs_f64() * 1e3);
                 fill(&mut r, p);
+                r.apply_cut_proof(proof.0, &proof.1);
                 r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
                 self.record(*r)?;
             }
-            (Some((mut r, t0, _)), p) => {
+            (Some((mut r, t0, _, _)), p) => {
                 r.error = Some(format!(
                     "host {host} came back but its agent reported {} instead of run {}: was its state file lost?",
                     p.map(|p| format!("run {}", p.run_id))
@@ -429,36 +441,52 @@ impl Controller<'_, '_> {
         let t0 = Instant::now();
         let mut r = Box::new(CycleResult::empty(n, derive(self.c.seed, n)));
         r.run_id = run_id;
-        if let Err(e) = cut(self.c.settings, &mut r, self.power) {
-            r.error = Some(error_chain(&e));
-            r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
-            self.results.append(*r)?;
-            let _ = self.power.on();
-            return Err(HostError::SwitchFailed(e));
-        }
+        let proof = match cut(self.c.settings, &mut r, self.power) {
+            Ok(proof) => proof,
+            Err(e) => {
+                r.error = Some(error_chain(&e));
+                r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
+                self.results.append(*r)?;
+                let _ = self.power.on();
+                return Err(HostError::SwitchFailed(e));
+            }
+        };
         self.phase = Phase::WaitReport {
             r,
             t0,
             on_at: Instant::now(),
+            proof,
         };
         Ok(true)
     }
 }
 
-/// Random delay, cut, stay off, on; stamps into `r`.
-fn cut(s: &Settings, r: &mut CycleResult, power: &mut dyn PowerSwitch) -> Result<(), PowerError> {
+/// Random delay, cut (ramped over the cycle's fall time in a `campaign.fall_times`
+/// sweep), stay off, read the rail's fall while power is still off, on; stamps into `r`.
+/// Returns what the fall proves (`cut_proof`), for when the report comes.
+fn cut(
+    s: &Settings,
+    r: &mut CycleResult,
+    power: &mut dyn PowerSwitch,
+) -> Result<(Option<bool>, String), PowerError> {
+    if let Some(fall) = s.fall_time(r.cycle) {
+        power.set_fall_time(fall)?;
+        r.fall_time_ms = Some(fall.as_secs_f64() * 1e3);
+    }
     let delay = cut_delay(r.seed, s.delay_min, s.delay_max);
     let d0 = Instant::now();
     std::thread::sleep(delay);
     let off = power.off()?;
+    let off_start = Instant::now();
     r.delay_ms = d0.elapsed().as_secs_f64() * 1e3;
     r.cut = Some(off);
     r.writer_stopped = "the host lost power".into();
-    std::thread::sleep(s.off);
+    std::thread::sleep(s.off.saturating_sub(off_start.elapsed()));
+    let proof = cut_proof(r, s, power)?;
     let on = power.on()?;
     r.off_ms = on.issued_ns.saturating_sub(off.issued_ns) as f64 / 1e6;
     r.restore = Some(on);
-    Ok(())
+    Ok(proof)
 }
 
 fn line(n: u64, of: u64, r: &CycleResult) -> String {

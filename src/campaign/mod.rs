@@ -38,7 +38,7 @@ use crate::write::engine::Progress;
 use crate::write::plan::{Plan, PlanError};
 use crate::write::run_descriptor;
 use config::{ConfigError, Settings};
-use context::{Campaign, derive};
+use context::{Campaign, check_ramp, cut_proof, derive};
 use host::HostError;
 use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, ResultsError, ResultsFile, Summary};
 use std::path::PathBuf;
@@ -168,6 +168,7 @@ pub fn run(o: CampaignOptions) -> Result<Summary> {
 
 fn run_whole_host(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
     let mut power = c.settings.file.power.build(None)?;
+    check_ramp(c.settings, power.as_ref())?;
     c.say(format!(
         "plugpull campaign: {} cycle(s) of the whole host with {}, results in {} (seed {})",
         c.cycles_wanted,
@@ -183,12 +184,7 @@ fn run_drive_only(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
     let done = results.cycles.len() as u64;
     let (mut target, sim) = open_target(settings, c.seed, done)?;
     let mut power = settings.file.power.build(sim)?;
-    if settings.fall_times.iter().any(|f| !f.is_zero()) && !power.capabilities().ramp {
-        return Err(PowerError::NoRamp {
-            switch: power.describe(),
-        }
-        .into());
-    }
+    check_ramp(settings, power.as_ref())?;
     c.say(format!(
         "plugpull campaign: {} cycle(s) with {}, results in {} (seed {})",
         c.cycles_wanted,
@@ -391,35 +387,6 @@ fn cycle_inner(
     r.report = report.to_summary();
     r.apply_cut_proof(proof.0, &proof.1);
     Ok(())
-}
-
-/// Reads the rail's fall from the switch (while power is still off) into `r`, and says
-/// whether it proves the cut: `None` when the switch samples no rail and no proof is
-/// required; the text says why a cut is not proven.
-fn cut_proof(
-    r: &mut CycleResult,
-    s: &Settings,
-    power: &mut dyn PowerSwitch,
-) -> Result<(Option<bool>, String), CycleError> {
-    let threshold = s.file.campaign.cut_proof_threshold;
-    let Some(trace) = power.last_fall()? else {
-        let required = s.file.campaign.require_cut_proof;
-        return Ok((
-            required.then_some(false),
-            "the switch reported no fall trace (campaign.require_cut_proof)".into(),
-        ));
-    };
-    let fall = crate::power::fall::analyze(&trace);
-    let proven = fall.proven(threshold);
-    let why = format!(
-        "rail {} fell only to {:.2} V, above {:.0}% of its nominal {:.2} V",
-        fall.channel,
-        fall.min_mv as f64 / 1e3,
-        threshold * 100.0,
-        fall.nominal_mv as f64 / 1e3
-    );
-    r.fall = Some(fall);
-    Ok((Some(proven), why))
 }
 
 /// The writer of one drive-only cycle, over the configured region of a drive of

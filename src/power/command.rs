@@ -1,4 +1,5 @@
-//! `driver = "command"`: shell commands for off, on and (optionally) state.
+//! `driver = "command"`: shell commands for off, on and (optionally) state, the rail's
+//! fall (`trace`) and a ramped cut (`ramp`).
 //!
 //! Why commands: most switches already have a tool (usbrelay, snmpset for an APC PDU,
 //! ipmitool, curl for Redfish), and wrapping it is more honest than re-implementing it.
@@ -22,6 +23,12 @@ pub struct CommandSwitch {
     /// Optional: prints the rail's fall at the last cut as a firmware `TRACE` line
     /// (hardware/firmware/PROTOCOL.md), e.g. a script that reads an oscilloscope.
     pub trace: Option<String>,
+    /// Optional: a cut that lowers the rail over `{ms}` milliseconds (a programmable
+    /// supply's slew rate, a script driving a DAC); used instead of `off` while a fall
+    /// time other than zero is set.
+    pub ramp: Option<String>,
+    /// The fall time of the following cuts, ms (0: `off`).
+    pub ramp_ms: u64,
 }
 
 /// Runs `cmd` under `sh -c` with a deadline; returns its stdout, or an error with its
@@ -99,12 +106,26 @@ impl PowerSwitch for CommandSwitch {
             precise_timing: false,
             reports_state: self.state.is_some(),
             native_pulse: false,
-            ramp: false,
+            ramp: self.ramp.is_some(),
             fall_trace: self.trace.is_some(),
         }
     }
     fn off(&mut self) -> Result<SwitchTiming, PowerError> {
-        Ok(SwitchTiming::around(|| run_command(&self.off, self.timeout))?.0)
+        let cmd = match (&self.ramp, self.ramp_ms) {
+            (Some(ramp), ms) if ms > 0 => ramp.replace("{ms}", &ms.to_string()),
+            _ => self.off.clone(),
+        };
+        Ok(SwitchTiming::around(|| run_command(&cmd, self.timeout))?.0)
+    }
+    fn set_fall_time(&mut self, fall: Duration) -> Result<(), PowerError> {
+        if !fall.is_zero() && self.ramp.is_none() {
+            return Err(PowerError::NoRamp {
+                switch: self.describe(),
+            });
+        }
+        // Whole milliseconds, at least 1 for a fall time that is not zero.
+        self.ramp_ms = (fall.as_micros().div_ceil(1000)) as u64;
+        Ok(())
     }
     fn on(&mut self) -> Result<SwitchTiming, PowerError> {
         Ok(SwitchTiming::around(|| run_command(&self.on, self.timeout))?.0)

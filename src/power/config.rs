@@ -37,6 +37,10 @@ pub enum PowerConfig {
         /// Optional: prints the rail's fall at the last cut (a firmware `TRACE` line).
         #[serde(default)]
         trace: Option<String>,
+        /// Optional: cuts by lowering the rail over `{ms}` milliseconds (a programmable
+        /// supply's slew, say) instead of `off`; makes `campaign.fall_times` possible.
+        #[serde(default)]
+        ramp: Option<String>,
     },
     /// A smart plug or any HTTP switch.
     Http {
@@ -154,6 +158,7 @@ impl PowerConfig {
                 timeout,
                 scope,
                 trace,
+                ramp,
             } => Box::new(command::CommandSwitch {
                 off: off.clone(),
                 on: on.clone(),
@@ -161,6 +166,8 @@ impl PowerConfig {
                 timeout: dur(timeout, "power.timeout")?,
                 scope: *scope,
                 trace: trace.clone(),
+                ramp: ramp.clone(),
+                ramp_ms: 0,
             }),
             PowerConfig::Http {
                 flavor,

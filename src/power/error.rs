@@ -34,7 +34,7 @@ pub enum PowerError {
     SimdriveWithoutTarget,
 
     #[error(
-        "{switch} cannot ramp a rail down: campaign.fall_times other than 0 need our firmware from version 2 (RAMP) or the simulated drive"
+        "{switch} cannot ramp a rail down: campaign.fall_times other than 0 need our firmware from version 2 (RAMP), a command switch with power.ramp, or the simulated drive"
     )]
     NoRamp { switch: String },
     #[error("the fall trace from {what}")]
