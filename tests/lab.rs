@@ -204,6 +204,10 @@ fn the_lab_refuses_bad_options_with_a_clear_message() {
         ),
         (&["powercut", "--bogus"][..], "unknown option --bogus"),
         (&["frobnicate"][..], "unknown command frobnicate"),
+        (
+            &["nfs", "--export", "maybe"][..],
+            "--export is sync or async",
+        ),
     ] {
         let out = Command::new(script).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
