@@ -204,6 +204,10 @@ fn the_lab_refuses_bad_options_with_a_clear_message() {
         ),
         (&["powercut", "--bogus"][..], "unknown option --bogus"),
         (&["frobnicate"][..], "unknown command frobnicate"),
+        (
+            &["nfs", "--export", "maybe"][..],
+            "--export is sync or async",
+        ),
     ] {
         let out = Command::new(script).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -252,4 +256,86 @@ fn dm_log_writes_replay_agrees_with_the_kernel_at_every_flush() {
         "{summary}"
     );
     assert!(summary.ends_with(": 0 disagreements"), "{summary}");
+}
+
+/// What `lab nfs` printed about the export the guest wrote through and the NFS mount.
+fn nfs_setup(out: &str) -> (&str, &str) {
+    let line = |prefix: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("the lab prints {prefix:?}"))
+    };
+    (
+        line("== the export as the guest wrote through it: "),
+        line("== the NFS mount: "),
+    )
+}
+
+/// The untar test over NFS in the guest (`lab nfs`): ext4 on the NVMe drive, exported by
+/// the guest's kernel NFS server and mounted by the guest over loopback NFSv4.2; tree
+/// mode writes through the mount, the whole guest (server, client, drive) is cut, and
+/// after power on ext4 replays its journal and verify judges the same run.
+#[test]
+fn nfs_sync_export_passes_on_an_honest_drive_and_fails_on_a_lying_one() {
+    if !lab_can_run() {
+        return;
+    }
+    let (code, out) = lab(&[
+        "nfs",
+        "--profile",
+        "honest",
+        "--export",
+        "sync",
+        "--files",
+        "2000",
+        "--seed",
+        "108",
+    ]);
+    assert_eq!(code, 0, "sync export on an honest drive must PASS");
+    assert_eq!(verdicts(&out), ["PASS"]);
+    let (export, mount) = nfs_setup(&out);
+    assert!(export.contains("(sync,"), "the export: {export}");
+    assert!(
+        mount.contains(" nfs4 ") && mount.contains("vers=4.2"),
+        "the mount: {mount}"
+    );
+
+    let (code, out) = lab(&[
+        "nfs",
+        "--profile",
+        "lying",
+        "--export",
+        "sync",
+        "--files",
+        "2000",
+        "--seed",
+        "109",
+    ]);
+    assert_eq!(code, 1, "sync export on a lying drive must FAIL");
+    assert_eq!(verdicts(&out), ["FAIL"]);
+}
+
+/// The classic NFS lie, on an honest drive: an `async` export answers COMMIT (and
+/// CREATE, RENAME) before anything is on stable storage, so a cut loses files the client
+/// was told were durable.
+#[test]
+fn an_async_nfs_export_loses_acknowledged_files_on_an_honest_drive() {
+    if !lab_can_run() {
+        return;
+    }
+    let (code, out) = lab(&[
+        "nfs",
+        "--profile",
+        "honest",
+        "--export",
+        "async",
+        "--files",
+        "2000",
+        "--seed",
+        "110",
+    ]);
+    assert_eq!(code, 1, "async export must FAIL even on an honest drive");
+    assert_eq!(verdicts(&out), ["FAIL"]);
+    let (export, _) = nfs_setup(&out);
+    assert!(export.contains("(async,"), "the export: {export}");
 }
