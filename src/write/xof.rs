@@ -11,7 +11,8 @@
 //! its flags CHUNK_START | CHUNK_END | ROOT | KEYED_HASH. Without AVX2 the `blake3`
 //! crate's reader is used. Same bytes either way (tested against `record`).
 
-use crate::record::{RecordId, RunId, RunKey, SECTOR, encode_stamp};
+use super::stamp::{PER_SECTOR, StampCrc};
+use crate::record::{RecordId, RunId, RunKey, SECTOR, STAMP_LEN, encode_stamp};
 
 const IV: [u32; 8] = [
     0x6A09E667, 0xBB67AE85, 0x3C6EF372, 0xA54FF53A, 0x510E527F, 0x9B05688C, 0x1F83D9AB, 0x5BE0CD19,
@@ -49,8 +50,23 @@ pub fn prepare_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) 
         "buffer must hold the whole record"
     );
     fill_content(key, rec.stream, rec.seq, buf);
-    for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
-        encode_stamp(sector, run, rec, i as u32);
+    let (first, rest) = buf.split_at_mut(SECTOR);
+    encode_stamp(first, run, rec, 0);
+    // The other sectors' stamps differ from the first only in index and content CRC
+    // ([PER_SECTOR, +8)): copy it and patch its CRC by table instead of rehashing.
+    let mut stamp = [0u8; STAMP_LEN];
+    stamp.copy_from_slice(&first[..STAMP_LEN]);
+    let base: [u8; 8] = stamp[PER_SECTOR..PER_SECTOR + 8].try_into().unwrap();
+    let crc0 = u32::from_le_bytes(stamp[60..64].try_into().unwrap());
+    let table = StampCrc::get();
+    for (i, sector) in rest.chunks_exact_mut(SECTOR).enumerate() {
+        let mut fields = [0u8; 8];
+        fields[..4].copy_from_slice(&(i as u32 + 1).to_le_bytes());
+        fields[4..].copy_from_slice(&crc32fast::hash(&sector[STAMP_LEN..]).to_le_bytes());
+        let xor: [u8; 8] = std::array::from_fn(|k| fields[k] ^ base[k]);
+        stamp[PER_SECTOR..PER_SECTOR + 8].copy_from_slice(&fields);
+        stamp[60..64].copy_from_slice(&(crc0 ^ table.per_sector_delta(xor)).to_le_bytes());
+        sector[..STAMP_LEN].copy_from_slice(&stamp);
     }
 }
 
@@ -224,11 +240,15 @@ mod tests {
     fn records_are_the_bytes_record_rs_prepares() {
         let run = RunId([3; 16]);
         let key = RunKey::new(run);
-        for sectors in [1u32, 8, 9, 128] {
+        // 300 sectors: indexes past 255 change the index's second byte.
+        for (sectors, stream, seq) in [(1u32, 2, 99), (8, 2, 99), (9, 0, 1), (128, 9, 1 << 40)]
+            .into_iter()
+            .chain([(300, u16::MAX, u64::MAX)])
+        {
             let rec = RecordId {
-                stream: 2,
-                seq: 99,
-                offset: 4096,
+                stream,
+                seq,
+                offset: 4096 * seq.min(1 << 20),
                 sectors,
                 write_time_ns: 0,
             };
