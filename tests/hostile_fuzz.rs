@@ -153,6 +153,7 @@ fn seeds_log() -> Vec<Vec<u8>> {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("x.acklog");
     let log = RunLog {
+        files: Default::default(),
         descriptor: descriptor(),
         acks: (0..5).map(ack).collect(),
         events: vec![WitnessEvent {
@@ -169,6 +170,7 @@ fn seeds_log() -> Vec<Vec<u8>> {
     let mut torn = good.clone();
     torn.truncate(good.len() - 5);
     let empty = RunLog {
+        files: Default::default(),
         acks: vec![],
         events: vec![],
         ..log
