@@ -270,3 +270,74 @@ fn the_witness_refuses_file_names_no_tree_writer_sends() {
         "{replies:?}"
     );
 }
+
+/// The byte ranges of the FileAcks frames of a log file.
+fn file_ack_frames(bytes: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = vec![];
+    let mut off = 0;
+    while let frame::Decoded::Frame(f) = frame::decode(&bytes[off..]) {
+        if f.ty == FrameType::FileAcks {
+            out.push((off, f.len_bytes));
+        }
+        off += f.len_bytes;
+    }
+    out
+}
+
+#[test]
+fn damage_in_file_ack_frames_is_never_a_pass() {
+    let w = Listen::temporary().start();
+    let dir = tempfile::tempdir().unwrap();
+    let r = write(&w, dir.path(), &["--files", "60", "--seed", "12", "-q"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let run_id = RunId::parse(r.json()["run"].as_str().unwrap()).unwrap();
+    let out = dir.path().join("fetched.acklog");
+    assert_eq!(run_fetch(&w, run_id, &out).code, 0);
+    let good = std::fs::read(&out).unwrap();
+    let frames = file_ack_frames(&good);
+    assert!(!frames.is_empty());
+    assert_eq!(verify_acks(dir.path(), &out).code, 0);
+    let (at, len) = frames[0];
+    // A flipped bit inside a FileAcks frame (in a name, and in an ack entry): the damage is
+    // found and named, never PASS.
+    for inside in [len - 20, 5 + 12 + 8] {
+        let mut b = good.clone();
+        b[at + inside] ^= 0x04;
+        std::fs::write(&out, &b).unwrap();
+        let v = verify_acks(dir.path(), &out);
+        assert_eq!(v.code, 3, "bit flipped at {}: {v:?}", at + inside);
+        assert_eq!(v.json()["verdict"], "INCONCLUSIVE", "{v:?}");
+        let damage = v.json()["ack_log"]["damage"].as_array().cloned();
+        assert!(damage.is_some_and(|d| !d.is_empty()), "damage named: {v:?}");
+    }
+    // Cut inside the frame: not PASS either.
+    std::fs::write(&out, &good[..at + len / 2]).unwrap();
+    let v = verify_acks(dir.path(), &out);
+    assert_ne!(v.code, 0, "{v:?}");
+    assert_ne!(v.json()["verdict"], "PASS", "{v:?}");
+}
+
+#[test]
+fn a_torn_file_ack_frame_at_the_witness_is_cut_and_the_rest_kept() {
+    let mut w = Listen::temporary().start();
+    let dir = tempfile::tempdir().unwrap();
+    let r = write(&w, dir.path(), &["--files", "40", "--seed", "13", "-q"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let run_id = RunId::parse(r.json()["run"].as_str().unwrap()).unwrap();
+    let before = plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(run_id)).unwrap();
+    w.kill();
+    // The witness died in the middle of appending one more FileAcks frame.
+    let path = plugpull::witness::store::layout::log_path(&w.dir, run_id);
+    let own = std::fs::read(&path).unwrap();
+    let (at, len) = *file_ack_frames(&own).last().unwrap();
+    let mut torn = own.clone();
+    torn.extend_from_slice(&own[at..at + len - 7]);
+    std::fs::write(&path, &torn).unwrap();
+    w.restart();
+    let after = plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(run_id)).unwrap();
+    assert_eq!(after.acks, before.acks);
+    assert_eq!(after.files, before.files);
+    assert_eq!(after.files.len(), after.acks.len());
+    let v = common::verify(&w, dir.path(), &["--run", &run_id.hex()]);
+    assert_eq!(v.code, 0, "{v:?}");
+}
