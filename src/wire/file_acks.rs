@@ -43,13 +43,24 @@ pub fn encode_file_acks_into<'a>(
     first: u64,
     acks: impl Iterator<Item = (&'a Ack, &'a FileName)>,
 ) -> usize {
+    encode_limited(out, first, acks, FILE_ACKS_FRAME_BUDGET_BYTES)
+}
+
+/// [`encode_file_acks_into`] with the byte budget `budget_bytes` (`usize::MAX`: re-encode
+/// a decoded frame whole, as `Msg::encode` does).
+pub fn encode_limited<'a>(
+    out: &mut Vec<u8>,
+    first: u64,
+    acks: impl Iterator<Item = (&'a Ack, &'a FileName)>,
+    budget_bytes: usize,
+) -> usize {
     let start = frame::begin_frame(out, FrameType::FileAcks);
     let payload = out.len();
     out.extend_from_slice(&first.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
     let mut n = 0usize;
     for (a, name) in acks {
-        if n == MAX_FILE_ACKS_PER_FRAME || out.len() - payload >= FILE_ACKS_FRAME_BUDGET_BYTES {
+        if n == MAX_FILE_ACKS_PER_FRAME || out.len() - payload >= budget_bytes {
             break;
         }
         put_ack(out, a);

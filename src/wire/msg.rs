@@ -338,7 +338,7 @@ impl Msg {
         }
         if let Msg::FileAcks { first, acks, names } = self {
             assert_eq!(acks.len(), names.len(), "one name per file ack");
-            let n = file_acks::encode_file_acks_into(out, *first, acks.iter().zip(names));
+            let n = file_acks::encode_limited(out, *first, acks.iter().zip(names), usize::MAX);
             assert_eq!(
                 n,
                 acks.len(),
