@@ -236,6 +236,7 @@ pub fn run_cycle_on(seed: u64, faulty: bool) -> io::Result<(CycleOutcome, Arc<Si
         true,
     );
     let log = RunLog {
+        files: Default::default(),
         descriptor,
         acks,
         events: vec![],

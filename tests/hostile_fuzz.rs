@@ -149,10 +149,42 @@ fn seeds_compact() -> Vec<Vec<u8>> {
     vec![payload(&one), payload(&three), entries]
 }
 
+/// Seeds of the file_acks target: FileAcks payloads (in place, renamed, long names).
+fn seeds_file_acks() -> Vec<Vec<u8>> {
+    let name = |p: &str, t: Option<&str>| plugpull::model::FileName {
+        path: p.into(),
+        renamed_from: t.map(Into::into),
+    };
+    let frames = [
+        (vec![ack(1)], vec![name("t0/d0/f0.c", None)]),
+        (
+            (0..3).map(ack).collect(),
+            vec![
+                name("t0/a.c", None),
+                name("t0/d1/b.h", Some("t0/d1/.b.h.tmp2")),
+                name(&"x/".repeat(300), None),
+            ],
+        ),
+    ];
+    frames
+        .into_iter()
+        .map(|(acks, names)| {
+            let f = Msg::FileAcks {
+                first: 7,
+                acks,
+                names,
+            }
+            .encode();
+            f[frame::LEN_BYTES + 1..f.len() - frame::CRC_BYTES].to_vec()
+        })
+        .collect()
+}
+
 fn seeds_log() -> Vec<Vec<u8>> {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("x.acklog");
     let log = RunLog {
+        files: Default::default(),
         descriptor: descriptor(),
         acks: (0..5).map(ack).collect(),
         events: vec![WitnessEvent {
@@ -169,6 +201,7 @@ fn seeds_log() -> Vec<Vec<u8>> {
     let mut torn = good.clone();
     torn.truncate(good.len() - 5);
     let empty = RunLog {
+        files: Default::default(),
         acks: vec![],
         events: vec![],
         ..log
@@ -267,6 +300,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "log_recovery" => seeds_log(),
         "record_decoder" => seeds_record(),
         "compact_acks" => seeds_compact(),
+        "file_acks" => seeds_file_acks(),
         _ => unreachable!(),
     }
 }
@@ -389,6 +423,11 @@ fn compact_acks_corpus_and_mutations() {
 }
 
 #[test]
+fn file_acks_corpus_and_mutations() {
+    exercise("file_acks", fuzz::file_acks, iterations(100_000));
+}
+
+#[test]
 fn record_decoder_corpus_and_mutations() {
     exercise("record_decoder", fuzz::record_decoder, iterations(200_000));
 }
@@ -403,6 +442,7 @@ fn write_seed_corpus() {
         "journal_replay",
         "record_decoder",
         "compact_acks",
+        "file_acks",
     ] {
         let dir = corpus_dir(t);
         std::fs::create_dir_all(&dir).unwrap();

@@ -108,6 +108,7 @@ fn a_verify_of_a_few_sectors_does_not_allocate_megabytes() {
         })
         .collect();
     let log = RunLog {
+        files: Default::default(),
         descriptor: descriptor(run),
         acks,
         events: vec![],

@@ -62,6 +62,7 @@ fn write(dev: &MemDevice, p: &Plan) -> RunLog {
     let sink = Mutex::new(Vec::<Ack>::new());
     run_streams(dev, p, &sink, &AtomicBool::new(false), &Progress::default());
     RunLog {
+        files: Default::default(),
         descriptor: descriptor(p),
         acks: sink.into_inner().unwrap(),
         events: vec![],

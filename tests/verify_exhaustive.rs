@@ -393,6 +393,7 @@ fn run_log(t: &Trace, run: RunId, writes: &[Write]) -> RunLog {
     descriptor.settings.record_bytes_max = 3 * SECTOR_U64;
     descriptor.settings.streams = 1 + writes.iter().map(|w| w.rec.stream).max().unwrap_or(0);
     RunLog {
+        files: Default::default(),
         descriptor,
         acks: writes
             .iter()

@@ -222,6 +222,7 @@ fn cycle(profile: &str, seed: u64, batch: usize, cut_op: u64) -> Cycle {
         true,
     );
     let log = RunLog {
+        files: Default::default(),
         descriptor,
         acks,
         events: vec![],

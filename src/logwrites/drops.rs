@@ -230,6 +230,7 @@ pub fn run_plan<R: Read>(
         }
     }
     let judged = RunLog {
+        files: Default::default(),
         descriptor: log.descriptor.clone(),
         acks: pass.acks[..plan.acks].to_vec(),
         events: vec![],

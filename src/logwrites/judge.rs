@@ -166,6 +166,7 @@ impl PointJudge {
     /// A run log holding `acks`, for a whole verify of a state.
     pub fn log(&self, acks: Vec<Ack>) -> RunLog {
         RunLog {
+            files: Default::default(),
             descriptor: self.descriptor.clone(),
             acks,
             events: vec![],

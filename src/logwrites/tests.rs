@@ -383,6 +383,7 @@ fn drop_states_fail_where_an_acked_write_is_left_out_and_pass_otherwise() {
     );
     let image = ScratchImage::create(&std::env::temp_dir(), 1 << 20, None).unwrap();
     let run_log = RunLog {
+        files: Default::default(),
         descriptor: f.descriptor.clone(),
         acks: f.acks.clone(),
         events: vec![],

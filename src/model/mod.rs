@@ -134,6 +134,22 @@ pub struct RunLog {
     pub descriptor: RunDescriptor,
     pub acks: Vec<Ack>,
     pub events: Vec<WitnessEvent>,
+    /// The names of file acks (a tree run's FileAcks entries, docs/protocol.md), by
+    /// their index in `acks`. Empty for device runs and for tree runs logged before file
+    /// acks named their file (then verify takes the names from the run's plan).
+    pub files: std::collections::BTreeMap<usize, FileName>,
+}
+
+/// What a file ack says beyond its [`Ack`]: where the file is. Why in the ack and not only
+/// in the plan: the witness then holds, in its own log, which name each acknowledged file
+/// must have, and verify cross-checks that against the plan (docs/tree.md).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FileName {
+    /// The final path relative to the run's tree root, '/'-separated.
+    pub path: String,
+    /// The temporary name (relative to the tree root) the file was written under and
+    /// renamed from, if it arrived by rename.
+    pub renamed_from: Option<String>,
 }
 
 /// Something the witness observed, on its own clock.

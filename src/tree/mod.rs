@@ -10,10 +10,13 @@
 //!
 //! A file's content is stamped records like every other target (record.rs): one record
 //! per file version, stream [`FILE_STREAM`], seq = the file's id in the plan, offset 0
-//! (offsets are within the file). Its ack is an ordinary ack entry with those fields; the
-//! path, the arrival (rename or not) and which version it replaces come from the plan,
-//! which verify regenerates from the run descriptor's `tree` settings.
+//! (offsets are within the file). Its ack is a file entry (FileAcks): an ordinary ack
+//! entry with those fields plus the file's path and the temporary name it was renamed
+//! from. Which version a file replaces comes from the plan, which verify regenerates from
+//! the run descriptor's `tree` settings and checks the names against (`names`); logs
+//! from before file entries carry no names, and the plan alone says where files are.
 
+pub mod names;
 pub mod plan;
 pub mod verify;
 mod verify_run;

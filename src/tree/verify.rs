@@ -130,6 +130,9 @@ pub enum TreeVerifyError {
     /// An ack no tree writer could produce (exit 3, like any impossible run).
     #[error("ack {index} (file id {id}, {sectors} sectors) matches no file of the run's plan")]
     ImpossibleAck { index: usize, id: u64, sectors: u32 },
+    /// A file ack whose name is not the one the plan gives its file (exit 3).
+    #[error(transparent)]
+    NameMismatch(#[from] crate::tree::names::NameMismatch),
 }
 
 /// Judges the tree of `log` under `dir`.
@@ -179,6 +182,7 @@ pub fn verify_tree(dir: &Path, log: &RunLog) -> Result<TreeReport, TreeVerifyErr
             });
         }
     }
+    crate::tree::names::check_names(log, &steps)?;
     let mut j = Judge::new(&root, dir, run, &p, log);
     let mut tallies = Vec::with_capacity(log.acks.len());
     for a in &log.acks {

@@ -22,6 +22,7 @@ impl TreeError {
             self,
             TreeError::Verify(crate::verify::VerifyError::ImpossibleRun(_))
                 | TreeError::Tree(verify::TreeVerifyError::ImpossibleAck { .. })
+                | TreeError::Tree(verify::TreeVerifyError::NameMismatch(_))
         )
     }
 }

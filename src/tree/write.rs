@@ -7,7 +7,7 @@
 //! the first failed operation nothing more is acknowledged.
 
 use crate::device::identity;
-use crate::model::{Ack, RunDescriptor, TreeSettings, WriterSettings, now_ns};
+use crate::model::{Ack, FileName, RunDescriptor, TreeSettings, WriterSettings, now_ns};
 use crate::record::{FORMAT_VERSION, RecordId, RunId, RunKey, fill_record};
 use crate::tree::plan::{Arrival, FileStep, Step, TreePlan, TreeScale, plan};
 use crate::tree::{FILE_STREAM, MAX_FILE_BYTES, PLAN_VERSION, TreeFlush};
@@ -265,10 +265,19 @@ impl Writer<'_> {
             let dir = final_path.parent().unwrap_or(self.root);
             sync_dir(dir).map_err(|e| what("fsync directory", dir, e))?;
         }
-        self.sender.push(Ack {
+        // The ack names the file, so the witness holds where it must be (docs/tree.md).
+        let name = FileName {
+            path: f.path.clone(),
+            renamed_from: match &f.arrival {
+                Arrival::InPlace => None,
+                Arrival::Renamed { tmp } => Some(tmp.clone()),
+            },
+        };
+        let ack = Ack {
             record: rec,
             flushed_ns: now_ns(),
-        });
+        };
+        self.sender.push_file(ack, name);
         self.acked += 1;
         self.bytes += rec.len_bytes();
         Ok(())

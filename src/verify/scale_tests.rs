@@ -98,6 +98,7 @@ fn the_streamed_verify_gives_the_whole_run_s_report() {
         let (d, acks, dev) = random_run(seed, n);
         for scan_region in [false, true] {
             let log = RunLog {
+                files: Default::default(),
                 descriptor: d.clone(),
                 acks: acks.clone(),
                 events: vec![],
@@ -126,6 +127,7 @@ fn an_impossible_log_is_refused() {
     let (d, mut acks, dev) = random_run(4, 40);
     acks[10].record.offset = REGION; // outside the region
     let log = RunLog {
+        files: Default::default(),
         descriptor: d.clone(),
         acks: acks.clone(),
         events: vec![],

@@ -15,6 +15,7 @@ fn log(run: RunId, acks: Vec<Ack>) -> RunLog {
 /// share (here and in `medium`).
 pub(super) fn log_in(run: RunId, region: (u64, u64), acks: Vec<Ack>) -> RunLog {
     RunLog {
+        files: Default::default(),
         descriptor: RunDescriptor {
             run_id: run,
             format_version: crate::record::FORMAT_VERSION,

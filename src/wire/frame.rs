@@ -53,6 +53,9 @@ pub enum FrameType {
     /// log and in fetch replies (module `wire::compact`). Decodes to the same
     /// `Msg::Acks` as an Acks frame.
     CompactAcks = 0x09,
+    /// Acks of a tree run that name their file (path, temporary name); writer to
+    /// witness, in the log and in fetch replies (module `wire::file_acks`).
+    FileAcks = 0x0A,
     Hello = 0x10,
     /// Writer or fetcher to a keyed witness: the client's handshake nonce.
     Auth = 0x17,
@@ -83,6 +86,7 @@ impl FrameType {
             0x05 => JournalWrite,
             0x06 => LogEnd,
             0x09 => CompactAcks,
+            0x0A => FileAcks,
             0x10 => Hello,
             0x17 => Auth,
             0x18 => Challenge,

@@ -4,5 +4,7 @@
 
 pub mod auth;
 pub mod compact;
+pub mod entry;
+pub mod file_acks;
 pub mod frame;
 pub mod msg;

@@ -5,16 +5,17 @@
 //! sent once per connection and must stay readable and extensible. Layouts are in
 //! docs/protocol.md; a decoder rejects any payload whose length does not match exactly.
 
-use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent};
-use crate::record::{RecordId, RunId};
+use crate::model::{Ack, FileName, RunDescriptor, RunSelector, WitnessEvent};
+use crate::record::RunId;
 use crate::wire::auth::NONCE_BYTES;
 use crate::wire::compact;
+use crate::wire::file_acks;
 use crate::wire::frame::{self, FrameType};
 
 /// Wire protocol version sent in Hello and Welcome. Bump on any incompatible change.
 pub const PROTOCOL_VERSION: u16 = 1;
-/// Bytes of one ack entry in an Acks payload.
-pub const ACK_ENTRY_BYTES: usize = 40;
+use crate::wire::entry::get_ack;
+pub use crate::wire::entry::{ACK_ENTRY_BYTES, put_ack};
 /// Bytes before the entries in an Acks payload: first ack number u64, count u32.
 pub const ACKS_HEADER_BYTES: usize = 12;
 /// Most acks one Acks frame may carry; keeps frames far below the frame size limit.
@@ -104,6 +105,13 @@ pub enum Msg {
         first: u64,
         acks: Vec<Ack>,
     },
+    /// Acks of a tree run with the name of each file, one name per ack
+    /// (`wire::file_acks`); numbered in the same sequence as Acks.
+    FileAcks {
+        first: u64,
+        acks: Vec<Ack>,
+        names: Vec<FileName>,
+    },
     Durable {
         durable_acks: u64,
     },
@@ -124,36 +132,6 @@ pub enum Msg {
     RunInfo(Box<RunInfo>),
     /// A Fetch with the verdict selector: store this verdict beside the run's log.
     RecordVerdict(Box<VerdictMark>),
-}
-
-/// Appends the 40-byte entry of `a` to `out`.
-#[inline]
-pub fn put_ack(out: &mut Vec<u8>, a: &Ack) {
-    let r = &a.record;
-    let mut e = [0u8; ACK_ENTRY_BYTES];
-    e[0..2].copy_from_slice(&r.stream.to_le_bytes());
-    // e[2..4]: reserved, zero.
-    e[4..8].copy_from_slice(&r.sectors.to_le_bytes());
-    e[8..16].copy_from_slice(&r.seq.to_le_bytes());
-    e[16..24].copy_from_slice(&r.offset.to_le_bytes());
-    e[24..32].copy_from_slice(&r.write_time_ns.to_le_bytes());
-    e[32..40].copy_from_slice(&a.flushed_ns.to_le_bytes());
-    out.extend_from_slice(&e);
-}
-
-#[inline]
-fn get_ack(e: &[u8]) -> Ack {
-    let u64_at = |at: usize| u64::from_le_bytes(e[at..at + 8].try_into().unwrap());
-    Ack {
-        record: RecordId {
-            stream: u16::from_le_bytes([e[0], e[1]]),
-            sectors: u32::from_le_bytes(e[4..8].try_into().unwrap()),
-            seq: u64_at(8),
-            offset: u64_at(16),
-            write_time_ns: u64_at(24),
-        },
-        flushed_ns: u64_at(32),
-    }
 }
 
 /// Appends one Acks frame numbering `acks` from `first`. Allocation-free when `out` has
@@ -214,6 +192,16 @@ pub fn encode_acks_compact_into(out: &mut Vec<u8>, first: u64, acks: &[Ack]) {
 /// number.
 pub fn decode_compact_acks_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
     compact::decode_compact_into(p, into).map_err(|e| DecodeError::Malformed(e.0))
+}
+
+/// Decodes a FileAcks payload, appending the acks to `acks` and one name per ack to
+/// `names`; returns the first ack number.
+pub fn decode_file_acks_into(
+    p: &[u8],
+    acks: &mut Vec<Ack>,
+    names: &mut Vec<FileName>,
+) -> Result<u64, DecodeError> {
+    file_acks::decode_file_acks_into(p, acks, names).map_err(|e| DecodeError::Malformed(e.0))
 }
 
 /// Returns a [`DecodeError::Malformed`] with a formatted message.
@@ -330,6 +318,7 @@ impl Msg {
             Msg::Challenge { .. } => FrameType::Challenge,
             Msg::Welcome { .. } => FrameType::Welcome,
             Msg::Acks { .. } => FrameType::Acks,
+            Msg::FileAcks { .. } => FrameType::FileAcks,
             Msg::Durable { .. } => FrameType::Durable,
             Msg::Heartbeat => FrameType::Heartbeat,
             Msg::Bye { .. } => FrameType::Bye,
@@ -345,6 +334,17 @@ impl Msg {
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         if let Msg::Acks { first, acks } = self {
             encode_acks_into(out, *first, acks.iter());
+            return;
+        }
+        if let Msg::FileAcks { first, acks, names } = self {
+            assert_eq!(acks.len(), names.len(), "one name per file ack");
+            let n = file_acks::encode_limited(out, *first, acks.iter().zip(names), usize::MAX);
+            assert_eq!(
+                n,
+                acks.len(),
+                "file ack batch of {} is too large",
+                acks.len()
+            );
             return;
         }
         let start = frame::begin_frame(out, self.frame_type());
@@ -398,7 +398,7 @@ impl Msg {
                 serde_json::to_writer(&mut *out, m).expect("verdict mark serialises")
             }
             Msg::RunInfo(i) => serde_json::to_writer(&mut *out, i).expect("run info serialises"),
-            Msg::Acks { .. } => unreachable!("handled above"),
+            Msg::Acks { .. } | Msg::FileAcks { .. } => unreachable!("handled above"),
         }
         frame::end_frame(out, start);
     }
@@ -471,6 +471,11 @@ impl Msg {
                 let mut acks = Vec::new();
                 let first = decode_compact_acks_into(p, &mut acks)?;
                 Msg::Acks { first, acks }
+            }
+            FrameType::FileAcks => {
+                let (mut acks, mut names) = (Vec::new(), Vec::new());
+                let first = decode_file_acks_into(p, &mut acks, &mut names)?;
+                Msg::FileAcks { first, acks, names }
             }
             FrameType::Durable => Msg::Durable {
                 durable_acks: u64_exact(p, "Durable")?,

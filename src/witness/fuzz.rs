@@ -267,6 +267,38 @@ fn compact_round_trip(first: u64, acks: &[crate::model::Ack]) {
     assert!(back == acks, "compact encoding lost or changed acks");
 }
 
+/// The file ack codec (FileAcks payloads) and the witness's name rules: a payload that
+/// decodes has one name per ack, re-encodes to a frame of the same length that decodes to
+/// the same message,
+/// and its names can be judged by `validate::check_file_path` without a panic.
+pub fn file_acks(data: &[u8]) {
+    let (mut acks, mut names) = (Vec::new(), Vec::new());
+    let Ok(first) = msg::decode_file_acks_into(data, &mut acks, &mut names) else {
+        assert!(
+            acks.is_empty() && names.is_empty(),
+            "a refused payload left acks"
+        );
+        return;
+    };
+    assert_eq!(acks.len(), names.len(), "one name per file ack");
+    for n in &names {
+        let _ = crate::witness::validate::check_file_path(&n.path);
+        assert!(n.renamed_from.as_ref().is_none_or(|t| !t.is_empty()));
+    }
+    let m = Msg::FileAcks { first, acks, names };
+    let again = m.encode();
+    let Decoded::Frame(f) = frame::decode(&again) else {
+        panic!("a re-encoded FileAcks frame does not decode");
+    };
+    // Byte for byte but the entries' reserved bytes, which decoding ignores (as in Acks).
+    assert_eq!(
+        f.payload.len(),
+        data.len(),
+        "FileAcks re-encoding changed the length"
+    );
+    assert_eq!(Msg::decode(&f).expect("decodes"), m, "FileAcks round trip");
+}
+
 /// Sector-stamp decoder on arbitrary sectors: a stamp that decodes has consistent,
 /// overflow-free fields, and re-encoding it over the same content reproduces it.
 pub fn record_decoder(data: &[u8]) {

@@ -15,7 +15,7 @@
 //! region a record lies in (the shares depend on the device's block size, which the
 //! descriptor does not carry), and the writer's clocks.
 
-use crate::model::{Ack, RunDescriptor, RunLog};
+use crate::model::{Ack, FileName, RunDescriptor, RunLog};
 use crate::record::{RecordId, RunId, SECTOR};
 use std::collections::HashMap;
 
@@ -113,6 +113,110 @@ pub enum AckFault {
     },
     /// A tree run's ack (a whole file, docs/tree.md) at an offset other than 0.
     FileNotAtZero,
+    /// A file entry (FileAcks) in a run that writes no tree.
+    FileEntryNotTree,
+    /// A file entry whose path or temporary name no tree writer produces.
+    BadFileName(NameFault),
+}
+
+/// Why a path in a file entry cannot come from a tree writer: it names a file below the
+/// run's tree root, so it is relative, stays inside the root and is a name Linux takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NameFault {
+    Empty,
+    Absolute,
+    /// A `..` component (it would leave the tree root).
+    ParentComponent,
+    /// An empty or `.` component (`a//b`, `a/./b`, a trailing `/`).
+    EmptyComponent,
+    Nul,
+    TooLong {
+        bytes: usize,
+    },
+    /// The temporary name is the final path itself.
+    SameAsPath,
+}
+
+impl std::fmt::Display for NameFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NameFault::Empty => f.write_str("is empty"),
+            NameFault::Absolute => {
+                f.write_str("is absolute (it must be relative to the tree root)")
+            }
+            NameFault::ParentComponent => f.write_str("has a '..' component"),
+            NameFault::EmptyComponent => f.write_str("has an empty or '.' component"),
+            NameFault::Nul => f.write_str("holds a NUL byte"),
+            NameFault::TooLong { bytes } => write!(
+                f,
+                "is {bytes} bytes long, more than {}",
+                crate::wire::file_acks::MAX_FILE_PATH_BYTES
+            ),
+            NameFault::SameAsPath => f.write_str("is the final path itself"),
+        }
+    }
+}
+
+/// The path rule of file entries (docs/protocol.md, FileAcks).
+pub fn check_file_path(p: &str) -> Result<(), NameFault> {
+    if p.is_empty() {
+        return Err(NameFault::Empty);
+    }
+    if p.len() > crate::wire::file_acks::MAX_FILE_PATH_BYTES {
+        return Err(NameFault::TooLong { bytes: p.len() });
+    }
+    if p.contains('\0') {
+        return Err(NameFault::Nul);
+    }
+    if p.starts_with('/') {
+        return Err(NameFault::Absolute);
+    }
+    for c in p.split('/') {
+        match c {
+            ".." => return Err(NameFault::ParentComponent),
+            "" | "." => return Err(NameFault::EmptyComponent),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The rules of a file entry's names: the path, and the temporary name if any.
+fn check_file_name(n: &FileName) -> Result<(), NameFault> {
+    check_file_path(&n.path)?;
+    if let Some(t) = &n.renamed_from {
+        check_file_path(t)?;
+        if *t == n.path {
+            return Err(NameFault::SameAsPath);
+        }
+    }
+    Ok(())
+}
+
+/// Checks the names of a FileAcks batch numbered from `first` (one per ack): only a tree
+/// run sends file entries, and each names a file below its tree root. The acks
+/// themselves are checked by [`SeqTracker::check_batch`].
+pub fn check_file_names(
+    rules: &AckRules,
+    first: u64,
+    acks: &[Ack],
+    names: &[FileName],
+) -> Result<(), Violation> {
+    for (i, (a, n)) in acks.iter().zip(names).enumerate() {
+        let fault = if !rules.files {
+            AckFault::FileEntryNotTree
+        } else if let Err(f) = check_file_name(n) {
+            AckFault::BadFileName(f)
+        } else {
+            continue;
+        };
+        return Err(Violation {
+            ack: first + i as u64,
+            record: a.record,
+            fault,
+        });
+    }
+    Ok(())
 }
 
 /// The first ack of a batch or log that breaks a rule.
@@ -158,6 +262,10 @@ impl std::fmt::Display for Violation {
                 "is a file of a tree run at offset {}: a file entry starts at offset 0",
                 r.offset
             ),
+            AckFault::FileEntryNotTree => f.write_str(
+                "is a file entry, but the run writes no tree: only tree runs name files",
+            ),
+            AckFault::BadFileName(n) => write!(f, "is a file entry whose name {n}"),
         }
     }
 }
@@ -356,7 +464,10 @@ pub struct ImpossibleRun {
 pub fn refuse_impossible_run(log: &RunLog) -> Result<(), ImpossibleRun> {
     let run = log.descriptor.run_id;
     let why = match check_run(&log.descriptor, &log.acks) {
-        Ok(None) => return Ok(()),
+        Ok(None) => match check_log_names(log) {
+            Some(why) => why,
+            None => return Ok(()),
+        },
         Ok(Some(v)) => format!(
             "{} of its {} acks cannot come from a plugpull writer; the first: {}",
             v.count,
@@ -366,6 +477,33 @@ pub fn refuse_impossible_run(log: &RunLog) -> Result<(), ImpossibleRun> {
         Err(f) => format!("its run descriptor cannot come from a plugpull writer: {f}"),
     };
     Err(ImpossibleRun { run, why })
+}
+
+/// Why the file names of `log` cannot come from a writer, if they cannot: a name for no
+/// ack, a name in a run that writes no tree, or a name no tree writer produces.
+fn check_log_names(log: &RunLog) -> Option<String> {
+    let rules = AckRules::for_run(&log.descriptor).ok()?;
+    for (&i, n) in &log.files {
+        let Some(a) = log.acks.get(i) else {
+            return Some(format!(
+                "it names file {:?} for ack {i}, but holds {} acks",
+                n.path,
+                log.acks.len()
+            ));
+        };
+        let first = i as u64;
+        if let Err(v) = check_file_names(
+            &rules,
+            first,
+            std::slice::from_ref(a),
+            std::slice::from_ref(n),
+        ) {
+            return Some(format!(
+                "a file entry cannot come from a plugpull writer: {v}"
+            ));
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use super::*;
 use crate::device::FlushMethod;
 use crate::device::identity::DeviceIdentity;
 use crate::model::WriterSettings;
+use crate::record::RecordId;
 
 pub(crate) fn sample_descriptor(run: u8) -> RunDescriptor {
     RunDescriptor {

@@ -5,13 +5,14 @@
 //! key) could send acks out of order or skip some; a skip is accepted only when the
 //! witness names damage in its log, so verify can never judge a silently partial run.
 
-use crate::model::{RunLog, RunSelector, WitnessEvent};
+use crate::model::{Ack, RunLog, RunSelector, WitnessEvent};
 use crate::record::RunId;
 use crate::wire::auth::{self, Key};
 use crate::wire::msg::{Msg, NO_RUN_FOR_DEVICE};
 use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
 use crate::witness::client::error::{ClientError, ClientResult, Context, refuse};
 use crate::witness::store::{checker, export};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,6 +54,7 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> Clien
     let mut descriptor = None;
     let mut acks = Vec::new();
     let mut events: Vec<WitnessEvent> = Vec::new();
+    let mut files = BTreeMap::new();
     // Number the next Acks frame should start at, and acks skipped over: a damaged
     // witness log has gaps, which it must name in a damage event.
     let (mut next_ack, mut skipped) = (0u64, 0u64);
@@ -63,15 +65,16 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> Clien
         match m {
             Some(Msg::FetchRun(d)) if descriptor.is_none() => descriptor = Some(d),
             Some(Msg::Acks { first, acks: a }) if descriptor.is_some() => {
-                if first < next_ack {
-                    refuse!(
-                        "the witness sent acks from {first} after ack {next_ack}: broken \
-                         fetch stream"
-                    );
-                }
-                skipped += first - next_ack;
-                next_ack = first + a.len() as u64;
-                acks.extend_from_slice(&a);
+                take(&mut acks, &mut next_ack, &mut skipped, first, &a)?
+            }
+            Some(Msg::FileAcks {
+                first,
+                acks: a,
+                names,
+            }) if descriptor.is_some() => {
+                let at = acks.len();
+                take(&mut acks, &mut next_ack, &mut skipped, first, &a)?;
+                files.extend((at..).zip(names));
             }
             Some(Msg::Event(e)) if descriptor.is_some() => events.push(e),
             Some(Msg::FetchEnd { acks: n }) if descriptor.is_some() => {
@@ -104,7 +107,26 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> Clien
         descriptor: descriptor.expect("checked above"),
         acks,
         events,
+        files,
     })
+}
+
+/// Appends a fetched batch numbered from `first` to `acks`. Batches come in order; a
+/// gap (acks a damaged witness log lost) is counted in `skipped`.
+fn take(
+    acks: &mut Vec<Ack>,
+    next_ack: &mut u64,
+    skipped: &mut u64,
+    first: u64,
+    a: &[Ack],
+) -> ClientResult<()> {
+    if first < *next_ack {
+        refuse!("the witness sent acks from {first} after ack {next_ack}: broken fetch stream");
+    }
+    *skipped += first - *next_ack;
+    *next_ack = first + a.len() as u64;
+    acks.extend_from_slice(a);
+    Ok(())
 }
 
 /// `plugpull fetch`: copies a run's ack log from the witness into a file.

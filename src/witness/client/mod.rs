@@ -11,12 +11,15 @@
 //! command's action), `runs` lists the runs a witness holds, `connect` is what they all
 //! do to reach the witness.
 
+mod batch;
 mod connect;
 pub mod error;
 mod fetch;
+mod options;
 mod runs;
 mod sender;
 
 pub use fetch::{FetchOptions, fetch, fetch_to_file, fetch_with_key};
+pub use options::ClientOptions;
 pub use runs::{list_runs, record_verdict, runs_json, runs_text, sort_newest_first};
-pub use sender::{AckSender, ClientOptions, SenderStats};
+pub use sender::{AckSender, SenderStats};

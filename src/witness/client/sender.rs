@@ -8,12 +8,14 @@
 //! durable count from the Welcome. Acks leave the queue only when the witness says they
 //! are fdatasync'd.
 
-use crate::model::{Ack, RunDescriptor};
+use crate::model::{Ack, FileName, RunDescriptor};
 use crate::wire::auth::{self, Key, Opener, Sealer, Session};
-use crate::wire::msg::{self, Msg, PROTOCOL_VERSION};
+use crate::wire::msg::{Msg, PROTOCOL_VERSION};
+use crate::witness::client::batch;
 use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
 use crate::witness::client::error::{ClientResult, Context, refuse};
-use std::collections::VecDeque;
+use crate::witness::client::options::ClientOptions;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -37,30 +39,6 @@ const LINGER_IDLE: Duration = Duration::from_micros(100);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 
-/// Tunables of the ack sender.
-#[derive(Clone, Debug)]
-pub struct ClientOptions {
-    /// `push` blocks while this many acks are not yet confirmed durable.
-    pub max_unconfirmed: usize,
-    /// Heartbeat interval when idle; a connection with no reply for 3x this is dead.
-    pub heartbeat: Duration,
-    /// Longest wait between reconnect attempts.
-    pub reconnect_backoff_max: Duration,
-    /// The witness's pre-shared key; `None` for an unauthenticated witness.
-    pub key: Option<Key>,
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            max_unconfirmed: 1 << 20,
-            heartbeat: Duration::from_secs(1),
-            reconnect_backoff_max: Duration::from_secs(5),
-            key: None,
-        }
-    }
-}
-
 /// A snapshot of the sender's progress.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SenderStats {
@@ -76,6 +54,8 @@ pub struct SenderStats {
 struct Inner {
     /// Acks numbered `durable .. pushed`, oldest first.
     pending: VecDeque<Ack>,
+    /// The names of the pending file acks (`push_file`), by ack number.
+    names: BTreeMap<u64, FileName>,
     durable: u64,
     pushed: u64,
     /// Next ack number to send on the current connection.
@@ -135,6 +115,7 @@ impl AckSender {
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner {
                 pending: VecDeque::with_capacity(opts.max_unconfirmed.min(1 << 16)),
+                names: BTreeMap::new(),
                 durable,
                 pushed: durable,
                 sent: durable,
@@ -186,6 +167,17 @@ impl AckSender {
     /// wakes the sender: the acks queued so far must go out, or no Durable ever makes room
     /// (the sender would sleep until its next heartbeat).
     pub fn push_all(&self, acks: &[Ack]) {
+        self.push_named(acks, None);
+    }
+
+    /// Queues the ack of one file of a tree run with its name, as `push`: it is sent in a
+    /// FileAcks frame, numbered in the same sequence as every other ack.
+    pub fn push_file(&self, ack: Ack, name: FileName) {
+        self.push_named(std::slice::from_ref(&ack), Some(name));
+    }
+
+    /// `push_all`, the first ack named `name` if given.
+    fn push_named(&self, acks: &[Ack], mut name: Option<FileName>) {
         let sh = &*self.shared;
         let mut g = lock(sh);
         for &ack in acks {
@@ -195,6 +187,10 @@ impl AckSender {
                 g = sh.cv_push.wait(g).unwrap_or_else(|p| p.into_inner());
             }
             g.pending.push_back(ack);
+            if let Some(n) = name.take() {
+                let at = g.pushed;
+                g.names.insert(at, n);
+            }
             g.pushed += 1;
         }
         wake_sender(&mut g, sh);
@@ -412,6 +408,9 @@ fn advance_durable(sh: &Shared, g: &mut Inner, n: u64) {
     }
     let k = (n - g.durable) as usize;
     g.pending.drain(..k);
+    if !g.names.is_empty() {
+        g.names = g.names.split_off(&n);
+    }
     g.durable = n;
     g.sent = g.sent.max(n);
     if g.pusher_waiting {
@@ -484,7 +483,8 @@ fn pump(
                     let at = (g.sent - g.durable) as usize;
                     let n = ((g.pushed - g.sent) as usize).min(ACKS_PER_FRAME);
                     let start = buf.len();
-                    msg::encode_acks_into(&mut buf, g.sent, g.pending.range(at..at + n));
+                    let acks = g.pending.range(at..at + n);
+                    let n = batch::encode_frame(&mut buf, g.sent, acks, &g.names);
                     auth::seal_opt(sealer.as_deref_mut(), &mut buf, start);
                     g.sent += n as u64;
                 }

@@ -237,7 +237,7 @@ impl Pending {
                             ));
                         }
                     }
-                    FrameType::Acks => {
+                    FrameType::Acks | FrameType::FileAcks => {
                         return Step::Close(Refusal::protocol(
                             "Acks before Hello: a writer must introduce its run first",
                         ));

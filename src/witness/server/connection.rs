@@ -399,7 +399,7 @@ impl Conn {
                         scratch.clear();
                         let r = crate::wire::msg::decode_acks_into(f.payload, &mut scratch)
                             .map_err(|e| End::Protocol(format!("bad Acks frame: {}", e.detail())))
-                            .and_then(|first| self.on_acks(first, &scratch))
+                            .and_then(|first| self.on_acks(first, &scratch, &[]))
                             .map(ControlFlow::Continue);
                         self.scratch = scratch;
                         r
@@ -515,6 +515,9 @@ impl Conn {
                 }
                 self.on_record_verdict(&mark)
             }
+            Msg::FileAcks { first, acks, names } => self
+                .on_acks(first, &acks, &names)
+                .map(ControlFlow::Continue),
             // By the frame's own type: a CompactAcks frame decodes to Msg::Acks too.
             _ => Err(End::Protocol(format!(
                 "unexpected {:?} frame from a writer or fetcher",

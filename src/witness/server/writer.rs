@@ -6,14 +6,14 @@
 //! half-open must not interleave appends with it; the newest connection owns the run
 //! and the old one stops at its next step.
 
-use crate::model::{Ack, RunDescriptor, WitnessEvent, now_ns};
+use crate::model::{Ack, FileName, RunDescriptor, WitnessEvent, now_ns};
 use crate::wire::msg::{Msg, PROTOCOL_VERSION};
 use crate::witness::server::connection::{Conn, End};
 use crate::witness::server::events::fmt_ns;
 use crate::witness::server::shared::lock;
 use crate::witness::store::log::AckLog;
 use crate::witness::store::storage::FsStorage;
-use crate::witness::validate::AckRules;
+use crate::witness::validate::{self, AckRules};
 use std::net::Shutdown;
 
 impl Conn {
@@ -151,7 +151,14 @@ impl Conn {
         );
     }
 
-    pub(super) fn on_acks(&mut self, first: u64, acks: &[Ack]) -> Result<(), End> {
+    /// A batch of acks (Acks, CompactAcks), or of file acks with one name per ack
+    /// (FileAcks; `names` is empty for the others): validated, then appended.
+    pub(super) fn on_acks(
+        &mut self,
+        first: u64,
+        acks: &[Ack],
+        names: &[FileName],
+    ) -> Result<(), End> {
         let Some((_, slot)) = &self.run else {
             return Err(End::Protocol(
                 "Acks before Hello: a writer must introduce its run first".into(),
@@ -172,16 +179,26 @@ impl Conn {
             // Only acks past the log's end are new (append_acks drops resent ones and
             // refuses a gap); they are checked before any is appended.
             if let Some(skip) = appended.checked_sub(first) {
-                let new = &acks[(skip as usize).min(acks.len())..];
-                s.seqs.check_batch(rules, appended, new).map_err(|v| {
+                let skip = (skip as usize).min(acks.len());
+                let new = &acks[skip..];
+                let refused = |v| {
                     End::Protocol(format!(
                         "{v}; a plugpull writer never sends this: the frame is refused and \
                          nothing of it is stored"
                     ))
-                })?;
+                };
+                if !names.is_empty() {
+                    validate::check_file_names(rules, appended, new, &names[skip..])
+                        .map_err(refused)?;
+                }
+                s.seqs.check_batch(rules, appended, new).map_err(refused)?;
             }
-            log.append_acks(first, acks)
-                .map_err(|e| End::Protocol(format!("{e:#}")))?;
+            if names.is_empty() {
+                log.append_acks(first, acks)
+            } else {
+                log.append_file_acks(first, acks, names)
+            }
+            .map_err(|e| End::Protocol(format!("{e:#}")))?;
             s.seqs_at_acks = log.appended_acks();
         }
         self.acks_received += acks.len() as u64;

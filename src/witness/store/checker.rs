@@ -6,7 +6,7 @@
 //! is. It knows nothing of where the frames come from (module `scan` reads them) or of
 //! the journal (module `reader` overlays it).
 
-use crate::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
+use crate::model::{Ack, FileName, RunDescriptor, RunLog, WitnessEvent};
 use crate::wire::auth::Key;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg::{self, LOG_VERSION, LOG_VERSION_PLAIN, Msg};
@@ -44,6 +44,8 @@ pub struct LogChecker {
     mark: Option<EndMark>,
     frames_after_mark: u64,
     key: Option<Key>,
+    /// The names of the last FileAcks frame's acks (reused like the ack scratch).
+    names: Vec<FileName>,
 }
 
 /// Damage in a log and what it cost.
@@ -63,6 +65,8 @@ pub enum LogItem<'a> {
     Acks {
         first: u64,
         acks: &'a [Ack],
+        /// One name per ack for a FileAcks frame; empty for Acks and CompactAcks.
+        names: &'a [FileName],
     },
     Event(WitnessEvent),
     /// The end mark of a `plugpull fetch` output file (checked by `wholeness`).
@@ -141,12 +145,13 @@ impl LogChecker {
                 _ => unreachable!(),
             },
             (2, t) => invalid!("ack log: second frame is {t:?}, expected the run descriptor"),
-            (_, t @ (FrameType::Acks | FrameType::CompactAcks)) => {
+            (_, t @ (FrameType::Acks | FrameType::CompactAcks | FrameType::FileAcks)) => {
                 scratch.clear();
-                let first = if t == FrameType::Acks {
-                    msg::decode_acks_into(f.payload, scratch)?
-                } else {
-                    msg::decode_compact_acks_into(f.payload, scratch)?
+                self.names.clear();
+                let first = match t {
+                    FrameType::Acks => msg::decode_acks_into(f.payload, scratch)?,
+                    FrameType::CompactAcks => msg::decode_compact_acks_into(f.payload, scratch)?,
+                    _ => msg::decode_file_acks_into(f.payload, scratch, &mut self.names)?,
                 };
                 self.check_numbering(first)?;
                 self.acks += scratch.len() as u64;
@@ -154,6 +159,7 @@ impl LogChecker {
                 Ok(LogItem::Acks {
                     first,
                     acks: scratch,
+                    names: &self.names,
                 })
             }
             (_, FrameType::Event) => match Msg::decode(f)? {

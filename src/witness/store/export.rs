@@ -6,12 +6,14 @@
 //! checksums looks like a good log. Only the end mark lets `verify --acks` say the file
 //! is whole (module `checker` checks it). Layout in docs/protocol.md.
 
-use crate::model::{Ack, RunDescriptor, RunLog, WitnessEvent};
+use crate::model::{Ack, FileName, RunDescriptor, RunLog, WitnessEvent};
 use crate::wire::auth::Key;
+use crate::wire::file_acks;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg;
 use crate::wire::msg::{LOG_VERSION, Msg};
 use crate::witness::store::error::{Context, StoreResult, invalid};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
@@ -95,7 +97,14 @@ pub fn write_log_file(path: &Path, log: &RunLog) -> StoreResult<()> {
 /// the frame count, the byte count and the BLAKE3 digest of every byte before it.
 pub fn write_log_file_keyed(path: &Path, log: &RunLog, key: Option<&Key>) -> StoreResult<()> {
     let mut acks = log.acks.iter().copied();
-    write_log_file_from(path, &log.descriptor, &mut acks, &log.events, key)
+    write_log_file_named(
+        path,
+        &log.descriptor,
+        &mut acks,
+        &log.files,
+        &log.events,
+        key,
+    )
 }
 
 /// [`write_log_file_keyed`] from acks produced on the fly: a log of 100 M synthetic acks
@@ -104,6 +113,19 @@ pub fn write_log_file_from(
     path: &Path,
     descriptor: &RunDescriptor,
     acks: &mut dyn Iterator<Item = Ack>,
+    events: &[WitnessEvent],
+    key: Option<&Key>,
+) -> StoreResult<()> {
+    write_log_file_named(path, descriptor, acks, &BTreeMap::new(), events, key)
+}
+
+/// [`write_log_file_from`] where the acks at the indexes of `files` are file acks:
+/// they go into FileAcks frames with their names.
+fn write_log_file_named(
+    path: &Path,
+    descriptor: &RunDescriptor,
+    acks: &mut dyn Iterator<Item = Ack>,
+    files: &BTreeMap<usize, FileName>,
     events: &[WitnessEvent],
     key: Option<&Key>,
 ) -> StoreResult<()> {
@@ -131,7 +153,7 @@ pub fn write_log_file_from(
             break;
         }
         let before = buf.len();
-        msg::encode_acks_compact_into(&mut buf, first, &chunk);
+        encode_chunk(&mut buf, first, &chunk, files);
         out.frames += count_frames(&buf[before..]);
         first += chunk.len() as u64;
         if buf.len() >= 1 << 20 {
@@ -156,6 +178,30 @@ pub fn write_log_file_from(
     std::fs::rename(&tmp, path)
         .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
     Ok(())
+}
+
+/// Appends the frames of `chunk`, acks numbered from `first`: FileAcks frames for the
+/// stretches that `files` names (keyed by ack number), compact or plain Acks for the rest.
+fn encode_chunk(out: &mut Vec<u8>, first: u64, chunk: &[Ack], files: &BTreeMap<usize, FileName>) {
+    let base = first as usize;
+    let named = |i: usize| files.get(&(base + i));
+    let mut i = 0;
+    while i < chunk.len() {
+        if named(i).is_some() {
+            let names = (i..chunk.len()).map_while(named);
+            i += file_acks::encode_file_acks_into(
+                out,
+                first + i as u64,
+                chunk[i..].iter().zip(names),
+            );
+        } else {
+            let j = (i..chunk.len())
+                .find(|&j| named(j).is_some())
+                .unwrap_or(chunk.len());
+            msg::encode_acks_compact_into(out, first + i as u64, &chunk[i..j]);
+            i = j;
+        }
+    }
 }
 
 /// How many whole frames `b` holds (the encoder's output, so every length is sound).

@@ -1,7 +1,7 @@
 //! The durable ack log: one append-only file of frames per run, `<run id hex>.acklog`.
 //!
 //! ```text
-//! FileHeader(magic "PPACKLOG", version) | Descriptor(JSON) | { Acks | Event }* [ LogEnd ]
+//! FileHeader(magic "PPACKLOG", version) | Descriptor(JSON) | { Acks | CompactAcks | FileAcks | Event }* [ LogEnd ]
 //! ```
 //!
 //! Why frames with checksums and a torn-tail rule: the witness may be killed in the
@@ -30,8 +30,9 @@
 //! witness journal overlaid) is module `reader`; the journal is module `journal`, and
 //! reaches a log only through [`GroupCommit`], so neither module imports the other.
 
-use crate::model::{Ack, RunDescriptor, WitnessEvent};
+use crate::model::{Ack, FileName, RunDescriptor, WitnessEvent};
 use crate::record::RunId;
+use crate::wire::file_acks;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg::{self, LOG_VERSION, LOG_VERSION_PLAIN, Msg};
 use crate::witness::store::checker::LogChecker;
@@ -63,6 +64,7 @@ pub fn is_log_frame(t: FrameType) -> bool {
             | FrameType::Descriptor
             | FrameType::Acks
             | FrameType::CompactAcks
+            | FrameType::FileAcks
             | FrameType::Event
             | FrameType::LogEnd
     )
@@ -286,17 +288,9 @@ impl AckLog {
     /// (a writer resends after a reconnect); returns how many were new. A batch that
     /// starts past the end of the log would leave a hole and is refused.
     pub fn append_acks(&mut self, first: u64, acks: &[Ack]) -> StoreResult<u64> {
-        if first > self.appended_acks {
-            invalid!(
-                "acks {first}.. would leave a gap: the witness has {} acks of this run; \
-                 a writer must resend from the Welcome's durable count",
-                self.appended_acks
-            );
-        }
-        let skip = (self.appended_acks - first) as usize;
-        if skip >= acks.len() {
+        let Some(skip) = self.new_from(first, acks.len())? else {
             return Ok(0);
-        }
+        };
         let new = &acks[skip..];
         if self.version > LOG_VERSION_PLAIN {
             self.unencoded.extend_from_slice(new);
@@ -308,6 +302,49 @@ impl AckLog {
             self.appended_acks += chunk.len() as u64;
         }
         Ok(new.len() as u64)
+    }
+
+    /// How many acks at the front of a batch of `len` numbered from `first` the log has
+    /// already (a resend), or None if it has them all; a gap is refused.
+    fn new_from(&self, first: u64, len: usize) -> StoreResult<Option<usize>> {
+        if first > self.appended_acks {
+            invalid!(
+                "acks {first}.. would leave a gap: the witness has {} acks of this run; \
+                 a writer must resend from the Welcome's durable count",
+                self.appended_acks
+            );
+        }
+        let skip = (self.appended_acks - first) as usize;
+        Ok((skip < len).then_some(skip))
+    }
+
+    /// [`AckLog::append_acks`] for file acks, one name per ack: they go into FileAcks
+    /// frames, numbered in the same sequence as every other ack. A version 1 log gets
+    /// plain Acks frames (its writer's plugpull reads nothing else); verify then takes
+    /// the names from the run's plan, as for any tree run logged before file entries.
+    pub fn append_file_acks(
+        &mut self,
+        first: u64,
+        acks: &[Ack],
+        names: &[FileName],
+    ) -> StoreResult<u64> {
+        assert_eq!(acks.len(), names.len(), "one name per file ack");
+        if self.version == LOG_VERSION_PLAIN {
+            return self.append_acks(first, acks);
+        }
+        let Some(skip) = self.new_from(first, acks.len())? else {
+            return Ok(0);
+        };
+        self.encode_unencoded();
+        let mut at = skip;
+        while at < acks.len() {
+            let entries = acks[at..].iter().zip(&names[at..]);
+            let n =
+                file_acks::encode_file_acks_into(&mut self.pending, self.appended_acks, entries);
+            at += n;
+            self.appended_acks += n as u64;
+        }
+        Ok((acks.len() - skip) as u64)
     }
 
     pub fn append_event(&mut self, e: &WitnessEvent) {

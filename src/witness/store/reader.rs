@@ -16,7 +16,7 @@ use crate::witness::store::journal_replay;
 use crate::witness::store::log::is_log_frame;
 use crate::witness::store::scan::scan_frames_resync;
 use crate::witness::store::storage::{self, FileReader, FsStorage, Storage};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -156,12 +156,18 @@ fn stream_log_bytes(
     let mut checker = LogChecker::with_key(key);
     let mut scratch = Vec::new();
     let mut events = Vec::new();
+    // File names by the index of their ack in the order `sink` receives them.
+    let (mut files, mut taken) = (BTreeMap::new(), 0usize);
     let end = scan_frames_resync(r, is_log_frame, |fr, damage| {
         if let Some(d) = damage {
             checker.note_damage(d);
         }
         match checker.check(fr, &mut scratch)? {
-            LogItem::Acks { acks: a, .. } => sink(a),
+            LogItem::Acks { acks: a, names, .. } => {
+                files.extend((taken..).zip(names.iter().cloned()));
+                taken += a.len();
+                sink(a)
+            }
             LogItem::Event(e) => events.push(e),
             LogItem::Header | LogItem::Descriptor(_) | LogItem::EndMark => {}
         }
@@ -182,6 +188,7 @@ fn stream_log_bytes(
             descriptor,
             acks: Vec::new(),
             events,
+            files,
         },
         wholeness,
     ))

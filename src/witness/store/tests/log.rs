@@ -278,6 +278,7 @@ fn interrupted_creation_is_rewritten_but_foreign_files_refused() {
 
 fn run_log(seed: u8, acks: u64) -> RunLog {
     RunLog {
+        files: Default::default(),
         descriptor: sample_descriptor(seed),
         acks: (0..acks).map(ack).collect(),
         events: vec![event("bye")],
@@ -385,6 +386,7 @@ fn witness_refuses_to_append_to_a_fetched_file() {
 fn write_log_file_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let rl = RunLog {
+        files: Default::default(),
         descriptor: sample_descriptor(6),
         acks: (0..10_000).map(ack).collect(),
         events: vec![event("bye")],
