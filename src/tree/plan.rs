@@ -301,14 +301,15 @@ fn plan_sizes(rng: &mut Rng, scale: TreeScale) -> Vec<u32> {
 /// A draw from `lo..=hi` whose logarithm is uniform: many small values, a long tail.
 fn log_uniform(rng: &mut Rng, lo: u32, hi: u32) -> u32 {
     let u = rng.below(1 << 53) as f64 / (1u64 << 53) as f64;
-    let (l, h) = ((lo as f64).ln(), (hi as f64 + 1.0).ln());
-    ((l + u * (h - l)).exp().floor() as u32).clamp(lo, hi)
+    // libm, not f64::ln/exp: the platform's libm may round differently (see Cargo.toml).
+    let (l, h) = (libm::log(lo as f64), libm::log(hi as f64 + 1.0));
+    (libm::floor(libm::exp(l + u * (h - l))) as u32).clamp(lo, hi)
 }
 
 /// The mean of [`log_uniform`] over `lo..=hi` (continuous approximation).
 fn log_uniform_mean(lo: u32, hi: u32) -> f64 {
     let (lo, hi) = (lo as f64, hi as f64 + 1.0);
-    (hi - lo) / (hi / lo).ln()
+    (hi - lo) / libm::log(hi / lo)
 }
 
 impl TreePlan {
