@@ -18,7 +18,7 @@
 #   ROUNDS (default 3) alternating runs per speed figure; SMALL_MIB (default 1280) the
 #   region for 512 B records; PP=path/to/plugpull and SYN=path/to/synthacks use those
 #   binaries instead of building target/release.
-#   used: SECTIONS=speed ROUNDS=5 scripts/perf-scale.sh "" "" /var/tmp 1024
+#   used: SECTIONS=speed ROUNDS=3 PP=... SYN=... scripts/perf-scale.sh "" "" /var/tmp 1024
 # Disk: ACKS * 40 B of log and SLOTS * 512 B of target on /dev/shm at once (100 M acks:
 # 4 GB + 1 GiB), deleted after each placement; SPEED_MIB (SMALL_MIB) plus its log on
 # ROOT_DIR for the speed test.
