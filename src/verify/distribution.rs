@@ -12,7 +12,7 @@
 
 use crate::model::{Ack, RecordClass};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// 1, 2, 5, 10, 20, 50, ...: the upper edge of bucket `i` (bucket 0 is [0, 1)).
 pub fn edge_125(i: usize) -> f64 {
@@ -22,11 +22,11 @@ pub fn edge_125(i: usize) -> f64 {
 
 /// Index of the 1-2-5 bucket holding `v` (>= 0): [0,1) -> 0, [1,2) -> 1, [2,5) -> 2, ...
 pub fn bucket_125(v: f64) -> usize {
-    let mut i = 0;
-    while v >= edge_125(i) && i < 60 {
-        i += 1;
-    }
-    i
+    // The edges computed once: verify calls this for every ack, and `powi` per step
+    // showed in its profile.
+    static EDGES: std::sync::LazyLock<[f64; 60]> =
+        std::sync::LazyLock::new(|| std::array::from_fn(edge_125));
+    EDGES.iter().take_while(|&&e| v >= e).count()
 }
 
 fn lower_edge(i: usize) -> f64 {
@@ -135,7 +135,11 @@ fn coarse_key(ns: u64) -> u64 {
 pub struct LatencyCoarse {
     count: u64,
     max_ns: u64,
-    by: BTreeMap<u64, u64>,
+    /// Unordered, sorted once in [`LatencyCoarse::fine`]. Why not a BTreeMap: below
+    /// 65 µs every nanosecond is its own bucket, so a real run has thousands of keys,
+    /// and walking a tree of them for every ack was 12% of verify's CPU with 512 B
+    /// records (perf, docs/performance.md "Verify read speed").
+    by: HashMap<u64, u64>,
 }
 
 impl LatencyCoarse {
@@ -150,6 +154,8 @@ impl LatencyCoarse {
     pub fn fine(&self) -> LatencyFine {
         // The 1-based ranks `latency::nearest_rank` picks, found in the coarse buckets.
         let rank = |q: f64| ((q * self.count as f64 - 1e-9).ceil() as u64).clamp(1, self.count);
+        let mut sorted: Vec<(u64, u64)> = self.by.iter().map(|(&k, &n)| (k, n)).collect();
+        sorted.sort_unstable();
         let mut wanted = vec![];
         for q in [0.5, 0.99] {
             if self.count == 0 {
@@ -157,7 +163,7 @@ impl LatencyCoarse {
             }
             let r = rank(q);
             let mut below = 0;
-            for (&k, &n) in &self.by {
+            for &(k, n) in &sorted {
                 if below + n >= r {
                     wanted.push(Wanted {
                         key: k,
@@ -256,6 +262,25 @@ mod tests {
         assert_eq!(bucket_125(10.0), 4);
         assert_eq!(edge_125(4), 20.0);
         assert_eq!(lower_edge(3), 5.0);
+    }
+
+    #[test]
+    fn the_bucket_table_gives_the_loop_s_buckets() {
+        let by_loop = |v: f64| {
+            let mut i = 0;
+            while v >= edge_125(i) && i < 60 {
+                i += 1;
+            }
+            i
+        };
+        let mut rng = crate::rng::Rng::new(3);
+        let mut vs = vec![f64::NAN, f64::INFINITY, 0.0, 1e300];
+        vs.extend((0..60).map(edge_125));
+        vs.extend((0..60).map(|i| edge_125(i) - 1e-9));
+        vs.extend((0..10_000).map(|_| (rng.next_u64() % (1 << 40)) as f64 / 1e3));
+        for v in vs {
+            assert_eq!(bucket_125(v), by_loop(v), "{v}");
+        }
     }
 
     /// The two-pass quantiles equal `latency::nearest_rank` over the sorted values.

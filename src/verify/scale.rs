@@ -112,6 +112,12 @@ impl Painted {
             }
             return;
         }
+        // A record past every piece (the first lap of a ring): nothing to split. Pieces
+        // are disjoint, so the last one ends last.
+        if self.pieces.last_key_value().is_none_or(|(_, p)| p.end <= s) {
+            self.put(s, e, idx, a);
+            return;
+        }
         // Every piece overlapping [s, e), taken out.
         let mut old: Vec<(u64, Piece)> = vec![];
         if let Some((&ps, p)) = self.pieces.range(..s).next_back()
