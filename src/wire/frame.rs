@@ -53,6 +53,10 @@ pub enum FrameType {
     /// log and in fetch replies (module `wire::compact`). Decodes to the same
     /// `Msg::Acks` as an Acks frame.
     CompactAcks = 0x09,
+    /// The successor of CompactAcks with varint headers, a frame of reference per field
+    /// and cheap exceptions (module `wire::packed`); what log format 3 and `fetch -o`
+    /// files hold. Decodes to the same `Msg::Acks` as an Acks frame.
+    PackedAcks = 0x0B,
     Hello = 0x10,
     /// Writer or fetcher to a keyed witness: the client's handshake nonce.
     Auth = 0x17,
@@ -83,6 +87,7 @@ impl FrameType {
             0x05 => JournalWrite,
             0x06 => LogEnd,
             0x09 => CompactAcks,
+            0x0B => PackedAcks,
             0x10 => Hello,
             0x17 => Auth,
             0x18 => Challenge,

@@ -6,3 +6,4 @@ pub mod auth;
 pub mod compact;
 pub mod frame;
 pub mod msg;
+pub mod packed;

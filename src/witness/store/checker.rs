@@ -141,12 +141,12 @@ impl LogChecker {
                 _ => unreachable!(),
             },
             (2, t) => invalid!("ack log: second frame is {t:?}, expected the run descriptor"),
-            (_, t @ (FrameType::Acks | FrameType::CompactAcks)) => {
+            (_, t @ (FrameType::Acks | FrameType::CompactAcks | FrameType::PackedAcks)) => {
                 scratch.clear();
-                let first = if t == FrameType::Acks {
-                    msg::decode_acks_into(f.payload, scratch)?
-                } else {
-                    msg::decode_compact_acks_into(f.payload, scratch)?
+                let first = match t {
+                    FrameType::Acks => msg::decode_acks_into(f.payload, scratch)?,
+                    FrameType::CompactAcks => msg::decode_compact_acks_into(f.payload, scratch)?,
+                    _ => msg::decode_packed_acks_into(f.payload, scratch)?,
                 };
                 self.check_numbering(first)?;
                 self.acks += scratch.len() as u64;
