@@ -83,12 +83,15 @@ fn written(w: &WitnessProc, t: &Path) -> String {
     wr.json()["run_id"].as_str().unwrap().to_string()
 }
 
+/// A name and what it does to a target.
+type Damage = (&'static str, fn(&Path));
+
 #[test]
 fn witness_path_equals_file_path_on_damaged_runs() {
     let d = tempfile::tempdir().unwrap();
     let w = WitnessProc::start(&d.path().join("w"));
     // Undamaged, then each kind of damage on its own run (all of a 1 MiB ring).
-    let damages: [(&str, fn(&Path)); 4] = [
+    let damages: [Damage; 4] = [
         ("none", |_| {}),
         ("zeroed records", |t| {
             edit(t, 40 * 4096, 3 * 4096, |b| b.fill(0))

@@ -170,9 +170,9 @@ fn choose(raw: &[u64]) -> Coding {
 }
 
 /// Plans a packed frame at the start of `acks` and writes it to `out` if it is smaller
-/// than `plain_bytes_per_ack` bytes an ack. Returns how many acks it would hold (at least
-/// 1) and whether it was written; the caller (`msg::encode_acks_packed_into`) writes the
-/// acks it was not written for as plain frames. Same contract as
+/// than `plain_bytes_per_ack` bytes an ack. Returns how many acks it would hold (one at
+/// least) and whether it was written; the caller (`msg::encode_acks_packed_into`) writes
+/// the acks it was not written for as plain frames. Same contract as
 /// `compact::encode_frame_if_smaller`.
 pub fn encode_frame_if_smaller(
     out: &mut Vec<u8>,

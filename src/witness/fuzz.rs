@@ -263,7 +263,7 @@ fn compact_round_trip(first: u64, acks: &[crate::model::Ack]) {
 fn round_trip_frames(first: u64, acks: &[crate::model::Ack], out: &[u8]) {
     let mut back = Vec::new();
     let mut next = first;
-    let mut rest = &out[..];
+    let mut rest = out;
     while !rest.is_empty() {
         let Decoded::Frame(f) = frame::decode(rest) else {
             panic!("the compact encoder wrote a frame that does not decode");
