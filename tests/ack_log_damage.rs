@@ -17,9 +17,11 @@ fn ram_tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().unwrap())
 }
 
-/// Type bytes of the frames that hold acks: Acks and CompactAcks.
+/// Type bytes of the frames that hold acks: Acks, CompactAcks and PackedAcks.
 fn holds_acks(ty: u8) -> bool {
-    ty == frame::FrameType::Acks as u8 || ty == frame::FrameType::CompactAcks as u8
+    ty == frame::FrameType::Acks as u8
+        || ty == frame::FrameType::CompactAcks as u8
+        || ty == frame::FrameType::PackedAcks as u8
 }
 
 /// Byte ranges and types of the frames of a log file, in order, up to the first bad one.
@@ -291,9 +293,9 @@ fn spliced_log_is_detected() {
 
 #[test]
 fn hand_edited_log_is_detected() {
-    // Sequential placement gives CompactAcks frames, random placement plain Acks frames.
+    // Sequential placement gives PackedAcks frames, random placement plain Acks frames.
     for (placement, ty) in [
-        ("sequential", frame::FrameType::CompactAcks),
+        ("sequential", frame::FrameType::PackedAcks),
         ("random", frame::FrameType::Acks),
     ] {
         hand_edited_log_is_detected_with(placement, ty);
@@ -322,7 +324,7 @@ fn hand_edited_log_is_detected_with(placement: &str, ty: frame::FrameType) {
     };
     acks.pop();
     let mut edited = full[..start].to_vec();
-    plugpull::wire::msg::encode_acks_compact_into(&mut edited, first, &acks);
+    plugpull::wire::msg::encode_acks_packed_into(&mut edited, first, &acks);
     edited.extend_from_slice(&full[start + len..]);
     fs::write(&log, &edited).unwrap();
     let v = verify_file(&target, &log);

@@ -130,7 +130,8 @@ fn compact_frames(acks: &[Ack]) -> Vec<u8> {
     out
 }
 
-/// Seeds of the compact_acks target: compact payloads, and plain ack entries.
+/// Seeds of the compact_acks target: CompactAcks and PackedAcks payloads, and plain ack
+/// entries.
 fn seeds_compact() -> Vec<Vec<u8>> {
     let payload = |f: &[u8]| f[frame::LEN_BYTES + 1..f.len() - frame::CRC_BYTES].to_vec();
     let mut interleaved = interleaved_acks(40);
@@ -146,7 +147,9 @@ fn seeds_compact() -> Vec<Vec<u8>> {
     for a in (0..4).map(ack) {
         plugpull::wire::msg::put_ack(&mut entries, &a);
     }
-    vec![payload(&one), payload(&three), entries]
+    let mut packed = Vec::new();
+    plugpull::wire::msg::encode_acks_packed_into(&mut packed, 0, &interleaved);
+    vec![payload(&one), payload(&three), payload(&packed), entries]
 }
 
 /// Seeds of the file_acks target: FileAcks payloads (in place, renamed, long names).

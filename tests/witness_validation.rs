@@ -328,22 +328,36 @@ fn verify_refuses_a_huge_ack_at_once() {
     assert!(secs < 5.0, "verify took {secs:.1} s");
 }
 
-/// CompactAcks is the witness's own log and fetch encoding: a writer sends plain Acks,
-/// and a CompactAcks frame from it is refused by name, with nothing appended.
+/// CompactAcks and PackedAcks are the witness's own log and fetch encodings: a writer
+/// sends plain Acks, and either frame from it is refused by name, with nothing appended.
 #[test]
 fn compact_acks_from_a_writer_are_refused() {
+    compact_acks_from_a_writer_are_refused_with(
+        plugpull::wire::msg::encode_acks_compact_into,
+        FrameType::CompactAcks,
+    );
+    compact_acks_from_a_writer_are_refused_with(
+        plugpull::wire::msg::encode_acks_packed_into,
+        FrameType::PackedAcks,
+    );
+}
+
+fn compact_acks_from_a_writer_are_refused_with(
+    encode: fn(&mut Vec<u8>, u64, &[Ack]),
+    ty: FrameType,
+) {
     let w = Listen::temporary().start();
     let mut r = run_with_ten_good_acks(&w);
     let path = log_path(&w.dir, descriptor().run_id);
     let acks: Vec<Ack> = (10..20).map(good).collect();
     let mut bytes = Vec::new();
-    plugpull::wire::msg::encode_acks_compact_into(&mut bytes, 10, &acks);
-    assert_eq!(frame_types(&bytes), vec![FrameType::CompactAcks]);
+    encode(&mut bytes, 10, &acks);
+    assert_eq!(frame_types(&bytes), vec![ty]);
     r.s.write_all(&bytes).unwrap();
     let Some(Msg::Error { message }) = r.next() else {
         panic!("no Error; witness log:\n{}", w.log())
     };
-    assert!(message.contains("CompactAcks"), "{message}");
+    assert!(message.contains(&format!("{ty:?}")), "{message}");
     assert_eq!(r.next(), None);
     let log = plugpull::witness::store::reader::read_log_file(&path).unwrap();
     assert_eq!(log.acks.len(), 10, "nothing appended");

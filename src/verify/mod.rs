@@ -103,7 +103,12 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
         return Err(VerifyError::TargetMissing(o.target.clone()));
     }
     if let AckSource::File(path) = &o.acks
-        && let Some(verdict) = run_streamed(o, path)?
+        && let Some(report) = run_streamed(o, path, None)?
+    {
+        return Ok(report.verdict);
+    }
+    if let AckSource::Witness(addr) = &o.acks
+        && let Some(verdict) = run_witness_streamed(o, addr)?
     {
         return Ok(verdict);
     }
@@ -128,11 +133,16 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
 /// which runs were verified. A witness that cannot take it costs a warning, never the
 /// verdict: the note is for people, the verdict stands on the acks and the drive.
 pub fn tell_the_witness(o: &VerifyOptions, log: &RunLog, report: &Report) {
+    tell_the_witness_run(o, log.descriptor.run_id, report)
+}
+
+/// [`tell_the_witness`] by run id.
+fn tell_the_witness_run(o: &VerifyOptions, run: crate::record::RunId, report: &Report) {
     let AckSource::Witness(addr) = &o.acks else {
         return;
     };
     let mark = crate::wire::msg::VerdictMark {
-        run_id: log.descriptor.run_id.hex(),
+        run_id: run.hex(),
         verdict: report.verdict.name().to_string(),
         failing: report.to_summary().counts.failing(),
         target: report.target.clone(),
@@ -151,13 +161,81 @@ pub fn tell_the_witness(o: &VerifyOptions, log: &RunLog, report: &Report) {
     }
 }
 
+/// `plugpull verify --witness ADDR` on a target that is there: the fetch reply is
+/// streamed into a temporary log file (in the temporary directory, `TMPDIR`; removed
+/// after) and judged from it as `--acks FILE` is ([`run_streamed`]), so memory does not
+/// grow with the run either. The report is the one `--acks` gives on the file `fetch -o`
+/// writes, with the witness named as the source. None: [`run`] takes the case with the
+/// whole run in memory (no run under the drive's key at the witness, the run written to
+/// another medium: both searched for the run's stamps; a target that cannot be opened).
+fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verdict>, VerifyError> {
+    if !o.target.exists() {
+        return Ok(None);
+    }
+    let key = crate::wire::auth::load_key(o.key_file.as_deref())
+        .map_err(|e| VerifyError::Key(e.into()))?;
+    let sel = match o.run {
+        Some(r) => crate::model::RunSelector::Run(r),
+        None => crate::model::RunSelector::LatestForDevice(identity::identify(&o.target).key()),
+    };
+    let tmp = TempLog::new();
+    let fetched = match crate::witness::client::fetch_into_file(addr, &sel, key.as_ref(), &tmp.0) {
+        Ok(f) => f,
+        Err(crate::witness::client::error::ClientError::NoRunForDevice { .. }) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(VerifyError::Fetch(e.into())),
+    };
+    let how = format!(
+        "fetched from the witness, which counted {} acks and sent them all{}",
+        fetched.acks,
+        if key.is_some() {
+            " over a connection authenticated with --key-file"
+        } else {
+            ""
+        }
+    );
+    let source = (format!("witness {addr}"), how);
+    let Some(report) = run_streamed(o, &tmp.0, Some(source))? else {
+        return Ok(None);
+    };
+    tell_the_witness_run(o, fetched.descriptor.run_id, &report);
+    Ok(Some(report.verdict))
+}
+
+/// A temporary log file's path, removed when dropped.
+struct TempLog(std::path::PathBuf);
+
+impl TempLog {
+    fn new() -> TempLog {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        TempLog(std::env::temp_dir().join(format!(
+            "plugpull-verify-{}-{nanos}.acklog",
+            std::process::id()
+        )))
+    }
+}
+
+impl Drop for TempLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// `plugpull verify --acks FILE` on a target that is there and is the run's drive: the
 /// acks are streamed from the file, never held (`scale`), so a run of 100 M acks fits in
 /// a region's worth of memory. None: this case needs the whole log in memory (a log in a
 /// witness directory, read with its journal; a target that is not the run's drive by
 /// identity, searched for the run's stamps; a target that cannot be opened), which
-/// [`run`] then takes.
-fn run_streamed(o: &VerifyOptions, path: &std::path::Path) -> Result<Option<Verdict>, VerifyError> {
+/// [`run`] then takes. `source`: the source and wholeness to report instead of the
+/// file's (a witness's fetch streamed into it).
+fn run_streamed(
+    o: &VerifyOptions,
+    path: &std::path::Path,
+    source: Option<(String, String)>,
+) -> Result<Option<Report>, VerifyError> {
     if !o.target.exists() || !crate::witness::store::reader::streamable(path) {
         return Ok(None);
     }
@@ -211,9 +289,14 @@ fn run_streamed(o: &VerifyOptions, path: &std::path::Path) -> Result<Option<Verd
     if let Some(w) = &report.ram_warning {
         eprintln!("plugpull verify: WARNING: {w}");
     }
-    report.note_log_wholeness(path.display().to_string(), wholeness.whole, wholeness.how);
+    match source {
+        Some((name, how)) => report.note_log_wholeness(name, wholeness.whole, how),
+        None => {
+            report.note_log_wholeness(path.display().to_string(), wholeness.whole, wholeness.how)
+        }
+    }
     print_report(o, &report)?;
-    Ok(Some(report.verdict))
+    Ok(Some(report))
 }
 
 /// The report for a target that is gone: the run is named explicitly, so a target that

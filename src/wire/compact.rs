@@ -42,6 +42,13 @@ pub const MAX_ACKS_PER_FRAME: usize = 65_536;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompactError(pub String);
 
+/// Returns a [`CompactError`].
+macro_rules! malformed {
+    ($($arg:tt)*) => {
+        return Err(CompactError(format!("{}", format_args!($($arg)*))))
+    };
+}
+
 /// Bytes before the lane table.
 pub const COMPACT_HEADER_BYTES: usize = 28;
 /// Bytes of one exception: u32 ack index, u8 field, u64 high bits.
@@ -58,34 +65,77 @@ pub const MAX_LANES: usize = 64;
 /// of header and frame cost well under 0.1 byte per ack.
 pub const ENCODER_ACKS_PER_FRAME: usize = 1024;
 
-fn zigzag(d: i64) -> u64 {
+pub(crate) fn zigzag(d: i64) -> u64 {
     ((d << 1) ^ (d >> 63)) as u64
 }
 
-fn unzigzag(u: u64) -> i64 {
+pub(crate) fn unzigzag(u: u64) -> i64 {
     ((u >> 1) as i64) ^ -((u & 1) as i64)
 }
 
 /// Bits needed to hold `v` (0 for 0).
-fn bits(v: u64) -> u8 {
+pub(crate) fn bits(v: u64) -> u8 {
     (64 - v.leading_zeros()) as u8
 }
 
 /// Bits of the lane index for a frame of `lanes` lanes.
-fn lane_bits(lanes: usize) -> u8 {
+pub(crate) fn lane_bits(lanes: usize) -> u8 {
     bits(lanes.saturating_sub(1) as u64)
 }
 
 /// One stream in a frame being decoded or planned: where its next ack must be.
 #[derive(Clone, Copy)]
-struct Lane {
-    stream: u16,
-    sectors: u32,
+pub(crate) struct Lane {
+    pub(crate) stream: u16,
+    pub(crate) sectors: u32,
     /// None after seq u64::MAX: no ack can follow in this lane.
-    next_seq: Option<u64>,
-    next_offset: u64,
+    pub(crate) next_seq: Option<u64>,
+    pub(crate) next_offset: u64,
     /// Flush time of the lane's previous ack (the frame's base time before its first).
-    prev_ns: u64,
+    pub(crate) prev_ns: u64,
+}
+
+impl Lane {
+    /// The ack that follows in this lane after a size change of `ds` sectors (mod 2^64),
+    /// a write `dw` ns after the lane's previous flush and a flush `df` ns after the
+    /// write; `number` names it in errors. Refuses what no real record can be (a size
+    /// past u32, a seq or an end past u64), so verify's arithmetic never overflows.
+    pub(crate) fn follow(
+        &mut self,
+        ds: u64,
+        dw: u64,
+        df: u64,
+        number: u64,
+    ) -> Result<Ack, CompactError> {
+        let Ok(sectors) = u32::try_from((self.sectors as u64).wrapping_add(ds)) else {
+            malformed!("ack {number}'s size is out of range");
+        };
+        let (Some(seq), Some(len_bytes)) =
+            (self.next_seq, (sectors as u64).checked_mul(SECTOR as u64))
+        else {
+            malformed!("ack {number}'s seq overflows");
+        };
+        let offset = self.next_offset;
+        let Some(end) = offset.checked_add(len_bytes) else {
+            malformed!("ack {number} ends past the largest byte offset");
+        };
+        let write_time_ns = self.prev_ns.wrapping_add(dw);
+        let flushed_ns = write_time_ns.wrapping_add(df);
+        self.sectors = sectors;
+        self.next_seq = seq.checked_add(1);
+        self.next_offset = end;
+        self.prev_ns = flushed_ns;
+        Ok(Ack {
+            record: RecordId {
+                stream: self.stream,
+                seq,
+                offset,
+                sectors,
+                write_time_ns,
+            },
+            flushed_ns,
+        })
+    }
 }
 
 /// The acks of a compact frame, as deltas, and the widths that hold them.
@@ -165,6 +215,44 @@ fn choose_widths(fields: &[[u64; 4]]) -> ([u8; 3], usize) {
 /// can hold: every ack continues its stream's previous one, in at most [`MAX_LANES`]
 /// streams.
 fn plan(acks: &[Ack]) -> Plan {
+    let Lanes {
+        base_ns,
+        table,
+        mut fields,
+    } = plan_lanes(acks);
+    let (widths, exceptions) = choose_widths(&fields);
+    for (k, w) in widths.iter().enumerate() {
+        if w & WIDTH_ZIGZAG != 0 {
+            for f in &mut fields {
+                f[k + 1] = zigzag(f[k + 1] as i64);
+            }
+        }
+    }
+    Plan {
+        n: fields.len(),
+        base_ns,
+        lanes: table,
+        fields,
+        widths,
+        exceptions,
+    }
+}
+
+/// The acks at the start of a frame as one compact frame sees them (this module's
+/// encoder and `wire::packed`'s): the lane table and, per ack, its lane and the raw
+/// differences (size change, write after the lane's previous flush, flush after write;
+/// each modulo 2^64).
+pub(crate) struct Lanes {
+    pub(crate) base_ns: u64,
+    /// Per lane: stream, sectors, seq and offset of its first ack.
+    pub(crate) table: Vec<(u16, u32, u64, u64)>,
+    pub(crate) fields: Vec<[u64; 4]>,
+}
+
+/// The longest prefix of `acks` (at most [`ENCODER_ACKS_PER_FRAME`]) one compact frame
+/// can hold: every ack continues its stream's previous one, in at most [`MAX_LANES`]
+/// streams.
+pub(crate) fn plan_lanes(acks: &[Ack]) -> Lanes {
     let base_ns = acks[0].record.write_time_ns;
     let mut lanes: Vec<Lane> = Vec::new();
     let mut fields = Vec::new();
@@ -215,33 +303,22 @@ fn plan(acks: &[Ack]) -> Plan {
             table.push((r.stream, r.sectors, r.seq, r.offset));
         }
     }
-    let (widths, exceptions) = choose_widths(&fields);
-    for (k, w) in widths.iter().enumerate() {
-        if w & WIDTH_ZIGZAG != 0 {
-            for f in &mut fields {
-                f[k + 1] = zigzag(f[k + 1] as i64);
-            }
-        }
-    }
-    Plan {
-        n: fields.len(),
+    Lanes {
         base_ns,
-        lanes: table,
+        table,
         fields,
-        widths,
-        exceptions,
     }
 }
 
 /// Appends little-endian bit fields to a byte vector.
-struct BitWriter<'a> {
-    out: &'a mut Vec<u8>,
-    acc: u128,
-    nbits: u32,
+pub(crate) struct BitWriter<'a> {
+    pub(crate) out: &'a mut Vec<u8>,
+    pub(crate) acc: u128,
+    pub(crate) nbits: u32,
 }
 
 impl BitWriter<'_> {
-    fn put(&mut self, v: u64, w: u8) {
+    pub(crate) fn put(&mut self, v: u64, w: u8) {
         debug_assert!(w == 64 || v >> w == 0);
         self.acc |= (v as u128) << self.nbits;
         self.nbits += w as u32;
@@ -251,7 +328,7 @@ impl BitWriter<'_> {
             self.nbits -= 8;
         }
     }
-    fn finish(self) {
+    pub(crate) fn finish(self) {
         if self.nbits > 0 {
             self.out.push(self.acc as u8);
         }
@@ -303,6 +380,19 @@ fn encode_plan(out: &mut Vec<u8>, first: u64, p: &Plan) {
     frame::end_frame(out, start);
 }
 
+/// Random placement: the next ack of the same stream does not continue the first, so no
+/// compact frame can start here; the encoders skip planning one (cheap in the witness).
+pub(crate) fn cannot_start(acks: &[Ack]) -> bool {
+    if let [a, b, ..] = acks {
+        let (a, b) = (&a.record, &b.record);
+        a.stream == b.stream
+            && (Some(b.seq) != a.seq.checked_add(1)
+                || Some(b.offset) != a.offset.checked_add(a.len_bytes()))
+    } else {
+        false
+    }
+}
+
 /// Plans a compact frame at the start of `acks`. Returns how many acks it would hold
 /// (at least 1) and whether it was written: only when smaller than
 /// `plain_bytes_per_ack` bytes an ack. Acks it was not written for go out plain; the
@@ -313,16 +403,8 @@ pub fn encode_frame_if_smaller(
     acks: &[Ack],
     plain_bytes_per_ack: usize,
 ) -> (usize, bool) {
-    // Random placement: the next ack of the same stream does not continue this one, so
-    // no compact frame can start here; skip planning one (cheap in the witness).
-    if let [a, b, ..] = acks {
-        let (a, b) = (&a.record, &b.record);
-        if a.stream == b.stream
-            && (Some(b.seq) != a.seq.checked_add(1)
-                || Some(b.offset) != a.offset.checked_add(a.len_bytes()))
-        {
-            return (1, false);
-        }
+    if cannot_start(acks) {
+        return (1, false);
     }
     let p = plan(acks);
     if p.n > 0 && p.payload_bytes() + frame::MIN_FRAME_BYTES < p.n * plain_bytes_per_ack {
@@ -334,16 +416,16 @@ pub fn encode_frame_if_smaller(
 }
 
 /// Reads little-endian bit fields.
-struct BitReader<'a> {
-    p: &'a [u8],
-    at: usize,
-    acc: u128,
-    nbits: u32,
+pub(crate) struct BitReader<'a> {
+    pub(crate) p: &'a [u8],
+    pub(crate) at: usize,
+    pub(crate) acc: u128,
+    pub(crate) nbits: u32,
 }
 
 impl BitReader<'_> {
     /// The next `w` bits; the caller checked the payload holds them all.
-    fn get(&mut self, w: u8) -> u64 {
+    pub(crate) fn get(&mut self, w: u8) -> u64 {
         while self.nbits < w as u32 {
             self.acc |= (self.p[self.at] as u128) << self.nbits;
             self.at += 1;
@@ -360,23 +442,15 @@ impl BitReader<'_> {
     }
 }
 
-/// Returns a [`CompactError`].
-macro_rules! malformed {
-    ($($arg:tt)*) => {
-        return Err(CompactError(format!("CompactAcks: {}", format_args!($($arg)*))))
-    };
-}
-
 /// Decodes a `CompactAcks` payload, appending the acks to `into`; returns the first ack
 /// number. Any payload that is not exactly what the encoder could have written for some
 /// acks is refused (length, widths, lanes, padding, arithmetic past u64).
 pub fn decode_compact_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, CompactError> {
     let start = into.len();
-    let r = decode_inner(p, into);
-    if r.is_err() {
+    decode_inner(p, into).map_err(|e| {
         into.truncate(start);
-    }
-    r
+        CompactError(format!("CompactAcks: {}", e.0))
+    })
 }
 
 fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, CompactError> {
@@ -479,37 +553,8 @@ fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, CompactError> {
         let Some(l) = lanes.get_mut(li) else {
             malformed!("ack {k} names lane {li} of {nlanes}");
         };
-        let Ok(sectors) = u32::try_from((l.sectors as u64).wrapping_add(ds)) else {
-            malformed!("ack {k}'s size is out of range");
-        };
-        let (Some(seq), Some(len_bytes)) =
-            (l.next_seq, (sectors as u64).checked_mul(SECTOR as u64))
-        else {
-            malformed!("ack {k}'s seq overflows");
-        };
-        let offset = l.next_offset;
-        // No real record ends past u64::MAX; a forged one must not overflow verify's
-        // arithmetic (offset + length) later.
-        let Some(end) = offset.checked_add(len_bytes) else {
-            malformed!("ack {} ends past the largest byte offset", first + k as u64);
-        };
-        let write_time_ns = l.prev_ns.wrapping_add(dw);
-        let flushed_ns = write_time_ns.wrapping_add(df);
-        into.push(Ack {
-            record: RecordId {
-                stream: l.stream,
-                seq,
-                offset,
-                sectors,
-                write_time_ns,
-            },
-            flushed_ns,
-        });
+        into.push(l.follow(ds, dw, df, first + k as u64)?);
         used[li] = true;
-        l.sectors = sectors;
-        l.next_seq = seq.checked_add(1);
-        l.next_offset = end;
-        l.prev_ns = flushed_ns;
     }
     if !used[..nlanes].iter().all(|&u| u) {
         malformed!("a lane holds no ack");

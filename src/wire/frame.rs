@@ -56,6 +56,10 @@ pub enum FrameType {
     /// Acks of a tree run that name their file (path, temporary name); writer to
     /// witness, in the log and in fetch replies (module `wire::file_acks`).
     FileAcks = 0x0A,
+    /// The successor of CompactAcks with varint headers, a frame of reference per field
+    /// and cheap exceptions (module `wire::packed`); what log format 3 and `fetch -o`
+    /// files hold. Decodes to the same `Msg::Acks` as an Acks frame.
+    PackedAcks = 0x0B,
     Hello = 0x10,
     /// Writer or fetcher to a keyed witness: the client's handshake nonce.
     Auth = 0x17,
@@ -87,6 +91,7 @@ impl FrameType {
             0x06 => LogEnd,
             0x09 => CompactAcks,
             0x0A => FileAcks,
+            0x0B => PackedAcks,
             0x10 => Hello,
             0x17 => Auth,
             0x18 => Challenge,

@@ -8,3 +8,4 @@ pub mod entry;
 pub mod file_acks;
 pub mod frame;
 pub mod msg;
+pub mod packed;

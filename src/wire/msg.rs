@@ -11,6 +11,7 @@ use crate::wire::auth::NONCE_BYTES;
 use crate::wire::compact;
 use crate::wire::file_acks;
 use crate::wire::frame::{self, FrameType};
+use crate::wire::packed;
 
 /// Wire protocol version sent in Hello and Welcome. Bump on any incompatible change.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -24,9 +25,14 @@ pub const MAX_ACKS_PER_FRAME: usize = 65_536;
 pub const HELLO_FLAG_RESUME: u16 = 1;
 /// Magic of the log file header frame.
 pub const LOG_MAGIC: [u8; 8] = *b"PPACKLOG";
-/// Log file format version written. Version 2 logs may hold CompactAcks frames; readers
-/// accept every version from [`LOG_VERSION_PLAIN`] on.
-pub const LOG_VERSION: u16 = 2;
+/// Log file format version written. Version 3 logs hold PackedAcks frames (and Acks
+/// frames where packing is not smaller); readers accept every version from
+/// [`LOG_VERSION_PLAIN`] on.
+pub const LOG_VERSION: u16 = 3;
+/// Log format version 2: CompactAcks frames where smaller, else Acks. A log with this
+/// header is appended to in the same format, so the plugpull that wrote it can still read
+/// it.
+pub const LOG_VERSION_COMPACT: u16 = 2;
 /// The oldest log format version read: Acks frames only. A log with this header is
 /// appended to in the same format, so the plugpull that wrote it can still read it.
 pub const LOG_VERSION_PLAIN: u16 = 1;
@@ -160,6 +166,21 @@ const _: () = assert!(compact::MAX_ACKS_PER_FRAME == MAX_ACKS_PER_FRAME);
 /// rest. Decoding the frames yields exactly `acks`, in order. What the witness writes to
 /// its logs and to `fetch -o` files.
 pub fn encode_acks_compact_into(out: &mut Vec<u8>, first: u64, acks: &[Ack]) {
+    encode_acks_with(out, first, acks, compact::encode_frame_if_smaller)
+}
+
+/// [`encode_acks_compact_into`] with PackedAcks frames (module `wire::packed`) instead of
+/// CompactAcks: what the witness writes to logs of format 3 ([`LOG_VERSION`]) and to
+/// `fetch -o` files.
+pub fn encode_acks_packed_into(out: &mut Vec<u8>, first: u64, acks: &[Ack]) {
+    encode_acks_with(out, first, acks, packed::encode_frame_if_smaller)
+}
+
+/// One frame encoder of a compact kind: (out, first, acks, plain bytes per ack) to (acks
+/// planned, written).
+type FrameEncoder = fn(&mut Vec<u8>, u64, &[Ack], usize) -> (usize, bool);
+
+fn encode_acks_with(out: &mut Vec<u8>, first: u64, acks: &[Ack], encode_frame: FrameEncoder) {
     let flush_plain = |out: &mut Vec<u8>, from: usize, to: usize| {
         let mut at = from;
         for chunk in acks[from..to].chunks(MAX_ACKS_PER_FRAME) {
@@ -172,7 +193,7 @@ pub fn encode_acks_compact_into(out: &mut Vec<u8>, first: u64, acks: &[Ack]) {
     let mut frame_buf = Vec::new();
     while i < acks.len() {
         frame_buf.clear();
-        let (n, written) = compact::encode_frame_if_smaller(
+        let (n, written) = encode_frame(
             &mut frame_buf,
             first + i as u64,
             &acks[i..],
@@ -186,6 +207,12 @@ pub fn encode_acks_compact_into(out: &mut Vec<u8>, first: u64, acks: &[Ack]) {
         i += n;
     }
     flush_plain(out, plain_from, acks.len());
+}
+
+/// Decodes a PackedAcks payload, appending the acks to `into`; returns the first ack
+/// number.
+pub fn decode_packed_acks_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeError> {
+    packed::decode_packed_into(p, into).map_err(|e| DecodeError::Malformed(e.0))
 }
 
 /// Decodes a CompactAcks payload, appending the acks to `into`; returns the first ack
@@ -476,6 +503,11 @@ impl Msg {
                 let (mut acks, mut names) = (Vec::new(), Vec::new());
                 let first = decode_file_acks_into(p, &mut acks, &mut names)?;
                 Msg::FileAcks { first, acks, names }
+            }
+            FrameType::PackedAcks => {
+                let mut acks = Vec::new();
+                let first = decode_packed_acks_into(p, &mut acks)?;
+                Msg::Acks { first, acks }
             }
             FrameType::Durable => Msg::Durable {
                 durable_acks: u64_exact(p, "Durable")?,

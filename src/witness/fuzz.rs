@@ -17,6 +17,7 @@ use crate::wire::auth::{Key, NONCE_BYTES, Session};
 use crate::wire::compact;
 use crate::wire::frame::{self, Decoded};
 use crate::wire::msg::{self, Msg};
+use crate::wire::packed;
 use crate::witness::store::checker::LogChecker;
 use crate::witness::store::log::{self, AckLog};
 use crate::witness::store::scan::{self, MAX_TORN_TAIL_BYTES};
@@ -222,13 +223,19 @@ pub fn journal_replay(data: &[u8]) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The compact ack codec, both ways. The input as a CompactAcks payload: if it decodes,
-/// its acks re-encode (compact where smaller, plain elsewhere) to frames that decode to
-/// the same acks. The input as plain 40-byte ack entries (any acks at all, times and
-/// sizes included): the compact encoder must give them back exactly, in order.
+/// The compact ack codecs (CompactAcks and PackedAcks), both ways. The input as a
+/// CompactAcks or a PackedAcks payload: if it decodes, its acks re-encode (compact where
+/// smaller, plain elsewhere) to frames that decode to the same acks. The input as plain
+/// 40-byte ack entries (any acks at all, times and sizes included): both encoders must
+/// give them back exactly, in order.
 pub fn compact_acks(data: &[u8]) {
     let mut acks = Vec::new();
     if let Ok(first) = compact::decode_compact_into(data, &mut acks) {
+        assert!(!acks.is_empty() && acks.len() <= msg::MAX_ACKS_PER_FRAME);
+        compact_round_trip(first, &acks);
+    }
+    acks.clear();
+    if let Ok(first) = packed::decode_packed_into(data, &mut acks) {
         assert!(!acks.is_empty() && acks.len() <= msg::MAX_ACKS_PER_FRAME);
         compact_round_trip(first, &acks);
     }
@@ -247,9 +254,16 @@ pub fn compact_acks(data: &[u8]) {
 fn compact_round_trip(first: u64, acks: &[crate::model::Ack]) {
     let mut out = Vec::new();
     msg::encode_acks_compact_into(&mut out, first, acks);
+    round_trip_frames(first, acks, &out);
+    out.clear();
+    msg::encode_acks_packed_into(&mut out, first, acks);
+    round_trip_frames(first, acks, &out);
+}
+
+fn round_trip_frames(first: u64, acks: &[crate::model::Ack], out: &[u8]) {
     let mut back = Vec::new();
     let mut next = first;
-    let mut rest = &out[..];
+    let mut rest = out;
     while !rest.is_empty() {
         let Decoded::Frame(f) = frame::decode(rest) else {
             panic!("the compact encoder wrote a frame that does not decode");

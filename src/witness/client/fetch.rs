@@ -5,7 +5,7 @@
 //! key) could send acks out of order or skip some; a skip is accepted only when the
 //! witness names damage in its log, so verify can never judge a silently partial run.
 
-use crate::model::{Ack, RunLog, RunSelector, WitnessEvent};
+use crate::model::{Ack, FileName, RunDescriptor, RunLog, RunSelector, WitnessEvent};
 use crate::record::RunId;
 use crate::wire::auth::{self, Key};
 use crate::wire::msg::{Msg, NO_RUN_FOR_DEVICE};
@@ -44,6 +44,36 @@ pub fn fetch(addr: &str, sel: &RunSelector) -> ClientResult<RunLog> {
 /// Fetches a whole run from the witness: descriptor, every durable ack in order, events.
 /// With a key, every frame of the reply is authenticated.
 pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> ClientResult<RunLog> {
+    let mut acks = Vec::new();
+    let mut files = BTreeMap::new();
+    let (descriptor, events) = fetch_streamed(addr, sel, key, &mut |_, a, names| {
+        files.extend((acks.len()..).zip(names.iter().cloned()));
+        acks.extend_from_slice(a);
+        Ok(())
+    })?;
+    Ok(RunLog {
+        descriptor,
+        acks,
+        events,
+        files,
+    })
+}
+
+/// What [`fetch_streamed`] hands on, ack frame by ack frame: the run's descriptor (it
+/// comes first), the acks, and their file names when the frame was a FileAcks frame
+/// (one per ack; empty for plain acks).
+pub type AckSink<'a> = dyn FnMut(&RunDescriptor, &[Ack], &[FileName]) -> ClientResult<()> + 'a;
+
+/// [`fetch_with_key`] without holding the acks: each frame's acks go to `sink` as they
+/// arrive, in order, and only the descriptor and the events are returned (after the
+/// same checks: counted, no unexplained gap). Why: a run of 100 M acks is 4 GB as
+/// `Ack`s; `verify --witness` streams it into a file instead (module `verify`).
+pub fn fetch_streamed(
+    addr: &str,
+    sel: &RunSelector,
+    key: Option<&Key>,
+    sink: &mut AckSink,
+) -> ClientResult<(RunDescriptor, Vec<WitnessEvent>)> {
     let mut s = connect_stream(addr)?;
     s.set_read_timeout(Some(FETCH_READ_TIMEOUT))?;
     let mut r = FrameReader::default();
@@ -52,9 +82,8 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> Clien
         .with_context(|| format!("sending Fetch to the witness at {addr}"))?;
     let mut opener = session.map(|x| x.opener);
     let mut descriptor = None;
-    let mut acks = Vec::new();
+    let mut received = 0u64;
     let mut events: Vec<WitnessEvent> = Vec::new();
-    let mut files = BTreeMap::new();
     // Number the next Acks frame should start at, and acks skipped over: a damaged
     // witness log has gaps, which it must name in a damage event.
     let (mut next_ack, mut skipped) = (0u64, 0u64);
@@ -65,21 +94,26 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> Clien
         match m {
             Some(Msg::FetchRun(d)) if descriptor.is_none() => descriptor = Some(d),
             Some(Msg::Acks { first, acks: a }) if descriptor.is_some() => {
-                take(&mut acks, &mut next_ack, &mut skipped, first, &a)?
+                in_order(&mut next_ack, &mut skipped, first, a.len())?;
+                received += a.len() as u64;
+                sink(descriptor.as_ref().expect("checked"), &a, &[])?;
             }
             Some(Msg::FileAcks {
                 first,
                 acks: a,
                 names,
             }) if descriptor.is_some() => {
-                let at = acks.len();
-                take(&mut acks, &mut next_ack, &mut skipped, first, &a)?;
-                files.extend((at..).zip(names));
+                if names.len() != a.len() {
+                    refuse!("a FileAcks frame with {} acks and {} names", a.len(), names.len());
+                }
+                in_order(&mut next_ack, &mut skipped, first, a.len())?;
+                received += a.len() as u64;
+                sink(descriptor.as_ref().expect("checked"), &a, &names)?;
             }
             Some(Msg::Event(e)) if descriptor.is_some() => events.push(e),
             Some(Msg::FetchEnd { acks: n }) if descriptor.is_some() => {
-                if n != acks.len() as u64 {
-                    refuse!("the witness announced {n} acks but sent {}", acks.len());
+                if n != received {
+                    refuse!("the witness announced {n} acks but sent {received}");
                 }
                 if skipped > 0 && !events.iter().any(|e| e.kind == checker::DAMAGE_EVENT) {
                     refuse!(
@@ -103,29 +137,54 @@ pub fn fetch_with_key(addr: &str, sel: &RunSelector, key: Option<&Key>) -> Clien
             None => refuse!("the witness at {addr} closed the connection before the fetch ended"),
         }
     }
-    Ok(RunLog {
-        descriptor: descriptor.expect("checked above"),
+    Ok((descriptor.expect("checked above"), events))
+}
+
+/// A run fetched into a log file by [`fetch_into_file`].
+pub struct FetchedFile {
+    pub descriptor: RunDescriptor,
+    pub acks: u64,
+    pub events: Vec<WitnessEvent>,
+}
+
+/// Fetches a run straight into a log file at `path` (what `fetch -o` writes, end mark
+/// signed with `key` if given), holding no more than a frame of acks: for `verify
+/// --witness` on runs of any length. Nothing is left at `path` if the fetch fails.
+pub fn fetch_into_file(
+    addr: &str,
+    sel: &RunSelector,
+    key: Option<&Key>,
+    path: &std::path::Path,
+) -> ClientResult<FetchedFile> {
+    let mut file: Option<export::LogFileWriter> = None;
+    let (descriptor, events) = fetch_streamed(addr, sel, key, &mut |d, a, names| {
+        let w = match &mut file {
+            Some(w) => w,
+            None => file.insert(export::LogFileWriter::create(path, d)?),
+        };
+        Ok(w.push_named(a, names)?)
+    })?;
+    let w = match file {
+        Some(w) => w,
+        None => export::LogFileWriter::create(path, &descriptor)?,
+    };
+    let acks = w.acks();
+    w.finish(&events, key)?;
+    Ok(FetchedFile {
+        descriptor,
         acks,
         events,
-        files,
     })
 }
 
-/// Appends a fetched batch numbered from `first` to `acks`. Batches come in order; a
-/// gap (acks a damaged witness log lost) is counted in `skipped`.
-fn take(
-    acks: &mut Vec<Ack>,
-    next_ack: &mut u64,
-    skipped: &mut u64,
-    first: u64,
-    a: &[Ack],
-) -> ClientResult<()> {
+/// Checks that a fetched batch of `n` acks numbered from `first` comes in order; a gap
+/// (acks a damaged witness log lost) is counted in `skipped`.
+fn in_order(next_ack: &mut u64, skipped: &mut u64, first: u64, n: usize) -> ClientResult<()> {
     if first < *next_ack {
         refuse!("the witness sent acks from {first} after ack {next_ack}: broken fetch stream");
     }
     *skipped += first - *next_ack;
-    *next_ack = first + a.len() as u64;
-    acks.extend_from_slice(a);
+    *next_ack = first + n as u64;
     Ok(())
 }
 

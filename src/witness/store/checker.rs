@@ -145,12 +145,19 @@ impl LogChecker {
                 _ => unreachable!(),
             },
             (2, t) => invalid!("ack log: second frame is {t:?}, expected the run descriptor"),
-            (_, t @ (FrameType::Acks | FrameType::CompactAcks | FrameType::FileAcks)) => {
+            (
+                _,
+                t @ (FrameType::Acks
+                | FrameType::CompactAcks
+                | FrameType::PackedAcks
+                | FrameType::FileAcks),
+            ) => {
                 scratch.clear();
                 self.names.clear();
                 let first = match t {
                     FrameType::Acks => msg::decode_acks_into(f.payload, scratch)?,
                     FrameType::CompactAcks => msg::decode_compact_acks_into(f.payload, scratch)?,
+                    FrameType::PackedAcks => msg::decode_packed_acks_into(f.payload, scratch)?,
                     _ => msg::decode_file_acks_into(f.payload, scratch, &mut self.names)?,
                 };
                 self.check_numbering(first)?;

@@ -129,22 +129,8 @@ fn write_log_file_named(
     events: &[WitnessEvent],
     key: Option<&Key>,
 ) -> StoreResult<()> {
-    let tmp = path.with_extension("acklog.tmp");
-    let mut f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let mut out = DigestingWriter {
-        f: &mut f,
-        digest: blake3::Hasher::new(),
-        bytes: 0,
-        frames: 0,
-    };
-    let mut buf = Vec::with_capacity(1 << 20);
-    Msg::FileHeader {
-        version: LOG_VERSION,
-    }
-    .encode_into(&mut buf);
-    Msg::Descriptor(descriptor.clone()).encode_into(&mut buf);
-    out.frames += 2;
-    let mut first = 0u64;
+    let mut w = LogFileWriter::create(path, descriptor)?;
+    w.files = files.clone();
     let mut chunk = Vec::with_capacity(FILE_ACKS_PER_FRAME);
     loop {
         chunk.clear();
@@ -152,36 +138,139 @@ fn write_log_file_named(
         if chunk.is_empty() {
             break;
         }
-        let before = buf.len();
-        encode_chunk(&mut buf, first, &chunk, files);
-        out.frames += count_frames(&buf[before..]);
-        first += chunk.len() as u64;
-        if buf.len() >= 1 << 20 {
-            out.write(&buf)
-                .with_context(|| format!("writing {}", tmp.display()))?;
-            buf.clear();
+        w.push(&chunk)?;
+    }
+    w.finish(events, key)
+}
+
+/// A log file like [`write_log_file_keyed`]'s, written as the acks arrive: what `verify
+/// --witness` streams a fetch reply into, so a run of any length is judged in memory
+/// that does not grow with it (module `verify::scale` reads the file twice). The same
+/// bytes as [`write_log_file_keyed`] for the same acks: frames of
+/// [`FILE_ACKS_PER_FRAME`] acks, events after the acks, the end mark.
+pub struct LogFileWriter {
+    path: std::path::PathBuf,
+    tmp: std::path::PathBuf,
+    out: DigestingWriter,
+    buf: Vec<u8>,
+    /// Acks not yet encoded: fewer than [`FILE_ACKS_PER_FRAME`].
+    chunk: Vec<Ack>,
+    acks: u64,
+    /// File names of acks not yet encoded, by ack number: they go into FileAcks frames.
+    files: BTreeMap<usize, FileName>,
+}
+
+impl LogFileWriter {
+    /// Starts the file (at a temporary name beside `path`) with header and descriptor.
+    pub fn create(path: &Path, descriptor: &RunDescriptor) -> StoreResult<LogFileWriter> {
+        let tmp = path.with_extension("acklog.tmp");
+        let f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut buf = Vec::with_capacity(1 << 20);
+        Msg::FileHeader {
+            version: LOG_VERSION,
         }
+        .encode_into(&mut buf);
+        Msg::Descriptor(descriptor.clone()).encode_into(&mut buf);
+        Ok(LogFileWriter {
+            path: path.to_path_buf(),
+            tmp,
+            out: DigestingWriter {
+                f,
+                digest: blake3::Hasher::new(),
+                bytes: 0,
+                frames: 2,
+            },
+            buf,
+            chunk: Vec::with_capacity(FILE_ACKS_PER_FRAME),
+            acks: 0,
+            files: BTreeMap::new(),
+        })
     }
-    for e in events {
-        Msg::Event(e.clone()).encode_into(&mut buf);
-        out.frames += 1;
+
+    /// Appends acks (numbered on from the last: a fetch's gaps are not kept, as in
+    /// [`write_log_file_keyed`] of the fetched run).
+    pub fn push(&mut self, mut acks: &[Ack]) -> StoreResult<()> {
+        while !acks.is_empty() {
+            let take = (FILE_ACKS_PER_FRAME - self.chunk.len()).min(acks.len());
+            self.chunk.extend_from_slice(&acks[..take]);
+            acks = &acks[take..];
+            if self.chunk.len() == FILE_ACKS_PER_FRAME {
+                self.encode_chunk()?;
+            }
+        }
+        Ok(())
     }
-    out.write(&buf)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    buf.clear();
-    let digest = *out.digest.finalize().as_bytes();
-    let (frames, bytes) = (out.frames, out.bytes);
-    encode_end_mark(&mut buf, first, frames, bytes, &digest, key);
-    f.write_all(&buf)
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
-    Ok(())
+
+    /// [`LogFileWriter::push`] of acks that name their files (`names[i]` is `acks[i]`'s;
+    /// `names` empty: plain acks).
+    pub fn push_named(&mut self, acks: &[Ack], names: &[FileName]) -> StoreResult<()> {
+        let at = self.acks() as usize;
+        self.files.extend((at..).zip(names.iter().cloned()));
+        self.push(acks)
+    }
+
+    fn encode_chunk(&mut self) -> StoreResult<()> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        let before = self.buf.len();
+        encode_chunk(&mut self.buf, self.acks, &self.chunk, &self.files);
+        self.out.frames += count_frames(&self.buf[before..]);
+        self.acks += self.chunk.len() as u64;
+        self.chunk.clear();
+        // Names of encoded acks are not needed again.
+        self.files = self.files.split_off(&(self.acks as usize));
+        if self.buf.len() >= 1 << 20 {
+            self.write_buf()?;
+        }
+        Ok(())
+    }
+
+    fn write_buf(&mut self) -> StoreResult<()> {
+        self.out
+            .write(&self.buf)
+            .with_context(|| format!("writing {}", self.tmp.display()))?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Acks pushed so far.
+    pub fn acks(&self) -> u64 {
+        self.acks + self.chunk.len() as u64
+    }
+
+    /// Ends the file with `events` and the end mark (signed with `key` if given), fsyncs
+    /// it and renames it to its name.
+    pub fn finish(mut self, events: &[WitnessEvent], key: Option<&Key>) -> StoreResult<()> {
+        self.encode_chunk()?;
+        for e in events {
+            Msg::Event(e.clone()).encode_into(&mut self.buf);
+            self.out.frames += 1;
+        }
+        self.write_buf()?;
+        let digest = *self.out.digest.finalize().as_bytes();
+        let (frames, bytes) = (self.out.frames, self.out.bytes);
+        encode_end_mark(&mut self.buf, self.acks, frames, bytes, &digest, key);
+        let f = &mut self.out.f;
+        f.write_all(&self.buf)
+            .and_then(|()| f.sync_all())
+            .with_context(|| format!("writing {}", self.tmp.display()))?;
+        std::fs::rename(&self.tmp, &self.path).with_context(|| {
+            format!("renaming {} to {}", self.tmp.display(), self.path.display())
+        })?;
+        Ok(())
+    }
+}
+
+impl Drop for LogFileWriter {
+    /// A file not finished (an error, a refused fetch) leaves no temporary behind.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.tmp);
+    }
 }
 
 /// Appends the frames of `chunk`, acks numbered from `first`: FileAcks frames for the
-/// stretches that `files` names (keyed by ack number), compact or plain Acks for the rest.
+/// stretches that `files` names (keyed by ack number), PackedAcks for the rest.
 fn encode_chunk(out: &mut Vec<u8>, first: u64, chunk: &[Ack], files: &BTreeMap<usize, FileName>) {
     let base = first as usize;
     let named = |i: usize| files.get(&(base + i));
@@ -198,7 +287,7 @@ fn encode_chunk(out: &mut Vec<u8>, first: u64, chunk: &[Ack], files: &BTreeMap<u
             let j = (i..chunk.len())
                 .find(|&j| named(j).is_some())
                 .unwrap_or(chunk.len());
-            msg::encode_acks_compact_into(out, first + i as u64, &chunk[i..j]);
+            msg::encode_acks_packed_into(out, first + i as u64, &chunk[i..j]);
             i = j;
         }
     }
@@ -216,14 +305,14 @@ fn count_frames(mut b: &[u8]) -> u64 {
 }
 
 /// Writes whole frames to a file, keeping the digest and counts the end mark needs.
-struct DigestingWriter<'a> {
-    f: &'a mut File,
+struct DigestingWriter {
+    f: File,
     digest: blake3::Hasher,
     bytes: u64,
     frames: u64,
 }
 
-impl DigestingWriter<'_> {
+impl DigestingWriter {
     fn write(&mut self, b: &[u8]) -> io::Result<()> {
         self.digest.update(b);
         self.bytes += b.len() as u64;

@@ -1,7 +1,8 @@
 //! The durable ack log: one append-only file of frames per run, `<run id hex>.acklog`.
 //!
 //! ```text
-//! FileHeader(magic "PPACKLOG", version) | Descriptor(JSON) | { Acks | CompactAcks | FileAcks | Event }* [ LogEnd ]
+//! FileHeader(magic "PPACKLOG", version) | Descriptor(JSON)
+//!   | { Acks | CompactAcks (v2) | PackedAcks (v3) | FileAcks | Event }* [ LogEnd ]
 //! ```
 //!
 //! Why frames with checksums and a torn-tail rule: the witness may be killed in the
@@ -34,7 +35,7 @@ use crate::model::{Ack, FileName, RunDescriptor, WitnessEvent};
 use crate::record::RunId;
 use crate::wire::file_acks;
 use crate::wire::frame::{self, FrameType};
-use crate::wire::msg::{self, LOG_VERSION, LOG_VERSION_PLAIN, Msg};
+use crate::wire::msg::{self, LOG_VERSION, LOG_VERSION_COMPACT, LOG_VERSION_PLAIN, Msg};
 use crate::witness::store::checker::LogChecker;
 use crate::witness::store::error::{Context, StoreError, StoreResult, invalid};
 use crate::witness::store::layout::{log_path, sync_dir};
@@ -65,6 +66,7 @@ pub fn is_log_frame(t: FrameType) -> bool {
             | FrameType::Acks
             | FrameType::CompactAcks
             | FrameType::FileAcks
+            | FrameType::PackedAcks
             | FrameType::Event
             | FrameType::LogEnd
     )
@@ -103,7 +105,8 @@ pub struct AckLog {
     durable_acks: u64,
     durable_len_bytes: u64,
     pending: Vec<u8>,
-    /// Format version of the file's header: a version 1 log gets plain Acks frames only.
+    /// Format version of the file's header: a version 1 log gets plain Acks frames only,
+    /// a version 2 log CompactAcks, a version 3 log PackedAcks.
     version: u16,
     /// Acks appended since the last commit or event, not yet encoded: encoding them all
     /// at once gives compact frames the longest runs. Numbered from `appended_acks -
@@ -352,14 +355,20 @@ impl AckLog {
         Msg::Event(e.clone()).encode_into(&mut self.pending);
     }
 
-    /// Encodes the acks appended since the last encoding into `pending`, in compact
-    /// frames where that is smaller.
+    /// Encodes the acks appended since the last encoding into `pending`, in the compact
+    /// frames of the log's format where that is smaller: CompactAcks in a version 2 log
+    /// (a run begun under the plugpull before PackedAcks stays readable by it),
+    /// PackedAcks from version 3 on.
     fn encode_unencoded(&mut self) {
         if self.unencoded.is_empty() {
             return;
         }
         let first = self.appended_acks - self.unencoded.len() as u64;
-        msg::encode_acks_compact_into(&mut self.pending, first, &self.unencoded);
+        if self.version == LOG_VERSION_COMPACT {
+            msg::encode_acks_compact_into(&mut self.pending, first, &self.unencoded);
+        } else {
+            msg::encode_acks_packed_into(&mut self.pending, first, &self.unencoded);
+        }
         self.unencoded.clear();
         if self.unencoded.capacity() > 1 << 20 {
             self.unencoded.shrink_to(1 << 16);

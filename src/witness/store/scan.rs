@@ -255,6 +255,7 @@ fn plausible(ty: FrameType, len: usize, p: &[u8]) -> bool {
         }
         FrameType::CompactAcks => crate::wire::compact::plausible(len, p),
         FrameType::FileAcks => crate::wire::file_acks::plausible(len, p),
+        FrameType::PackedAcks => crate::wire::packed::plausible(len, p),
         // Run id, then a log offset below 2^48: its top two bytes are zero.
         FrameType::JournalWrite => payload >= 24 && p.len() >= 24 && p[22..24] == [0, 0],
         _ => true,

@@ -179,7 +179,7 @@ fn corruption_followed_by_valid_frames_is_never_truncated_of(kind: &str, make_ac
     assert_eq!(
         frame_types(&std::fs::read(&path).unwrap()).last(),
         Some(&if kind == "compact" {
-            FrameType::CompactAcks
+            FrameType::PackedAcks
         } else {
             FrameType::Acks
         }),
