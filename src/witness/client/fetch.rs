@@ -104,7 +104,11 @@ pub fn fetch_streamed(
                 names,
             }) if descriptor.is_some() => {
                 if names.len() != a.len() {
-                    refuse!("a FileAcks frame with {} acks and {} names", a.len(), names.len());
+                    refuse!(
+                        "a FileAcks frame with {} acks and {} names",
+                        a.len(),
+                        names.len()
+                    );
                 }
                 in_order(&mut next_ack, &mut skipped, first, a.len())?;
                 received += a.len() as u64;
