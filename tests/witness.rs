@@ -71,8 +71,9 @@ fn round_trip() {
     let expect: Vec<Ack> = (0..n).map(ack).collect();
 
     // The witness logs the Bye after the writer has gone: a fetch right after finish()
-    // may race it, so wait for the event (bounded).
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // may race it, so wait for the event (bounded; a fetch of 50,000 acks from a debug
+    // build takes seconds on a loaded machine, and 10 s were seen to run out).
+    let deadline = Instant::now() + Duration::from_secs(60);
     let got = loop {
         let got = fetch(&w.addr, &RunSelector::Run(d.run_id)).unwrap();
         if got.events.len() >= 2 || Instant::now() > deadline {

@@ -9,3 +9,4 @@ pub mod file_acks;
 pub mod frame;
 pub mod msg;
 pub mod packed;
+pub mod version;

@@ -13,10 +13,9 @@ use crate::wire::file_acks;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::packed;
 
-/// Wire protocol version sent in Hello and Welcome. Bump on any incompatible change.
-pub const PROTOCOL_VERSION: u16 = 1;
 use crate::wire::entry::get_ack;
 pub use crate::wire::entry::{ACK_ENTRY_BYTES, put_ack};
+pub use crate::wire::version::{PROTOCOL_VERSION, VersionMismatch};
 /// Bytes before the entries in an Acks payload: first ack number u64, count u32.
 pub const ACKS_HEADER_BYTES: usize = 12;
 /// Most acks one Acks frame may carry; keeps frames far below the frame size limit.
@@ -582,23 +581,6 @@ fn decode_fetch(p: &[u8]) -> Result<Msg, DecodeError> {
         _ => malformed!("Fetch payload has an unknown selector or wrong length"),
     })
 }
-
-/// A Hello from a different protocol version; carried as an error so the server can
-/// answer with the version it speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VersionMismatch(pub u16);
-
-impl std::fmt::Display for VersionMismatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "protocol version {} is not supported; this witness speaks version {}: \
-             run the same plugpull version on the writer and the witness",
-            self.0, PROTOCOL_VERSION
-        )
-    }
-}
-impl std::error::Error for VersionMismatch {}
 
 #[cfg(test)]
 pub(crate) mod tests;
