@@ -53,17 +53,22 @@ const DIR: &str = "/witness";
 const MAX_RUNS: u64 = 4;
 
 /// Ack `i` of run number `run`: what a writer would send, different for every run and
-/// index, so a lost, invented, reordered or misplaced ack is seen.
+/// index, so a lost, invented, reordered or misplaced ack is seen. The times jitter and
+/// odd runs place records at random, as real runs do: perfectly regular acks pack into
+/// a few bytes a frame (PackedAcks), and logs that small never span the sectors a cut
+/// can keep out of order.
 fn ack_of(run: u64, i: u64) -> Ack {
+    let mix = plugpull::rng::Rng::new(run << 32 ^ i).next_u64();
+    let slot = if run % 2 == 1 { mix % 4096 } else { i % 4096 };
     Ack {
         record: RecordId {
             stream: 0,
             seq: i,
-            offset: (i % 4096) * 4096,
+            offset: slot * 4096,
             sectors: 8,
-            write_time_ns: 1_000_000_000 + i * 1000 + run,
+            write_time_ns: 1_000_000_000 + i * 1_000_000 + (mix >> 44) + run,
         },
-        flushed_ns: 2_000_000_000 + i * 1000 + run,
+        flushed_ns: 2_000_000_000 + i * 1_000_000 + (mix >> 40 & 0xf_ffff) + run,
     }
 }
 
