@@ -35,19 +35,6 @@ fn frames(bytes: &[u8]) -> Vec<(usize, usize, u8)> {
     out
 }
 
-fn fetch(w: &WitnessProc, run_id: &str, out: &Path) {
-    let r = run([
-        "fetch",
-        "--witness",
-        &w.addr,
-        "--run",
-        run_id,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
-}
-
 fn verify_file(target: &Path, log: &Path) -> Run {
     run([
         "verify",
@@ -129,7 +116,7 @@ fn issue_reproduction(dir: &Path) -> (WitnessProc, String, PathBuf, PathBuf, Pat
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let run_id = j["run_id"].as_str().unwrap().to_string();
     let log = dir.join("full.acklog");
-    fetch(&w, &run_id, &log);
+    fetch_to(&w.addr, &run_id, &log);
     (w, run_id, target, copy, log)
 }
 
@@ -211,7 +198,7 @@ fn listen_never_truncates_corruption_followed_by_valid_frames() {
     assert_names_damage(&v);
     // A fetched copy carries the damage along (its end mark cannot hide it).
     let copy = d.path().join("fetched-damaged.acklog");
-    fetch(&w, &run_id, &copy);
+    fetch_to(&w.addr, &run_id, &copy);
     let v = verify_file(&target, &copy);
     assert_eq!(v.code, 3, "{v:?}");
     assert_names_damage(&v);
@@ -237,7 +224,7 @@ fn log_cut_short_at_frame_boundary_is_detected() {
     let target = d.path().join("t.img");
     let run_id = counted_run(&w, &target, 20_000);
     let log = d.path().join("run.acklog");
-    fetch(&w, &run_id, &log);
+    fetch_to(&w.addr, &run_id, &log);
     let full = fs::read(&log).unwrap();
     let fr = frames(&full);
     let acks: Vec<_> = fr.iter().filter(|f| holds_acks(f.2)).collect();
@@ -262,10 +249,10 @@ fn spliced_log_is_detected() {
     let target = d.path().join("t.img");
     let a = counted_run(&w, &target, 20_000);
     let log_a = d.path().join("a.acklog");
-    fetch(&w, &a, &log_a);
+    fetch_to(&w.addr, &a, &log_a);
     let b = counted_run(&w, &d.path().join("b.img"), 30_000);
     let log_b = d.path().join("b.acklog");
-    fetch(&w, &b, &log_b);
+    fetch_to(&w.addr, &b, &log_b);
     let (bytes_a, bytes_b) = (fs::read(&log_a).unwrap(), fs::read(&log_b).unwrap());
     let (fa, fb) = (frames(&bytes_a), frames(&bytes_b));
     // A's header, descriptor and first ack frames, then B's frames from the same point
@@ -308,7 +295,7 @@ fn hand_edited_log_is_detected_with(placement: &str, ty: frame::FrameType) {
     let target = d.path().join("t.img");
     let run_id = counted_run_placed(&w, &target, 5_000, placement);
     let log = d.path().join("run.acklog");
-    fetch(&w, &run_id, &log);
+    fetch_to(&w.addr, &run_id, &log);
     let full = fs::read(&log).unwrap();
     let fr = frames(&full);
     // Drop the last ack of the last ack frame and encode the rest again, as a careful

@@ -51,19 +51,6 @@ fn small_run(w: &WitnessProc, dir: &Path, name: &str) -> std::path::PathBuf {
     t
 }
 
-fn edit(t: &Path, offset: u64, f: impl FnOnce(&mut [u8]), len: usize) {
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(t)
-        .unwrap();
-    let mut b = vec![0u8; len];
-    file.read_exact_at(&mut b, offset).unwrap();
-    f(&mut b);
-    file.write_all_at(&b, offset).unwrap();
-    file.sync_all().unwrap();
-}
-
 #[test]
 fn damage_is_classified_and_exits_1() {
     let d = tempfile::tempdir().unwrap();
@@ -71,7 +58,7 @@ fn damage_is_classified_and_exits_1() {
 
     // One bit flipped in record 10.
     let t = small_run(&w, d.path(), "bit.img");
-    edit(&t, 10 * 4096 + 777, |b| b[0] ^= 0x20, 1);
+    edit(&t, 10 * 4096 + 777, 1, |b| b[0] ^= 0x20);
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 1, "{v:?}");
     assert_eq!(
@@ -85,7 +72,7 @@ fn damage_is_classified_and_exits_1() {
 
     // Second half of record 20 zeroed: shorn.
     let t = small_run(&w, d.path(), "shorn.img");
-    edit(&t, 20 * 4096 + 2048, |b| b.fill(0), 2048);
+    edit(&t, 20 * 4096 + 2048, 2048, |b| b.fill(0));
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 1, "{v:?}");
     assert_eq!(
@@ -100,7 +87,7 @@ fn damage_is_classified_and_exits_1() {
         .unwrap()
         .read_exact_at(&mut five, 5 * 4096)
         .unwrap();
-    edit(&t, 30 * 4096, |b| b.copy_from_slice(&five), 4096);
+    edit(&t, 30 * 4096, 4096, |b| b.copy_from_slice(&five));
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 1, "{v:?}");
     assert_eq!(
@@ -113,7 +100,7 @@ fn damage_is_classified_and_exits_1() {
 
     // Records 40..48 set back to their state before the run (zeros): lost, and holes.
     let t = small_run(&w, d.path(), "lost.img");
-    edit(&t, 40 * 4096, |b| b.fill(0), 8 * 4096);
+    edit(&t, 40 * 4096, 8 * 4096, |b| b.fill(0));
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 1, "{v:?}");
     assert_eq!(
@@ -194,7 +181,7 @@ fn flush_none_with_lost_cache_fails() {
     );
     assert_eq!(wr.code, 0, "{wr:?}");
     // The last flushed image of this run is the preallocated one: all zeros.
-    edit(&t, 0, |b| b.fill(0), 1 << 20);
+    edit(&t, 0, 1 << 20, |b| b.fill(0));
     let v = verify(&w, &t, &[]);
     assert_eq!(v.code, 1, "{v:?}");
     assert_eq!(counts(&v)["lost"], 200);
@@ -205,7 +192,7 @@ fn verify_never_writes_to_the_target() {
     let d = tempfile::tempdir().unwrap();
     let w = WitnessProc::start(&d.path().join("w"));
     let t = small_run(&w, d.path(), "ro.img");
-    edit(&t, 3 * 4096, |b| b.fill(0), 4096);
+    edit(&t, 3 * 4096, 4096, |b| b.fill(0));
     let before = fs::read(&t).unwrap();
     let mtime = fs::metadata(&t).unwrap().modified().unwrap();
     let v = verify(&w, &t, &[]);
@@ -436,7 +423,7 @@ fn verify_sees_the_device_not_a_stale_page_cache() {
     let cached = fs::read(dev).unwrap();
     assert_eq!(&cached[..4], b"PLUG");
     // Damage records 10..14 in the backing file, behind the loop device's cache.
-    edit(&backing, 10 * 4096, |b| b.fill(0), 4 * 4096);
+    edit(&backing, 10 * 4096, 4 * 4096, |b| b.fill(0));
     let mut again = vec![0u8; 4096];
     holder.read_exact_at(&mut again, 10 * 4096).unwrap();
     assert_eq!(

@@ -7,7 +7,6 @@
 mod common;
 use common::*;
 use std::fs;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// The report without the fields that name where the acks came from, and the time it
@@ -21,33 +20,11 @@ fn comparable(v: &serde_json::Value) -> serde_json::Value {
     v
 }
 
-fn edit(t: &Path, offset: u64, len: usize, f: impl FnOnce(&mut [u8])) {
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(t)
-        .unwrap();
-    let mut b = vec![0u8; len];
-    file.read_exact_at(&mut b, offset).unwrap();
-    f(&mut b);
-    file.write_all_at(&b, offset).unwrap();
-    file.sync_all().unwrap();
-}
-
 /// Both ways of verifying `t`: from the witness (by run id and by the drive's latest
 /// run) and from a `fetch -o` file; returns the exit code and the comparable report.
 fn both_ways(w: &WitnessProc, d: &Path, t: &Path, run_id: &str) -> (i32, serde_json::Value) {
     let file = d.join(format!("{run_id}.acklog"));
-    let f = run([
-        "fetch",
-        "--witness",
-        &w.addr,
-        "--run",
-        run_id,
-        "-o",
-        file.to_str().unwrap(),
-    ]);
-    assert_eq!(f.code, 0, "{f:?}");
+    fetch_to(&w.addr, run_id, &file);
     let by_file = run([
         "verify",
         t.to_str().unwrap(),

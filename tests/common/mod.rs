@@ -240,3 +240,33 @@ pub fn verify(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
     args.extend(extra.iter().map(|s| s.to_string()));
     run(args)
 }
+
+/// Overwrites `len` bytes of the file at `offset` with what `f` makes of them, synced:
+/// damage a test does on purpose to a target or a log.
+pub fn edit(path: &Path, offset: u64, len: usize, f: impl FnOnce(&mut [u8])) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = vec![0u8; len];
+    file.read_exact_at(&mut b, offset).unwrap();
+    f(&mut b);
+    file.write_all_at(&b, offset).unwrap();
+    file.sync_all().unwrap();
+}
+
+/// `plugpull fetch --run RUN_ID -o OUT` from the witness at `addr`, which must succeed.
+pub fn fetch_to(addr: &str, run_id: &str, out: &Path) {
+    let r = run([
+        "fetch",
+        "--witness",
+        addr,
+        "--run",
+        run_id,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
