@@ -112,10 +112,14 @@ CATALOGUE = {
                   2.50),
     "M2_EDGE": ("M.2 key M edge fingers on the interposer PCB (host side; part of the board, "
                 "2280 outline, 0.8 mm ENIG board)", "PCB", "(board)", "", 0.00),
-    "U2_PLUG": ("SFF-8639 (U.2) 68-pin plug, host/backplane side: no MPN verified, choose one "
-                "and check its contact numbering against hardware/schematics/u2-pins.tsv",
+    "U2_PLUG": ("SFF-8639 (U.2) 68-position plug, J1 at the host/backplane side: a plug, "
+                "because the bay's receptacle takes a drive's plug (SFF-8639 abstract); "
+                "board edge, right-angle. No MPN verified (hardware/schematics/README.md, "
+                "U.2 connector parts): choose one and check its contact numbering against "
+                "hardware/schematics/u2-pins.tsv",
                 "(not chosen)", "(not chosen)", "", 6.00),
-    "U2_RECEPT": ("SFF-8639 (U.2) 68-pin receptacle, drive side: choose as above",
+    "U2_RECEPT": ("SFF-8639 (U.2) 68-position receptacle, J2 at the drive side: the drive's "
+                  "plug goes in; board edge, right-angle. No MPN verified: choose as above",
                   "(not chosen)", "(not chosen)", "", 6.00),
     "PCB2": ("2-layer PCB, ~100 x 70 mm, 1.6 mm, small-batch price per board",
              "any PCB maker", "(board)", "", 5.00),
