@@ -93,6 +93,9 @@ fn an_honest_nvme_drive_passes_a_whole_host_cut_on_both_sides() {
     assert!(out.contains("unsafe shutdowns (nvme smart-log): 0"));
     // Verify on the host found the run by its stamps, without --run.
     assert!(out.contains("carries stamps of that run"));
+    // The guest's JSON report came through the console whole (port-relay's notes share
+    // it), so the HTML report was made.
+    assert!(!out.contains("no HTML report"), "{out}");
 }
 
 #[test]
@@ -313,6 +316,7 @@ fn nfs_cut(profile: &str, export: &str, seed: u32, want_code: i32) {
         mount.contains(" nfs4 ") && mount.contains("vers=4.2"),
         "the mount: {mount}"
     );
+    assert!(!out.contains("no HTML report"), "{out}");
     assert!(
         out.contains("== ext4 after the cut: mounted /dev/sd"),
         "ext4 on the SATA drive: {out}"
