@@ -67,7 +67,8 @@ pub type AckSink<'a> = dyn FnMut(&RunDescriptor, &[Ack], &[FileName]) -> ClientR
 /// [`fetch_with_key`] without holding the acks: each frame's acks go to `sink` as they
 /// arrive, in order, and only the descriptor and the events are returned (after the
 /// same checks: counted, no unexplained gap). Why: a run of 100 M acks is 4 GB as
-/// `Ack`s; `verify --witness` streams it into a file instead (module `verify`).
+/// `Ack`s; `fetch -o` and `verify --witness` stream it into a file instead
+/// ([`fetch_into_file`]).
 pub fn fetch_streamed(
     addr: &str,
     sel: &RunSelector,
