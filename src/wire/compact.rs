@@ -586,4 +586,4 @@ pub fn plausible(len: usize, p: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;

@@ -3,6 +3,8 @@
 //! client and the ack log, which stores the same frames. Byte layouts: docs/protocol.md.
 
 pub mod auth;
+#[cfg(test)]
+pub(crate) mod codec_tests;
 pub mod compact;
 pub mod entry;
 pub mod file_acks;

@@ -67,7 +67,8 @@ pub type AckSink<'a> = dyn FnMut(&RunDescriptor, &[Ack], &[FileName]) -> ClientR
 /// [`fetch_with_key`] without holding the acks: each frame's acks go to `sink` as they
 /// arrive, in order, and only the descriptor and the events are returned (after the
 /// same checks: counted, no unexplained gap). Why: a run of 100 M acks is 4 GB as
-/// `Ack`s; `verify --witness` streams it into a file instead (module `verify`).
+/// `Ack`s; `fetch -o` and `verify --witness` stream it into a file instead
+/// ([`fetch_into_file`]).
 pub fn fetch_streamed(
     addr: &str,
     sel: &RunSelector,
@@ -151,9 +152,10 @@ pub struct FetchedFile {
     pub events: Vec<WitnessEvent>,
 }
 
-/// Fetches a run straight into a log file at `path` (what `fetch -o` writes, end mark
-/// signed with `key` if given), holding no more than a frame of acks: for `verify
-/// --witness` on runs of any length. Nothing is left at `path` if the fetch fails.
+/// Fetches a run straight into a log file at `path` (end mark signed with `key` if
+/// given), holding no more than a frame of acks: `fetch -o` and `verify --witness` on
+/// runs of any length. Nothing is left at `path` if the fetch fails, and a file already
+/// there is replaced only when the whole run is in (written beside it, then renamed).
 pub fn fetch_into_file(
     addr: &str,
     sel: &RunSelector,
@@ -204,19 +206,21 @@ pub fn fetch_to_file(a: FetchOptions) -> ClientResult<()> {
         (None, None) => refuse!("name the run with --run RUN_ID or the device with --target PATH"),
     };
     let key = auth::load_key(a.key_file.as_deref())?;
-    let log = fetch_with_key(&a.witness, &sel, key.as_ref())?;
-    // The end mark lets `verify --acks` prove the file whole; signed with the key if any.
-    export::write_log_file_keyed(&a.output, &log, key.as_ref())?;
-    let damage = checker::damage_details(&log);
+    // Streamed into the file as the frames arrive, so memory does not grow with the run;
+    // the same bytes as the whole run through `export::write_log_file_keyed` (tests/
+    // fetch_streamed.rs). The end mark lets `verify --acks` prove the file whole; signed
+    // with the key if any.
+    let got = fetch_into_file(&a.witness, &sel, key.as_ref(), &a.output)?;
+    let damage = checker::damage_in(&got.events);
     for d in &damage {
         eprintln!("warning: {d}");
     }
     if a.json {
         let out = serde_json::json!({
             "format": "plugpull-fetch/1",
-            "run_id": log.descriptor.run_id.hex(),
-            "acks": log.acks.len(),
-            "witness_events": log.events.len(),
+            "run_id": got.descriptor.run_id.hex(),
+            "acks": got.acks,
+            "witness_events": got.events.len(),
             "output": a.output.display().to_string(),
             "damage": damage,
         });
@@ -224,9 +228,9 @@ pub fn fetch_to_file(a: FetchOptions) -> ClientResult<()> {
     } else {
         eprintln!(
             "fetched run {} ({} acks, {} witness events) into {}",
-            log.descriptor.run_id,
-            log.acks.len(),
-            log.events.len(),
+            got.descriptor.run_id,
+            got.acks,
+            got.events.len(),
             a.output.display()
         );
     }

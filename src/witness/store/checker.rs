@@ -320,7 +320,13 @@ pub fn damage_event(acks_before: u64, detail: String) -> WitnessEvent {
 
 /// The details of the damage events of a run (empty when its log was whole).
 pub fn damage_details(log: &RunLog) -> Vec<String> {
-    log.events
+    damage_in(&log.events)
+}
+
+/// [`damage_details`] of a run's events alone (a run streamed into a file, whose acks
+/// are not held).
+pub fn damage_in(events: &[WitnessEvent]) -> Vec<String> {
+    events
         .iter()
         .filter(|e| e.kind == DAMAGE_EVENT)
         .map(|e| e.detail.clone())

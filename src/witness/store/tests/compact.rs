@@ -2,7 +2,7 @@
 //! back exactly, and that logs written before it stay readable and appendable.
 
 use crate::model::Ack;
-use crate::wire::compact::tests::{Mix, sequential_acks};
+use crate::wire::codec_tests::{Mix, sequential_acks};
 use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg::tests::sample_descriptor;
 use crate::wire::msg::{LOG_VERSION, LOG_VERSION_COMPACT, LOG_VERSION_PLAIN};
