@@ -390,4 +390,22 @@ mod tests {
         b.content_stream(0, 1).fill(&mut y);
         assert_ne!(x, y);
     }
+
+    /// The bytes of a record are the on-disk format: a verifier of any later build must
+    /// regenerate what an older writer wrote. This pins one record's bytes (stamps and
+    /// content) by their BLAKE3 hash, so a faster generator that changes a single bit
+    /// fails here instead of in the field (docs/format.md).
+    #[test]
+    fn record_bytes_are_pinned() {
+        let run = RunId(*b"plugpull-format1");
+        let key = RunKey::new(run);
+        let r = rec();
+        let mut buf = vec![0u8; r.len_bytes() as usize];
+        fill_record(&mut buf, &key, run, &r);
+        assert_eq!(
+            blake3::hash(&buf).to_hex().as_str(),
+            "be9648e33a7e160c33ae4ca7d017e6a8f07468d27b2d0aead70c0611cc5eb67c",
+            "the record format changed"
+        );
+    }
 }
