@@ -20,6 +20,7 @@ pub mod scale;
 mod scale_tests;
 pub mod scan;
 pub mod select;
+mod slots;
 #[cfg(test)]
 mod tests;
 

@@ -7,7 +7,9 @@
 //! every earlier one is superseded there. So the acks are read twice, streamed:
 //! 1. paint: each ack paints its byte range with itself in a map of disjoint pieces
 //!    (the later record, in (stream, seq) order as in `scan::visible_ranges`, wins a
-//!    byte), so the map holds at most one piece per live record of the region;
+//!    byte), so the map holds at most one piece per live record of the region (for
+//!    records of one size on a grid, the common case, a flat table of one entry per
+//!    slot instead: `verify::slots`);
 //!    alongside, the checks of `witness::validate::check_run`, the last ack and the
 //!    latency's coarse counts;
 //! 2. the live records are read back and judged exactly as a whole scan would
@@ -15,12 +17,16 @@
 //!    tally, every other ack is wholly superseded, and `judge::Judging` adds each up
 //!    in ack order as `judge::judge` does.
 //!
+//! The device's reads of the run's region start before step 1 (`scan::read_early`), so
+//! the first pass overlaps some I/O.
+//!
 //! The result is the same report as `verify_device` (tests: `scale_tests`).
 
 use super::classify::{SectorTally, classify_record};
 use super::judge::{Judging, TimedOut};
 use super::report::Report;
-use super::scan;
+use super::scan::{self, Visible};
+use super::slots::SlotTable;
 use crate::device::Device;
 use crate::model::{Ack, RecordClass, RunDescriptor};
 use crate::witness::validate::{AckRules, ImpossibleRun, LogViolations, SeqTracker};
@@ -54,6 +60,9 @@ fn later(a: &Ack, b: &Ack) -> bool {
 
 /// What the first pass keeps.
 struct Painted {
+    /// The latest ack per slot while the records fit one (`slots` module docs); None
+    /// once one did not, and `pieces` paints.
+    slots: Option<SlotTable>,
     pieces: BTreeMap<u64, Piece>,
     acks: u64,
     last_ack_ns: u64,
@@ -65,7 +74,13 @@ struct Painted {
 
 impl Painted {
     fn new(d: &RunDescriptor) -> Painted {
+        Painted::with_slots(d, Some(SlotTable::new(d.settings.region_offset)))
+    }
+
+    /// `slots`: the table to paint into first, or None to paint only the map.
+    fn with_slots(d: &RunDescriptor, slots: Option<SlotTable>) -> Painted {
         Painted {
+            slots,
             pieces: BTreeMap::new(),
             acks: 0,
             last_ack_ns: 0,
@@ -76,12 +91,29 @@ impl Painted {
         }
     }
 
-    fn add(&mut self, a: &Ack) {
+    /// Takes the next acks, in ack order.
+    fn add_chunk(&mut self, chunk: &[Ack]) {
+        // The log's checks a chunk at a time (one per-stream lookup table pass instead
+        // of one per ack); a chunk that breaks a rule is checked again ack by ack, from
+        // the same state (`check_batch` changes nothing on a violation), to count every
+        // bad ack as `check_run` does.
+        let whole = match &self.rules {
+            Some(rules) => self.seqs.check_batch(rules, self.acks, chunk).is_ok(),
+            None => true,
+        };
+        for a in chunk {
+            self.add(a, !whole);
+        }
+    }
+
+    /// `check`: run the log's checks on `a` (its chunk broke a rule).
+    fn add(&mut self, a: &Ack, check: bool) {
         let idx = self.acks;
         self.acks += 1;
         self.last_ack_ns = self.last_ack_ns.max(a.flushed_ns);
         self.latency.add(a);
-        if let Some(rules) = &self.rules
+        if check
+            && let Some(rules) = &self.rules
             && let Err(v) = self.seqs.check_batch(rules, idx, std::slice::from_ref(a))
         {
             match &mut self.violations {
@@ -97,6 +129,16 @@ impl Painted {
         let (s, e) = (a.record.offset, a.record.end());
         if s >= e {
             return;
+        }
+        if let Some(t) = &mut self.slots {
+            if t.paint(idx, a, later) {
+                return;
+            }
+            // Not one slot of the table: the map takes over, from every slot painted.
+            let t = self.slots.take().expect("just matched");
+            for (s, end, idx, ack) in t.into_pieces() {
+                self.pieces.insert(s, Piece { end, idx, ack });
+            }
         }
         // The common case, a record exactly over one earlier piece (a ring, or random
         // placement of fixed-size records): replaced in place, one lookup.
@@ -167,30 +209,67 @@ impl Painted {
     /// The live acks (at least one byte still theirs), in ack order, with their visible
     /// ranges (sorted, touching ranges merged) and numbers.
     fn live(self) -> Live {
-        // Drained into a flat vector and sorted by ack: a second tree keyed by ack would
-        // double the peak (a tree costs about twice its entries).
-        let mut flat: Vec<(u64, u64, u64, Ack)> = Vec::with_capacity(self.pieces.len());
-        flat.extend(
-            self.pieces
-                .into_iter()
-                .map(|(s, p)| (p.idx, s, p.end, p.ack)),
-        );
-        flat.sort_unstable_by_key(|&(idx, s, _, _)| (idx, s));
         let mut live = Live::default();
-        for (idx, s, e, ack) in flat {
-            if live.idx.last() != Some(&idx) {
-                live.idx.push(idx);
-                live.acks.push(ack);
-                live.visible.push(vec![]);
-            }
-            let ranges = live.visible.last_mut().expect("pushed above");
-            match ranges.last_mut() {
-                Some((_, pe)) if *pe == s => *pe = e,
-                _ => ranges.push((s, e)),
-            }
+        let Some(t) = self.slots else {
+            return live_of_pieces(self.pieces);
+        };
+        // One range per live ack. Sorted by ack as (number, slot) pairs, then the acks
+        // taken from the table: sorting its 56-byte entries would move 3.5 times the
+        // bytes.
+        let mut order: Vec<(u64, usize)> = Vec::with_capacity(t.taken() as usize);
+        order.extend(t.painted().map(|(k, idx)| (idx, k)));
+        order.sort_unstable();
+        live.idx.reserve_exact(order.len());
+        live.acks.reserve_exact(order.len());
+        live.visible = Visible::with_capacity(order.len());
+        for (idx, k) in order {
+            let (s, e, ack) = t.get(k);
+            live.idx.push(idx);
+            live.acks.push(ack);
+            live.visible.push_ack();
+            live.visible.push_range(s, e);
         }
         live
     }
+}
+
+/// [`Painted::live`] from the map's pieces.
+fn live_of_pieces(pieces: BTreeMap<u64, Piece>) -> Live {
+    // Drained into a flat vector and sorted by ack: a second tree keyed by ack would
+    // double the peak (a tree costs about twice its entries).
+    let mut flat: Vec<(u64, u64, u64, Ack)> = Vec::with_capacity(pieces.len());
+    flat.extend(pieces.into_iter().map(|(s, p)| (p.idx, s, p.end, p.ack)));
+    flat.sort_unstable_by_key(|&(idx, s, _, _)| (idx, s));
+    let mut live = Live::default();
+    for (idx, s, e, ack) in flat {
+        if live.idx.last() != Some(&idx) {
+            live.idx.push(idx);
+            live.acks.push(ack);
+            live.visible.push_ack();
+        }
+        live.visible.push_range(s, e);
+    }
+    live
+}
+
+/// One live ack as (ack number, ack, visible ranges).
+#[cfg(test)]
+pub(super) type LiveRow = (u64, Ack, Vec<(u64, u64)>);
+
+/// The live acks of `acks` as [`LiveRow`]s, painted with `slots`
+/// first (None: the map only), to compare the two paintings.
+#[cfg(test)]
+pub(super) fn live_for_tests(
+    d: &RunDescriptor,
+    acks: &[Ack],
+    slots: Option<SlotTable>,
+) -> Vec<LiveRow> {
+    let mut p = Painted::with_slots(d, slots);
+    p.add_chunk(acks);
+    let live = p.live();
+    let rows = live.idx.into_iter().zip(live.acks).enumerate();
+    let v = &live.visible;
+    rows.map(|(k, (i, a))| (i, a, v.of(k).to_vec())).collect()
 }
 
 /// The acks still visible somewhere, in ack order.
@@ -198,7 +277,7 @@ impl Painted {
 struct Live {
     idx: Vec<u64>,
     acks: Vec<Ack>,
-    visible: Vec<Vec<(u64, u64)>>,
+    visible: Visible,
 }
 
 /// What a scaled verify gives besides the report: the run's validity (a log no writer
@@ -214,7 +293,7 @@ pub struct Scaled {
 /// `witness::validate::refuse_impossible_run`, then paints them.
 fn first_pass(d: &RunDescriptor, acks: &dyn AckPasses) -> Result<Painted, super::VerifyError> {
     let mut painted = Painted::new(d);
-    acks.pass(&mut |chunk| chunk.iter().for_each(|a| painted.add(a)))?;
+    acks.pass(&mut |chunk| painted.add_chunk(chunk))?;
     let why = match (&painted.rules, &painted.violations) {
         (Some(_), None) => return Ok(painted),
         (Some(_), Some(v)) => format!(
@@ -231,7 +310,8 @@ fn first_pass(d: &RunDescriptor, acks: &dyn AckPasses) -> Result<Painted, super:
 
 /// `verify_device_with_progress` for a run of any length: the acks are streamed twice
 /// from `acks` (module docs). Refuses a log no writer could produce
-/// ([`ImpossibleRun`], inside `VerifyError`) before reading the device.
+/// ([`ImpossibleRun`], inside `VerifyError`) before judging the device (its region is
+/// already being read then: `scan::read_early`).
 pub fn verify_streamed(
     dev: Arc<dyn Device>,
     d: &RunDescriptor,
@@ -241,15 +321,20 @@ pub fn verify_streamed(
     progress: &dyn Fn(u64, u64),
 ) -> Result<Scaled, super::VerifyError> {
     let t0 = Instant::now();
+    // The run's region is read while the acks are painted: in the common case (a ring
+    // over the whole region, or `scan_region`) it is exactly the span the scan needs;
+    // when it is not, the scan drops these reads and reads its own span.
+    let s = &d.settings;
+    let region = (
+        s.region_offset,
+        s.region_offset.saturating_add(s.region_bytes),
+    );
+    let early = scan::read_early(dev.clone(), region.0, region.1);
     let mut painted = first_pass(d, acks)?;
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
     let latency = std::mem::take(&mut painted.latency);
     let live = painted.live();
-    let s = &d.settings;
-    let also = scan_region.then_some((
-        s.region_offset,
-        s.region_offset.saturating_add(s.region_bytes),
-    ));
+    let also = scan_region.then_some(region);
     let result = scan::scan_visible(
         dev,
         d.run_id,
@@ -257,6 +342,7 @@ pub fn verify_streamed(
         live.visible,
         read_timeout,
         also,
+        Some(early),
         progress,
     );
     let elsewhere = &result.found_elsewhere;

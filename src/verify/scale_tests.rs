@@ -28,29 +28,81 @@ fn descriptor(run: RunId, placement: &str) -> RunDescriptor {
 /// A random run of `n` acks and a device holding what a drive might after a cut: each
 /// record written, dropped, torn or bit-flipped, and some foreign bytes.
 fn random_run(seed: u64, n: usize) -> (RunDescriptor, Vec<Ack>, Arc<MemDevice>) {
+    random_shaped_run(seed, n, Shape::Mixed)
+}
+
+/// The sizes and places of a random run's records.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// 1 to 16 sectors, at any sector.
+    Mixed,
+    /// `sectors` each, at whole multiples of that from the region's start (`base`), as
+    /// the writer places records of one size; the ack numbered `odd` (if any) is one
+    /// sector longer, or one sector off that grid, so verify's slot table must hand
+    /// over to the map mid-run (`verify::slots`).
+    Uniform {
+        sectors: u32,
+        base: u64,
+        odd: Option<usize>,
+    },
+}
+
+fn random_shaped_run(
+    seed: u64,
+    n: usize,
+    shape: Shape,
+) -> (RunDescriptor, Vec<Ack>, Arc<MemDevice>) {
     let mut rng = Rng::new(seed);
     let run = RunId([seed as u8 | 1; 16]);
     let key = RunKey::new(run);
     let sequential = seed % 2 == 0;
-    let d = descriptor(run, if sequential { "sequential" } else { "random" });
-    let dev = Arc::new(MemDevice::new(REGION as usize + 8192));
+    let mut d = descriptor(run, if sequential { "sequential" } else { "random" });
+    let base = match shape {
+        Shape::Uniform { base, .. } => base,
+        Shape::Mixed => 0,
+    };
+    d.settings.region_offset = base;
+    let dev = Arc::new(MemDevice::new((base + REGION) as usize + 8192));
     let mut seqs = [0u64; 3];
     let mut ring = 0u64;
     let mut acks = vec![];
     for i in 0..n {
         let stream = (rng.next_u64() % 3) as u16;
         seqs[stream as usize] += 1 + rng.next_u64() % 2;
-        let sectors = 1 + (rng.next_u64() % 16) as u32;
-        let len = sectors as u64 * SECTOR as u64;
-        let offset = if sequential {
-            if ring + len > REGION {
-                ring = 0;
+        // `off_grid`: the odd ack one sector away from the grid of records.
+        let (sectors, step, off_grid) = match shape {
+            Shape::Mixed => (1 + (rng.next_u64() % 16) as u32, SECTOR as u64, false),
+            Shape::Uniform { sectors, odd, .. } => {
+                let step = sectors as u64 * SECTOR as u64;
+                match (odd == Some(i), rng.next_u64() % 2) {
+                    (true, 0) => (sectors + 1, step, false),
+                    (true, _) => (sectors, step, true),
+                    (false, _) => (sectors, step, false),
+                }
             }
-            ring += len;
-            ring - len
-        } else {
-            (rng.next_u64() % ((REGION - len) / SECTOR as u64 + 1)) * SECTOR as u64
         };
+        let len = sectors as u64 * SECTOR as u64;
+        let mut offset = base
+            + if sequential {
+                if ring + len > REGION {
+                    ring = 0;
+                }
+                // Back on the grid after an odd record.
+                ring = ring.div_ceil(step) * step + len;
+                if ring > REGION {
+                    ring = len;
+                }
+                ring - len
+            } else {
+                (rng.next_u64() % ((REGION - len) / step + 1)) * step
+            };
+        if off_grid {
+            offset = if offset >= base + SECTOR as u64 {
+                offset - SECTOR as u64
+            } else {
+                offset + SECTOR as u64
+            };
+        }
         let record = RecordId {
             stream,
             seq: seqs[stream as usize],
@@ -120,24 +172,102 @@ fn the_streamed_verify_gives_the_whole_run_s_report() {
     let _ = verify_device;
 }
 
-/// A log no writer could produce is refused before the device is read, as
-/// `refuse_impossible_run` refuses it on the whole-run path.
+/// The slot table (`verify::slots`) paints runs of one record size; it must give the
+/// whole-run path's report (which paints with `scan::visible_ranges`) on random and
+/// ring placements, with streams interleaved so a later-arriving ack is often the
+/// earlier record, with the grid starting off the record size's alignment, and when
+/// one odd ack (another size, or off the grid) hands over to the map mid-run.
+#[test]
+fn the_slot_table_gives_the_whole_run_s_report() {
+    let t = Duration::from_secs(10);
+    let (mut failing, mut superseded) = (0, 0);
+    for seed in 0..90u64 {
+        let n = [1, 3, 40, 150, 400][seed as usize % 5];
+        let sectors = [1, 8, 3][seed as usize % 3];
+        let base = [0, 512, 4096, 1536][(seed / 3) as usize % 4];
+        let odd = match seed % 4 {
+            0 => Some(n / 2),
+            1 => Some(0),
+            _ => None,
+        };
+        let shape = Shape::Uniform { sectors, base, odd };
+        let (d, acks, dev) = random_shaped_run(seed, n, shape);
+        let log = RunLog {
+            files: Default::default(),
+            descriptor: d.clone(),
+            acks: acks.clone(),
+            events: vec![],
+        };
+        let scan_region = seed % 2 == 1;
+        let whole =
+            super::verify_device_with_progress(dev.clone(), &log, t, scan_region, &|_, _| {});
+        let streamed = verify_streamed(dev, &d, &acks, t, scan_region, &|_, _| {}).unwrap();
+        assert_eq!(
+            without_time(&whole),
+            without_time(&streamed.report),
+            "seed {seed}"
+        );
+        failing += (whole.verdict == crate::model::Verdict::Fail) as u32;
+        superseded += whole.counts.get("superseded").copied().unwrap_or(0);
+    }
+    assert!(failing > 20, "{failing}");
+    assert!(superseded > 1000, "{superseded}");
+}
+
+/// The table and the map must leave the same live acks with the same visible ranges,
+/// also when the table outgrows its free size and hands over for being too sparse.
+#[test]
+fn the_slot_table_and_the_map_leave_the_same_live_acks() {
+    for seed in 0..40u64 {
+        let n = [5, 60, 300, 1000][seed as usize % 4];
+        let shape = Shape::Uniform {
+            sectors: [1, 2][seed as usize % 2],
+            base: 0,
+            odd: (seed % 3 == 0).then_some(n / 3),
+        };
+        let (d, acks, _) = random_shaped_run(seed, n, shape);
+        let map = super::scale::live_for_tests(&d, &acks, None);
+        for free in [0, 4, 1 << 20] {
+            let table = super::slots::SlotTable::with_free_slots(0, free);
+            let got = super::scale::live_for_tests(&d, &acks, Some(table));
+            assert_eq!(got, map, "seed {seed}, free slots {free}");
+        }
+    }
+}
+
+/// A log no writer could produce is refused before the device is judged, as
+/// `refuse_impossible_run` refuses it on the whole-run path, with the same count of bad
+/// acks (the first pass checks a chunk at a time, and a bad chunk ack by ack): a record
+/// outside the region, a sequence number going back, a torn ack's zeroed record.
 #[test]
 fn an_impossible_log_is_refused() {
-    let (d, mut acks, dev) = random_run(4, 40);
-    acks[10].record.offset = REGION; // outside the region
-    let log = RunLog {
-        files: Default::default(),
-        descriptor: d.clone(),
-        acks: acks.clone(),
-        events: vec![],
+    let uniform = Shape::Uniform {
+        sectors: 1,
+        base: 0,
+        odd: None,
     };
-    let whole = crate::witness::validate::refuse_impossible_run(&log).unwrap_err();
-    let t = Duration::from_secs(10);
-    match verify_streamed(dev, &d, &acks, t, false, &|_, _| {}) {
-        Err(super::VerifyError::ImpossibleRun(e)) => assert_eq!(e.to_string(), whole.to_string()),
-        Err(e) => panic!("{e}"),
-        Ok(_) => panic!("judged an impossible log"),
+    for (seed, shape) in [(4, Shape::Mixed), (6, uniform), (7, uniform)] {
+        let (d, mut acks, dev) = random_shaped_run(seed, 400, shape);
+        acks[10].record.offset = REGION; // outside the region
+        acks[200].record.seq = 0; // before its stream's first
+        let torn = &mut acks[201].record; // a torn ack: its record zeroed
+        (torn.stream, torn.seq, torn.offset, torn.sectors) = (0, 0, 0, 0);
+        let log = RunLog {
+            files: Default::default(),
+            descriptor: d.clone(),
+            acks: acks.clone(),
+            events: vec![],
+        };
+        let whole = crate::witness::validate::refuse_impossible_run(&log).unwrap_err();
+        assert!(whole.to_string().contains("3 of its 400"), "{whole}");
+        let t = Duration::from_secs(10);
+        match verify_streamed(dev, &d, &acks, t, false, &|_, _| {}) {
+            Err(super::VerifyError::ImpossibleRun(e)) => {
+                assert_eq!(e.to_string(), whole.to_string())
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("judged an impossible log"),
+        }
     }
 }
 
@@ -175,4 +305,65 @@ fn only_the_latest_record_at_each_location_is_kept() {
     assert_eq!(r.report.counts["superseded"], slots * 19);
     assert_eq!(r.report.counts["lost"], slots);
     assert!(r.sample.len() as u64 <= slots);
+}
+
+/// A device that counts the bytes read from it.
+struct Counted {
+    inner: Arc<MemDevice>,
+    read: std::sync::atomic::AtomicU64,
+}
+
+impl Device for Counted {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn logical_block_bytes(&self) -> u32 {
+        512
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+        panic!("verify must never write")
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        panic!("verify must never flush")
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let ordering = std::sync::atomic::Ordering::SeqCst;
+        self.read.fetch_add(buf.len() as u64, ordering);
+        self.inner.read_at(buf, offset)
+    }
+}
+
+/// The region read while the first pass runs (`scan::read_early`) is the read the scan
+/// judges when it is the span the scan needs (a ring over the whole region): the
+/// device is read once, and the report is the whole-run path's. When the span is not
+/// the region, those reads are dropped and the report is still the same.
+#[test]
+fn the_region_read_during_the_first_pass_is_judged_once() {
+    let t = Duration::from_secs(10);
+    for (n, whole_region) in [(3 * 128, true), (40, false)] {
+        let shape = Shape::Uniform {
+            sectors: 1,
+            base: 0,
+            odd: None,
+        };
+        // Seed 0: a ring (even seeds are sequential) of 512 B records, 128 slots.
+        let (d, acks, mem) = random_shaped_run(0, n, shape);
+        let dev = Arc::new(Counted {
+            inner: mem.clone(),
+            read: Default::default(),
+        });
+        let log = RunLog {
+            files: Default::default(),
+            descriptor: d.clone(),
+            acks: acks.clone(),
+            events: vec![],
+        };
+        let whole = super::verify_device_with_progress(mem, &log, t, false, &|_, _| {});
+        let streamed = verify_streamed(dev.clone(), &d, &acks, t, false, &|_, _| {}).unwrap();
+        assert_eq!(without_time(&whole), without_time(&streamed.report), "{n}");
+        if whole_region {
+            let read = dev.read.load(std::sync::atomic::Ordering::SeqCst);
+            assert_eq!(read, REGION, "{n} acks");
+        }
+    }
 }

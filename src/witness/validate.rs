@@ -370,10 +370,34 @@ impl AckRules {
 /// batches. A stream not seen yet accepts any seq.
 #[derive(Clone, Debug, Default)]
 pub struct SeqTracker {
-    last: HashMap<u16, u64>,
+    last: HashMap<u16, u64, ByStream>,
     /// Seqs of the batch being checked; merged into `last` only when the whole batch
     /// passes, so a refused batch leaves the tracker as it was.
-    batch: HashMap<u16, u64>,
+    batch: HashMap<u16, u64, ByStream>,
+}
+
+/// Hashes a stream number with one multiply. Why not the default SipHash: verify
+/// checks every ack of a run here (millions), and SipHash per lookup was about a
+/// quarter of its first pass over 512 B records (docs/performance.md "Verify read
+/// speed"). Stream numbers come from the log, but a map of at most 65,536 keys has no
+/// flooding to fear.
+type ByStream = std::hash::BuildHasherDefault<StreamHasher>;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct StreamHasher(u64);
+
+impl std::hash::Hasher for StreamHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.0 = (self.0 ^ v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 impl SeqTracker {

@@ -211,23 +211,57 @@ mod avx2 {
             round!(12, 13, 9, 11, 15, 10, 14, 8, 7, 2, 5, 3, 0, 1, 6, 4);
             round!(9, 14, 11, 5, 8, 12, 15, 1, 13, 3, 0, 10, 2, 6, 4, 7);
             round!(11, 15, 5, 0, 1, 9, 8, 6, 14, 10, 2, 12, 3, 4, 7, 13);
-            let mut w = [[0u32; 8]; 16];
+            // Output words: w[i] = v[i] ^ v[i + 8] and w[i + 8] = v[i + 8] ^ cv[i], each
+            // holding word i of the eight blocks. Two 8x8 transposes turn them into the
+            // blocks' own order, stored straight to `out` (a scalar word-by-word copy was
+            // a third of this function's time).
+            let mut lo = [zero; 8];
+            let mut hi = [zero; 8];
             for i in 0..8 {
-                let hi = v[i + 8];
-                _mm256_storeu_si256(
-                    w[i].as_mut_ptr() as *mut __m256i,
-                    _mm256_xor_si256(v[i], hi),
-                );
-                _mm256_storeu_si256(
-                    w[i + 8].as_mut_ptr() as *mut __m256i,
-                    _mm256_xor_si256(hi, splat(cv[i])),
-                );
+                lo[i] = _mm256_xor_si256(v[i], v[i + 8]);
+                hi[i] = _mm256_xor_si256(v[i + 8], splat(cv[i]));
             }
-            for (lane, block) in out.chunks_exact_mut(BLOCK).enumerate() {
-                for (k, word) in block.chunks_exact_mut(4).enumerate() {
-                    word.copy_from_slice(&w[k][lane].to_le_bytes());
-                }
+            let lo = transpose8(lo);
+            let hi = transpose8(hi);
+            let p = out.as_mut_ptr();
+            for j in 0..8 {
+                _mm256_storeu_si256(p.add(j * BLOCK) as *mut __m256i, lo[j]);
+                _mm256_storeu_si256(p.add(j * BLOCK + 32) as *mut __m256i, hi[j]);
             }
+        }
+    }
+
+    /// Transposes an 8x8 matrix of u32 held as eight rows: row j of the result holds
+    /// element j of every input row.
+    #[inline(always)]
+    unsafe fn transpose8(a: [__m256i; 8]) -> [__m256i; 8] {
+        unsafe {
+            let t0 = _mm256_unpacklo_epi32(a[0], a[1]);
+            let t1 = _mm256_unpackhi_epi32(a[0], a[1]);
+            let t2 = _mm256_unpacklo_epi32(a[2], a[3]);
+            let t3 = _mm256_unpackhi_epi32(a[2], a[3]);
+            let t4 = _mm256_unpacklo_epi32(a[4], a[5]);
+            let t5 = _mm256_unpackhi_epi32(a[4], a[5]);
+            let t6 = _mm256_unpacklo_epi32(a[6], a[7]);
+            let t7 = _mm256_unpackhi_epi32(a[6], a[7]);
+            let u0 = _mm256_unpacklo_epi64(t0, t2);
+            let u1 = _mm256_unpackhi_epi64(t0, t2);
+            let u2 = _mm256_unpacklo_epi64(t1, t3);
+            let u3 = _mm256_unpackhi_epi64(t1, t3);
+            let u4 = _mm256_unpacklo_epi64(t4, t6);
+            let u5 = _mm256_unpackhi_epi64(t4, t6);
+            let u6 = _mm256_unpacklo_epi64(t5, t7);
+            let u7 = _mm256_unpackhi_epi64(t5, t7);
+            [
+                _mm256_permute2x128_si256(u0, u4, 0x20),
+                _mm256_permute2x128_si256(u1, u5, 0x20),
+                _mm256_permute2x128_si256(u2, u6, 0x20),
+                _mm256_permute2x128_si256(u3, u7, 0x20),
+                _mm256_permute2x128_si256(u0, u4, 0x31),
+                _mm256_permute2x128_si256(u1, u5, 0x31),
+                _mm256_permute2x128_si256(u2, u6, 0x31),
+                _mm256_permute2x128_si256(u3, u7, 0x31),
+            ]
         }
     }
 }

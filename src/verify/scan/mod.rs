@@ -9,6 +9,9 @@
 //! record's promise for that sector is void, whatever the drive holds there.
 
 mod pipeline;
+mod visible;
+
+pub use visible::Visible;
 
 use super::classify::{SectorFinding, SectorTally, classify_sector};
 use crate::device::Device;
@@ -50,32 +53,77 @@ pub fn scan_with_progress(
     also: Option<(u64, u64)>,
     progress: &dyn Fn(u64, u64),
 ) -> ScanResult {
-    scan_inner(dev, run, acks, None, None, read_timeout, also, progress)
+    let how = Inputs {
+        also,
+        ..Default::default()
+    };
+    scan_inner(dev, run, acks, how, read_timeout, progress)
 }
 
 /// [`scan_with_progress`] with each ack's visible ranges already known (as
 /// [`visible_ranges`] gives them over the whole run): verify at scale (`verify::scale`)
 /// passes only the acks still visible somewhere, the latest at each location, so the
 /// scan holds a region's worth of records however long the run was.
+///
+/// `early`: reads started before the acks were known ([`read_early`]); used if they
+/// read exactly the span this scan needs, else dropped and the span read anew.
+#[allow(clippy::too_many_arguments)]
 pub fn scan_visible(
     dev: Arc<dyn Device>,
     run: RunId,
     acks: &[Ack],
-    visible: Vec<Vec<(u64, u64)>>,
+    visible: Visible,
     read_timeout: Duration,
     also: Option<(u64, u64)>,
+    early: Option<EarlyRead>,
     progress: &dyn Fn(u64, u64),
 ) -> ScanResult {
-    scan_inner(
-        dev,
-        run,
-        acks,
-        None,
-        Some(visible),
-        read_timeout,
+    let how = Inputs {
+        selected: None,
+        visible: Some(visible),
         also,
-        progress,
-    )
+        early,
+    };
+    scan_inner(dev, run, acks, how, read_timeout, progress)
+}
+
+/// Reads of [from, to) of a device (whole blocks, clamped to the device), started before
+/// the scan that judges them. Why: verify at scale judges only after a full pass over
+/// the acks (`verify::scale`), about 0.1 µs per ack; starting the reads of the run's
+/// region first lets that pass overlap the first [`pipeline::EARLY_POOL`] chunks per
+/// reader of I/O instead of leaving the drive idle.
+pub struct EarlyRead {
+    pipeline: Pipeline,
+}
+
+/// Starts reading [from, to) of `dev` for a later [`scan_visible`].
+pub fn read_early(dev: Arc<dyn Device>, from: u64, to: u64) -> EarlyRead {
+    let block = block_of(dev.as_ref());
+    let start = from / block * block;
+    let readable_end = (to.div_ceil(block) * block).min(dev_end(dev.as_ref(), block));
+    let readable_end = readable_end.max(start);
+    EarlyRead {
+        pipeline: Pipeline::start(dev, start, readable_end, block, pipeline::EARLY_POOL),
+    }
+}
+
+/// What to judge besides the acks, and what is already under way.
+#[derive(Default)]
+struct Inputs<'a> {
+    /// Judge only these acks (`scan_selected`).
+    selected: Option<&'a [usize]>,
+    /// The acks' visible ranges, if known (else computed from all of them).
+    visible: Option<Visible>,
+    also: Option<(u64, u64)>,
+    early: Option<EarlyRead>,
+}
+
+fn block_of(dev: &dyn Device) -> u64 {
+    dev.logical_block_bytes().max(512) as u64
+}
+
+fn dev_end(dev: &dyn Device, block: u64) -> u64 {
+    dev.size_bytes() / block * block
 }
 
 /// [`scan`], judging only the acks at the indexes in `selected` (their tallies; the
@@ -92,29 +140,27 @@ pub fn scan_selected(
     selected: &[usize],
     read_timeout: Duration,
 ) -> ScanResult {
-    scan_inner(
-        dev,
-        run,
-        acks,
-        Some(selected),
-        None,
-        read_timeout,
-        None,
-        &|_, _| {},
-    )
+    let how = Inputs {
+        selected: Some(selected),
+        ..Default::default()
+    };
+    scan_inner(dev, run, acks, how, read_timeout, &|_, _| {})
 }
 
-#[allow(clippy::too_many_arguments)]
 fn scan_inner(
     dev: Arc<dyn Device>,
     run: RunId,
     acks: &[Ack],
-    selected: Option<&[usize]>,
-    visible: Option<Vec<Vec<(u64, u64)>>>,
+    how: Inputs,
     read_timeout: Duration,
-    also: Option<(u64, u64)>,
     progress: &dyn Fn(u64, u64),
 ) -> ScanResult {
+    let Inputs {
+        selected,
+        visible,
+        also,
+        early,
+    } = how;
     let mut result = ScanResult {
         tallies: vec![SectorTally::default(); acks.len()],
         found_elsewhere: HashMap::new(),
@@ -137,9 +183,23 @@ fn scan_inner(
             "beyond the end of the device".to_string(),
         ));
     }
-    let visible = visible.unwrap_or_else(|| visible_ranges(acks));
+    // The reads first, so they run while the judge is set up (a sort of the acks).
+    let wanted = (span.start, span.readable_end, span.block);
+    let pipeline = match early {
+        Some(e) if e.pipeline.reads == wanted => e.pipeline,
+        other => {
+            drop(other);
+            Pipeline::start(
+                dev,
+                span.start,
+                span.readable_end,
+                span.block,
+                pipeline::POOL,
+            )
+        }
+    };
+    let visible = visible.unwrap_or_else(|| visible_ranges(acks).into());
     let mut judge = Judge::new(run, acks, order, visible);
-    let pipeline = Pipeline::start(dev, span.start, span.readable_end, span.block);
     let mut at = span.start;
     while at < span.end {
         let chunk = if at < span.readable_end {
@@ -196,7 +256,7 @@ struct Span {
 impl Span {
     /// `order`: the indexes of the acks to judge (not empty).
     fn new(dev: &dyn Device, acks: &[Ack], order: &[usize], also: Option<(u64, u64)>) -> Span {
-        let block = dev.logical_block_bytes().max(512) as u64;
+        let block = block_of(dev);
         let rec_start = order.iter().map(|&i| acks[i].record.offset).min().unwrap() / block * block;
         let rec_end = order
             .iter()
@@ -205,7 +265,7 @@ impl Span {
             .unwrap()
             .div_ceil(block)
             * block;
-        let dev_end = dev.size_bytes() / block * block;
+        let dev_end = dev_end(dev, block);
         let (start, end) = match also {
             Some((s, e)) => (
                 rec_start.min(s / block * block),
@@ -228,7 +288,7 @@ struct Judge<'a> {
     run: RunId,
     key: RunKey,
     acks: &'a [Ack],
-    visible: Vec<Vec<(u64, u64)>>,
+    visible: Visible,
     /// Ack indexes in offset order; `next` is the first not yet active.
     order: Vec<usize>,
     next: usize,
@@ -237,12 +297,7 @@ struct Judge<'a> {
 
 impl<'a> Judge<'a> {
     /// `order`: the indexes of the acks to judge.
-    fn new(
-        run: RunId,
-        acks: &'a [Ack],
-        mut order: Vec<usize>,
-        visible: Vec<Vec<(u64, u64)>>,
-    ) -> Judge<'a> {
+    fn new(run: RunId, acks: &'a [Ack], mut order: Vec<usize>, visible: Visible) -> Judge<'a> {
         order.sort_by_key(|&i| acks[i].record.offset);
         Judge {
             run,
@@ -304,7 +359,7 @@ impl<'a> Judge<'a> {
         let rec = &self.acks[i].record;
         let index = ((p - rec.offset) / SECTOR as u64) as u32;
         match chunk {
-            _ if !covers(&self.visible[i], p) => SectorFinding::Superseded,
+            _ if !covers(self.visible.of(i), p) => SectorFinding::Superseded,
             Some(c) if !in_bad(&c.bad, p) => {
                 let k = ((p - c.offset) / SECTOR as u64) as usize;
                 let found = &c.buf[k * SECTOR..(k + 1) * SECTOR];

@@ -18,7 +18,10 @@ use std::time::Duration;
 
 const CHUNK_BYTES: u64 = 2 << 20;
 /// Chunks in circulation per reader.
-const POOL: usize = 3;
+pub(super) const POOL: usize = 3;
+/// Chunks per reader when the reads start before the judging can (`super::read_early`):
+/// 128 MiB read ahead while verify's first pass over the acks runs.
+pub(super) const EARLY_POOL: usize = 32;
 const READERS: usize = 2;
 
 /// One chunk of the span, read and decoded.
@@ -37,21 +40,30 @@ pub(super) struct Chunk {
 /// The running readers and decoder of one scan.
 pub(super) struct Pipeline {
     start: u64,
+    /// What it reads: (start, readable_end, block) as given to [`Pipeline::start`].
+    pub(super) reads: (u64, u64, u64),
     from_decoder: mpsc::Receiver<Chunk>,
     /// Per reader: where its chunks go back after judging.
     give_backs: Vec<mpsc::Sender<Chunk>>,
 }
 
 impl Pipeline {
-    /// Starts reading [start, readable_end) of `dev` in chunks of whole `block`s.
-    pub fn start(dev: Arc<dyn Device>, start: u64, readable_end: u64, block: u64) -> Pipeline {
-        let (to_judge, from_decoder) = mpsc::sync_channel::<Chunk>(POOL);
+    /// Starts reading [start, readable_end) of `dev` in chunks of whole `block`s, with
+    /// `pool` chunks per reader (reads ahead of the judging).
+    pub fn start(
+        dev: Arc<dyn Device>,
+        start: u64,
+        readable_end: u64,
+        block: u64,
+        pool: usize,
+    ) -> Pipeline {
+        let (to_judge, from_decoder) = mpsc::sync_channel::<Chunk>(pool);
         let mut from_readers = vec![];
         let mut give_backs = vec![];
         for k in 0..READERS as u64 {
-            let (to_decoder, from_reader) = mpsc::sync_channel::<Chunk>(POOL);
+            let (to_decoder, from_reader) = mpsc::sync_channel::<Chunk>(pool);
             let (give_back, recycled) = mpsc::channel::<Chunk>();
-            for _ in 0..POOL {
+            for _ in 0..pool {
                 // No chunk is longer than the span: a small run (a test's few sectors)
                 // does not allocate and zero 12 MiB of buffers on every verify.
                 let n = CHUNK_BYTES.min(readable_end.saturating_sub(start)) as usize;
@@ -72,6 +84,7 @@ impl Pipeline {
         spawn_decoder(from_readers, to_judge);
         Pipeline {
             start,
+            reads: (start, readable_end, block),
             from_decoder,
             give_backs,
         }

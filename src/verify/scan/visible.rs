@@ -1,0 +1,102 @@
+//! Which bytes of each acknowledged record are still its own (no later record covers
+//! them), in the flat form the scan takes: see [`Visible`].
+
+/// Each ack's visible ranges, as [`super::visible_ranges`] gives them, in two flat vectors.
+/// Why not a vector per ack: verify at scale passes millions of live acks, nearly all
+/// with one range, and an allocation each (with its header and the allocator's) cost
+/// more than the ranges, in memory and in page-clearing CPU.
+#[derive(Debug, Default, PartialEq)]
+pub struct Visible {
+    /// Ack i's ranges are `ranges[ends[i - 1]..ends[i]]` (from 0 for ack 0).
+    ends: Vec<usize>,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl Visible {
+    pub fn with_capacity(acks: usize) -> Visible {
+        Visible {
+            ends: Vec::with_capacity(acks),
+            ranges: Vec::with_capacity(acks),
+        }
+    }
+
+    /// Starts the next ack, with no range yet.
+    pub fn push_ack(&mut self) {
+        self.ends.push(self.ranges.len());
+    }
+
+    /// Adds [s, e) to the last ack's ranges, joined to its last range if that ends at
+    /// `s`. Ranges must come in order.
+    pub fn push_range(&mut self, s: u64, e: u64) {
+        let n = self.ends.len();
+        let from = if n >= 2 { self.ends[n - 2] } else { 0 };
+        let last = self.ends.last_mut().expect("push_ack first");
+        match self.ranges.last_mut() {
+            Some((_, pe)) if *last > from && *pe == s => *pe = e,
+            _ => {
+                self.ranges.push((s, e));
+                *last += 1;
+            }
+        }
+    }
+
+    /// The visible ranges of ack `i`.
+    pub fn of(&self, i: usize) -> &[(u64, u64)] {
+        let from = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.ranges[from..self.ends[i]]
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+impl From<Vec<Vec<(u64, u64)>>> for Visible {
+    fn from(v: Vec<Vec<(u64, u64)>>) -> Visible {
+        let mut out = Visible::with_capacity(v.len());
+        for ranges in v {
+            out.ends.push(out.ranges.len() + ranges.len());
+            out.ranges.extend(ranges);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Built range by range (joining touching ones) or from a vector per ack, the flat
+    /// form gives back each ack's ranges, empty ones included.
+    #[test]
+    fn visible_ranges_flat_give_back_each_ack_s_ranges() {
+        let per_ack: Vec<Vec<(u64, u64)>> = vec![
+            vec![],
+            vec![(0, 512)],
+            vec![],
+            vec![(512, 1024), (2048, 4096)],
+            vec![(4096, 5120)],
+            vec![],
+        ];
+        let mut built = Visible::default();
+        for ranges in &per_ack {
+            built.push_ack();
+            for &(s, e) in ranges {
+                // Split in two touching halves, which must be joined again.
+                let mid = s + (e - s) / 2;
+                built.push_range(s, mid);
+                built.push_range(mid, e);
+            }
+        }
+        let from: Visible = per_ack.clone().into();
+        assert_eq!(built, from);
+        assert_eq!(from.len(), per_ack.len());
+        for (i, ranges) in per_ack.iter().enumerate() {
+            assert_eq!(from.of(i), &ranges[..], "ack {i}");
+        }
+    }
+}
