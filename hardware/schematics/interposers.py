@@ -171,12 +171,13 @@ M2_PASS = [str(n) for n in range(1, 76)
 # U.2 (SFF-8639): pin roles checked against u2-pins.tsv (tests/hardware_schematics.rs).
 # 12 V on P13-P15 (P13 the precharge pin) and ground on P5, P6 and P12: the P segment an
 # SFF-8639 receptacle shares with SAS drives ([pinouts-ru], [sff8639] in u2-pins.tsv).
-# P4 is ground for a SAS drive, but its U.2 (PCIe) use could not be checked against a
-# public source, and P10 is PRSNT# on U.2 ([sn200-notes]): both pass straight through pin
-# to pin, right whether they are grounds or detect signals, where tying them to our ground
-# could tell the host the wrong drive type. 3.3 V aux on E3 is switched; E3 rests on one
-# secondary source (README, "Pins on one secondary source"). The S (SAS/SATA) and E (PCIe)
-# segments otherwise pass straight through (PERST#, REFCLK, SMBus, DualPortEn#).
+# P4 is ground for a SAS drive but an interface-detect input (IFDET) on a U.2 plug
+# ([blade3-doc]), and P10 is PRSNT# on U.2 ([sn200-notes], [blade3-doc]): both pass
+# straight through pin to pin, right whether they are grounds or detect signals, where
+# tying them to our ground could tell the host the wrong drive type. 3.3 V aux on E3 is
+# switched; E3 rests on secondary sources only (README, "Pins on one secondary source or
+# two"). The S (SAS/SATA) and E (PCIe) segments otherwise pass straight through (PERST#,
+# REFCLK, SMBus, DualPortEn#).
 # P1-P3 and P7-P9 (5 V) are NOT passed: passing them unswitched would keep a drive that
 # uses them powered through a cut; a drive that needs 5 V does not start on this board.
 U2_12V = ["P13", "P14", "P15"]
