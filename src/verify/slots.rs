@@ -189,3 +189,73 @@ impl SlotTable {
         LiveSlots { idx, acks, find }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RecordId;
+
+    fn later(a: &Ack, b: &Ack) -> bool {
+        (a.record.stream, a.record.seq) > (b.record.stream, b.record.seq)
+    }
+
+    /// The live list of a table, full (a ring) or with empty slots squeezed out, is in
+    /// slot order, and every ack of the run is found by its slot exactly when it is the
+    /// latest in its slot (the second pass's lookup).
+    #[test]
+    fn a_live_ack_is_found_by_its_slot_and_no_other() {
+        let mut x = 7u64;
+        let mut next = move || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        for (slots, n, base) in [(16u64, 64u64, 0u64), (16, 10, 1024), (64, 300, 512)] {
+            let mut t = SlotTable::new(base);
+            let mut acks = vec![];
+            for i in 0..n {
+                // Every slot once in order (a ring) when n covers them, then random.
+                let k = if n >= slots && i < slots {
+                    i
+                } else {
+                    next() % slots
+                };
+                let a = Ack {
+                    record: RecordId {
+                        stream: (next() % 2) as u16,
+                        seq: i + 1,
+                        offset: base + k * 1024,
+                        sectors: 2,
+                        write_time_ns: i,
+                    },
+                    flushed_ns: i + 5,
+                };
+                assert!(t.paint(i, &a, later));
+                acks.push(a);
+            }
+            // The latest ack of each slot, by brute force.
+            let mut latest: Vec<Option<u64>> = vec![None; slots as usize];
+            for (i, a) in acks.iter().enumerate() {
+                let k = ((a.record.offset - base) / 1024) as usize;
+                if latest[k].is_none_or(|j| !later(&acks[j as usize], a)) {
+                    latest[k] = Some(i as u64);
+                }
+            }
+            let live = t.into_live();
+            let want: Vec<u64> = latest.iter().flatten().copied().collect();
+            assert_eq!(live.idx, want, "{slots} slots, {n} acks");
+            for (j, &i) in live.idx.iter().enumerate() {
+                assert_eq!(live.acks[j], acks[i as usize]);
+            }
+            for (i, a) in acks.iter().enumerate() {
+                let found = live.find.place_of(&live.idx, i as u64, a);
+                let is_live = want.contains(&(i as u64));
+                assert_eq!(found.is_some(), is_live, "ack {i}");
+                if let Some(j) = found {
+                    assert_eq!(live.idx[j], i as u64);
+                }
+            }
+        }
+    }
+}
