@@ -46,6 +46,8 @@ py() { python3 -c "print($1)"; }
 has() { case " $SECTIONS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 echo "# plugpull scale benchmark, $(date -u +%FT%TZ), $(nproc) cores, kernel $(uname -r), $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src || echo ' (+ uncommitted changes)')"
+# The commit above is the worktree's; PP and SYN may be builds of another.
+echo "# binaries: $PP ($(sha256sum "$PP" | cut -c1-12)), $SYN"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # 1. Memory and time at scale.

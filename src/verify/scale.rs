@@ -26,7 +26,7 @@ use super::classify::{SectorTally, classify_record};
 use super::judge::{Judging, TimedOut};
 use super::report::Report;
 use super::scan::{self, Visible};
-use super::slots::SlotTable;
+use super::slots::{LiveSlots, SlotFinder, SlotTable};
 use crate::device::Device;
 use crate::model::{Ack, RecordClass, RunDescriptor};
 use crate::witness::validate::{AckRules, ImpossibleRun, LogViolations, SeqTracker};
@@ -206,30 +206,20 @@ impl Painted {
         );
     }
 
-    /// The live acks (at least one byte still theirs), in ack order, with their visible
-    /// ranges (sorted, touching ranges merged) and numbers.
+    /// The live acks (at least one byte still theirs) with their visible ranges (sorted,
+    /// touching ranges merged) and numbers: in slot order from the table (no sort: slot
+    /// order is offset order, the scan's own), in ack order from the map.
     fn live(self) -> Live {
-        let mut live = Live::default();
         let Some(t) = self.slots else {
             return live_of_pieces(self.pieces);
         };
-        // One range per live ack. Sorted by ack as (number, slot) pairs, then the acks
-        // taken from the table: sorting its 56-byte entries would move 3.5 times the
-        // bytes.
-        let mut order: Vec<(u64, usize)> = Vec::with_capacity(t.taken() as usize);
-        order.extend(t.painted().map(|(k, idx)| (idx, k)));
-        order.sort_unstable();
-        live.idx.reserve_exact(order.len());
-        live.acks.reserve_exact(order.len());
-        live.visible = Visible::with_capacity(order.len());
-        for (idx, k) in order {
-            let (s, e, ack) = t.get(k);
-            live.idx.push(idx);
-            live.acks.push(ack);
-            live.visible.push_ack();
-            live.visible.push_range(s, e);
+        let LiveSlots { idx, acks, find } = t.into_live();
+        Live {
+            visible: Visible::whole_records(acks.len()),
+            idx,
+            acks,
+            find: Some(find),
         }
-        live
     }
 }
 
@@ -269,15 +259,38 @@ pub(super) fn live_for_tests(
     let live = p.live();
     let rows = live.idx.into_iter().zip(live.acks).enumerate();
     let v = &live.visible;
-    rows.map(|(k, (i, a))| (i, a, v.of(k).to_vec())).collect()
+    let ranges = |k, a: &Ack| v.ranges_of(k, (a.record.offset, a.record.end()));
+    let mut rows: Vec<LiveRow> = rows.map(|(k, (i, a))| (i, a, ranges(k, &a))).collect();
+    // In ack order, whichever order the painting keeps.
+    rows.sort_by_key(|r| r.0);
+    rows
 }
 
-/// The acks still visible somewhere, in ack order.
+/// The acks still visible somewhere: in ack order (`find` None), or in slot order.
 #[derive(Default)]
 struct Live {
     idx: Vec<u64>,
     acks: Vec<Ack>,
     visible: Visible,
+    /// Finds a live ack by its slot when the list is in slot order.
+    find: Option<SlotFinder>,
+}
+
+impl Live {
+    /// The place in the list of ack number `i` (the ack `a`), if it is live. The second
+    /// pass asks for every ack in ack order; `next`, where the next live ack in ack order
+    /// sits when the list is in ack order, moves past a found one.
+    #[inline]
+    fn place_of(&self, i: u64, a: &Ack, next: &mut usize) -> Option<usize> {
+        match &self.find {
+            Some(f) => f.place_of(&self.idx, i, a),
+            None if self.idx.get(*next) == Some(&i) => {
+                *next += 1;
+                Some(*next - 1)
+            }
+            None => None,
+        }
+    }
 }
 
 /// What a scaled verify gives besides the report: the run's validity (a log no writer
@@ -333,13 +346,13 @@ pub fn verify_streamed(
     let mut painted = first_pass(d, acks)?;
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
     let latency = std::mem::take(&mut painted.latency);
-    let live = painted.live();
+    let mut live = painted.live();
     let also = scan_region.then_some(region);
     let result = scan::scan_visible(
         dev,
         d.run_id,
         &live.acks,
-        live.visible,
+        std::mem::take(&mut live.visible),
         read_timeout,
         also,
         Some(early),
@@ -361,14 +374,12 @@ pub fn verify_streamed(
     let (mut i, mut next_live, mut seen) = (0u64, 0usize, 0u64);
     acks.pass(&mut |chunk| {
         for a in chunk {
-            let t = if live.idx.get(next_live) == Some(&i) {
-                next_live += 1;
-                result.tallies[next_live - 1]
-            } else {
-                SectorTally {
+            let t = match live.place_of(i, a, &mut next_live) {
+                Some(j) => result.tallies[j],
+                None => SectorTally {
                     superseded: a.record.sectors,
                     ..Default::default()
-                }
+                },
             };
             let c = class_of(a, &t);
             judging.add(a, c, &t, elsewhere);

@@ -359,7 +359,7 @@ impl<'a> Judge<'a> {
         let rec = &self.acks[i].record;
         let index = ((p - rec.offset) / SECTOR as u64) as u32;
         match chunk {
-            _ if !covers(self.visible.of(i), p) => SectorFinding::Superseded,
+            _ if !self.visible.covers(i, p) => SectorFinding::Superseded,
             Some(c) if !in_bad(&c.bad, p) => {
                 let k = ((p - c.offset) / SECTOR as u64) as usize;
                 let found = &c.buf[k * SECTOR..(k + 1) * SECTOR];
@@ -422,10 +422,6 @@ pub fn visible_ranges(acks: &[Ack]) -> Vec<Vec<(u64, u64)>> {
         }
     }
     out
-}
-
-fn covers(ranges: &[(u64, u64)], p: u64) -> bool {
-    ranges.iter().any(|&(s, e)| s <= p && p < e)
 }
 
 fn in_bad(bad: &[(u64, u64, String)], p: u64) -> bool {
