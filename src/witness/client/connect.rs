@@ -45,10 +45,21 @@ pub(super) fn connect_stream(addr: &str) -> ClientResult<TcpStream> {
     })
 }
 
+/// Bytes requested from the socket per read.
+const READ_CHUNK_BYTES: usize = 64 << 10;
+
 /// Reads whole frames from a blocking socket.
+///
+/// Why cursors over a buffer that stays initialised: growing the Vec by a zeroed 64 KiB
+/// chunk before every read (and truncating after) cost a 64 KiB memset per Durable reply
+/// of a few dozen bytes, on the writer's busy core.
 #[derive(Default)]
 pub(super) struct FrameReader {
     buf: Vec<u8>,
+    /// Bytes before this were handed out as frames.
+    start: usize,
+    /// Bytes from here on hold nothing received yet.
+    filled: usize,
 }
 
 impl FrameReader {
@@ -62,7 +73,7 @@ impl FrameReader {
         opener: Option<&mut Opener>,
     ) -> ClientResult<Option<Msg>> {
         loop {
-            match frame::decode(&self.buf) {
+            match frame::decode(&self.buf[self.start..self.filled]) {
                 Decoded::Frame(f) => {
                     let n = f.len_bytes;
                     let plain_error =
@@ -78,24 +89,48 @@ impl FrameReader {
                             "frame from the witness refused: {e}"
                         ))),
                     };
-                    self.buf.drain(..n);
+                    self.consume(n);
                     return m.map(Some);
                 }
                 Decoded::Error(e) => refuse!("bad frame from the witness: {e}"),
                 Decoded::NeedMore { .. } => {}
             }
-            let len = self.buf.len();
-            self.buf.resize(len + (64 << 10), 0);
-            let r = s.read(&mut self.buf[len..]);
-            self.buf.truncate(len + *r.as_ref().unwrap_or(&0));
+            let pending = self.make_room();
+            let r = s.read(&mut self.buf[self.filled..]);
             match r {
-                Ok(0) if len == 0 => return Ok(None),
+                Ok(0) if pending == 0 => return Ok(None),
                 Ok(0) => refuse!("the witness closed the connection in the middle of a frame"),
-                Ok(_) => {}
+                Ok(n) => self.filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+impl FrameReader {
+    /// Drops the first `n` unread bytes (a frame handed out).
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.filled {
+            self.start = 0;
+            self.filled = 0;
+        }
+    }
+
+    /// Moves the unread bytes to the front and makes sure at least READ_CHUNK_BYTES
+    /// follow them (zeroed only when the buffer grows); returns how many are unread.
+    fn make_room(&mut self) -> usize {
+        let pending = self.filled - self.start;
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.filled, 0);
+            self.start = 0;
+            self.filled = pending;
+        }
+        if self.buf.len() - self.filled < READ_CHUNK_BYTES {
+            self.buf.resize(self.filled + READ_CHUNK_BYTES, 0);
+        }
+        pending
     }
 }
 
