@@ -45,6 +45,8 @@ pub(super) type Next = ControlFlow<End>;
 pub(super) struct RecvBuf {
     buf: Vec<u8>,
     filled: usize,
+    /// The last read filled all the room it was given: more may be waiting.
+    last_read_full: bool,
 }
 
 impl RecvBuf {
@@ -53,6 +55,7 @@ impl RecvBuf {
         RecvBuf {
             filled: bytes.len(),
             buf: bytes,
+            last_read_full: false,
         }
     }
     fn data(&self) -> &[u8] {
@@ -70,6 +73,7 @@ impl RecvBuf {
         if self.buf.len() - self.filled < READ_CHUNK_BYTES {
             self.buf.resize(self.filled + READ_CHUNK_BYTES, 0);
         }
+        let room = self.buf.len() - self.filled;
         let n = loop {
             match read(&mut self.buf[self.filled..]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -77,6 +81,7 @@ impl RecvBuf {
             }
         };
         self.filled += n;
+        self.last_read_full = n == room;
         Ok(n)
     }
 
@@ -133,6 +138,8 @@ pub(super) struct Conn {
     pub(super) acks_received: u64,
     pub(super) last_ack_at_ns: Option<u64>,
     pub(super) last_frame_at_ns: u64,
+    /// The read timeout the socket has now (set by `arm_read_timeout`).
+    read_timeout_armed: Option<Duration>,
 }
 
 impl Conn {
@@ -155,6 +162,7 @@ impl Conn {
             acks_received: 0,
             last_ack_at_ns: None,
             last_frame_at_ns: now_ns(),
+            read_timeout_armed: None,
         }
     }
 
@@ -282,9 +290,7 @@ impl Conn {
             if left.is_zero() {
                 return End::Idle;
             }
-            let _ = self
-                .stream
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))));
+            self.arm_read_timeout(left);
             // One blocking read, then whatever else is already there: the batch that
             // shares one commit.
             match self.read_some() {
@@ -307,7 +313,9 @@ impl Conn {
                 Err(e) => return End::Io(e),
             }
             let mut eof = false;
-            while self.rbuf.len() < READ_BATCH_BYTES {
+            // A read that left room found the socket empty: asking again at once would
+            // only return EAGAIN (a syscall per batch, for nothing).
+            while self.rbuf.last_read_full && self.rbuf.len() < READ_BATCH_BYTES {
                 match self.read_more_now() {
                     Ok(0) => {
                         eof = true;
@@ -354,6 +362,19 @@ impl Conn {
             "connection closed in the middle of a frame ({} bytes{need} received)",
             self.rbuf.len()
         )
+    }
+
+    /// Makes the next blocking read return by the idle deadline (`left` from now). The
+    /// socket keeps its timeout between reads, and while frames keep coming `left` stays
+    /// near the idle timeout: setting it again only when it must shrink, or is far
+    /// shorter than needed (a read woken early just loops), saves a setsockopt per batch.
+    fn arm_read_timeout(&mut self, left: Duration) {
+        let want = left.max(Duration::from_millis(1));
+        let armed = self.read_timeout_armed;
+        if armed.is_none_or(|t| t > want || t < want / 2) {
+            let _ = self.stream.set_read_timeout(Some(want));
+            self.read_timeout_armed = Some(want);
+        }
     }
 
     /// One read, waiting up to the socket's read timeout.
