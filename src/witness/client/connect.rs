@@ -176,3 +176,54 @@ pub(super) fn encode_sealed(m: &Msg, session: Option<&mut Session>) -> Vec<u8> {
     auth::seal_opt(session.map(|s| &mut s.sealer), &mut v, 0);
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// Frames arriving several to a read, split across reads, and one larger than a read
+    /// chunk come out whole and in order, then a clean end of stream.
+    #[test]
+    fn frame_reader_returns_every_frame_however_the_bytes_arrive() {
+        let big = "x".repeat(3 * READ_CHUNK_BYTES + 17);
+        let mut sent = vec![];
+        for i in 0..40u64 {
+            sent.push(Msg::Durable { durable_acks: i });
+            if i % 13 == 5 {
+                sent.push(Msg::Error {
+                    message: big.clone(),
+                });
+            }
+            sent.push(Msg::Heartbeat);
+        }
+        let bytes: Vec<u8> = sent.iter().flat_map(Msg::encode).collect();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let writer = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            // Pieces of uneven sizes, flushed apart, so reads end inside frames.
+            let mut at = 0;
+            for (k, step) in [1, 7, 3000, 20, 100_000, 5, 70_000].iter().cycle().enumerate() {
+                if at >= bytes.len() {
+                    break;
+                }
+                let end = (at + step).min(bytes.len());
+                s.write_all(&bytes[at..end]).unwrap();
+                at = end;
+                if k % 3 == 0 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        let mut s = TcpStream::connect(addr).unwrap();
+        let mut r = FrameReader::default();
+        let mut got = vec![];
+        while let Some(m) = r.next(&mut s, None).unwrap() {
+            got.push(m);
+        }
+        writer.join().unwrap();
+        assert_eq!(got.len(), sent.len());
+        assert!(got == sent, "frames differ");
+    }
+}
