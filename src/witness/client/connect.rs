@@ -204,7 +204,11 @@ mod tests {
             let (mut s, _) = l.accept().unwrap();
             // Pieces of uneven sizes, flushed apart, so reads end inside frames.
             let mut at = 0;
-            for (k, step) in [1, 7, 3000, 20, 100_000, 5, 70_000].iter().cycle().enumerate() {
+            for (k, step) in [1, 7, 3000, 20, 100_000, 5, 70_000]
+                .iter()
+                .cycle()
+                .enumerate()
+            {
                 if at >= bytes.len() {
                     break;
                 }

@@ -45,8 +45,6 @@ pub(super) type Next = ControlFlow<End>;
 pub(super) struct RecvBuf {
     buf: Vec<u8>,
     filled: usize,
-    /// The last read filled all the room it was given: more may be waiting.
-    last_read_full: bool,
 }
 
 impl RecvBuf {
@@ -55,7 +53,6 @@ impl RecvBuf {
         RecvBuf {
             filled: bytes.len(),
             buf: bytes,
-            last_read_full: false,
         }
     }
     fn data(&self) -> &[u8] {
@@ -73,7 +70,6 @@ impl RecvBuf {
         if self.buf.len() - self.filled < READ_CHUNK_BYTES {
             self.buf.resize(self.filled + READ_CHUNK_BYTES, 0);
         }
-        let room = self.buf.len() - self.filled;
         let n = loop {
             match read(&mut self.buf[self.filled..]) {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -81,7 +77,6 @@ impl RecvBuf {
             }
         };
         self.filled += n;
-        self.last_read_full = n == room;
         Ok(n)
     }
 
@@ -313,9 +308,7 @@ impl Conn {
                 Err(e) => return End::Io(e),
             }
             let mut eof = false;
-            // A read that left room found the socket empty: asking again at once would
-            // only return EAGAIN (a syscall per batch, for nothing).
-            while self.rbuf.last_read_full && self.rbuf.len() < READ_BATCH_BYTES {
+            while self.rbuf.len() < READ_BATCH_BYTES {
                 match self.read_more_now() {
                     Ok(0) => {
                         eof = true;
@@ -364,16 +357,17 @@ impl Conn {
         )
     }
 
-    /// Makes the next blocking read return by the idle deadline (`left` from now). The
-    /// socket keeps its timeout between reads, and while frames keep coming `left` stays
-    /// near the idle timeout: setting it again only when it must shrink, or is far
-    /// shorter than needed (a read woken early just loops), saves a setsockopt per batch.
+    /// Makes the next blocking read return by the idle deadline (`left` from now). A
+    /// socket keeps its timeout, and a read's timeout counts from the read: one armed
+    /// at half of what was left serves every read while frames keep coming (`left`
+    /// stays near the idle timeout), where setting it before each read was a
+    /// setsockopt per batch. A read woken early just loops.
     fn arm_read_timeout(&mut self, left: Duration) {
-        let want = left.max(Duration::from_millis(1));
-        let armed = self.read_timeout_armed;
-        if armed.is_none_or(|t| t > want || t < want / 2) {
-            let _ = self.stream.set_read_timeout(Some(want));
-            self.read_timeout_armed = Some(want);
+        let fits = |t: Duration| t <= left && t >= left / 4;
+        if !self.read_timeout_armed.is_some_and(fits) {
+            let t = (left / 2).max(Duration::from_millis(1));
+            let _ = self.stream.set_read_timeout(Some(t));
+            self.read_timeout_armed = Some(t);
         }
     }
 
