@@ -417,11 +417,15 @@ fn advance_durable(sh: &Shared, g: &mut Inner, n: u64) {
         g.pusher_waiting = false;
         sh.cv_push.notify_all();
     }
-    if g.bye_requested && g.sender_waiting {
-        g.sender_waiting = false;
-        sh.cv_send.notify_one();
+    if g.bye_requested {
+        if g.sender_waiting {
+            g.sender_waiting = false;
+            sh.cv_send.notify_one();
+        }
+        // Only `finish_within` waits for durability, and it says Bye first: a notify
+        // without a waiter is still a futex syscall, per Durable reply.
+        sh.cv_durable.notify_all();
     }
-    sh.cv_durable.notify_all();
 }
 
 /// Wakes the sender thread if it sleeps waiting for acks. Only then: a futex wake per

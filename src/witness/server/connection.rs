@@ -133,6 +133,8 @@ pub(super) struct Conn {
     pub(super) acks_received: u64,
     pub(super) last_ack_at_ns: Option<u64>,
     pub(super) last_frame_at_ns: u64,
+    /// The read timeout the socket has now (set by `arm_read_timeout`).
+    read_timeout_armed: Option<Duration>,
 }
 
 impl Conn {
@@ -155,6 +157,7 @@ impl Conn {
             acks_received: 0,
             last_ack_at_ns: None,
             last_frame_at_ns: now_ns(),
+            read_timeout_armed: None,
         }
     }
 
@@ -282,9 +285,7 @@ impl Conn {
             if left.is_zero() {
                 return End::Idle;
             }
-            let _ = self
-                .stream
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))));
+            self.arm_read_timeout(left);
             // One blocking read, then whatever else is already there: the batch that
             // shares one commit.
             match self.read_some() {
@@ -354,6 +355,20 @@ impl Conn {
             "connection closed in the middle of a frame ({} bytes{need} received)",
             self.rbuf.len()
         )
+    }
+
+    /// Makes the next blocking read return by the idle deadline (`left` from now). A
+    /// socket keeps its timeout, and a read's timeout counts from the read: one armed
+    /// at half of what was left serves every read while frames keep coming (`left`
+    /// stays near the idle timeout), where setting it before each read was a
+    /// setsockopt per batch. A read woken early just loops.
+    fn arm_read_timeout(&mut self, left: Duration) {
+        let fits = |t: Duration| t <= left && t >= left / 4;
+        if !self.read_timeout_armed.is_some_and(fits) {
+            let t = (left / 2).max(Duration::from_millis(1));
+            let _ = self.stream.set_read_timeout(Some(t));
+            self.read_timeout_armed = Some(t);
+        }
     }
 
     /// One read, waiting up to the socket's read timeout.

@@ -346,7 +346,13 @@ impl Journal {
         st.appended_seq += 1;
         let seq = st.appended_seq;
         let synced = &inner.synced[((st.syncs + 1) % 2) as usize];
+        // Wake the sync thread with the lock released: woken under it, the thread would
+        // find the lock taken and sleep again on it (two more futex calls and a context
+        // switch per commit). The loop re-checks under the lock, so a sync that ends
+        // before we wait is not missed.
+        drop(st);
         inner.work.notify_one();
+        st = lock(&inner.state);
         loop {
             if st.durable_seq >= seq {
                 return Ok(());
@@ -415,10 +421,15 @@ fn sync_loop(inner: Arc<Inner>, checkpoints: Sender<Checkpoint>) {
         if batch.capacity() <= 8 << 20 {
             st.spare = batch;
         }
+        // Wake the waiters with the lock released, as in `Journal::commit`: each re-checks
+        // `durable_seq` under the lock.
+        let failed = st.failed.is_some();
+        drop(st);
         inner.synced[(this_sync % 2) as usize].notify_all();
-        if st.failed.is_some() {
+        if failed {
             inner.synced[((this_sync + 1) % 2) as usize].notify_all();
         }
+        st = lock(&inner.state);
     }
 }
 
