@@ -13,7 +13,14 @@ pub const STAMP_LEN: usize = 64;
 /// Bytes of regenerable content after the stamp.
 pub const CONTENT_LEN: usize = SECTOR - STAMP_LEN;
 pub const MAGIC: [u8; 4] = *b"PLUG";
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this build writes. Version 2 changed only the content generator
+/// (docs/format.md "Content"); version 1 records still decode and verify.
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format version this build still reads.
+pub const OLDEST_READABLE_VERSION: u16 = 1;
+
+mod content;
+pub use content::{RecordContent, RunKey};
 
 /// A 128-bit random run identity. Every sector carries it so that data of other runs is
 /// recognised as stale, never as corruption.
@@ -111,10 +118,21 @@ pub enum StampError {
 /// Writes the stamp for sector `index` of `rec` into `sector[..STAMP_LEN]`; the content
 /// (`sector[STAMP_LEN..]`) must already be in place, since the stamp carries its CRC.
 pub fn encode_stamp(sector: &mut [u8], run: RunId, rec: &RecordId, index: u32) {
+    encode_stamp_version(sector, FORMAT_VERSION, run, rec, index);
+}
+
+/// [`encode_stamp`] for format `version` (verify regenerates version 1 sectors too).
+pub fn encode_stamp_version(
+    sector: &mut [u8],
+    version: u16,
+    run: RunId,
+    rec: &RecordId,
+    index: u32,
+) {
     let content_crc = crc32fast::hash(&sector[STAMP_LEN..SECTOR]);
     let s = &mut sector[..STAMP_LEN];
     s[0..4].copy_from_slice(&MAGIC);
-    s[4..6].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    s[4..6].copy_from_slice(&version.to_le_bytes());
     s[6..8].copy_from_slice(&rec.stream.to_le_bytes());
     s[8..12].copy_from_slice(&index.to_le_bytes());
     s[12..16].copy_from_slice(&content_crc.to_le_bytes());
@@ -152,7 +170,7 @@ pub fn decode_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
         return Err(StampError::BadChecksum);
     }
     let version = u16_at(s, 4);
-    if version != FORMAT_VERSION {
+    if !(OLDEST_READABLE_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(StampError::UnknownVersion(version));
     }
     let mut run = [0u8; 16];
@@ -181,44 +199,10 @@ pub fn decode_stamp(sector: &[u8]) -> Result<Stamp, StampError> {
     Ok(stamp)
 }
 
-/// The content key of one run, derived from its run id. Record content must be
-/// incompressible (so a compressing controller cannot cheat) and regenerable by verify
-/// from the run id alone, so it is a keyed BLAKE3 XOF, not a PRNG.
-#[derive(Clone)]
-pub struct RunKey {
-    key: [u8; 32],
-}
-
-impl RunKey {
-    pub fn new(run: RunId) -> RunKey {
-        let mut h = blake3::Hasher::new_derive_key("plugpull 2026 record content v1");
-        h.update(&run.0);
-        RunKey {
-            key: *h.finalize().as_bytes(),
-        }
-    }
-
-    /// The derived key itself (for `write::xof`, which computes the same stream in SIMD
-    /// lanes).
-    pub fn key_bytes(&self) -> &[u8; 32] {
-        &self.key
-    }
-
-    /// The content byte stream of record (stream, seq): sector i's content is bytes
-    /// [i*512 + 64, (i+1)*512) of it (see `record::fill_record`).
-    pub fn content_stream(&self, stream: u16, seq: u64) -> blake3::OutputReader {
-        let mut h = blake3::Hasher::new_keyed(&self.key);
-        h.update(&stream.to_le_bytes());
-        h.update(&seq.to_le_bytes());
-        h.finalize_xof()
-    }
-}
-
-/// Fills `buf` (exactly `rec.len_bytes()` long) with the record's bytes. Content comes
-/// from the run key's XOF for (stream, seq), laid over the whole record so that sector i's
-/// content is XOF bytes [i*512 + 64, (i+1)*512); the stamp then takes each sector's first
-/// 64 bytes. Drawing the whole record in one call lets the XOF hash many blocks in
-/// parallel SIMD lanes, which matters at hundreds of thousands of records per second.
+/// Fills `buf` (exactly `rec.len_bytes()` long) with the record's bytes in the key's
+/// format version. Content is laid over the whole record so that sector i's content is
+/// content bytes [i*512 + 64, (i+1)*512) of (stream, seq) (`content::RecordContent`);
+/// the stamp takes each sector's first 64 bytes.
 pub fn fill_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) {
     prepare_record(buf, key, run, rec);
     set_write_time(buf, rec.write_time_ns);
@@ -233,9 +217,10 @@ pub fn prepare_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) 
         rec.len_bytes(),
         "buffer must hold the whole record"
     );
-    key.content_stream(rec.stream, rec.seq).fill(buf);
+    let mut content = key.record(rec.stream, rec.seq);
     for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
-        encode_stamp(sector, run, rec, i as u32);
+        content.fill_at((i * SECTOR + STAMP_LEN) as u64, &mut sector[STAMP_LEN..]);
+        encode_stamp_version(sector, key.version(), run, rec, i as u32);
     }
 }
 
@@ -249,7 +234,8 @@ pub fn set_write_time(buf: &mut [u8], write_time_ns: u64) {
     }
 }
 
-/// The expected bytes of one sector of a record, for comparison by verify.
+/// The expected bytes of one sector of a record, for comparison by verify, in the
+/// format version of `key` (the run's).
 pub fn expected_sector(
     out: &mut [u8; SECTOR],
     key: &RunKey,
@@ -257,10 +243,10 @@ pub fn expected_sector(
     rec: &RecordId,
     index: u32,
 ) {
-    let mut xof = key.content_stream(rec.stream, rec.seq);
-    xof.set_position(index as u64 * SECTOR as u64 + STAMP_LEN as u64);
-    xof.fill(&mut out[STAMP_LEN..]);
-    encode_stamp(out, run, rec, index);
+    let from = index as u64 * SECTOR as u64 + STAMP_LEN as u64;
+    key.record(rec.stream, rec.seq)
+        .fill_at(from, &mut out[STAMP_LEN..]);
+    encode_stamp_version(out, key.version(), run, rec, index);
 }
 
 /// Number of bits that differ between two equal-length byte slices.
@@ -281,131 +267,4 @@ pub fn bit_difference(a: &[u8], b: &[u8]) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec() -> RecordId {
-        RecordId {
-            stream: 3,
-            seq: 77,
-            offset: 8192,
-            sectors: 8,
-            write_time_ns: 1_700_000_000_123,
-        }
-    }
-
-    #[test]
-    fn stamp_round_trip() {
-        let run = RunId([7; 16]);
-        let mut s = [0u8; SECTOR];
-        encode_stamp(&mut s, run, &rec(), 5);
-        let d = decode_stamp(&s).unwrap();
-        assert_eq!(d.run, run);
-        assert_eq!(d.record, rec());
-        assert_eq!(d.index, 5);
-        assert!(content_matches(&s, &d));
-        s[100] ^= 4;
-        assert!(!content_matches(&s, &d), "a content bit flip must be seen");
-        assert_eq!(d.home(), 8192 + 5 * 512);
-    }
-
-    #[test]
-    fn any_flipped_stamp_bit_is_caught() {
-        let run = RunId([7; 16]);
-        let mut s = [0u8; SECTOR];
-        encode_stamp(&mut s, run, &rec(), 5);
-        for bit in 0..STAMP_LEN * 8 {
-            let mut t = s;
-            t[bit / 8] ^= 1 << (bit % 8);
-            assert!(decode_stamp(&t).is_err(), "bit {bit} flip went unnoticed");
-        }
-    }
-
-    #[test]
-    fn zeros_have_no_magic() {
-        assert_eq!(decode_stamp(&[0u8; SECTOR]), Err(StampError::NoMagic));
-    }
-
-    #[test]
-    fn record_regenerates_sector_by_sector() {
-        let run = RunId([9; 16]);
-        let key = RunKey::new(run);
-        let r = rec();
-        let mut buf = vec![0u8; r.len_bytes() as usize];
-        fill_record(&mut buf, &key, run, &r);
-        for i in 0..r.sectors {
-            let mut e = [0u8; SECTOR];
-            expected_sector(&mut e, &key, run, &r, i);
-            assert_eq!(&buf[i as usize * SECTOR..][..SECTOR], &e[..]);
-        }
-        // Content differs between records and between sectors.
-        assert_ne!(buf[STAMP_LEN..SECTOR], buf[SECTOR + STAMP_LEN..2 * SECTOR]);
-    }
-
-    #[test]
-    fn prepared_then_timed_equals_filled() {
-        let run = RunId([5; 16]);
-        let key = RunKey::new(run);
-        let r = rec();
-        let mut a = vec![0u8; r.len_bytes() as usize];
-        let mut b = a.clone();
-        fill_record(&mut a, &key, run, &r);
-        prepare_record(
-            &mut b,
-            &key,
-            run,
-            &RecordId {
-                write_time_ns: 0,
-                ..r
-            },
-        );
-        assert_ne!(a, b);
-        set_write_time(&mut b, r.write_time_ns);
-        assert_eq!(a, b);
-    }
-
-    #[test]
-    fn bit_difference_counts() {
-        let a = [0u8; 13];
-        let mut b = a;
-        b[0] = 0b101;
-        b[12] = 0x80;
-        assert_eq!(bit_difference(&a, &b), 3);
-    }
-
-    #[test]
-    fn run_id_hex_round_trip() {
-        let r = RunId::random();
-        assert_eq!(RunId::parse(&r.hex()), Some(r));
-        assert_eq!(RunId::parse("zz"), None);
-    }
-
-    #[test]
-    fn content_differs_per_run() {
-        let a = RunKey::new(RunId([1; 16]));
-        let b = RunKey::new(RunId([2; 16]));
-        let mut x = [0u8; 32];
-        let mut y = [0u8; 32];
-        a.content_stream(0, 1).fill(&mut x);
-        b.content_stream(0, 1).fill(&mut y);
-        assert_ne!(x, y);
-    }
-
-    /// The bytes of a record are the on-disk format: a verifier of any later build must
-    /// regenerate what an older writer wrote. This pins one record's bytes (stamps and
-    /// content) by their BLAKE3 hash, so a faster generator that changes a single bit
-    /// fails here instead of in the field (docs/format.md).
-    #[test]
-    fn record_bytes_are_pinned() {
-        let run = RunId(*b"plugpull-format1");
-        let key = RunKey::new(run);
-        let r = rec();
-        let mut buf = vec![0u8; r.len_bytes() as usize];
-        fill_record(&mut buf, &key, run, &r);
-        assert_eq!(
-            blake3::hash(&buf).to_hex().as_str(),
-            "be9648e33a7e160c33ae4ca7d017e6a8f07468d27b2d0aead70c0611cc5eb67c",
-            "the record format changed"
-        );
-    }
-}
+mod tests;
