@@ -11,7 +11,13 @@
 //! The content is there to defeat compressing and deduplicating controllers, not to be
 //! secret or unforgeable: anyone with the run id can regenerate it.
 
-use super::{FORMAT_VERSION, RunId};
+use super::run_id::RunId;
+
+/// The format version this build writes. Versions differ only in the content generator
+/// (the stamp layout has not changed), so the version is defined with the generators.
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest format version this build still reads (and regenerates).
+pub const OLDEST_READABLE_VERSION: u16 = 1;
 
 /// wyrand's increment (the counter step) and output mask, as in wyhash.h final version
 /// 4 (`wyrand`: `*seed += 0x2d358dccaa6c78a5; return _wymix(*seed, *seed ^

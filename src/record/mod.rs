@@ -13,52 +13,11 @@ pub const STAMP_LEN: usize = 64;
 /// Bytes of regenerable content after the stamp.
 pub const CONTENT_LEN: usize = SECTOR - STAMP_LEN;
 pub const MAGIC: [u8; 4] = *b"PLUG";
-/// The format version this build writes. Version 2 changed only the content generator
-/// (docs/format.md "Content"); version 1 records still decode and verify.
-pub const FORMAT_VERSION: u16 = 2;
-/// The oldest format version this build still reads.
-pub const OLDEST_READABLE_VERSION: u16 = 1;
 
 mod content;
-pub use content::{RecordContent, RunKey};
-
-/// A 128-bit random run identity. Every sector carries it so that data of other runs is
-/// recognised as stale, never as corruption.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct RunId(pub [u8; 16]);
-
-impl RunId {
-    pub fn random() -> RunId {
-        let mut b = [0u8; 16];
-        crate::rng::fill_os_random(&mut b);
-        RunId(b)
-    }
-    pub fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
-    }
-    pub fn parse(s: &str) -> Option<RunId> {
-        let s = s.trim();
-        if s.len() != 32 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
-            return None;
-        }
-        let mut b = [0u8; 16];
-        for (i, out) in b.iter_mut().enumerate() {
-            *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
-        }
-        Some(RunId(b))
-    }
-}
-
-impl std::fmt::Debug for RunId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.hex())
-    }
-}
-impl std::fmt::Display for RunId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.hex())
-    }
-}
+mod run_id;
+pub use content::{FORMAT_VERSION, OLDEST_READABLE_VERSION, RecordContent, RunKey};
+pub use run_id::RunId;
 
 /// What identifies one record: everything verify needs to regenerate its exact bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
