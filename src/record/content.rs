@@ -112,9 +112,22 @@ impl RecordContent {
 /// counter `r0 + (j + 1) * WY_STEP`, with the multiply's second operand also keyed by
 /// `r1` (with r1 = 0 this is exactly wyrand seeded with r0).
 fn v2_words(r0: u64, r1: u64, first_word: u64, buf: &mut [u8]) {
+    let word = |s: u64| mum(s ^ WY_MASK, s ^ r1).to_le_bytes();
     let mut s = r0.wrapping_add(first_word.wrapping_add(1).wrapping_mul(WY_STEP));
-    for out in buf.chunks_exact_mut(8) {
-        out.copy_from_slice(&mum(s ^ WY_MASK, s ^ r1).to_le_bytes());
+    // Four words per step from four counters: a one-word loop lets LLVM vectorise the
+    // counter into SSE2 and shuffle every product in and out (12.6 instructions a word,
+    // 8.7 this way: callgrind, `examples/contentcost.rs`).
+    let mut quads = buf.chunks_exact_mut(32);
+    for q in &mut quads {
+        let [s1, s2, s3] = [1u64, 2, 3].map(|k| s.wrapping_add(k.wrapping_mul(WY_STEP)));
+        q[0..8].copy_from_slice(&word(s));
+        q[8..16].copy_from_slice(&word(s1));
+        q[16..24].copy_from_slice(&word(s2));
+        q[24..32].copy_from_slice(&word(s3));
+        s = s.wrapping_add(WY_STEP.wrapping_mul(4));
+    }
+    for out in quads.into_remainder().chunks_exact_mut(8) {
+        out.copy_from_slice(&word(s));
         s = s.wrapping_add(WY_STEP);
     }
 }
