@@ -4,8 +4,9 @@
 //!
 //! - version 2 (written): one keyed BLAKE3 hash per record gives a 128-bit record key;
 //!   every 8 content bytes are then one wyrand-style 64x64->128 multiply of a counter.
-//!   About 0.3 µs per 4 KiB record, against ~1.3 µs for the BLAKE3 XOF even in eight
-//!   AVX2 lanes: the content was the writer's largest cost (docs/performance.md).
+//!   About 0.7 µs per 4 KiB record, against ~1.3 µs for the BLAKE3 XOF in eight AVX2
+//!   lanes (~5 µs with the `blake3` crate's reader): the content was the writer's
+//!   largest cost (docs/performance.md, Session 7).
 //! - version 1 (read only): the keyed BLAKE3 XOF, so runs of older builds still verify.
 //!
 //! The content is there to defeat compressing and deduplicating controllers, not to be
@@ -115,8 +116,8 @@ fn v2_words(r0: u64, r1: u64, first_word: u64, buf: &mut [u8]) {
     let word = |s: u64| mum(s ^ WY_MASK, s ^ r1).to_le_bytes();
     let mut s = r0.wrapping_add(first_word.wrapping_add(1).wrapping_mul(WY_STEP));
     // Four words per step from four counters: a one-word loop lets LLVM vectorise the
-    // counter into SSE2 and shuffle every product in and out (12.6 instructions a word,
-    // 8.7 this way: callgrind, `examples/contentcost.rs`).
+    // counter into SSE2 and shuffle every product in and out (12.7 instructions a word,
+    // 9.9 this way, by callgrind).
     let mut quads = buf.chunks_exact_mut(32);
     for q in &mut quads {
         let [s1, s2, s3] = [1u64, 2, 3].map(|k| s.wrapping_add(k.wrapping_mul(WY_STEP)));
