@@ -64,7 +64,7 @@ fn allocated_here() -> u64 {
 fn descriptor(run: RunId) -> RunDescriptor {
     RunDescriptor {
         run_id: run,
-        format_version: 1,
+        format_version: plugpull::record::FORMAT_VERSION,
         plugpull_version: "test".into(),
         host: "test".into(),
         started_at: "now".into(),

@@ -37,7 +37,7 @@ fn plan(run: RunId, count: u64, placement: Placement, streams: u16, min: u64, ma
 fn descriptor(p: &Plan) -> RunDescriptor {
     RunDescriptor {
         run_id: p.run,
-        format_version: 1,
+        format_version: plugpull::record::FORMAT_VERSION,
         plugpull_version: "test".into(),
         host: "test".into(),
         started_at: "now".into(),

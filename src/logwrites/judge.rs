@@ -154,7 +154,7 @@ impl PointJudge {
             .iter()
             .map(|i| with.binary_search(i).expect("a target is in its own set"))
             .collect();
-        let run = self.descriptor.run_id;
+        let run = &self.descriptor;
         let result = scan::scan_selected(dev.clone(), run, &sub, &selected, self.read_timeout);
         self.bytes_read += result.bytes_read;
         for &k in &selected {

@@ -159,7 +159,7 @@ impl Fixture {
             key: RunKey::new(run),
             descriptor: RunDescriptor {
                 run_id: run,
-                format_version: 1,
+                format_version: crate::record::FORMAT_VERSION,
                 plugpull_version: "test".into(),
                 host: "h".into(),
                 started_at: "2026-01-01T00:00:00Z".into(),

@@ -8,7 +8,7 @@
 //! says what to create, from one seed; `write` creates it and acknowledges each durable
 //! file; `verify` reads it back and says, file by file, what survived.
 //!
-//! A file's content is stamped records like every other target (record.rs): one record
+//! A file's content is stamped records like every other target (src/record/): one record
 //! per file version, stream [`FILE_STREAM`], seq = the file's id in the plan, offset 0
 //! (offsets are within the file). Its ack is a file entry (FileAcks): an ordinary ack
 //! entry with those fields plus the file's path and the temporary name it was renamed

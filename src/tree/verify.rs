@@ -245,7 +245,11 @@ impl<'a> Judge<'a> {
             root,
             dir,
             run,
-            key: RunKey::new(run),
+            // The content generator of the format the run was written in; a version this
+            // build cannot regenerate has stamps it cannot decode either (foreign), so the
+            // current key is as good as any there.
+            key: RunKey::for_version(run, log.descriptor.format_version)
+                .unwrap_or_else(|| RunKey::new(run)),
             plan: p,
             versions,
             latest_acked,

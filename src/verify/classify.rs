@@ -241,9 +241,10 @@ mod tests {
         );
     }
 
-    fn setup() -> (RunId, RunKey, RecordId, Vec<u8>) {
+    /// A record of a run written in format `version`.
+    fn setup(version: u16) -> (RunId, RunKey, RecordId, Vec<u8>) {
         let run = RunId([3; 16]);
-        let key = RunKey::new(run);
+        let key = RunKey::for_version(run, version).unwrap();
         let rec = RecordId {
             stream: 0,
             seq: 10,
@@ -268,9 +269,18 @@ mod tests {
         })
     }
 
+    /// Runs written by this build (version 2) and by older ones (version 1) verify
+    /// alike: bits are counted against the run's own generator, and either version's
+    /// records of another run are foreign.
     #[test]
     fn sector_findings() {
-        let (run, key, rec, buf) = setup();
+        for version in [1, 2] {
+            sector_findings_of(version);
+        }
+    }
+
+    fn sector_findings_of(version: u16) {
+        let (run, key, rec, buf) = setup(version);
         let s0 = &buf[..SECTOR];
         assert_eq!(sector(run, &key, &rec, s0), SectorFinding::Intact);
         let mut flip = s0.to_vec();
@@ -293,14 +303,26 @@ mod tests {
             fill_record(&mut b, &key, run, &r2);
             assert_eq!(sector(run, &key, &rec, &b[..SECTOR]), want);
         }
-        // Another run's record here.
-        let other = RunId([4; 16]);
-        let mut b = vec![0u8; 1024];
-        fill_record(&mut b, &RunKey::new(other), other, &rec);
+        // A flipped bit in a sector whose stamp is gone is counted too.
+        let mut no_stamp = flip.clone();
+        no_stamp[..4].fill(0);
+        let bits = 1 + (0..4).map(|k| s0[k].count_ones() as u64).sum::<u64>();
         assert_eq!(
-            sector(run, &key, &rec, &b[..SECTOR]),
-            SectorFinding::Foreign
+            sector(run, &key, &rec, &no_stamp),
+            SectorFinding::Corrupt(bits)
         );
+        // Another run's record here, in either format version.
+        let other = RunId([4; 16]);
+        for other_version in [1, 2] {
+            let mut b = vec![0u8; 1024];
+            let other_key = RunKey::for_version(other, other_version).unwrap();
+            fill_record(&mut b, &other_key, other, &rec);
+            assert_eq!(
+                sector(run, &key, &rec, &b[..SECTOR]),
+                SectorFinding::Foreign
+            );
+        }
+        let mut b = vec![0u8; 1024];
         // A record of this run whose home is elsewhere.
         let far = RecordId {
             offset: 1 << 20,

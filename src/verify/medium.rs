@@ -1,5 +1,5 @@
 //! What the medium itself says about the runs on it: every sector plugpull writes carries
-//! a stamp with its run id (src/record.rs), so a sample of sectors tells which run wrote
+//! a stamp with its run id (src/record/), so a sample of sectors tells which run wrote
 //! there. Verify uses it when the identity of a target does not settle which run it
 //! holds: a copy of a target, a drive renamed beyond recognition.
 //!

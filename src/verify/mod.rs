@@ -54,14 +54,7 @@ pub fn verify_device_with_progress(
         s.region_offset,
         s.region_offset.saturating_add(s.region_bytes),
     ));
-    let result = scan::scan_with_progress(
-        dev,
-        log.descriptor.run_id,
-        acks,
-        read_timeout,
-        also,
-        progress,
-    );
+    let result = scan::scan_with_progress(dev, &log.descriptor, acks, read_timeout, also, progress);
     let (mut report, classes) = judge_tallies(acks, &result.tallies, &result.found_elsewhere);
     if let Some(range) = result.timed_out {
         judge::timed_out(&mut report, acks, &classes, range, read_timeout);
@@ -118,6 +111,7 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
         source,
         wholeness,
     } = load_run_checked(o)?;
+    refuse_unknown_format(&log.descriptor)?;
     crate::witness::validate::refuse_impossible_run(&log)?;
     let mut report = if o.target.exists() {
         judge_target(o, &log)?
@@ -128,6 +122,19 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
     print_report(o, &report)?;
     tell_the_witness(o, &log, &report);
     Ok(report.verdict)
+}
+
+/// Refuses a run whose records this build cannot regenerate: a newer writer's format.
+/// Judging it anyway would call every damaged sector's bit count wrong, and a run whose
+/// every stamp is "unknown version" would read as lost.
+fn refuse_unknown_format(d: &crate::model::RunDescriptor) -> Result<(), VerifyError> {
+    match crate::record::RunKey::for_version(d.run_id, d.format_version) {
+        Some(_) => Ok(()),
+        None => Err(VerifyError::UnknownFormat {
+            run: d.run_id,
+            version: d.format_version,
+        }),
+    }
 }
 
 /// Tells the witness the verdict (when the acks came from one), so `plugpull runs` shows
@@ -251,6 +258,7 @@ fn run_streamed(
         path,
     )
     .map_err(reading)?;
+    refuse_unknown_format(&d)?;
     if let Some(r) = o.run
         && d.run_id != r
     {

@@ -66,6 +66,11 @@ pub enum VerifyError {
     /// The witness could not be asked or refused the fetch.
     #[error(transparent)]
     Fetch(BoxedError),
+    #[error(
+        "run {run} was written in record format version {version}; this plugpull reads versions 1 and {}: verify it with the plugpull that wrote it (or a newer one)",
+        crate::record::FORMAT_VERSION
+    )]
+    UnknownFormat { run: RunId, version: u16 },
     #[error("the ack log is for run {found}, not {asked}")]
     WrongRun { found: RunId, asked: RunId },
     /// Which run, or whether this drive may be judged by it.

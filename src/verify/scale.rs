@@ -350,7 +350,7 @@ pub fn verify_streamed(
     let also = scan_region.then_some(region);
     let result = scan::scan_visible(
         dev,
-        d.run_id,
+        d,
         &live.acks,
         std::mem::take(&mut live.visible),
         read_timeout,

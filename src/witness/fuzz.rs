@@ -327,7 +327,7 @@ pub fn record_decoder(data: &[u8]) {
         let _ = st.record.end();
         if record::content_matches(&sector, &st) {
             let mut again = sector;
-            record::encode_stamp(&mut again, st.run, &st.record, st.index);
+            record::encode_stamp_version(&mut again, st.version, st.run, &st.record, st.index);
             assert_eq!(
                 &again[..STAMP_LEN],
                 &sector[..STAMP_LEN],

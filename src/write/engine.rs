@@ -12,8 +12,8 @@
 
 use super::pipe::{IoEnd, Pipe};
 use super::plan::{Placer, Plan};
+use super::prepare::prepare_record;
 use super::stamp::seal_write_time;
-use super::xof::prepare_record;
 use crate::device::{AlignedBuf, Device};
 use crate::latency::Histogram;
 use crate::model::{Ack, now_ns};

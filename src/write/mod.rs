@@ -12,11 +12,11 @@ pub mod engine;
 mod events;
 mod pipe;
 pub mod plan;
+mod prepare;
 mod stamp;
 mod status;
 pub mod summary;
 pub mod target;
-mod xof;
 
 use crate::device::{FlushMethod, OpenOptions, identity, safety};
 use crate::model::{Ack, Placement, RunDescriptor, WriterSettings};

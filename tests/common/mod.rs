@@ -55,7 +55,7 @@ pub fn free_port() -> u16 {
 pub fn test_descriptor(run_id: RunId) -> RunDescriptor {
     RunDescriptor {
         run_id,
-        format_version: 1,
+        format_version: plugpull::record::FORMAT_VERSION,
         plugpull_version: env!("CARGO_PKG_VERSION").into(),
         host: "test".into(),
         started_at: "2025-01-01T00:00:00Z".into(),

@@ -36,8 +36,40 @@ pub struct ScanResult {
     pub timed_out: Option<(u64, u64)>,
 }
 
+/// The run a scan judges: its id, and the record format version its writer used, which
+/// decides how a damaged sector's expected content is regenerated to count its flipped
+/// bits (docs/format.md "Content"). A bare [`RunId`] means the current format.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanRun {
+    pub id: RunId,
+    pub format_version: u16,
+}
+
+impl From<RunId> for ScanRun {
+    fn from(id: RunId) -> ScanRun {
+        ScanRun {
+            id,
+            format_version: crate::record::FORMAT_VERSION,
+        }
+    }
+}
+
+impl From<&crate::model::RunDescriptor> for ScanRun {
+    fn from(d: &crate::model::RunDescriptor) -> ScanRun {
+        ScanRun {
+            id: d.run_id,
+            format_version: d.format_version,
+        }
+    }
+}
+
 /// Reads [start, end) of `dev` and judges every ack against it.
-pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Duration) -> ScanResult {
+pub fn scan(
+    dev: Arc<dyn Device>,
+    run: impl Into<ScanRun>,
+    acks: &[Ack],
+    read_timeout: Duration,
+) -> ScanResult {
     scan_with_progress(dev, run, acks, read_timeout, None, &|_, _| {})
 }
 
@@ -47,7 +79,7 @@ pub fn scan(dev: Arc<dyn Device>, run: RunId, acks: &[Ack], read_timeout: Durati
 /// the device.
 pub fn scan_with_progress(
     dev: Arc<dyn Device>,
-    run: RunId,
+    run: impl Into<ScanRun>,
     acks: &[Ack],
     read_timeout: Duration,
     also: Option<(u64, u64)>,
@@ -70,7 +102,7 @@ pub fn scan_with_progress(
 #[allow(clippy::too_many_arguments)]
 pub fn scan_visible(
     dev: Arc<dyn Device>,
-    run: RunId,
+    run: impl Into<ScanRun>,
     acks: &[Ack],
     visible: Visible,
     read_timeout: Duration,
@@ -135,7 +167,7 @@ fn dev_end(dev: &dyn Device, block: u64) -> u64 {
 /// read per state (25 ms for 16 MiB: a minute for a few thousand states).
 pub fn scan_selected(
     dev: Arc<dyn Device>,
-    run: RunId,
+    run: impl Into<ScanRun>,
     acks: &[Ack],
     selected: &[usize],
     read_timeout: Duration,
@@ -149,7 +181,7 @@ pub fn scan_selected(
 
 fn scan_inner(
     dev: Arc<dyn Device>,
-    run: RunId,
+    run: impl Into<ScanRun>,
     acks: &[Ack],
     how: Inputs,
     read_timeout: Duration,
@@ -199,7 +231,7 @@ fn scan_inner(
         }
     };
     let visible = visible.unwrap_or_else(|| visible_ranges(acks).into());
-    let mut judge = Judge::new(run, acks, order, visible);
+    let mut judge = Judge::new(run.into(), acks, order, visible);
     let mut at = span.start;
     while at < span.end {
         let chunk = if at < span.readable_end {
@@ -297,11 +329,14 @@ struct Judge<'a> {
 
 impl<'a> Judge<'a> {
     /// `order`: the indexes of the acks to judge.
-    fn new(run: RunId, acks: &'a [Ack], mut order: Vec<usize>, visible: Visible) -> Judge<'a> {
+    fn new(run: ScanRun, acks: &'a [Ack], mut order: Vec<usize>, visible: Visible) -> Judge<'a> {
         order.sort_by_key(|&i| acks[i].record.offset);
         Judge {
-            run,
-            key: RunKey::new(run),
+            run: run.id,
+            // An unknown version never gets here (`verify::refuse_unknown_format`); the
+            // fallback only decides bit counts, never a class.
+            key: RunKey::for_version(run.id, run.format_version)
+                .unwrap_or_else(|| RunKey::new(run.id)),
             acks,
             visible,
             order,
