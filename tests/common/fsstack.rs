@@ -98,7 +98,20 @@ impl FsKind {
             FsKind::Ext4 => c.args(["-q", "-F"]),
             FsKind::Xfs | FsKind::Btrfs => c.args(["-q", "-f"]),
         };
-        let out = c.arg(dev).output().expect("running mkfs");
+        c.arg(dev);
+        let mut out = c.output().expect("running mkfs");
+        // mkfs.btrfs stats every mount point to see whether `dev` is mounted, and fails
+        // on a FUSE mount whose daemon another test just killed (its power cut) before
+        // that test unmounts it: "cannot check mount status ... Transport endpoint is not
+        // connected". Seen once in CI; the stale mount is gone within moments.
+        for _ in 0..10 {
+            let busy = String::from_utf8_lossy(&out.stderr).contains("cannot check mount status");
+            if out.status.success() || !busy {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            out = c.output().expect("running mkfs");
+        }
         assert!(
             out.status.success(),
             "mkfs.{} {}: {}{}",
