@@ -13,6 +13,11 @@
 #   defaults: 5 s, 3 rounds, /dev/shm (the pure CPU cost per record)
 #   PLUGPULL=path/to/plugpull uses that binary instead of building target/release.
 #   CONFIGS="1:1 2:1 1:8 1:32 2:8 2:32" (streams:batch) chooses the figures.
+#   PIN=1 gives S streams S cores (taskset -c 0..S-1), for the C loop and the writer
+#   alike: one stream of plugpull uses two threads (I/O and content), so without pinning
+#   it already takes both cores of a 2-core machine and a second stream has nowhere to
+#   run. Pinned, "2 vs 1 stream" is the scaling per core the issue asks for. The witness
+#   is not pinned (in a real test it runs on another machine).
 # On a machine shared with other work the rates move with the load (and a writer with
 # several threads gets more of a busy CPU than the one-thread C loop), so each figure also
 # gives the CPU time per record (user + system, from /usr/bin/time and, for the witness,
@@ -24,6 +29,7 @@ cd "$(dirname "$0")/.."
 SECS=${1:-5}
 ROUNDS=${2:-3}
 DIR=${3:-/dev/shm}
+PIN=${PIN:-0}
 CONFIGS=${CONFIGS:-"1:1 2:1 1:8 2:8 1:32 2:32"}
 SIZE=$((256 << 20))
 
@@ -45,6 +51,16 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
+# The command prefix that gives STREAMS streams their cores when PIN=1.
+cores_for() {
+    if [ "$PIN" = 1 ]; then echo taskset -c "$(seq -s, 0 $(($1 - 1)))"; fi
+}
+if [ "$PIN" = 1 ]; then
+    for cfg in $CONFIGS; do
+        [ "${cfg%:*}" -le "$(nproc)" ] || { echo "PIN=1: $cfg needs ${cfg%:*} cores, this machine has $(nproc)" >&2; exit 2; }
+    done
+fi
+
 med() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ratio() { python3 -c "print(f'{$1/$2:.3f}')"; }
 
@@ -53,7 +69,7 @@ ratio() { python3 -c "print(f'{$1/$2:.3f}')"; }
 cloop() {
     local streams=$1 batch=$2 pids=() i
     for i in $(seq "$streams"); do
-        /usr/bin/time -f "%U %S" -o "$WORK/c$i.cpu" \
+        /usr/bin/time -f "%U %S" -o "$WORK/c$i.cpu" $(cores_for "$streams") \
             "$WORK/cloop" "$WORK/c$i.img" $((SIZE / streams)) "$SECS" "$batch" >"$WORK/c$i.out" 2>"$WORK/c$i.err" &
         pids+=($!)
     done
@@ -72,7 +88,7 @@ writer() {
     local streams=$1 batch=$2 w0 w1
     w0=$(witness_cpu)
     # (stderr holds the RAM warning on tmpfs; shown only when the run failed.)
-    /usr/bin/time -f "%U %S" -o "$WORK/pp.cpu" \
+    /usr/bin/time -f "%U %S" -o "$WORK/pp.cpu" $(cores_for "$streams") \
         "$PLUGPULL" write "$WORK/pp.img" --witness 127.0.0.1:$PORT --size $SIZE \
         --streams "$streams" --batch "$batch" --duration "${SECS}s" --json --quiet \
         >"$WORK/pp.json" 2>"$WORK/pp.err" || { cat "$WORK/pp.err" >&2; exit 1; }
@@ -89,7 +105,7 @@ print(f"{rate:.1f} {(u + s) * 1e6 / n:.2f} {w:.2f}")
     rm -f "$WORK/pp.img"
 }
 
-echo "# plugpull writer vs C loop, $(date -u +%FT%TZ), $(nproc) cores, kernel $(uname -r), dir $DIR ($(stat -f -c %T "$DIR")), ${SECS}s x $ROUNDS rounds"
+echo "# plugpull writer vs C loop, $(date -u +%FT%TZ), $(nproc) cores, kernel $(uname -r), dir $DIR ($(stat -f -c %T "$DIR")), ${SECS}s x $ROUNDS rounds$([ "$PIN" = 1 ] && echo ", S streams pinned to S cores")"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$WORK/cloop" "$WORK/probe.img" $((4 << 20)) 0.1 2>&1 >/dev/null | sed 's/^/# C loop I\/O: /'
 rm -f "$WORK/probe.img"
