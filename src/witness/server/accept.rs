@@ -9,7 +9,8 @@
 use crate::wire::auth::{self, Session};
 use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg::{DecodeError, Msg, PROTOCOL_VERSION, VersionMismatch};
-use crate::witness::server::connection::{CONN_STACK_BYTES, Conn, RecvBuf};
+use crate::witness::server::connection::{CONN_STACK_BYTES, Conn};
+use crate::witness::server::recv_buf::RecvBuf;
 use crate::witness::server::shared::{Shared, lock};
 use std::collections::VecDeque;
 use std::io;
