@@ -533,10 +533,17 @@ fn wait_for_work(
         if g.bye_requested && g.durable >= g.pushed {
             return Ok((g, Work::Bye));
         }
+        // A Heartbeat only on a quiet line. While a Durable is due the witness is busy
+        // with our acks (it reads our next frame only after that commit) and the Durable
+        // is its sign of life; a Heartbeat sent then is answered after it, and when that
+        // Durable is the run's last, after our Bye, into a socket we have closed (our
+        // kernel resets the connection, and the witness's next reply fails).
+        let quiet = g.sent == g.durable;
         let wait = heartbeat.saturating_sub(last_send.elapsed());
-        if wait.is_zero() {
+        if wait.is_zero() && quiet {
             return Ok((g, Work::Heartbeat));
         }
+        let wait = if wait.is_zero() { heartbeat } else { wait };
         g.sender_waiting = true;
         g = sh
             .cv_send
