@@ -23,7 +23,7 @@ use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-const RUN: u8 = 0x7b;
+pub(super) const RUN: u8 = 0x7b;
 
 /// What a writer sends in one write before its connection is reset.
 enum Frame {
@@ -35,7 +35,7 @@ enum Frame {
     ForgedBye,
 }
 
-fn descriptor() -> crate::model::RunDescriptor {
+pub(super) fn descriptor() -> crate::model::RunDescriptor {
     let mut d = sample_descriptor(RUN);
     // `ack(i)` spreads acks over three streams.
     d.settings.streams = 3;
@@ -130,7 +130,7 @@ fn serve(
 
 /// Blocks until poll reports one of `want` on `s` (asking for `events`). The reset:
 /// from then on every send on `s` fails, while the bytes received before stay readable.
-fn wait_for(s: &TcpStream, events: libc::c_short, want: libc::c_short) {
+pub(super) fn wait_for(s: &TcpStream, events: libc::c_short, want: libc::c_short) {
     let mut fds = [libc::pollfd {
         fd: s.as_raw_fd(),
         // With none asked, poll reports only POLLHUP / POLLERR, which a reset brings.
