@@ -1,9 +1,11 @@
 //! Reaching the witness: connecting (with errors that say what to check), reading whole
-//! frames from a blocking socket, and the Auth/Challenge exchange of a keyed witness.
+//! frames from a blocking socket, the Auth/Challenge exchange of a keyed witness, and a
+//! writer's Hello/Welcome.
 //!
 //! Why shared: the ack sender and fetch open connections the same way and must refuse
 //! an unauthenticated frame the same way.
 
+use crate::model::RunDescriptor;
 use crate::wire::auth::{self, Key, Opener, Session};
 use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg::{Msg, PROTOCOL_VERSION};
@@ -13,6 +15,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(super) fn connect_stream(addr: &str) -> ClientResult<TcpStream> {
     let unreachable = |e: &dyn std::fmt::Display| {
@@ -175,6 +178,53 @@ pub(super) fn encode_sealed(m: &Msg, session: Option<&mut Session>) -> Vec<u8> {
     let mut v = m.encode();
     auth::seal_opt(session.map(|s| &mut s.sealer), &mut v, 0);
     v
+}
+
+/// Connects, authenticates when keyed, sends Hello; returns the stream, the witness's
+/// durable ack count and the session.
+pub(super) fn handshake(
+    addr: &str,
+    desc: &RunDescriptor,
+    resume: bool,
+    key: Option<&Key>,
+) -> ClientResult<(TcpStream, u64, Option<Session>)> {
+    let mut s = connect_stream(addr)?;
+    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    s.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
+    let mut r = FrameReader::default();
+    let mut session = authenticate(&mut s, &mut r, addr, key)?;
+    let hello = Msg::Hello {
+        version: PROTOCOL_VERSION,
+        resume,
+        descriptor: desc.clone(),
+    };
+    s.write_all(&encode_sealed(&hello, session.as_mut()))
+        .with_context(|| format!("sending Hello to the witness at {addr}"))?;
+    match r
+        .next(&mut s, session.as_mut().map(|x| &mut x.opener))
+        .with_context(|| format!("waiting for the witness at {addr} to answer Hello"))?
+    {
+        Some(Msg::Welcome {
+            version,
+            durable_acks,
+        }) => {
+            if version != PROTOCOL_VERSION {
+                refuse!(
+                    "the witness at {addr} speaks protocol {version}, this writer {}: run the \
+                     same plugpull version on both",
+                    PROTOCOL_VERSION
+                );
+            }
+            s.set_write_timeout(None)?;
+            Ok((s, durable_acks, session))
+        }
+        Some(Msg::Error { message }) => refuse!("the witness at {addr} refused the run: {message}"),
+        Some(m) => refuse!(
+            "the witness at {addr} answered Hello with {:?}",
+            m.frame_type()
+        ),
+        None => refuse!("the witness at {addr} closed the connection during the handshake"),
+    }
 }
 
 #[cfg(test)]

@@ -9,11 +9,11 @@
 //! are fdatasync'd.
 
 use crate::model::{Ack, FileName, RunDescriptor};
-use crate::wire::auth::{self, Key, Opener, Sealer, Session};
-use crate::wire::msg::{Msg, PROTOCOL_VERSION};
+use crate::wire::auth::{self, Opener, Sealer, Session};
+use crate::wire::msg::Msg;
 use crate::witness::client::batch;
-use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
-use crate::witness::client::error::{ClientResult, Context, refuse};
+use crate::witness::client::connect::{FrameReader, handshake};
+use crate::witness::client::error::{ClientResult, refuse};
 use crate::witness::client::options::ClientOptions;
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
@@ -36,7 +36,6 @@ const LINGER_BUSY: Duration = Duration::from_millis(1);
 /// burst (one flush acknowledges many records), short enough not to show in the
 /// ack-to-durable latency.
 const LINGER_IDLE: Duration = Duration::from_micros(100);
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 
 /// A snapshot of the sender's progress.
@@ -274,53 +273,6 @@ fn stats_of(g: &Inner) -> SenderStats {
     }
 }
 
-/// Connects, authenticates when keyed, sends Hello; returns the stream, the witness's
-/// durable ack count and the session.
-fn handshake(
-    addr: &str,
-    desc: &RunDescriptor,
-    resume: bool,
-    key: Option<&Key>,
-) -> ClientResult<(TcpStream, u64, Option<Session>)> {
-    let mut s = connect_stream(addr)?;
-    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    s.set_write_timeout(Some(HANDSHAKE_TIMEOUT))?;
-    let mut r = FrameReader::default();
-    let mut session = authenticate(&mut s, &mut r, addr, key)?;
-    let hello = Msg::Hello {
-        version: PROTOCOL_VERSION,
-        resume,
-        descriptor: desc.clone(),
-    };
-    s.write_all(&encode_sealed(&hello, session.as_mut()))
-        .with_context(|| format!("sending Hello to the witness at {addr}"))?;
-    match r
-        .next(&mut s, session.as_mut().map(|x| &mut x.opener))
-        .with_context(|| format!("waiting for the witness at {addr} to answer Hello"))?
-    {
-        Some(Msg::Welcome {
-            version,
-            durable_acks,
-        }) => {
-            if version != PROTOCOL_VERSION {
-                refuse!(
-                    "the witness at {addr} speaks protocol {version}, this writer {}: run the \
-                     same plugpull version on both",
-                    PROTOCOL_VERSION
-                );
-            }
-            s.set_write_timeout(None)?;
-            Ok((s, durable_acks, session))
-        }
-        Some(Msg::Error { message }) => refuse!("the witness at {addr} refused the run: {message}"),
-        Some(m) => refuse!(
-            "the witness at {addr} answered Hello with {:?}",
-            m.frame_type()
-        ),
-        None => refuse!("the witness at {addr} closed the connection during the handshake"),
-    }
-}
-
 /// Why the pump over one connection stopped.
 enum PumpEnd {
     Stop,
@@ -533,10 +485,16 @@ fn wait_for_work(
         if g.bye_requested && g.durable >= g.pushed {
             return Ok((g, Work::Bye));
         }
-        let wait = heartbeat.saturating_sub(last_send.elapsed());
-        if wait.is_zero() {
-            return Ok((g, Work::Heartbeat));
-        }
+        // A Heartbeat only on a quiet line. While a Durable is due the witness is busy
+        // with our acks (it reads our next frame only after that commit) and the Durable
+        // is its sign of life; a Heartbeat sent then is answered after it, and when that
+        // Durable is the run's last, after our Bye, into a socket we have closed (our
+        // kernel resets the connection, and the witness's next reply fails).
+        let wait = match heartbeat.saturating_sub(last_send.elapsed()) {
+            w if !w.is_zero() => w,
+            _ if g.sent == g.durable => return Ok((g, Work::Heartbeat)),
+            _ => heartbeat,
+        };
         g.sender_waiting = true;
         g = sh
             .cv_send

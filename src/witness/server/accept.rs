@@ -9,7 +9,8 @@
 use crate::wire::auth::{self, Session};
 use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg::{DecodeError, Msg, PROTOCOL_VERSION, VersionMismatch};
-use crate::witness::server::connection::{CONN_STACK_BYTES, Conn, RecvBuf};
+use crate::witness::server::connection::{CONN_STACK_BYTES, Conn};
+use crate::witness::server::recv_buf::RecvBuf;
 use crate::witness::server::shared::{Shared, lock};
 use std::collections::VecDeque;
 use std::io;
@@ -51,6 +52,9 @@ struct Pending {
     session: Option<Session>,
     /// Frames consumed here (Auth, Heartbeats).
     frames: u64,
+    /// Why a Heartbeat reply could not be sent; handed over with the connection
+    /// (`Conn::reply_failed`).
+    reply_failed: Option<io::Error>,
 }
 
 /// How the gate ends a pending connection.
@@ -100,19 +104,20 @@ enum Step {
     Close(Refusal),
 }
 
-/// Sends `bytes` without blocking; false when the socket did not take all of them (a
+/// Sends `bytes` without blocking; fails when the socket did not take all of them (a
 /// peer that does not read during its handshake is dropped, not waited for).
-fn send_now(stream: &TcpStream, bytes: &[u8]) -> bool {
+fn send_now(stream: &TcpStream, bytes: &[u8]) -> io::Result<()> {
     use nix::sys::socket::{MsgFlags, send};
     use std::os::fd::AsRawFd;
-    matches!(
-        send(
-            stream.as_raw_fd(),
-            bytes,
-            MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL
-        ),
-        Ok(n) if n == bytes.len()
-    )
+    let flags = MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL;
+    match send(stream.as_raw_fd(), bytes, flags) {
+        Ok(n) if n == bytes.len() => Ok(()),
+        Ok(n) => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            format!("the peer took {n} of {} bytes of a reply", bytes.len()),
+        )),
+        Err(e) => Err(e.into()),
+    }
 }
 
 impl Pending {
@@ -125,6 +130,7 @@ impl Pending {
             buf: Vec::new(),
             session: None,
             frames: 0,
+            reply_failed: None,
         }
     }
 
@@ -137,7 +143,7 @@ impl Pending {
     }
 
     /// Encodes `m`, sealed when the session is up, and sends it without blocking.
-    fn send(&mut self, m: &Msg, seal: bool) -> bool {
+    fn send(&mut self, m: &Msg, seal: bool) -> io::Result<()> {
         let mut out = m.encode();
         if seal {
             auth::seal_opt(self.session.as_mut().map(|s| &mut s.sealer), &mut out, 0);
@@ -205,6 +211,11 @@ impl Pending {
                          and Fetch are at most {HANDSHAKE_BUF_BYTES} bytes"
                     )));
                 }
+                Decoded::NeedMore { .. } if self.reply_failed.is_some() => {
+                    return Step::Close(Refusal::protocol(
+                        "the peer does not read the witness's replies",
+                    ));
+                }
                 Decoded::NeedMore { .. } => return Step::Wait,
                 Decoded::Error(e) => {
                     return Step::Close(Refusal::protocol(format!("bad frame: {e}")));
@@ -231,10 +242,11 @@ impl Pending {
                     FrameType::Hello => return Step::Ready(Role::Writer),
                     FrameType::Fetch => return Step::Ready(Role::Fetch),
                     FrameType::Heartbeat => {
-                        if !self.send(&Msg::Heartbeat, true) {
-                            return Step::Close(Refusal::protocol(
-                                "the peer does not read the witness's replies",
-                            ));
+                        // As on a connection (`Conn::reply`): a failed reply ends this
+                        // one after the frames received with it, so a request among
+                        // them is still served; with none, at the end of the buffer.
+                        if self.reply_failed.is_none() {
+                            self.reply_failed = self.send(&Msg::Heartbeat, true).err();
                         }
                     }
                     FrameType::Acks | FrameType::FileAcks => {
@@ -278,12 +290,10 @@ impl Pending {
             return Err(Refusal::protocol(VersionMismatch(version).to_string()));
         }
         let witness_nonce = auth::nonce();
-        if !self.send(
-            &Msg::Challenge {
-                nonce: witness_nonce,
-            },
-            false,
-        ) {
+        let challenge = Msg::Challenge {
+            nonce: witness_nonce,
+        };
+        if self.send(&challenge, false).is_err() {
             return Err(Refusal::protocol("the peer does not read the Challenge"));
         }
         self.session = Some(Session::witness(key, &client_nonce, &witness_nonce));
@@ -443,8 +453,9 @@ fn drop_oldest(sh: &Shared, pending: &mut VecDeque<Pending>, why: &str) {
 
 /// Tells the peer why (when it should hear it), logs one event line, closes.
 fn close_pending(sh: &Shared, mut p: Pending, r: Refusal) {
-    if r.tell {
-        p.send(
+    // Not after a failed reply: it may have left the peer part of a frame.
+    if r.tell && p.reply_failed.is_none() {
+        let _ = p.send(
             &Msg::Error {
                 message: r.detail.clone(),
             },
@@ -514,6 +525,7 @@ fn hand_over(sh: &Arc<Shared>, p: Pending, role: Role) {
                 buf,
                 session,
                 frames,
+                reply_failed,
                 ..
             } = p;
             let mut c = Conn::new(sh2.clone(), stream, id, peer);
@@ -521,6 +533,7 @@ fn hand_over(sh: &Arc<Shared>, p: Pending, role: Role) {
             c.session = session;
             c.frames_received = frames;
             c.first_frame_authenticated = true;
+            c.reply_failed = reply_failed;
             c.serve();
             lock(&sh2.conns).remove(&id);
         });
@@ -544,3 +557,6 @@ fn hand_over(sh: &Arc<Shared>, p: Pending, role: Role) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,8 +14,10 @@ use crate::wire::auth::{self, Session};
 use crate::wire::frame::{self, Decoded, FrameType};
 use crate::wire::msg::{DecodeError, Msg, PROTOCOL_VERSION, VersionMismatch};
 use crate::witness::server::events::fmt_ns;
+use crate::witness::server::recv_buf::{READ_CHUNK_BYTES, RecvBuf};
 use crate::witness::server::shared::{RunSlot, Shared};
 use crate::witness::validate::AckRules;
+use nix::sys::socket::sockopt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::ops::ControlFlow;
@@ -25,8 +27,6 @@ use std::time::Duration;
 /// Read at most this much from one socket before committing, so one fast writer's
 /// batch stays bounded and Durable replies keep flowing.
 pub(super) const READ_BATCH_BYTES: usize = 4 << 20;
-/// Bytes requested from the socket per read call.
-const READ_CHUNK_BYTES: usize = 256 << 10;
 /// A peer that does not read our replies for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Stack of a connection thread: enough for JSON decoding, small enough that a thousand
@@ -36,60 +36,6 @@ pub(super) const CONN_STACK_BYTES: usize = 512 << 10;
 /// What a handled frame means for its connection: go on, or end as it should (a Bye, a
 /// fetch served). Failures are the `Err` beside it.
 pub(super) type Next = ControlFlow<End>;
-
-/// Bytes received and not yet processed, at the start of a buffer whose spare space
-/// stays initialised between reads. Why: growing a Vec by a zeroed chunk before every
-/// read and truncating it after was a fifth of the witness's CPU at 200k acks/s
-/// (`perf`: memset), for reads that bring a few KiB.
-#[derive(Default)]
-pub(super) struct RecvBuf {
-    buf: Vec<u8>,
-    filled: usize,
-}
-
-impl RecvBuf {
-    /// A buffer holding `bytes` already received.
-    pub(super) fn holding(bytes: Vec<u8>) -> RecvBuf {
-        RecvBuf {
-            filled: bytes.len(),
-            buf: bytes,
-        }
-    }
-    fn data(&self) -> &[u8] {
-        &self.buf[..self.filled]
-    }
-    fn len(&self) -> usize {
-        self.filled
-    }
-    fn is_empty(&self) -> bool {
-        self.filled == 0
-    }
-
-    /// Makes room for at least READ_CHUNK_BYTES and appends what `read` puts there.
-    fn fill(&mut self, mut read: impl FnMut(&mut [u8]) -> io::Result<usize>) -> io::Result<usize> {
-        if self.buf.len() - self.filled < READ_CHUNK_BYTES {
-            self.buf.resize(self.filled + READ_CHUNK_BYTES, 0);
-        }
-        let n = loop {
-            match read(&mut self.buf[self.filled..]) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => break r?,
-            }
-        };
-        self.filled += n;
-        Ok(n)
-    }
-
-    /// Drops the first `n` bytes; gives memory back when the buffer grew past `max`.
-    fn consume(&mut self, n: usize, max: usize) {
-        self.buf.copy_within(n..self.filled, 0);
-        self.filled -= n;
-        if self.buf.len() > max {
-            self.buf.truncate(self.filled.max(READ_CHUNK_BYTES));
-            self.buf.shrink_to_fit();
-        }
-    }
-}
 
 /// Why a connection ended.
 pub(super) enum End {
@@ -135,6 +81,10 @@ pub(super) struct Conn {
     pub(super) last_frame_at_ns: u64,
     /// The read timeout the socket has now (set by `arm_read_timeout`).
     read_timeout_armed: Option<Duration>,
+    /// Why a reply (`Conn::reply`) could not be sent. Set once; no byte is written after
+    /// it (a write that failed part way leaves the peer a broken frame), and the
+    /// connection ends once the frames already received are handled.
+    pub(super) reply_failed: Option<io::Error>,
 }
 
 impl Conn {
@@ -158,6 +108,7 @@ impl Conn {
             last_ack_at_ns: None,
             last_frame_at_ns: now_ns(),
             read_timeout_armed: None,
+            reply_failed: None,
         }
     }
 
@@ -187,6 +138,9 @@ impl Conn {
             End::Auth(m) => Some(format!("authentication failed: {m}")),
             _ => None,
         };
+        // After a failed reply the peer is gone or not reading, and what it would get
+        // could follow a frame cut short: nothing more is written.
+        let told = told.filter(|_| self.reply_failed.is_none());
         if let Some(message) = told {
             // Tell the peer why; it may already be gone, and that is fine. Sealed when
             // the session is up so an authenticated client can trust the reason, except
@@ -254,8 +208,12 @@ impl Conn {
         }
     }
 
-    /// Encodes `m` (sealed when the session is up) and sends it.
+    /// Encodes `m` (sealed when the session is up) and sends it; nothing after a failed
+    /// reply.
     pub(super) fn send(&mut self, m: &Msg) -> Result<(), End> {
+        if let Some(e) = &self.reply_failed {
+            return Err(End::Io(io::Error::new(e.kind(), e.to_string())));
+        }
         self.out.clear();
         m.encode_into(&mut self.out);
         auth::seal_opt(
@@ -264,6 +222,21 @@ impl Conn {
             0,
         );
         self.stream.write_all(&self.out).map_err(End::Io)
+    }
+
+    /// Sends the reply to a received frame (Challenge, Welcome, Heartbeat, Durable).
+    /// Why a failed send does not end the connection at once: a writer that ends sends
+    /// its last frames (a Heartbeat, then Bye) and closes, and our reply to the first
+    /// can hit its closed socket while the Bye is already in our buffer. The frames
+    /// already received are still handled (their acks made durable, a Bye ends the
+    /// connection as "bye"); the failed send ends it after them (`serve_loop`).
+    pub(super) fn reply(&mut self, m: &Msg) {
+        if self.reply_failed.is_some() {
+            return;
+        }
+        if let Err(End::Io(e)) = self.send(m) {
+            self.reply_failed = Some(e);
+        }
     }
 
     /// Time left before the connection counts as idle. (Its handshake deadline was
@@ -281,6 +254,9 @@ impl Conn {
             return end;
         }
         loop {
+            if self.reply_failed.is_some() {
+                return self.end_after_failed_reply();
+            }
             let left = self.idle_left();
             if left.is_zero() {
                 return End::Idle;
@@ -336,6 +312,10 @@ impl Conn {
         if let Err(end) | Ok(ControlFlow::Break(end)) = r {
             return Some(end);
         }
+        if self.reply_failed.is_some() {
+            // `serve_loop` ends the connection as the failed reply, after the rest.
+            return None;
+        }
         if eof {
             return Some(if self.rbuf.is_empty() {
                 End::Eof
@@ -344,6 +324,32 @@ impl Conn {
             });
         }
         None
+    }
+
+    /// Ends a connection whose reply could not be sent: handles the frames that have
+    /// already arrived, without waiting for more, and ends as one of them says (Bye, a
+    /// bad frame), else as the failed send.
+    fn end_after_failed_reply(&mut self) -> End {
+        // The kernel holds at most a receive buffer of them: reading no more than that
+        // ends this even if a live peer that does not read keeps sending.
+        let mut budget =
+            nix::sys::socket::getsockopt(&self.stream, sockopt::RcvBuf).unwrap_or(READ_BATCH_BYTES);
+        loop {
+            let before = self.rbuf.len();
+            while self.rbuf.len() < READ_BATCH_BYTES && budget > 0 {
+                match self.read_more_now() {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => budget = budget.saturating_sub(n),
+                }
+            }
+            if self.rbuf.len() == before {
+                break;
+            }
+            if let Some(end) = self.handle_buffered(false) {
+                return end;
+            }
+        }
+        End::Io(self.reply_failed.take().expect("set by the caller"))
     }
 
     fn truncated_msg(&self) -> String {
@@ -471,9 +477,11 @@ impl Conn {
             return Err(End::Protocol(VersionMismatch(version).to_string()));
         }
         let witness_nonce = auth::nonce();
-        self.send(&Msg::Challenge {
+        // A peer that never gets the Challenge cannot seal its next frame: that frame
+        // fails authentication and ends the connection at once.
+        self.reply(&Msg::Challenge {
             nonce: witness_nonce,
-        })?;
+        });
         self.session = Some(Session::witness(&key, &client_nonce, &witness_nonce));
         Ok(())
     }
@@ -499,7 +507,10 @@ impl Conn {
                 resume,
                 descriptor,
             } => self.on_hello(resume, descriptor).map(ControlFlow::Continue),
-            Msg::Heartbeat => self.send(&Msg::Heartbeat).map(ControlFlow::Continue),
+            Msg::Heartbeat => {
+                self.reply(&Msg::Heartbeat);
+                Ok(ControlFlow::Continue(()))
+            }
             Msg::Bye { reason } => {
                 if self.run.is_none() {
                     return Err(End::Protocol("Bye before Hello".into()));

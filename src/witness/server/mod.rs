@@ -36,8 +36,9 @@
 //!
 //! The parts: `witness` (start, shutdown), `shared` (options, run slots, caps),
 //! `dirlock` and `recovery` (what happens before listening), `accept` (the gate),
-//! `connection` (a connection's thread), `writer` and `fetch` (what its frames do),
-//! `events` (the log lines), `listen` (the command). This file only names them.
+//! `connection` (a connection's thread) and `recv_buf` (its receive buffer), `writer`
+//! and `fetch` (what its frames do), `events` (the log lines), `listen` (the command).
+//! This file only names them.
 
 mod accept;
 mod connection;
@@ -47,6 +48,9 @@ mod events;
 mod fetch;
 mod listen;
 mod recovery;
+mod recv_buf;
+#[cfg(test)]
+mod reply_tests;
 mod runs;
 mod shared;
 mod witness;

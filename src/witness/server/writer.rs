@@ -107,10 +107,11 @@ impl Conn {
         self.run = Some((d.run_id, slot));
         self.rules = Some(rules);
         self.note_connect(&d, resume, durable, &took_over);
-        self.send(&Msg::Welcome {
+        self.reply(&Msg::Welcome {
             version: PROTOCOL_VERSION,
             durable_acks: durable,
-        })
+        });
+        Ok(())
     }
 
     /// Opens (or creates) the log of `d`'s run for appending through the journal.
@@ -209,7 +210,9 @@ impl Conn {
     }
 
     /// Makes everything appended since the last commit durable (one journal sync,
-    /// shared with every other run's commits of that moment), then Durable.
+    /// shared with every other run's commits of that moment), then Durable. Ends the
+    /// connection only when the commit cannot be made (a failed Durable reply ends it
+    /// after the frames already received: `Conn::reply`).
     pub(super) fn commit_and_reply(&mut self) -> Option<End> {
         if !self.dirty {
             return None;
@@ -225,10 +228,10 @@ impl Conn {
             Err(e) => return Some(End::Storage(format!("{e:#}"))),
         };
         drop(s);
-        self.send(&Msg::Durable {
+        self.reply(&Msg::Durable {
             durable_acks: durable,
-        })
-        .err()
+        });
+        None
     }
 }
 
