@@ -8,8 +8,10 @@
 //! created by an attempt that fails or is interrupted before its first record is removed
 //! again.
 
+mod clock;
 pub mod engine;
 mod events;
+mod pace;
 mod pipe;
 pub mod plan;
 mod prepare;
