@@ -204,7 +204,6 @@ fn stream_loop(io: &Io, stream: u16) {
     );
     std::thread::scope(|s| {
         s.spawn(|| {
-            super::pace::tighten_timer_slack();
             let key = RunKey::new(plan.run);
             let mut placer = Placer::new(plan, stream);
             let mut seq = 0u64;

@@ -11,7 +11,6 @@
 mod clock;
 pub mod engine;
 mod events;
-mod pace;
 mod pipe;
 pub mod plan;
 mod prepare;

@@ -1,121 +1,68 @@
 //! A two-way hand-off of record buffers between a stream's generator and its I/O thread,
 //! with batched wake-ups. A plain channel wakes the other thread for every record, and at
 //! several hundred thousand records per second the wake-ups cost more than the hashing
-//! they were meant to hide; here the generator waits until half the buffers are free,
+//! they were meant to hide; here the generator sleeps until half the buffers are free,
 //! hands prepared buffers over a group at a time (one lock per group, not per record),
 //! and wakes a waiting I/O thread only once the group it waits for is complete. The I/O
 //! thread's end ([`IoEnd`]) likewise takes every ready buffer at once and returns used
 //! ones a quarter of the ring at a time: with a lock round per record the two threads
 //! met on the lock often enough that `perf` showed the futex waits and wakes of the
 //! contended lock at several percent of the writer's time.
-//!
-//! The generator's wait for free buffers is timed ([`super::pace`]): it sleeps about as
-//! long as the I/O end takes to free half the ring and wakes by its own timer, so the I/O
-//! thread, which sets the writer's pace, makes no futex call to wake it unless it is
-//! about to run out of prepared records.
 
-use super::pace::{Pace, items_until_free};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex};
-use std::time::Instant;
 
 pub struct Pipe<T> {
     state: Mutex<State<T>>,
     ready_cv: Condvar,
     free_cv: Condvar,
-    /// Free items the generator waits for before it takes them (half the ring).
-    take_at: usize,
-    /// Used items the I/O end collects before it hands them back (a quarter of the ring).
-    return_at: usize,
-    /// Used items the I/O end holds, stored per batch and read by the generator when it
-    /// times its wait. On a cache line of its own: next to the lock, every store would
-    /// miss after each of the generator's lock rounds.
-    io_held: Padded,
+    wake_free_at: usize,
     /// Buffers in the ring.
     buffers: usize,
 }
-
-#[repr(align(128))]
-struct Padded(AtomicUsize);
 
 struct State<T> {
     ready: VecDeque<T>,
     free: Vec<T>,
     closed: bool,
-    gen_wait: GenWait,
+    gen_waiting: bool,
     /// Items the sleeping I/O thread still needs (0: it does not sleep).
     io_want: usize,
-    /// Used items the I/O end has handed back in all.
-    returned: u64,
-    /// The I/O end's speed, as the generator measures it.
-    pace: Pace,
-}
-
-/// How the generator waits for free buffers.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum GenWait {
-    No,
-    /// With a timeout: it wakes by itself when the buffers should be free.
-    Timed,
-    /// Until woken (the I/O end's pace is not known yet).
-    Untimed,
 }
 
 impl<T> Pipe<T> {
     /// A pipe whose free list starts with `buffers`.
     pub fn new(buffers: Vec<T>) -> Pipe<T> {
-        let n = buffers.len();
+        let wake_free_at = (buffers.len() / 2).max(1);
         Pipe {
-            buffers: n,
+            buffers: buffers.len(),
             state: Mutex::new(State {
                 ready: VecDeque::new(),
                 free: buffers,
                 closed: false,
-                gen_wait: GenWait::No,
+                gen_waiting: false,
                 io_want: 0,
-                returned: 0,
-                pace: Pace::new(n as u64),
             }),
             ready_cv: Condvar::new(),
             free_cv: Condvar::new(),
-            take_at: (n / 2).max(1),
-            return_at: (n / 4).max(1),
-            io_held: Padded(AtomicUsize::new(0)),
+            wake_free_at,
         }
     }
 
     /// Generator: moves every free buffer into `out` (empty) at once, waiting until
-    /// enough are free: by a timed sleep once the I/O end's pace is known, so it is not
-    /// woken by the I/O thread. The two vectors swap, so neither side allocates. False
-    /// when the pipe is closed.
+    /// enough are free. The two vectors swap, so neither side allocates. False when the
+    /// pipe is closed.
     pub fn take_free_into(&self, out: &mut Vec<T>) -> bool {
         debug_assert!(out.is_empty());
         let mut g = self.state.lock().unwrap();
-        loop {
-            if g.closed {
-                g.gen_wait = GenWait::No;
-                return false;
-            }
-            let held = self.io_held.0.load(Relaxed);
-            let used = g.returned + held as u64;
-            g.pace.observe(Instant::now(), used);
-            if g.free.len() >= self.take_at {
-                break;
-            }
-            let items = items_until_free(g.free.len(), held, self.take_at, self.return_at);
-            g = match g.pace.nap(items) {
-                Some(nap) => {
-                    g.gen_wait = GenWait::Timed;
-                    self.free_cv.wait_timeout(g, nap).unwrap().0
-                }
-                None => {
-                    g.gen_wait = GenWait::Untimed;
-                    self.free_cv.wait(g).unwrap()
-                }
-            };
+        while !g.closed && g.free.len() < self.wake_free_at {
+            g.gen_waiting = true;
+            g = self.free_cv.wait(g).unwrap();
         }
-        g.gen_wait = GenWait::No;
+        g.gen_waiting = false;
+        if g.closed {
+            return false;
+        }
         std::mem::swap(&mut g.free, out);
         true
     }
@@ -140,8 +87,14 @@ impl<T> Pipe<T> {
     /// one lock. False once closed.
     fn exchange(&self, want: usize, used: &mut Vec<T>, ready: &mut VecDeque<T>) -> bool {
         let mut g = self.state.lock().unwrap();
-        g.returned += used.len() as u64;
-        g.free.append(used);
+        let mut wake_gen = false;
+        if !used.is_empty() {
+            g.free.append(used);
+            if g.gen_waiting && g.free.len() >= self.wake_free_at {
+                g.gen_waiting = false;
+                wake_gen = true;
+            }
+        }
         let mut got = 0;
         let done = loop {
             if g.closed {
@@ -152,26 +105,13 @@ impl<T> Pipe<T> {
             if got >= want {
                 break true;
             }
-            if g.gen_wait != GenWait::No {
-                // Before sleeping: the generator must run to fill `ready` (it finds at
-                // least half the ring free: what the I/O end lacks is free).
-                g.gen_wait = GenWait::No;
+            if std::mem::take(&mut wake_gen) {
+                // Before sleeping: the generator must run to fill `ready`.
                 self.free_cv.notify_one();
             }
             g.io_want = want - got;
             g = self.ready_cv.wait(g).unwrap();
         };
-        let wake_gen = g.free.len() >= self.take_at
-            && match g.gen_wait {
-                GenWait::No => false,
-                GenWait::Untimed => true,
-                // Its timer is late (or the I/O end sped up): wake it before the I/O end
-                // runs dry, which it would before its next return of used items.
-                GenWait::Timed => ready.len() < self.return_at,
-            };
-        if wake_gen {
-            g.gen_wait = GenWait::No;
-        }
         // After unlocking, as in `put_ready_all`.
         drop(g);
         if wake_gen {
@@ -205,7 +145,7 @@ impl<'a, T> IoEnd<'a, T> {
             pipe,
             ready: VecDeque::with_capacity(pipe.buffers),
             used: Vec::with_capacity(pipe.buffers),
-            return_at: pipe.return_at,
+            return_at: (pipe.buffers / 4).max(1),
         }
     }
 
@@ -223,13 +163,11 @@ impl<'a, T> IoEnd<'a, T> {
         {
             return false;
         }
-        // One at a time: `extend(drain(..n))` cost ~60 instructions a record in drop
-        // guards for batches of one (callgrind).
+        // One at a time: `extend(drain(..n))` cost ~60 instructions a record in drain
+        // drop guards for batches of one (callgrind).
         for _ in 0..n {
             out.extend(self.ready.pop_front());
         }
-        // The batch in `out` is used once written: count it as held.
-        self.pipe.io_held.0.store(self.used.len() + n, Relaxed);
         true
     }
 }
