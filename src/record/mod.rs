@@ -171,6 +171,17 @@ pub fn fill_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) {
 /// ahead of time on another thread; the submission time is stamped just before the
 /// write with [`set_write_time`].
 pub fn prepare_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) {
+    fill_content(buf, key, rec);
+    for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
+        encode_stamp_version(sector, key.version(), run, rec, i as u32);
+    }
+}
+
+/// Writes the content of every sector of `rec` (bytes [64, 512) of each) into `buf`,
+/// exactly `rec.len_bytes()` long, in the key's format version; the stamps are left for
+/// the caller, which needs the content in place first (a stamp carries its CRC). The one
+/// copy of the loop for [`prepare_record`] and the writer's `write::prepare`.
+pub fn fill_content(buf: &mut [u8], key: &RunKey, rec: &RecordId) {
     assert_eq!(
         buf.len() as u64,
         rec.len_bytes(),
@@ -179,7 +190,6 @@ pub fn prepare_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) 
     let mut content = key.record(rec.stream, rec.seq);
     for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
         content.fill_at((i * SECTOR + STAMP_LEN) as u64, &mut sector[STAMP_LEN..]);
-        encode_stamp_version(sector, key.version(), run, rec, i as u32);
     }
 }
 

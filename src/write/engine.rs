@@ -10,13 +10,14 @@
 //! the rule above holds unchanged; a failed write or flush leaves the whole batch
 //! unacknowledged.
 
+use super::clock::{Deadline, realtime_ns};
 use super::pipe::{IoEnd, Pipe};
 use super::plan::{Placer, Plan};
 use super::prepare::prepare_record;
 use super::stamp::seal_write_time;
 use crate::device::{AlignedBuf, Device};
 use crate::latency::Histogram;
-use crate::model::{Ack, now_ns};
+use crate::model::Ack;
 use crate::record::RecordId;
 use crate::record::RunKey;
 use std::sync::Mutex;
@@ -259,11 +260,17 @@ fn io_loop(io: &Io, pipe: &Pipe<Prepared>) {
     let mut batch: Vec<Prepared> = Vec::with_capacity(io.batch);
     let mut acks: Vec<Ack> = Vec::with_capacity(io.batch);
     let mut end = IoEnd::new(pipe);
+    // The last flush time read; the duration is checked against it (see `Deadline`).
+    let mut flushed_ns = realtime_ns();
+    let mut deadline = io
+        .plan
+        .duration
+        .map(|d| Deadline::new(io.t0, d, flushed_ns));
     loop {
         if io.stop.load(Relaxed) || progress.failed.load(Relaxed) {
             return;
         }
-        if io.plan.duration.is_some_and(|d| io.t0.elapsed() >= d) {
+        if deadline.as_mut().is_some_and(|d| d.passed(flushed_ns)) {
             return;
         }
         let n = claim(io);
@@ -273,7 +280,7 @@ fn io_loop(io: &Io, pipe: &Pipe<Prepared>) {
             return;
         }
         for Prepared { buf, rec } in batch.iter_mut() {
-            rec.write_time_ns = now_ns();
+            rec.write_time_ns = realtime_ns();
             let bytes = &mut buf[..rec.len_bytes() as usize];
             seal_write_time(bytes, rec.write_time_ns);
             if let Err(e) = io.dev.write_at(bytes, rec.offset) {
@@ -285,17 +292,19 @@ fn io_loop(io: &Io, pipe: &Pipe<Prepared>) {
             progress.fail(failure("flush", batch[0].rec, e));
             return;
         }
-        let flushed_ns = now_ns();
+        flushed_ns = realtime_ns();
         // From the first write's stamped time: one clock read fewer per batch than a
         // monotonic timer of its own (a clock step can skew one sample, not an ack).
         progress
             .flush_latency
             .record_ns(flushed_ns.saturating_sub(batch[0].rec.write_time_ns));
         acks.clear();
-        acks.extend(batch.iter().map(|p| Ack {
-            record: p.rec,
-            flushed_ns,
-        }));
+        for p in &batch {
+            acks.push(Ack {
+                record: p.rec,
+                flushed_ns,
+            });
+        }
         if !progress.ack(io.sink, &acks) {
             return;
         }

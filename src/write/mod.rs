@@ -8,6 +8,7 @@
 //! created by an attempt that fails or is interrupted before its first record is removed
 //! again.
 
+mod clock;
 pub mod engine;
 mod events;
 mod pipe;

@@ -163,7 +163,11 @@ impl<'a, T> IoEnd<'a, T> {
         {
             return false;
         }
-        out.extend(self.ready.drain(..n));
+        // One at a time: `extend(drain(..n))` cost ~60 instructions a record in drain
+        // drop guards for batches of one (callgrind).
+        for _ in 0..n {
+            out.extend(self.ready.pop_front());
+        }
         true
     }
 }

@@ -8,19 +8,13 @@
 //! `blake3` crate's reader), so the unsafe SIMD code was deleted.
 
 use super::stamp::{PER_SECTOR, StampCrc};
-use crate::record::{RecordId, RunId, RunKey, SECTOR, STAMP_LEN, encode_stamp_version};
+use crate::record::{
+    RecordId, RunId, RunKey, SECTOR, STAMP_LEN, encode_stamp_version, fill_content,
+};
 
 /// `record::prepare_record`: the same bytes.
 pub fn prepare_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) {
-    assert_eq!(
-        buf.len() as u64,
-        rec.len_bytes(),
-        "buffer must hold the whole record"
-    );
-    let mut content = key.record(rec.stream, rec.seq);
-    for (i, sector) in buf.chunks_exact_mut(SECTOR).enumerate() {
-        content.fill_at((i * SECTOR + STAMP_LEN) as u64, &mut sector[STAMP_LEN..]);
-    }
+    fill_content(buf, key, rec);
     let (first, rest) = buf.split_at_mut(SECTOR);
     encode_stamp_version(first, key.version(), run, rec, 0);
     // The other sectors' stamps differ from the first only in index and content CRC
