@@ -17,11 +17,15 @@ use std::time::Duration;
 
 const REGION: u64 = 64 << 10;
 
-/// A device whose reads fail where they touch a bad range.
+/// A device whose reads fail where they touch a bad range, and hang (for `HANG`) where
+/// they reach past `hang_from`.
 struct Faulty {
     inner: MemDevice,
     bad: Vec<(u64, u64)>,
+    hang_from: u64,
 }
+
+const HANG: Duration = Duration::from_millis(1500);
 
 impl Device for Faulty {
     fn size_bytes(&self) -> u64 {
@@ -38,6 +42,9 @@ impl Device for Faulty {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         let end = offset + buf.len() as u64;
+        if end > self.hang_from {
+            std::thread::sleep(HANG);
+        }
         if self.bad.iter().any(|&(s, e)| s < end && offset < e) {
             return Err(std::io::Error::other("injected media error"));
         }
@@ -151,7 +158,13 @@ fn damaged_run(c: &Case) -> (RunDescriptor, Vec<Ack>, Arc<Faulty>) {
             (s, s + 512 * (1 + rng.below(4)))
         })
         .collect();
-    (d, acks, Arc::new(Faulty { inner: mem, bad }))
+    let hang_from = u64::MAX;
+    let dev = Faulty {
+        inner: mem,
+        bad,
+        hang_from,
+    };
+    (d, acks, Arc::new(dev))
 }
 
 fn without_time(r: &super::report::Report) -> serde_json::Value {
@@ -234,4 +247,42 @@ fn the_summarised_scan_gives_the_whole_run_s_report() {
     // Both halves ran: slots judged by their summary, and slots read again.
     assert!(SUMMARY_COUNTS[0].load(SeqCst) > judged0 + 1000);
     assert!(SUMMARY_COUNTS[1].load(SeqCst) > reread0 + 100);
+}
+
+/// A read that does not complete within the timeout: the summarising reads give up as
+/// the scan does, and the report (the range left unread, INCONCLUSIVE unless a loss was
+/// already seen) is the whole-run path's.
+#[test]
+fn a_hung_read_gives_the_whole_run_s_report() {
+    let t = Duration::from_millis(300);
+    for seed in [0u64, 1] {
+        let c = Case {
+            seed,
+            version: 2,
+            sectors: 1,
+            base: 0,
+            acks: 300,
+            short_bytes: 0,
+        };
+        let (d, acks, dev) = damaged_run(&c);
+        let dev = Arc::new(Faulty {
+            inner: MemDevice::new(dev.inner.size_bytes() as usize),
+            bad: vec![],
+            hang_from: 0,
+        });
+        let log = RunLog {
+            files: Default::default(),
+            descriptor: d.clone(),
+            acks: acks.clone(),
+            events: vec![],
+        };
+        let whole = super::verify_device_with_progress(dev.clone(), &log, t, true, &|_, _| {});
+        let summarised = verify_streamed(dev, &d, &acks, t, true, &|_, _| {}).unwrap();
+        assert_eq!(
+            without_time(&whole),
+            without_time(&summarised.report),
+            "seed {seed}"
+        );
+        assert_eq!(whole.unreadable_ranges.len(), 1, "seed {seed}");
+    }
 }
