@@ -364,7 +364,10 @@ pub fn verify_streamed(
     let on_grid = live.find.as_ref().map(|f| f.grid());
     let result = match summarising {
         Some(sum) if on_grid == Some(sum.grid()) => {
-            scan::scan_summarised(dev, d, &live.acks, sum, read_timeout, also, progress)
+            let acks = std::mem::take(&mut live.acks);
+            let (r, acks) = scan::scan_summarised(dev, d, acks, sum, read_timeout, also, progress);
+            live.acks = acks;
+            r
         }
         // Not the grid summarised (another size, or the map painted): read anew.
         sum => {

@@ -124,7 +124,8 @@ pub static SUMMARY_COUNTS: [std::sync::atomic::AtomicU64; 2] = [
 ];
 
 /// [`scan_visible`] for live acks that are each one whole slot of `summary`'s grid, in
-/// slot order, judged from the summary of the region read during the first pass
+/// slot order (handed to the summarising thread, which judges them as the reads go by,
+/// and given back), judged from the summary of the region read during the first pass
 /// ([`summarise_early`]): a slot that held one record whole and intact is judged by
 /// that record; the others (damage) are read again and judged from their bytes, as a
 /// whole scan would. The result is a whole scan's over the same span, with two
@@ -136,57 +137,42 @@ pub static SUMMARY_COUNTS: [std::sync::atomic::AtomicU64; 2] = [
 pub fn scan_summarised(
     dev: Arc<dyn Device>,
     run: impl Into<ScanRun>,
-    acks: &[Ack],
+    acks: Vec<Ack>,
     summary: SummaryRead,
     read_timeout: Duration,
     also: Option<(u64, u64)>,
     progress: &dyn Fn(u64, u64),
-) -> ScanResult {
+) -> (ScanResult, Vec<Ack>) {
     let run = run.into();
     let whole = Visible::whole_records(acks.len());
     if acks.is_empty() {
         drop(summary);
-        return scan_visible(dev, run, acks, whole, read_timeout, also, None, progress);
+        let r = scan_visible(dev, run, &acks, whole, read_timeout, also, None, progress);
+        return (r, acks);
     }
-    let order: Vec<usize> = (0..acks.len()).collect();
-    let span = Span::new(dev.as_ref(), acks, &order, also);
-    let mut sum = summary.finish();
-    let grid = sum.grid;
-    let slot_of = |a: &Ack| {
-        let from = a.record.offset.checked_sub(grid.base)?;
-        (a.record.len_bytes() == grid.len && from % grid.len == 0).then_some(from / grid.len)
-    };
-    let fits = sum.reads == (span.start, span.readable_end, span.block)
-        && sum.timed_out.is_none()
-        && acks.iter().all(|a| slot_of(a).is_some());
-    if !fits {
-        return scan_visible(dev, run, acks, whole, read_timeout, also, None, progress);
+    // Slot order is offset order (checked while judging: `off_grid`), so the first and
+    // the last ack give the span.
+    let span = Span::new(dev.as_ref(), &acks, &[0, acks.len() - 1], also);
+    let (mut sum, judged) = summary.finish(acks);
+    let summary::Judged {
+        acks,
+        mut tallies,
+        again,
+        off_grid,
+        ..
+    } = judged;
+    let fits = sum.reads == (span.start, span.readable_end, span.block) && sum.timed_out.is_none();
+    if !fits || off_grid {
+        let r = scan_visible(dev, run, &acks, whole, read_timeout, also, None, progress);
+        return (r, acks);
     }
-    let mut result = ScanResult {
-        tallies: vec![SectorTally::default(); acks.len()],
-        found_elsewhere: std::mem::take(&mut sum.found_elsewhere),
-        bytes_read: sum.bytes_read,
-        unreadable: vec![],
-        timed_out: None,
-    };
+    let mut unreadable = vec![];
     if span.readable_end < span.end {
-        result.unreadable.push((
+        unreadable.push((
             span.readable_end,
             span.end - span.readable_end,
             "beyond the end of the device".to_string(),
         ));
-    }
-    // The acks whose slot the summary cannot judge, in slot (offset) order.
-    let mut again = vec![];
-    for (i, a) in acks.iter().enumerate() {
-        let slot = slot_of(a).expect("checked above");
-        match sum
-            .record_of(slot)
-            .and_then(|r| summary::uniform_finding(r, &a.record))
-        {
-            Some(f) => (0..a.record.sectors).for_each(|_| result.tallies[i].add(f)),
-            None => again.push(i),
-        }
     }
     #[cfg(test)]
     {
@@ -199,11 +185,18 @@ pub fn scan_summarised(
         span: (span.start, span.readable_end, span.end, span.block),
         bad: &sum.bad,
     };
-    let new_bad = reads.judge(run, acks, again, whole, &mut result.tallies);
-    result.unreadable.append(&mut sum.bad);
-    result.unreadable.extend(new_bad);
+    let new_bad = reads.judge(run, &acks, again, whole, &mut tallies);
+    unreadable.append(&mut sum.bad);
+    unreadable.extend(new_bad);
     progress(span.end - span.start, span.end - span.start);
-    result
+    let result = ScanResult {
+        tallies,
+        found_elsewhere: sum.found_elsewhere,
+        bytes_read: sum.bytes_read,
+        unreadable,
+        timed_out: None,
+    };
+    (result, acks)
 }
 
 /// What to judge besides the acks, and what is already under way.

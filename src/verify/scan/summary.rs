@@ -30,8 +30,8 @@ use crate::model::Ack;
 use crate::record::{RecordId, RunId, SECTOR};
 use crate::verify::classify::{SectorFinding, SectorTally};
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -40,6 +40,65 @@ use std::time::Duration;
 pub struct SlotGrid {
     pub base: u64,
     pub len: u64,
+}
+
+impl SlotGrid {
+    /// The slot ack `a` is exactly, if any.
+    fn slot_of(&self, a: &Ack) -> Option<u64> {
+        let from = a.record.offset.checked_sub(self.base)?;
+        (a.record.len_bytes() == self.len && from % self.len == 0).then_some(from / self.len)
+    }
+}
+
+/// The live acks, judged from their slots' summaries as the reads go by (the acks come
+/// when the first pass ends, usually long before the reads do).
+pub(super) struct Judged {
+    pub acks: Vec<Ack>,
+    pub tallies: Vec<SectorTally>,
+    /// The acks the summary cannot judge, in slot order.
+    pub again: Vec<usize>,
+    /// An ack that is not exactly one slot of the grid, or not in slot order: the
+    /// summary does not apply.
+    pub off_grid: bool,
+    next: usize,
+    /// The slot of the last ack judged.
+    last: Option<u64>,
+}
+
+impl Judged {
+    fn new(acks: Vec<Ack>) -> Judged {
+        Judged {
+            tallies: vec![SectorTally::default(); acks.len()],
+            acks,
+            again: vec![],
+            off_grid: false,
+            next: 0,
+            last: None,
+        }
+    }
+
+    /// Judges the acks, in slot order, up to the first whose slot is not below `upto`
+    /// (slots below it were read whole, or will not be read).
+    fn advance(&mut self, sum: &Summary, upto: u64) {
+        while let Some(a) = self.acks.get(self.next) {
+            let Some(slot) = sum.grid.slot_of(a).filter(|&k| self.last < Some(k)) else {
+                self.off_grid = true;
+                return;
+            };
+            if slot >= upto {
+                return;
+            }
+            self.last = Some(slot);
+            match sum
+                .record_of(slot)
+                .and_then(|r| uniform_finding(r, &a.record))
+            {
+                Some(f) => (0..a.record.sectors).for_each(|_| self.tallies[self.next].add(f)),
+                None => self.again.push(self.next),
+            }
+            self.next += 1;
+        }
+    }
 }
 
 /// `seen` of a slot one of whose sectors is not its record's, or was not read.
@@ -141,7 +200,9 @@ impl Summary {
 pub struct SummaryRead {
     grid: SlotGrid,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<Summary>>,
+    /// Where the live acks go when the first pass ends.
+    to_judge: mpsc::Sender<Vec<Ack>>,
+    thread: Option<JoinHandle<(Summary, Option<Judged>)>>,
 }
 
 impl SummaryRead {
@@ -149,10 +210,14 @@ impl SummaryRead {
         self.grid
     }
 
-    /// Waits for the reads to end (at most the read timeout past the last chunk).
-    pub(super) fn finish(mut self) -> Summary {
+    /// Hands the live acks (in slot order) over to be judged as the reads go by, and
+    /// waits for the reads to end (at most the read timeout past the last chunk).
+    pub(super) fn finish(mut self, acks: Vec<Ack>) -> (Summary, Judged) {
         let t = self.thread.take().expect("finished once");
-        t.join().expect("the summarising thread does not panic")
+        // The thread waits for the acks before it ends, so it takes them.
+        let _ = self.to_judge.send(acks);
+        let (sum, judged) = t.join().expect("the summarising thread does not panic");
+        (sum, judged.expect("the acks were sent"))
     }
 }
 
@@ -180,6 +245,7 @@ pub fn summarise_early(
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = stop.clone();
     let reads = (start, readable_end, block);
+    let (to_judge, acks_in) = mpsc::channel::<Vec<Ack>>();
     let slots = (readable_end.saturating_sub(grid.base)).div_ceil(grid.len) as usize;
     let thread = std::thread::spawn(move || {
         let mut sum = Summary {
@@ -192,12 +258,14 @@ pub fn summarise_early(
             bad: vec![],
             timed_out: None,
         };
-        if start >= readable_end {
-            return sum;
-        }
-        let pipeline = Pipeline::start(dev, start, readable_end, block, pipeline::POOL);
+        let mut judged: Option<Judged> = None;
         let mut at = start;
-        while at < readable_end && !stopping.load(Ordering::Relaxed) {
+        let pipeline = (start < readable_end)
+            .then(|| Pipeline::start(dev, start, readable_end, block, pipeline::POOL));
+        while let Some(pipeline) = &pipeline
+            && at < readable_end
+            && !stopping.load(Ordering::Relaxed)
+        {
             let Some(c) = pipeline.next(read_timeout) else {
                 // A hung read: as the scan, the rest is unreadable and the reader is
                 // abandoned.
@@ -212,12 +280,24 @@ pub fn summarise_early(
             sum.take_chunk(run.id, &c);
             at = c.offset + c.len as u64;
             pipeline.recycle(c);
+            if judged.is_none() {
+                judged = acks_in.try_recv().ok().map(Judged::new);
+            }
+            if let Some(j) = &mut judged {
+                j.advance(&sum, at.saturating_sub(grid.base) / grid.len);
+            }
         }
-        sum
+        // None if the reads were dropped unused (the sender with them).
+        let mut judged = judged.or_else(|| acks_in.recv().ok().map(Judged::new));
+        if let Some(j) = &mut judged {
+            j.advance(&sum, u64::MAX);
+        }
+        (sum, judged)
     });
     SummaryRead {
         grid,
         stop,
+        to_judge,
         thread: Some(thread),
     }
 }
@@ -302,5 +382,54 @@ impl Reread<'_> {
             judge.judge_range(None, readable_end, end, tallies);
         }
         new_bad
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The acks are judged as far as the slots were read, no further: a slot judged
+    /// before its last sector is read would be read again needlessly.
+    #[test]
+    fn acks_are_judged_up_to_the_slots_read() {
+        let rec = |k: u64| RecordId {
+            stream: 0,
+            seq: k + 1,
+            offset: k * 512,
+            sectors: 1,
+            write_time_ns: k,
+        };
+        let grid = SlotGrid { base: 0, len: 512 };
+        let mut sum = Summary {
+            grid,
+            reads: (0, 2048, 512),
+            record: (0..3).map(rec).collect(),
+            seen: vec![1, 1, 1],
+            found_elsewhere: HashMap::new(),
+            bytes_read: 0,
+            bad: vec![],
+            timed_out: None,
+        };
+        let ack = |k| Ack {
+            record: rec(k),
+            flushed_ns: k + 1,
+        };
+        let mut j = Judged::new((0..4).map(ack).collect());
+        j.advance(&sum, 2);
+        assert_eq!(j.next, 2);
+        assert_eq!(j.tallies[0].intact, 1);
+        assert_eq!(j.tallies[2], SectorTally::default());
+        // Slot 3 never read: judged from its bytes afterwards.
+        sum.seen.push(0);
+        sum.record.push(rec(3));
+        j.advance(&sum, u64::MAX);
+        assert_eq!(j.tallies[2].intact, 1);
+        assert_eq!(j.again, [3]);
+        assert!(!j.off_grid);
+        // Out of slot order: the summary does not apply.
+        let mut j = Judged::new(vec![ack(1), ack(0)]);
+        j.advance(&sum, u64::MAX);
+        assert!(j.off_grid);
     }
 }
