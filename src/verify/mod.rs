@@ -22,6 +22,8 @@ pub mod scan;
 pub mod select;
 mod slots;
 #[cfg(test)]
+mod summary_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::device::{Device, FileDevice, identity};

@@ -17,8 +17,11 @@
 //!    tally, every other ack is wholly superseded, and `judge::Judging` adds each up
 //!    in ack order as `judge::judge` does.
 //!
-//! The device's reads of the run's region start before step 1 (`scan::read_early`), so
-//! the first pass overlaps some I/O.
+//! The device's reads of the run's region start before step 1, so the first pass
+//! overlaps I/O: for records of one size (the writer's settings), the whole region is
+//! read and reduced to a summary per slot (`scan::summarise_early`), and only the slots
+//! the summary cannot judge are read again after it; otherwise its first 128 MiB are
+//! read ahead (`scan::read_early`).
 //!
 //! The result is the same report as `verify_device` (tests: `scale_tests`).
 
@@ -342,22 +345,46 @@ pub fn verify_streamed(
         s.region_offset,
         s.region_offset.saturating_add(s.region_bytes),
     );
-    let early = scan::read_early(dev.clone(), region.0, region.1);
+    // Records of one size (the writer's settings say so): the whole region is read now
+    // and kept as a summary per slot (`scan::summarise_early`); else only its first
+    // chunks are read ahead.
+    let summarising = summary_grid(d).map(|grid| {
+        let run = scan::ScanRun::from(d);
+        scan::summarise_early(dev.clone(), run, grid, region.0, region.1, read_timeout)
+    });
+    let early = match summarising {
+        None => Some(scan::read_early(dev.clone(), region.0, region.1)),
+        Some(_) => None,
+    };
     let mut painted = first_pass(d, acks)?;
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
     let latency = std::mem::take(&mut painted.latency);
     let mut live = painted.live();
     let also = scan_region.then_some(region);
-    let result = scan::scan_visible(
-        dev,
-        d,
-        &live.acks,
-        std::mem::take(&mut live.visible),
-        read_timeout,
-        also,
-        Some(early),
-        progress,
-    );
+    let on_grid = live.find.as_ref().map(|f| f.grid());
+    let result = match summarising {
+        Some(sum) if on_grid == Some(sum.grid()) => {
+            let acks = std::mem::take(&mut live.acks);
+            let (r, acks) = scan::scan_summarised(dev, d, acks, sum, read_timeout, also, progress);
+            live.acks = acks;
+            r
+        }
+        // Not the grid summarised (another size, or the map painted): read anew.
+        sum => {
+            drop(sum);
+            let visible = std::mem::take(&mut live.visible);
+            scan::scan_visible(
+                dev,
+                d,
+                &live.acks,
+                visible,
+                read_timeout,
+                also,
+                early,
+                progress,
+            )
+        }
+    };
     let elsewhere = &result.found_elsewhere;
     let class_of = |a: &Ack, t: &SectorTally| {
         classify_record(t, elsewhere.contains_key(&(a.record.stream, a.record.seq)))
@@ -407,6 +434,23 @@ pub fn verify_streamed(
     let every = (live.acks.len() / 256).max(1);
     let sample = live.acks.iter().step_by(every).copied().collect();
     Ok(Scaled { report, sample })
+}
+
+/// The slots to summarise the region by while the first pass runs: the writer's
+/// records are all one size, and the region holds at most `slots::FREE_SLOTS` of them
+/// (the summary's memory). Whether the acks really are those slots is known only after
+/// the first pass (`verify_streamed` checks the slot table's grid).
+fn summary_grid(d: &RunDescriptor) -> Option<scan::SlotGrid> {
+    let s = &d.settings;
+    let len = s.record_bytes_min;
+    let fits = len == s.record_bytes_max
+        && len > 0
+        && len % crate::record::SECTOR as u64 == 0
+        && s.region_bytes / len <= super::slots::FREE_SLOTS;
+    fits.then_some(scan::SlotGrid {
+        base: s.region_offset,
+        len,
+    })
 }
 
 /// The acks of a log file, read from the file at every pass (never held).

@@ -75,6 +75,14 @@ impl Grid {
 }
 
 impl SlotFinder {
+    /// The slots the live acks are.
+    pub fn grid(&self) -> crate::verify::scan::SlotGrid {
+        crate::verify::scan::SlotGrid {
+            base: self.grid.base,
+            len: self.grid.len,
+        }
+    }
+
     /// The place of ack number `i` (the ack `a`) in `idx`, the live acks' numbers, if it
     /// is live.
     #[inline]

@@ -8,17 +8,20 @@
 //! [`visible_ranges`]): once a later record was acknowledged over a sector, the earlier
 //! record's promise for that sector is void, whatever the drive holds there.
 
+mod judge;
 mod pipeline;
+mod summary;
 mod visible;
 
+pub use judge::ScanRun;
+pub use summary::{SlotGrid, SummaryRead, summarise_early};
 pub use visible::Visible;
 
-use super::classify::{SectorFinding, SectorTally, classify_sector};
+use super::classify::SectorTally;
 use crate::device::Device;
 use crate::model::Ack;
-use crate::record::RunKey;
-use crate::record::{RunId, SECTOR, expected_sector};
-use pipeline::{Chunk, Pipeline};
+use judge::Judge;
+use pipeline::{Pipeline, block_of, dev_end};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,33 +37,6 @@ pub struct ScanResult {
     /// (offset, len) left unread because a read did not complete within the timeout.
     /// Unlike a failed read this says nothing about the data (see `judge::timed_out`).
     pub timed_out: Option<(u64, u64)>,
-}
-
-/// The run a scan judges: its id, and the record format version its writer used, which
-/// decides how a damaged sector's expected content is regenerated to count its flipped
-/// bits (docs/format.md "Content"). A bare [`RunId`] means the current format.
-#[derive(Clone, Copy, Debug)]
-pub struct ScanRun {
-    pub id: RunId,
-    pub format_version: u16,
-}
-
-impl From<RunId> for ScanRun {
-    fn from(id: RunId) -> ScanRun {
-        ScanRun {
-            id,
-            format_version: crate::record::FORMAT_VERSION,
-        }
-    }
-}
-
-impl From<&crate::model::RunDescriptor> for ScanRun {
-    fn from(d: &crate::model::RunDescriptor) -> ScanRun {
-        ScanRun {
-            id: d.run_id,
-            format_version: d.format_version,
-        }
-    }
 }
 
 /// Reads [start, end) of `dev` and judges every ack against it.
@@ -139,6 +115,90 @@ pub fn read_early(dev: Arc<dyn Device>, from: u64, to: u64) -> EarlyRead {
     }
 }
 
+/// Slots judged by [`scan_summarised`] from their summary, and read again (tests: that
+/// both happen).
+#[cfg(test)]
+pub static SUMMARY_COUNTS: [std::sync::atomic::AtomicU64; 2] = [
+    std::sync::atomic::AtomicU64::new(0),
+    std::sync::atomic::AtomicU64::new(0),
+];
+
+/// [`scan_visible`] for live acks that are each one whole slot of `summary`'s grid, in
+/// slot order (handed to the summarising thread, which judges them as the reads go by,
+/// and given back), judged from the summary of the region read during the first pass
+/// ([`summarise_early`]): a slot that held one record whole and intact is judged by
+/// that record; the others (damage) are read again and judged from their bytes, as a
+/// whole scan would. The result is a whole scan's over the same span, with two
+/// differences outside the verdict: `bytes_read` counts the span once, not the slots
+/// read again, and a slot that fails to read again only now adds its failed blocks to
+/// `unreadable` (a drive whose reads change between two reads). When the span is not
+/// what the summary read, or a read timed out, the span is scanned anew.
+#[allow(clippy::too_many_arguments)]
+pub fn scan_summarised(
+    dev: Arc<dyn Device>,
+    run: impl Into<ScanRun>,
+    acks: Vec<Ack>,
+    summary: SummaryRead,
+    read_timeout: Duration,
+    also: Option<(u64, u64)>,
+    progress: &dyn Fn(u64, u64),
+) -> (ScanResult, Vec<Ack>) {
+    let run = run.into();
+    let whole = Visible::whole_records(acks.len());
+    if acks.is_empty() {
+        drop(summary);
+        let r = scan_visible(dev, run, &acks, whole, read_timeout, also, None, progress);
+        return (r, acks);
+    }
+    // Slot order is offset order (checked while judging: `off_grid`), so the first and
+    // the last ack give the span.
+    let span = Span::new(dev.as_ref(), &acks, &[0, acks.len() - 1], also);
+    let (mut sum, judged) = summary.finish(acks);
+    let summary::Judged {
+        acks,
+        mut tallies,
+        again,
+        off_grid,
+        ..
+    } = judged;
+    let fits = sum.reads == (span.start, span.readable_end, span.block) && sum.timed_out.is_none();
+    if !fits || off_grid {
+        let r = scan_visible(dev, run, &acks, whole, read_timeout, also, None, progress);
+        return (r, acks);
+    }
+    let mut unreadable = vec![];
+    if span.readable_end < span.end {
+        unreadable.push((
+            span.readable_end,
+            span.end - span.readable_end,
+            "beyond the end of the device".to_string(),
+        ));
+    }
+    #[cfg(test)]
+    {
+        let judged = (acks.len() - again.len()) as u64;
+        SUMMARY_COUNTS[0].fetch_add(judged, std::sync::atomic::Ordering::SeqCst);
+        SUMMARY_COUNTS[1].fetch_add(again.len() as u64, std::sync::atomic::Ordering::SeqCst);
+    }
+    let reads = summary::Reread {
+        dev: dev.as_ref(),
+        span: (span.start, span.readable_end, span.end, span.block),
+        bad: &sum.bad,
+    };
+    let new_bad = reads.judge(run, &acks, again, whole, &mut tallies);
+    unreadable.append(&mut sum.bad);
+    unreadable.extend(new_bad);
+    progress(span.end - span.start, span.end - span.start);
+    let result = ScanResult {
+        tallies,
+        found_elsewhere: sum.found_elsewhere,
+        bytes_read: sum.bytes_read,
+        unreadable,
+        timed_out: None,
+    };
+    (result, acks)
+}
+
 /// What to judge besides the acks, and what is already under way.
 #[derive(Default)]
 struct Inputs<'a> {
@@ -148,14 +208,6 @@ struct Inputs<'a> {
     visible: Option<Visible>,
     also: Option<(u64, u64)>,
     early: Option<EarlyRead>,
-}
-
-fn block_of(dev: &dyn Device) -> u64 {
-    dev.logical_block_bytes().max(512) as u64
-}
-
-fn dev_end(dev: &dyn Device, block: u64) -> u64 {
-    dev.size_bytes() / block * block
 }
 
 /// [`scan`], judging only the acks at the indexes in `selected` (their tallies; the
@@ -314,109 +366,6 @@ impl Span {
     }
 }
 
-/// Judges each acknowledged record's sectors as the chunks covering them go by, in
-/// offset order; only the records overlapping the current chunk are active.
-struct Judge<'a> {
-    run: RunId,
-    key: RunKey,
-    acks: &'a [Ack],
-    visible: Visible,
-    /// Ack indexes in offset order; `next` is the first not yet active.
-    order: Vec<usize>,
-    next: usize,
-    active: Vec<usize>,
-}
-
-impl<'a> Judge<'a> {
-    /// `order`: the indexes of the acks to judge.
-    fn new(run: ScanRun, acks: &'a [Ack], mut order: Vec<usize>, visible: Visible) -> Judge<'a> {
-        order.sort_by_key(|&i| acks[i].record.offset);
-        Judge {
-            run: run.id,
-            // An unknown version never gets here (`verify::refuse_unknown_format`); the
-            // fallback only decides bit counts, never a class.
-            key: RunKey::for_version(run.id, run.format_version)
-                .unwrap_or_else(|| RunKey::new(run.id)),
-            acks,
-            visible,
-            order,
-            next: 0,
-            active: vec![],
-        }
-    }
-
-    /// Records of this run whose sectors sit away from their home in chunk `c`.
-    fn note_found_elsewhere(&self, c: &Chunk, found: &mut HashMap<(u16, u64), u64>) {
-        for (k, st) in c.stamps.iter().enumerate() {
-            if let Ok(st) = st {
-                let here = c.offset + (k * SECTOR) as u64;
-                if st.run == self.run && st.home() != here {
-                    // Where the record's first sector would be, given this one.
-                    let landed = here.saturating_sub(st.index as u64 * SECTOR as u64);
-                    found
-                        .entry((st.record.stream, st.record.seq))
-                        .or_insert(landed);
-                }
-            }
-        }
-    }
-
-    /// Adds a finding for every sector in [c_off, c_end) of every record covering it:
-    /// from `chunk` when it was read, unreadable when not.
-    fn judge_range(
-        &mut self,
-        chunk: Option<&Chunk>,
-        c_off: u64,
-        c_end: u64,
-        tallies: &mut [SectorTally],
-    ) {
-        let acks = self.acks;
-        while self.next < self.order.len() && acks[self.order[self.next]].record.offset < c_end {
-            self.active.push(self.order[self.next]);
-            self.next += 1;
-        }
-        for &i in &self.active {
-            let rec = &acks[i].record;
-            let lo = rec.offset.max(c_off);
-            let hi = rec.end().min(c_end);
-            let mut p = lo;
-            while p < hi {
-                let finding = self.sector(chunk, i, p);
-                tallies[i].add(finding);
-                p += SECTOR as u64;
-            }
-        }
-        self.active.retain(|&i| acks[i].record.end() > c_end);
-    }
-
-    /// What ack `i`'s sector at byte `p` holds.
-    fn sector(&self, chunk: Option<&Chunk>, i: usize, p: u64) -> SectorFinding {
-        let rec = &self.acks[i].record;
-        let index = ((p - rec.offset) / SECTOR as u64) as u32;
-        match chunk {
-            _ if !self.visible.covers(i, p) => SectorFinding::Superseded,
-            Some(c) if !in_bad(&c.bad, p) => {
-                let k = ((p - c.offset) / SECTOR as u64) as usize;
-                let found = &c.buf[k * SECTOR..(k + 1) * SECTOR];
-                classify_sector(
-                    found,
-                    &c.stamps[k],
-                    c.content_ok[k],
-                    self.run,
-                    rec,
-                    index,
-                    || {
-                        let mut e = [0u8; SECTOR];
-                        expected_sector(&mut e, &self.key, self.run, rec, index);
-                        e
-                    },
-                )
-            }
-            _ => SectorFinding::Unreadable,
-        }
-    }
-}
-
 /// For each ack (same order), the byte ranges of its record that no later acknowledged
 /// record covers, sorted. "Later" is (stream, seq) order: a stream's records are
 /// acknowledged in seq order, and streams own disjoint shares of the region.
@@ -457,10 +406,6 @@ pub fn visible_ranges(acks: &[Ack]) -> Vec<Vec<(u64, u64)>> {
         }
     }
     out
-}
-
-fn in_bad(bad: &[(u64, u64, String)], p: u64) -> bool {
-    bad.iter().any(|(o, l, _)| p >= *o && p < o + l)
 }
 
 #[cfg(test)]
@@ -507,7 +452,7 @@ mod tests {
     #[test]
     fn a_selected_scan_gives_the_whole_scan_s_tallies_for_the_selected() {
         use crate::device::mem::MemDevice;
-        use crate::record::{RunKey, fill_record};
+        use crate::record::{RunId, RunKey, fill_record};
         let run = RunId([3; 16]);
         let key = RunKey::new(run);
         let dev = Arc::new(MemDevice::new(64 * 1024));

@@ -16,7 +16,7 @@ use crate::record::{SECTOR, Stamp, StampError, content_matches, decode_stamp};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-const CHUNK_BYTES: u64 = 2 << 20;
+pub(super) const CHUNK_BYTES: u64 = 2 << 20;
 /// Chunks in circulation per reader.
 pub(super) const POOL: usize = 3;
 /// Chunks per reader when the reads start before the judging can (`super::read_early`):
@@ -103,7 +103,7 @@ impl Pipeline {
     }
 }
 
-fn empty_chunk(n: usize) -> Chunk {
+pub(super) fn empty_chunk(n: usize) -> Chunk {
     Chunk {
         offset: 0,
         len: 0,
@@ -150,15 +150,7 @@ fn spawn_decoder(from_readers: Vec<mpsc::Receiver<Chunk>>, to_judge: mpsc::SyncS
             let Ok(mut c) = from_readers[turn % READERS].recv() else {
                 return;
             };
-            c.stamps.clear();
-            c.stamps
-                .extend(c.buf[..c.len].chunks_exact(SECTOR).map(decode_stamp));
-            c.content_ok.clear();
-            let ok = c.buf[..c.len]
-                .chunks_exact(SECTOR)
-                .zip(&c.stamps)
-                .map(|(sec, st)| st.as_ref().is_ok_and(|s| content_matches(sec, s)));
-            c.content_ok.extend(ok);
+            decode(&mut c);
             if to_judge.send(c).is_err() {
                 return;
             }
@@ -166,9 +158,22 @@ fn spawn_decoder(from_readers: Vec<mpsc::Receiver<Chunk>>, to_judge: mpsc::SyncS
     });
 }
 
+/// Decodes every sector's stamp of `c` and checks its content CRC.
+pub(super) fn decode(c: &mut Chunk) {
+    c.stamps.clear();
+    c.stamps
+        .extend(c.buf[..c.len].chunks_exact(SECTOR).map(decode_stamp));
+    c.content_ok.clear();
+    let ok = c.buf[..c.len]
+        .chunks_exact(SECTOR)
+        .zip(&c.stamps)
+        .map(|(sec, st)| st.as_ref().is_ok_and(|s| content_matches(sec, s)));
+    c.content_ok.extend(ok);
+}
+
 /// Reads one chunk; on error, narrows down to the failing blocks so one bad sector does
 /// not hide a whole chunk.
-fn read_chunk(
+pub(super) fn read_chunk(
     dev: &dyn Device,
     buf: &mut [u8],
     offset: u64,
@@ -198,4 +203,12 @@ fn read_chunk(
         }
     }
     bad
+}
+
+pub(super) fn block_of(dev: &dyn Device) -> u64 {
+    dev.logical_block_bytes().max(512) as u64
+}
+
+pub(super) fn dev_end(dev: &dyn Device, block: u64) -> u64 {
+    dev.size_bytes() / block * block
 }
