@@ -259,11 +259,26 @@ impl Conn {
             }
             let left = self.idle_left();
             if left.is_zero() {
-                return End::Idle;
+                // The deadline can pass during our own commit (a log disk stalled for
+                // the whole idle timeout): that is not the writer's silence, so the
+                // frames already waiting are handled before the connection counts as
+                // idle.
+                let had = self.rbuf.len();
+                let eof = self.read_waiting();
+                if self.rbuf.len() == had && !eof {
+                    return End::Idle;
+                }
+                if let Some(end) = self.handle_buffered(eof) {
+                    return end;
+                }
+                // Only part of a frame: still idle.
+                if self.idle_left().is_zero() {
+                    return End::Idle;
+                }
+                continue;
             }
             self.arm_read_timeout(left);
-            // One blocking read, then whatever else is already there: the batch that
-            // shares one commit.
+            // One blocking read.
             match self.read_some() {
                 Ok(0) => {
                     if self.rbuf.is_empty() {
@@ -283,17 +298,8 @@ impl Conn {
                 }
                 Err(e) => return End::Io(e),
             }
-            let mut eof = false;
-            while self.rbuf.len() < READ_BATCH_BYTES {
-                match self.read_more_now() {
-                    Ok(0) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(_) => {}
-                    Err(_) => break,
-                }
-            }
+            // Whatever else is already there: the batch that shares one commit.
+            let eof = self.read_waiting();
             if let Some(end) = self.handle_buffered(eof) {
                 return end;
             }
@@ -324,6 +330,19 @@ impl Conn {
             });
         }
         None
+    }
+
+    /// Reads what has already arrived, up to a batch, without waiting. True when the
+    /// peer has closed its side after it.
+    fn read_waiting(&mut self) -> bool {
+        while self.rbuf.len() < READ_BATCH_BYTES {
+            match self.read_more_now() {
+                Ok(0) => return true,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        false
     }
 
     /// Ends a connection whose reply could not be sent: handles the frames that have

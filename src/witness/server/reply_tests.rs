@@ -66,13 +66,23 @@ fn serve(
     key: Option<Key>,
     between: impl FnOnce(TcpStream, &TcpStream, &mut Conn) -> Option<TcpStream>,
 ) -> RunLog {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("w");
     let opts = WitnessOptions {
         quiet: true,
-        key: key.clone(),
+        key,
         ..Default::default()
     };
+    serve_with(frames, opts, between)
+}
+
+/// `serve` by a witness with `opts`.
+fn serve_with(
+    frames: &[Frame],
+    opts: WitnessOptions,
+    between: impl FnOnce(TcpStream, &TcpStream, &mut Conn) -> Option<TcpStream>,
+) -> RunLog {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    let key = opts.key.clone();
     let w = Witness::start("127.0.0.1:0", &dir, opts).unwrap();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
@@ -141,6 +151,22 @@ pub(super) fn wait_for(s: &TcpStream, events: libc::c_short, want: libc::c_short
     let r = unsafe { libc::poll(fds.as_mut_ptr(), 1, 10_000) };
     assert_eq!(r, 1, "nothing seen within 10 s");
     assert_ne!(fds[0].revents & want, 0, "{:#x}", fds[0].revents);
+}
+
+/// Does the gate's part: reads exactly the Hello from `server` and hands it to `c`.
+fn take_hello(server: &TcpStream, c: &mut Conn) {
+    let mut hello = Vec::new();
+    Msg::Hello {
+        version: PROTOCOL_VERSION,
+        resume: false,
+        descriptor: descriptor(),
+    }
+    .encode_into(&mut hello);
+    let mut got = vec![0u8; hello.len()];
+    (&*server).read_exact(&mut got).unwrap();
+    assert!(got == hello);
+    c.rbuf = RecvBuf::holding(got);
+    c.first_frame_authenticated = true;
 }
 
 fn kinds(log: &RunLog) -> Vec<&str> {
@@ -212,19 +238,7 @@ fn frames_queued_after_the_batch_of_a_failed_reply_are_handled() {
     let frames = [Frame::Hello, Frame::Heartbeat, Frame::Bye];
     let log = serve(&frames, None, |client, server, c| {
         wait_for(server, libc::POLLIN, libc::POLLIN);
-        // The gate's read: exactly the Hello.
-        let mut hello = Vec::new();
-        Msg::Hello {
-            version: PROTOCOL_VERSION,
-            resume: false,
-            descriptor: descriptor(),
-        }
-        .encode_into(&mut hello);
-        let mut got = vec![0u8; hello.len()];
-        (&*server).read_exact(&mut got).unwrap();
-        assert!(got == hello);
-        c.rbuf = RecvBuf::holding(got);
-        c.first_frame_authenticated = true;
+        take_hello(server, c);
         c.reply_failed = Some(io::ErrorKind::BrokenPipe.into());
         // Open: only the frames decide how it ends.
         Some(client)
@@ -244,4 +258,48 @@ fn a_failed_reply_with_nothing_more_received_ends_at_once() {
     });
     assert_eq!(kinds(&log), ["connect", "disconnect"], "{:?}", log.events);
     assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+}
+
+/// The idle deadline can pass while the witness itself is busy (a commit to a stalled
+/// log disk as long as the idle timeout): frames that arrived meanwhile are the
+/// writer's, and are handled before the connection counts as idle. Here every commit
+/// outlasts a zero idle timeout; without the check, the connection ended as idle with
+/// the acks and the Bye unread.
+#[test]
+fn frames_waiting_when_the_idle_deadline_passed_during_a_commit_are_handled() {
+    let frames = [Frame::Hello, Frame::Acks(0..20), Frame::Bye];
+    let opts = WitnessOptions {
+        quiet: true,
+        idle_timeout: Duration::ZERO,
+        ..Default::default()
+    };
+    let log = serve_with(&frames, opts, |client, server, c| {
+        wait_for(server, libc::POLLIN, libc::POLLIN);
+        take_hello(server, c);
+        Some(client)
+    });
+    assert_eq!(kinds(&log), ["connect", "bye"], "{:?}", log.events);
+    assert_eq!(log.acks.len(), 20);
+    assert_eq!(log.events[1].durable_acks, 20);
+}
+
+/// With nothing waiting, a connection past its idle deadline still ends as idle.
+#[test]
+fn nothing_waiting_past_the_idle_deadline_ends_as_idle() {
+    let opts = WitnessOptions {
+        quiet: true,
+        idle_timeout: Duration::ZERO,
+        ..Default::default()
+    };
+    let log = serve_with(&[Frame::Hello], opts, |client, server, c| {
+        wait_for(server, libc::POLLIN, libc::POLLIN);
+        take_hello(server, c);
+        Some(client)
+    });
+    assert_eq!(kinds(&log), ["connect", "disconnect"], "{:?}", log.events);
+    assert!(
+        log.events[1].detail.contains("idle timeout"),
+        "{}",
+        log.events[1].detail
+    );
 }
