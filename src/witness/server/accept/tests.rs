@@ -79,3 +79,44 @@ fn a_failed_heartbeat_reply_with_no_request_received_closes_the_connection() {
     }
     w.shutdown();
 }
+
+/// The failure is handed over with the connection: a peer whose Heartbeat reply was cut
+/// short (it took part of the frame) would read a broken frame stream if the connection
+/// thread went on to send a Welcome or a Durable, so it writes nothing more, and still
+/// logs the run's frames. Here the socket itself is healthy, so only the hand-over can
+/// stop those replies.
+#[test]
+fn a_failed_reply_is_handed_over_and_nothing_more_is_written() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    let opts = WitnessOptions {
+        quiet: true,
+        ..Default::default()
+    };
+    let w = Witness::start("127.0.0.1:0", &dir, opts).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (server, peer) = l.accept().unwrap();
+    let mut p = Pending::new(server, 1, peer);
+    p.buf = [hello(), bye()].iter().flat_map(Msg::encode).collect();
+    p.reply_failed = Some(std::io::Error::new(
+        std::io::ErrorKind::WouldBlock,
+        "the peer took 3 of 16 bytes of a reply",
+    ));
+    hand_over(&w.shared, p, Role::Writer);
+    client
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut got = Vec::new();
+    client.read_to_end(&mut got).unwrap();
+    assert!(
+        got.is_empty(),
+        "{} bytes written after a failed reply",
+        got.len()
+    );
+    w.shutdown();
+    let log = read_log_file(&log_path(&dir, RunId([RUN; 16]))).unwrap();
+    let kinds: Vec<&str> = log.events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds, ["connect", "bye"], "{:?}", log.events);
+}
