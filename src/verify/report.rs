@@ -112,10 +112,6 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn counts_zero() -> BTreeMap<&'static str, u64> {
-        RecordClass::ALL.iter().map(|c| (c.name(), 0)).collect()
-    }
-
     /// What campaigns, the agent and the HTML report keep of this report.
     pub fn to_summary(&self) -> ReportSummary {
         ReportSummary {

@@ -13,9 +13,12 @@
 //!    alongside, the checks of `witness::validate::check_run`, the last ack and the
 //!    latency's coarse counts;
 //! 2. the live records are read back and judged exactly as a whole scan would
-//!    (`scan::scan_visible`), then the acks are streamed again: a live ack takes its
-//!    tally, every other ack is wholly superseded, and `judge::Judging` adds each up
-//!    in ack order as `judge::judge` does.
+//!    (`scan::scan_visible`) on another thread, while this one streams the acks again
+//!    and counts every ack that is not live (wholly superseded) in `judge::Judging`;
+//!    when the reads end, each live ack is counted with its tally, and the failures
+//!    are added to the losses in ack order, as `judge::judge` does. Why two threads:
+//!    the second pass took 0.2-0.3 s for 2.6 M acks of 512 B after the reads ended
+//!    (docs/performance.md "Verify read speed against dd").
 //!
 //! The device's reads of the run's region start before step 1, so the first pass
 //! overlaps I/O: for records of one size (the writer's settings), the whole region is
@@ -334,7 +337,7 @@ pub fn verify_streamed(
     acks: &dyn AckPasses,
     read_timeout: Duration,
     scan_region: bool,
-    progress: &dyn Fn(u64, u64),
+    progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Scaled, super::VerifyError> {
     let t0 = Instant::now();
     // The run's region is read while the acks are painted: in the common case (a ring
@@ -362,67 +365,79 @@ pub fn verify_streamed(
     let mut live = painted.live();
     let also = scan_region.then_some(region);
     let on_grid = live.find.as_ref().map(|f| f.grid());
-    let result = match summarising {
-        Some(sum) if on_grid == Some(sum.grid()) => {
-            let acks = std::mem::take(&mut live.acks);
-            let (r, acks) = scan::scan_summarised(dev, d, acks, sum, read_timeout, also, progress);
-            live.acks = acks;
-            r
-        }
-        // Not the grid summarised (another size, or the map painted): read anew.
-        sum => {
-            drop(sum);
-            let visible = std::mem::take(&mut live.visible);
-            scan::scan_visible(
-                dev,
-                d,
-                &live.acks,
-                visible,
-                read_timeout,
-                also,
-                early,
-                progress,
-            )
-        }
-    };
-    let elsewhere = &result.found_elsewhere;
-    let class_of = |a: &Ack, t: &SectorTally| {
-        classify_record(t, elsewhere.contains_key(&(a.record.stream, a.record.seq)))
-    };
-    let newest_survivor = live
-        .acks
-        .iter()
-        .zip(&result.tallies)
-        .filter(|(a, t)| class_of(a, t) == RecordClass::Intact)
-        .map(|(a, _)| a.record.write_time_ns)
-        .max();
-    let mut judging = Judging::new(last_ack_ns, newest_survivor, &latency);
-    let mut timed_out = result.timed_out.map(TimedOut::new);
-    let (mut i, mut next_live, mut seen) = (0u64, 0usize, 0u64);
-    acks.pass(&mut |chunk| {
-        for a in chunk {
-            let t = match live.place_of(i, a, &mut next_live) {
-                Some(j) => result.tallies[j],
-                None => SectorTally {
-                    superseded: a.record.sectors,
-                    ..Default::default()
-                },
-            };
-            let c = class_of(a, &t);
-            judging.add(a, c, &t, elsewhere);
-            if let Some(to) = &mut timed_out {
-                to.add(a, c);
+    let mut judging = Judging::new(last_ack_ns, None, &latency);
+    // The region is read (and for the most part already judged, `summarise_early`) on
+    // other threads while this one streams the acks a second time and counts every ack
+    // that no longer shows anywhere: only the live ones are left for after the reads.
+    let scan_acks = std::mem::take(&mut live.acks);
+    let visible = std::mem::take(&mut live.visible);
+    let (result, scan_acks, counted) = std::thread::scope(|s| {
+        let scan = s.spawn(move || match summarising {
+            Some(sum) if on_grid == Some(sum.grid()) => {
+                scan::scan_summarised(dev, d, scan_acks, sum, read_timeout, also, progress)
             }
-            i += 1;
+            // Not the grid summarised (another size, or the map painted): read anew.
+            sum => {
+                drop(sum);
+                let r = scan::scan_visible(
+                    dev,
+                    d,
+                    &scan_acks,
+                    visible,
+                    read_timeout,
+                    also,
+                    early,
+                    progress,
+                );
+                (r, scan_acks)
+            }
+        });
+        let counted = count_the_superseded(acks, &live, &mut judging);
+        match scan.join() {
+            Ok((r, a)) => (r, a, counted),
+            Err(panic) => std::panic::resume_unwind(panic),
         }
-        seen = i;
-    })?;
+    });
+    live.acks = scan_acks;
+    let seen = counted?;
     if seen != n {
         return Err(super::VerifyError::AcksChanged {
             first: n,
             second: seen,
         });
     }
+    let elsewhere = &result.found_elsewhere;
+    // The live acks, in the order of the list; the failures' findings in ack order.
+    let mut newest_survivor = None;
+    let mut failures: Vec<(u64, usize, RecordClass)> = vec![];
+    for (j, (a, t)) in live.acks.iter().zip(&result.tallies).enumerate() {
+        let c = classify_record_lazily(t, || {
+            elsewhere.contains_key(&(a.record.stream, a.record.seq))
+        });
+        judging.count(a, c, t);
+        match c {
+            RecordClass::Intact => {
+                newest_survivor = newest_survivor.max(Some(a.record.write_time_ns));
+            }
+            c if c.is_failure() => failures.push((live.idx[j], j, c)),
+            _ => {}
+        }
+    }
+    failures.sort_unstable_by_key(|f| f.0);
+    judging.set_newest_survivor(newest_survivor);
+    for &(_, j, c) in &failures {
+        judging.add_loss(&live.acks[j], c, &result.tallies[j], elsewhere);
+    }
+    // A hung read (rare): which acks it left unread takes one more pass.
+    let timed_out = match result.timed_out {
+        None => None,
+        Some(range) => {
+            let mut to = TimedOut::new(range);
+            let mut c_of = class_in_ack_order(&live, &result.tallies, elsewhere);
+            acks.pass(&mut |chunk| chunk.iter().for_each(|a| to.add(a, c_of(a))))?;
+            Some(to)
+        }
+    };
     let mut report = judging.finish();
     if let Some(to) = timed_out {
         to.apply(&mut report, read_timeout);
@@ -434,6 +449,58 @@ pub fn verify_streamed(
     let every = (live.acks.len() / 256).max(1);
     let sample = live.acks.iter().step_by(every).copied().collect();
     Ok(Scaled { report, sample })
+}
+
+/// The second pass over the acks, while the region is read: counts every ack that is
+/// not live (wholly superseded: a later ack covers all of it) into `judging`. Returns
+/// how many acks the pass saw.
+fn count_the_superseded(
+    acks: &dyn AckPasses,
+    live: &Live,
+    judging: &mut Judging,
+) -> Result<u64, super::VerifyError> {
+    let (mut i, mut next_live) = (0u64, 0usize);
+    acks.pass(&mut |chunk| {
+        for a in chunk {
+            if live.place_of(i, a, &mut next_live).is_none() {
+                let t = SectorTally {
+                    superseded: a.record.sectors,
+                    ..Default::default()
+                };
+                judging.count(a, RecordClass::Superseded, &t);
+            }
+            i += 1;
+        }
+    })?;
+    Ok(i)
+}
+
+/// `classify_record`, asking whether the record was found elsewhere only when that
+/// decides the class (a lookup per ack showed in verify's profile).
+fn classify_record_lazily(t: &SectorTally, found_elsewhere: impl FnOnce() -> bool) -> RecordClass {
+    match classify_record(t, false) {
+        RecordClass::Stale | RecordClass::Lost => classify_record(t, found_elsewhere()),
+        c => c,
+    }
+}
+
+/// The class of each ack, asked in ack order: superseded unless live.
+fn class_in_ack_order<'a>(
+    live: &'a Live,
+    tallies: &'a [SectorTally],
+    elsewhere: &'a super::judge::FoundElsewhere,
+) -> impl FnMut(&Ack) -> RecordClass + 'a {
+    let (mut i, mut next_live) = (0u64, 0usize);
+    move |a| {
+        let c = match live.place_of(i, a, &mut next_live) {
+            Some(j) => classify_record_lazily(&tallies[j], || {
+                elsewhere.contains_key(&(a.record.stream, a.record.seq))
+            }),
+            None => RecordClass::Superseded,
+        };
+        i += 1;
+        c
+    }
 }
 
 /// The slots to summarise the region by while the first pass runs: the writer's
