@@ -169,12 +169,24 @@ impl Judging {
     /// given to [`Judging::add_loss`].
     #[inline]
     pub fn count(&mut self, a: &Ack, c: RecordClass, t: &SectorTally) {
-        self.by_class[c as usize] += 1;
+        self.count_ack(a);
+        self.count_class(a, c, t);
+    }
+
+    /// The counts that do not depend on the ack's class: every ack once.
+    #[inline]
+    pub fn count_ack(&mut self, a: &Ack) {
         self.acked += 1;
         self.acked_bytes += a.record.len_bytes();
+        self.latency.add(a);
+    }
+
+    /// The counts by class: every ack once, with [`Judging::count_ack`].
+    #[inline]
+    pub fn count_class(&mut self, a: &Ack, c: RecordClass, t: &SectorTally) {
+        self.by_class[c as usize] += 1;
         self.bits += t.corrupt_bits;
         self.timeline.add(a, c);
-        self.latency.add(a);
     }
 
     /// The newest survivor, when it was not known at [`Judging::new`]: before the first

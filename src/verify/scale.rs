@@ -414,7 +414,7 @@ pub fn verify_streamed(
         let c = classify_record_lazily(t, || {
             elsewhere.contains_key(&(a.record.stream, a.record.seq))
         });
-        judging.count(a, c, t);
+        judging.count_class(a, c, t);
         match c {
             RecordClass::Intact => {
                 newest_survivor = newest_survivor.max(Some(a.record.write_time_ns));
@@ -451,9 +451,9 @@ pub fn verify_streamed(
     Ok(Scaled { report, sample })
 }
 
-/// The second pass over the acks, while the region is read: counts every ack that is
-/// not live (wholly superseded: a later ack covers all of it) into `judging`. Returns
-/// how many acks the pass saw.
+/// The second pass over the acks, while the region is read: counts every ack's
+/// latency and size, and the class of every ack that is not live (wholly superseded: a
+/// later ack covers all of it), into `judging`. Returns how many acks the pass saw.
 fn count_the_superseded(
     acks: &dyn AckPasses,
     live: &Live,
@@ -462,12 +462,13 @@ fn count_the_superseded(
     let (mut i, mut next_live) = (0u64, 0usize);
     acks.pass(&mut |chunk| {
         for a in chunk {
+            judging.count_ack(a);
             if live.place_of(i, a, &mut next_live).is_none() {
                 let t = SectorTally {
                     superseded: a.record.sectors,
                     ..Default::default()
                 };
-                judging.count(a, RecordClass::Superseded, &t);
+                judging.count_class(a, RecordClass::Superseded, &t);
             }
             i += 1;
         }
