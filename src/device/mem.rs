@@ -71,3 +71,32 @@ impl Device for MemDevice {
         Ok(())
     }
 }
+
+/// A read-only view of a [`MemDevice`] whose every read first calls `before(len,
+/// offset)`: for tests of verify with reads that fail, stall or are counted. Writes and
+/// flushes panic: verify must never write.
+#[cfg(test)]
+pub struct ReadHook<F> {
+    pub inner: std::sync::Arc<MemDevice>,
+    pub before: F,
+}
+
+#[cfg(test)]
+impl<F: Fn(usize, u64) -> io::Result<()> + Send + Sync> Device for ReadHook<F> {
+    fn size_bytes(&self) -> u64 {
+        self.inner.size_bytes()
+    }
+    fn logical_block_bytes(&self) -> u32 {
+        512
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+        panic!("verify must never write")
+    }
+    fn flush(&self) -> io::Result<()> {
+        panic!("verify must never flush")
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        (self.before)(buf.len(), offset)?;
+        self.inner.read_at(buf, offset)
+    }
+}

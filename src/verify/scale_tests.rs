@@ -5,7 +5,7 @@
 use super::scale::{AckPasses, verify_streamed};
 use super::verify_device;
 use crate::device::Device;
-use crate::device::mem::MemDevice;
+use crate::device::mem::{MemDevice, ReadHook};
 use crate::model::{Ack, RunDescriptor, RunLog};
 use crate::record::{RecordId, RunId, RunKey, SECTOR, fill_record};
 use crate::rng::Rng;
@@ -307,32 +307,6 @@ fn only_the_latest_record_at_each_location_is_kept() {
     assert!(r.sample.len() as u64 <= slots);
 }
 
-/// A device that counts the bytes read from it.
-struct Counted {
-    inner: Arc<MemDevice>,
-    read: std::sync::atomic::AtomicU64,
-}
-
-impl Device for Counted {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn logical_block_bytes(&self) -> u32 {
-        512
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
-        panic!("verify must never write")
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        panic!("verify must never flush")
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        let ordering = std::sync::atomic::Ordering::SeqCst;
-        self.read.fetch_add(buf.len() as u64, ordering);
-        self.inner.read_at(buf, offset)
-    }
-}
-
 /// The region read while the first pass runs (`scan::read_early`) is the read the scan
 /// judges when it is the span the scan needs (a ring over the whole region): the
 /// device is read once, and the report is the whole-run path's. When the span is not
@@ -348,9 +322,15 @@ fn the_region_read_during_the_first_pass_is_judged_once() {
         };
         // Seed 0: a ring (even seeds are sequential) of 512 B records, 128 slots.
         let (d, acks, mem) = random_shaped_run(0, n, shape);
-        let dev = Arc::new(Counted {
+        // Counts the bytes read.
+        let read = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = read.clone();
+        let dev = Arc::new(ReadHook {
             inner: mem.clone(),
-            read: Default::default(),
+            before: move |len, _| {
+                counter.fetch_add(len as u64, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            },
         });
         let log = RunLog {
             files: Default::default(),
@@ -362,7 +342,7 @@ fn the_region_read_during_the_first_pass_is_judged_once() {
         let streamed = verify_streamed(dev.clone(), &d, &acks, t, false, &|_, _| {}).unwrap();
         assert_eq!(without_time(&whole), without_time(&streamed.report), "{n}");
         if whole_region {
-            let read = dev.read.load(std::sync::atomic::Ordering::SeqCst);
+            let read = read.load(std::sync::atomic::Ordering::SeqCst);
             assert_eq!(read, REGION, "{n} acks");
         }
     }

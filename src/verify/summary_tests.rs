@@ -7,7 +7,7 @@
 use super::scale::verify_streamed;
 use super::scan::SUMMARY_COUNTS;
 use crate::device::Device;
-use crate::device::mem::MemDevice;
+use crate::device::mem::{MemDevice, ReadHook};
 use crate::model::{Ack, RunDescriptor, RunLog};
 use crate::record::{RecordId, RunId, RunKey, SECTOR, fill_record};
 use crate::rng::Rng;
@@ -17,39 +17,24 @@ use std::time::Duration;
 
 const REGION: u64 = 64 << 10;
 
-/// A device whose reads fail where they touch a bad range, and hang (for `HANG`) where
-/// they reach past `hang_from`.
-struct Faulty {
-    inner: MemDevice,
-    bad: Vec<(u64, u64)>,
-    hang_from: u64,
-}
-
 const HANG: Duration = Duration::from_millis(1500);
 
-impl Device for Faulty {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn logical_block_bytes(&self) -> u32 {
-        512
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
-        panic!("verify must never write")
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        panic!("verify must never flush")
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        let end = offset + buf.len() as u64;
-        if end > self.hang_from {
-            std::thread::sleep(HANG);
-        }
-        if self.bad.iter().any(|&(s, e)| s < end && offset < e) {
-            return Err(std::io::Error::other("injected media error"));
-        }
-        self.inner.read_at(buf, offset)
-    }
+/// `inner` whose reads fail where they touch a `bad` range, and hang (for `HANG`)
+/// where they reach past `hang_from`.
+fn faulty(inner: Arc<MemDevice>, bad: Vec<(u64, u64)>, hang_from: u64) -> Arc<dyn Device> {
+    Arc::new(ReadHook {
+        inner,
+        before: move |len, offset| {
+            let end = offset + len as u64;
+            if end > hang_from {
+                std::thread::sleep(HANG);
+            }
+            if bad.iter().any(|&(s, e)| s < end && offset < e) {
+                return Err(std::io::Error::other("injected media error"));
+            }
+            Ok(())
+        },
+    })
 }
 
 /// One case: the run's shape and the device's.
@@ -69,7 +54,7 @@ struct Case {
 /// elsewhere), replaced by another run's record (stale), by zeros, or by the same
 /// record id with another write time (only its bytes can judge it); some unreadable
 /// blocks.
-fn damaged_run(c: &Case) -> (RunDescriptor, Vec<Ack>, Arc<Faulty>) {
+fn damaged_run(c: &Case) -> (RunDescriptor, Vec<Ack>, Arc<dyn Device>) {
     let mut rng = Rng::new(c.seed);
     let run = RunId([c.seed as u8 | 1; 16]);
     let key = RunKey::for_version(run, c.version).unwrap();
@@ -158,13 +143,7 @@ fn damaged_run(c: &Case) -> (RunDescriptor, Vec<Ack>, Arc<Faulty>) {
             (s, s + 512 * (1 + rng.below(4)))
         })
         .collect();
-    let hang_from = u64::MAX;
-    let dev = Faulty {
-        inner: mem,
-        bad,
-        hang_from,
-    };
-    (d, acks, Arc::new(dev))
+    (d, acks, faulty(Arc::new(mem), bad, u64::MAX))
 }
 
 fn without_time(r: &super::report::Report) -> serde_json::Value {
@@ -265,11 +244,8 @@ fn a_hung_read_gives_the_whole_run_s_report() {
             short_bytes: 0,
         };
         let (d, acks, dev) = damaged_run(&c);
-        let dev = Arc::new(Faulty {
-            inner: MemDevice::new(dev.inner.size_bytes() as usize),
-            bad: vec![],
-            hang_from: 0,
-        });
+        let blank = MemDevice::new(dev.size_bytes() as usize);
+        let dev = faulty(Arc::new(blank), vec![], 0);
         let log = RunLog {
             files: Default::default(),
             descriptor: d.clone(),

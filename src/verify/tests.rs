@@ -2,7 +2,7 @@
 //! that time out.
 
 use super::*;
-use crate::device::mem::MemDevice;
+use crate::device::mem::{MemDevice, ReadHook};
 use crate::model::{Ack, RunDescriptor, WriterSettings};
 use crate::record::RunKey;
 use crate::record::{RecordId, RunId, fill_record};
@@ -81,35 +81,20 @@ fn only_the_latest_acked_record_at_a_sector_is_judged() {
     assert_eq!(d.counts["superseded"], 1);
 }
 
-/// A device whose first read at or past `stall_from` takes `stall` (a host starved of
+/// `inner` whose first read at or past `stall_from` takes `stall` (a host starved of
 /// CPU, a drive busy collecting garbage) and then returns the right data.
-struct SlowOnce {
-    inner: Arc<MemDevice>,
-    stall_from: u64,
-    stall: Duration,
-    stalled: std::sync::atomic::AtomicBool,
-}
-
-impl Device for SlowOnce {
-    fn size_bytes(&self) -> u64 {
-        self.inner.size_bytes()
-    }
-    fn logical_block_bytes(&self) -> u32 {
-        512
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
-        panic!("verify must never write")
-    }
-    fn flush(&self) -> std::io::Result<()> {
-        panic!("verify must never flush")
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-        let ordering = std::sync::atomic::Ordering::SeqCst;
-        if offset >= self.stall_from && !self.stalled.swap(true, ordering) {
-            std::thread::sleep(self.stall);
-        }
-        self.inner.read_at(buf, offset)
-    }
+fn slow_once(inner: Arc<MemDevice>, stall_from: u64, stall: Duration) -> Arc<dyn Device> {
+    let stalled = std::sync::atomic::AtomicBool::new(false);
+    Arc::new(ReadHook {
+        inner,
+        before: move |_, offset| {
+            let ordering = std::sync::atomic::Ordering::SeqCst;
+            if offset >= stall_from && !stalled.swap(true, ordering) {
+                std::thread::sleep(stall);
+            }
+            Ok(())
+        },
+    })
 }
 
 /// `n` intact 4 KiB records at `offsets` of a 4 MiB device, and their log.
@@ -138,12 +123,7 @@ fn intact_run(offsets: &[u64]) -> (Arc<MemDevice>, RunLog) {
 fn false_alarm_under_load_a_read_timeout_is_inconclusive_not_fail() {
     let offsets: Vec<u64> = (0..8).map(|i| i * 4096).collect();
     let (dev, l) = intact_run(&offsets);
-    let slow = Arc::new(SlowOnce {
-        inner: dev,
-        stall_from: 0,
-        stall: Duration::from_millis(1500),
-        stalled: Default::default(),
-    });
+    let slow = slow_once(dev, 0, Duration::from_millis(1500));
     let r = verify_device(slow.clone(), &l, Duration::from_millis(200));
     assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.to_text());
     assert_eq!(r.verdict.exit_code(), crate::exit::INCONCLUSIVE);
@@ -162,12 +142,7 @@ fn a_read_timeout_does_not_hide_a_loss_already_seen() {
     // read stalls past the timeout.
     let (dev, mut l) = intact_run(&[2 << 20]);
     l.acks.insert(0, ack(0, 0));
-    let slow = Arc::new(SlowOnce {
-        inner: dev,
-        stall_from: 2 << 20,
-        stall: Duration::from_millis(1500),
-        stalled: Default::default(),
-    });
+    let slow = slow_once(dev, 2 << 20, Duration::from_millis(1500));
     let r = verify_device(slow, &l, Duration::from_millis(200));
     assert_eq!(r.verdict, Verdict::Fail, "{}", r.to_text());
     assert_eq!(r.counts["lost"], 1);
