@@ -10,7 +10,10 @@
 #           goes first alternates by round), medians compared. verify is timed as the
 #           whole command (start, read the acks twice, read and judge, print). Also the
 #           CPU seconds (user + sys) per GiB of each, which the machine's load moves much
-#           less than the wall times;
+#           less than the wall times. A second reference in the same rounds:
+#           scripts/perf/rawread.c, O_DIRECT reads of 2 MiB into a huge-page buffer as
+#           verify's are (dd's 4 KiB pages split each read on a virtio disk), the read
+#           ceiling of the disk for a reader that does nothing with the data;
 #   writer: scripts/perf-writer.sh (the writer half).
 # Usage: scripts/perf-scale.sh [ACKS] [SLOTS] [ROOT_DIR] [SPEED_MIB]
 #   defaults: 100000000 2097152 /var/tmp 1024
@@ -74,6 +77,7 @@ timed() {
     cat "$WORK/t"
 }
 if has speed; then
+    cc -O2 -o "$WORK/rawread" scripts/perf/rawread.c
     for rec in 4096 512; do
         mib=$SPEED_MIB
         [ "$rec" = 512 ] && mib=$SMALL_MIB
@@ -82,10 +86,13 @@ if has speed; then
         # Written through the page cache: on disk before timing, so no run pays the
         # write-back (O_DIRECT reads flush dirty pages of the range first).
         sync "$WORK/s.img" "$WORK/s.acklog"
-        dd_w=() dd_c=() v_w=() v_c=()
+        dd_w=() dd_c=() v_w=() v_c=() r_w=()
         for i in $(seq "$ROUNDS"); do
-            for who in $( ((i % 2)) && echo "dd verify" || echo "verify dd"); do
-                if [ "$who" = dd ]; then
+            for who in $( ((i % 2)) && echo "dd verify raw" || echo "raw verify dd"); do
+                if [ "$who" = raw ]; then
+                    read -r w u s < <(timed "$WORK/rawread" "$WORK/s.img")
+                    r_w+=("$w")
+                elif [ "$who" = dd ]; then
                     read -r w u s < <(timed dd if="$WORK/s.img" of=/dev/null bs=1M iflag=direct status=none)
                     dd_w+=("$w") dd_c+=("$(py "$u+$s")")
                 else
@@ -96,11 +103,12 @@ if has speed; then
             done
         done
         d=$(med "${dd_w[@]}") v=$(med "${v_w[@]}") dc=$(med "${dd_c[@]}") vc=$(med "${v_c[@]}")
+        r=$(med "${r_w[@]}")
         gib=$(py "$mib/1024")
-        echo "verify $mib MiB of $rec B records ($slots acks) vs dd iflag=direct bs=1M, $ROUNDS alternating runs: dd ${dd_w[*]} s, verify ${v_w[*]} s"
-        echo "  medians: dd $(py "round($mib/$d)") MiB/s, verify $(py "round($mib/$v)") MiB/s (whole command), ratio $(py "f'{$d/$v:.3f}'")"
+        echo "verify $mib MiB of $rec B records ($slots acks) vs dd iflag=direct bs=1M and rawread, $ROUNDS alternating runs: dd ${dd_w[*]} s, verify ${v_w[*]} s, rawread ${r_w[*]} s"
+        echo "  medians: dd $(py "round($mib/$d)") MiB/s, verify $(py "round($mib/$v)") MiB/s (whole command), rawread $(py "round($mib/$r)") MiB/s; verify/dd $(py "f'{$d/$v:.3f}'"), verify/rawread $(py "f'{$r/$v:.3f}'")"
         echo "  CPU (user + sys) per GiB, medians: dd $(py "f'{$dc/$gib:.2f}'") s, verify $(py "f'{$vc/$gib:.2f}'") s"
-        echo "RESULT verify_speed record=$rec mib=$mib dd_s=$d verify_s=$v ratio=$(py "f'{$d/$v:.3f}'") dd_cpu_s_per_gib=$(py "f'{$dc/$gib:.2f}'") verify_cpu_s_per_gib=$(py "f'{$vc/$gib:.2f}'")"
+        echo "RESULT verify_speed record=$rec mib=$mib dd_s=$d verify_s=$v rawread_s=$r ratio=$(py "f'{$d/$v:.3f}'") ratio_rawread=$(py "f'{$r/$v:.3f}'") dd_cpu_s_per_gib=$(py "f'{$dc/$gib:.2f}'") verify_cpu_s_per_gib=$(py "f'{$vc/$gib:.2f}'")"
         rm -f "$WORK/s.img" "$WORK/s.acklog"
     done
 fi

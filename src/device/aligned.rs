@@ -6,7 +6,8 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
 pub const BUF_ALIGN: usize = 4096;
-/// Buffers this large are aligned to, and advised onto, 2 MiB huge pages.
+/// Buffers this large are mapped on their own, aligned to and advised onto 2 MiB huge
+/// pages ([`map_huge`]).
 const HUGE: usize = 2 << 20;
 
 /// A zero-initialised heap buffer aligned to [`BUF_ALIGN`].
@@ -22,27 +23,74 @@ unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
     pub fn new(len: usize) -> AlignedBuf {
+        if len >= HUGE {
+            return AlignedBuf {
+                ptr: map_huge(len),
+                len,
+            };
+        }
         let layout = Self::layout(len);
         // SAFETY: layout has non-zero size (len.max(1)) and a valid power-of-two alignment.
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        if len >= HUGE {
-            // Large I/O buffers on huge pages: O_DIRECT pins every page of the buffer for
-            // every request, and 2 MiB pages make that 512 times fewer pins (verify's
-            // reads spent a sixth of their time there). A hint; failure changes nothing.
-            // SAFETY: the range is exactly the allocation we own.
-            unsafe { libc::madvise(raw.cast(), len, libc::MADV_HUGEPAGE) };
-        }
         AlignedBuf { ptr, len }
     }
     fn layout(len: usize) -> Layout {
-        let align = if len >= HUGE { HUGE } else { BUF_ALIGN };
-        Layout::from_size_align(len.max(1), align).expect("buffer size overflows")
+        Layout::from_size_align(len.max(1), BUF_ALIGN).expect("buffer size overflows")
     }
+}
+
+/// Large I/O buffers on huge pages. Why: O_DIRECT pins every page of the buffer for
+/// every request, and a virtio disk takes at most `max_segments` (254 here) pieces per
+/// request, so a 2 MiB read into 4 KiB pages is 512 pins and three requests; into one
+/// 2 MiB page it is one of each. Mapped here rather than by the allocator: the
+/// allocator's aligned `alloc_zeroed` writes the zeroes itself, which faults 4 KiB pages
+/// in before any `madvise` can ask for huge ones (session 10 saw 2 MiB of huge pages for
+/// verify's 16 MiB of buffers). A fresh mapping is zero and untouched; the advice comes
+/// before the first touch. Without huge pages (`transparent_hugepage` = never) this is a
+/// plain zeroed mapping.
+fn map_huge(len: usize) -> NonNull<u8> {
+    let size = len.next_multiple_of(HUGE);
+    let span = size + HUGE;
+    // SAFETY: a new private anonymous mapping; no existing memory is touched.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            span,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        std::alloc::handle_alloc_error(Layout::from_size_align(span, HUGE).expect("valid"));
+    }
+    let base = raw as usize;
+    let start = base.next_multiple_of(HUGE);
+    // SAFETY: [base, start) and [start + size, base + span) lie inside the mapping just
+    // made, outside the part kept; trimming them leaves [start, start + size) mapped.
+    unsafe {
+        if start > base {
+            libc::munmap(raw, start - base);
+        }
+        let tail = start + size;
+        if tail < base + span {
+            libc::munmap(tail as *mut libc::c_void, base + span - tail);
+        }
+        // A hint; refusal leaves 4 KiB pages, which work the same.
+        libc::madvise(start as *mut libc::c_void, size, libc::MADV_HUGEPAGE);
+    }
+    NonNull::new(start as *mut u8).expect("mmap does not return 0")
 }
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
+        if self.len >= HUGE {
+            // SAFETY: map_huge mapped exactly this range for this buffer alone.
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len.next_multiple_of(HUGE)) };
+            return;
+        }
         // SAFETY: ptr came from alloc_zeroed with exactly this layout.
         unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
     }
@@ -73,6 +121,57 @@ mod tests {
             assert_eq!(b.as_ptr() as usize % BUF_ALIGN, 0);
             assert_eq!(b.len(), len);
             assert!(b.iter().all(|&x| x == 0));
+        }
+    }
+
+    /// The smaps entry (Rss in KiB, VmFlags) of the mapping holding `p`.
+    fn mapping_of(p: usize) -> (u64, String) {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").expect("Linux /proc");
+        let mut lines = smaps.lines();
+        while let Some(l) = lines.next() {
+            let range = l.split(' ').next().unwrap_or("");
+            let Some((a, b)) = range.split_once('-') else {
+                continue;
+            };
+            let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+            else {
+                continue;
+            };
+            if !(a <= p && p < b) {
+                continue;
+            }
+            let (mut rss, mut flags) = (None, None);
+            for f in lines.by_ref() {
+                if let Some(v) = f.strip_prefix("Rss:") {
+                    rss = v.trim().trim_end_matches(" kB").parse().ok();
+                }
+                if let Some(v) = f.strip_prefix("VmFlags:") {
+                    flags = Some(v.trim().to_string());
+                    break;
+                }
+            }
+            return (rss.expect("Rss line"), flags.expect("VmFlags line"));
+        }
+        panic!("no mapping holds {p:#x}");
+    }
+
+    #[test]
+    fn large_buffers_are_advised_onto_huge_pages_before_their_first_touch() {
+        for len in [HUGE, 3 * HUGE + 4096] {
+            let mut b = AlignedBuf::new(len);
+            let p = b.as_ptr() as usize;
+            assert_eq!(p % HUGE, 0, "{len}: aligned to a huge page");
+            // Nothing touched yet: a buffer zeroed by hand (the allocator's aligned
+            // alloc_zeroed) would be resident already, in 4 KiB pages.
+            let (rss_kib, flags) = mapping_of(p);
+            assert_eq!(rss_kib, 0, "{len}: untouched until used");
+            assert!(
+                flags.split(' ').any(|f| f == "hg"),
+                "{len}: MADV_HUGEPAGE: {flags}"
+            );
+            assert!(b.iter().all(|&x| x == 0));
+            b[len - 1] = 7;
+            assert_eq!(b[len - 1], 7);
         }
     }
 }
