@@ -174,8 +174,18 @@ struct Prepared {
 /// I/O thread, slept and was woken every 16 records, most of the futex calls left.
 const BUFFERS_PER_STREAM: usize = 32;
 /// The ring's size in bytes when its records are small enough to fill more than
-/// [`BUFFERS_PER_STREAM`] buffers (kept within a core's L2 cache share).
-const RING_BYTES: u64 = 256 << 10;
+/// [`BUFFERS_PER_STREAM`] buffers. Why this large (session 10, perf per thread on
+/// /dev/shm, 4 KiB records): with 256 KiB the generator rewrote buffers whose lines the
+/// I/O thread's copy had just pulled to the other core, and its content fill took
+/// 1.4-2.2 µs a record instead of 0.4 (it set the pace some runs); and every wake-up of
+/// the generator, once per 32 records, cost the I/O thread an inter-processor interrupt
+/// (`_raw_spin_unlock_irqrestore`, 0.14 µs a record). With 4 MiB the generator's fill
+/// took 0.39 µs, the wake-ups vanished from the profile, and the I/O thread went from
+/// 1.85-2.2 to 1.66-1.71 µs a record.
+const RING_BYTES: u64 = 4 << 20;
+/// At most this many buffers: each takes a 4 KiB-aligned allocation, so records smaller
+/// than 4 KiB would otherwise take far more memory than [`RING_BYTES`].
+const MAX_BUFFERS: usize = 1024;
 
 /// Prepared records the generator hands to the I/O thread at a time: one lock round
 /// and at most one wake-up per group instead of per record (at ~300k records/s the
@@ -237,7 +247,8 @@ fn stream_loop(io: &Io, stream: u16) {
 
 /// Buffers in a stream's ring for records up to `record_max` bytes.
 fn ring_buffers(record_max: u64) -> usize {
-    BUFFERS_PER_STREAM.max((RING_BYTES / record_max.max(1)) as usize)
+    let fit = (RING_BYTES / record_max.max(1)).min(MAX_BUFFERS as u64) as usize;
+    BUFFERS_PER_STREAM.max(fit)
 }
 
 /// How many records the next batch may hold: `io.batch`, fewer when `plan.count` is
@@ -317,5 +328,29 @@ fn failure(during: &'static str, record: RecordId, e: std::io::Error) -> Failure
         record,
         error: e.to_string(),
         raw_os_error: e.raw_os_error(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ring is large enough that the generator is woken rarely (every half ring)
+    /// and rewrites buffers the I/O thread's core has moved on from, yet bounded in
+    /// memory whatever the record size (each buffer takes at least 4 KiB).
+    #[test]
+    fn a_stream_ring_is_large_for_small_records_and_bounded_for_all() {
+        for record in [512u64, 4096, 8192, 65536, 1 << 20, 8 << 20] {
+            let n = ring_buffers(record);
+            let footprint = n as u64 * record.max(4096);
+            assert!(n >= BUFFERS_PER_STREAM, "{record}: {n} buffers");
+            assert!(
+                footprint <= (RING_BYTES).max(BUFFERS_PER_STREAM as u64 * record),
+                "{record}: {footprint} bytes"
+            );
+            if record <= 4096 {
+                assert!(n >= 1024, "{record}: woken every {} records", n / 2);
+            }
+        }
     }
 }
