@@ -32,6 +32,49 @@ fn bucket(ns: u64) -> usize {
     (log - 2) * SUB + sub
 }
 
+/// A histogram kept by one thread and added to a shared [`Histogram`] now and then, so
+/// that a sample costs no atomic operation on memory other threads write too (the
+/// writer's streams each keep one: `write::engine`).
+pub struct LocalHistogram {
+    counts: Vec<u64>,
+    total: u64,
+    max_ns: u64,
+}
+
+impl Default for LocalHistogram {
+    fn default() -> Self {
+        LocalHistogram {
+            counts: vec![0; BUCKETS],
+            total: 0,
+            max_ns: 0,
+        }
+    }
+}
+
+impl LocalHistogram {
+    pub fn record_ns(&mut self, ns: u64) {
+        self.counts[bucket(ns)] += 1;
+        self.total += 1;
+        self.max_ns = self.max_ns.max(ns);
+    }
+
+    /// Adds every sample to `into`, and starts empty.
+    pub fn drain_into(&mut self, into: &Histogram) {
+        if self.total == 0 {
+            return;
+        }
+        for (c, shared) in self.counts.iter_mut().zip(&into.counts) {
+            if *c > 0 {
+                shared.fetch_add(std::mem::take(c), Relaxed);
+            }
+        }
+        into.total
+            .fetch_add(std::mem::take(&mut self.total), Relaxed);
+        into.max_ns
+            .fetch_max(std::mem::take(&mut self.max_ns), Relaxed);
+    }
+}
+
 /// Upper edge of a bucket, so percentiles never understate latency.
 fn bucket_high(b: usize) -> u64 {
     if b < SUB {
@@ -126,5 +169,26 @@ mod tests {
         assert!((960_000.0..=1_000_000.0).contains(&p99), "{p99}");
         assert_eq!(h.quantile_ns(1.0), 1_000_000);
         assert_eq!(Histogram::default().quantile_ns(0.5), 0);
+    }
+
+    #[test]
+    fn a_local_histogram_drained_twice_adds_up_to_the_shared_one() {
+        let (direct, shared) = (Histogram::default(), Histogram::default());
+        let mut local = LocalHistogram::default();
+        for i in 1..=1000u64 {
+            direct.record_ns(i * 997);
+            local.record_ns(i * 997);
+            if i == 400 {
+                local.drain_into(&shared);
+                assert_eq!(shared.count(), 400);
+            }
+        }
+        local.drain_into(&shared);
+        local.drain_into(&shared);
+        assert_eq!(shared.count(), 1000);
+        assert_eq!(shared.max_ns(), direct.max_ns());
+        for q in [0.0, 0.1, 0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(shared.quantile_ns(q), direct.quantile_ns(q), "q {q}");
+        }
     }
 }
