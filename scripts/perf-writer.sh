@@ -18,6 +18,10 @@
 #   it already takes both cores of a 2-core machine and a second stream has nowhere to
 #   run. Pinned, "2 vs 1 stream" is the scaling per core the issue asks for. The witness
 #   is not pinned (in a real test it runs on another machine).
+#   SHARED=1 gives the C loops of S streams one file, each its own 1/S share, as the
+#   streams of `plugpull write --streams S` share one target (default: a file each). On
+#   tmpfs a write takes the file's inode lock, so loops sharing a file wait for each
+#   other as plugpull's streams do.
 # On a machine shared with other work the rates move with the load (and a writer with
 # several threads gets more of a busy CPU than the one-thread C loop), so each figure also
 # gives the CPU time per record (user + system, from /usr/bin/time and, for the witness,
@@ -30,6 +34,7 @@ SECS=${1:-5}
 ROUNDS=${2:-3}
 DIR=${3:-/dev/shm}
 PIN=${PIN:-0}
+SHARED=${SHARED:-0}
 CONFIGS=${CONFIGS:-"1:1 2:1 1:8 2:8 1:32 2:32"}
 SIZE=$((256 << 20))
 
@@ -68,9 +73,12 @@ ratio() { python3 -c "print(f'{$1/$2:.3f}')"; }
 # prints the sum of their rates.
 cloop() {
     local streams=$1 batch=$2 pids=() i
+    local share=$((SIZE / streams / 4096 * 4096)) file
     for i in $(seq "$streams"); do
+        file=$WORK/c$i.img where=()
+        [ "$SHARED" = 1 ] && file=$WORK/c.img where=($(((i - 1) * share)))
         /usr/bin/time -f "%U %S" -o "$WORK/c$i.cpu" $(cores_for "$streams") \
-            "$WORK/cloop" "$WORK/c$i.img" $((SIZE / streams)) "$SECS" "$batch" >"$WORK/c$i.out" 2>"$WORK/c$i.err" &
+            "$WORK/cloop" "$file" "$share" "$SECS" "$batch" "${where[@]}" >"$WORK/c$i.out" 2>"$WORK/c$i.err" &
         pids+=($!)
     done
     wait "${pids[@]}"
@@ -105,7 +113,7 @@ print(f"{rate:.1f} {(u + s) * 1e6 / n:.2f} {w:.2f}")
     rm -f "$WORK/pp.img"
 }
 
-echo "# plugpull writer vs C loop, $(date -u +%FT%TZ), $(nproc) cores, kernel $(uname -r), dir $DIR ($(stat -f -c %T "$DIR")), ${SECS}s x $ROUNDS rounds$([ "$PIN" = 1 ] && echo ", S streams pinned to S cores")"
+echo "# plugpull writer vs C loop, $(date -u +%FT%TZ), $(nproc) cores, kernel $(uname -r), dir $DIR ($(stat -f -c %T "$DIR")), ${SECS}s x $ROUNDS rounds$([ "$PIN" = 1 ] && echo ", S streams pinned to S cores")$([ "$SHARED" = 1 ] && echo ", C loops of S streams in one file")"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$WORK/cloop" "$WORK/probe.img" $((4 << 20)) 0.1 2>&1 >/dev/null | sed 's/^/# C loop I\/O: /'
 rm -f "$WORK/probe.img"

@@ -3,9 +3,12 @@
  * sequentially over a preallocated file (written once before timing, so no block is
  * allocated inside the loop), wrapping at the end, for a fixed time. With BATCH > 1 it
  * writes BATCH records then flushes once (the pattern of `plugpull write --batch`).
+ * With OFFSET it writes [OFFSET, OFFSET + SIZE_BYTES) of FILE instead of [0, SIZE_BYTES):
+ * several loops can then share one file in disjoint shares, as the streams of
+ * `plugpull write --streams` share one target.
  * Prints operations (records) per second on stdout, and "direct" or "buffered" on stderr.
  *
- * Usage: cloop FILE SIZE_BYTES SECONDS [BATCH]
+ * Usage: cloop FILE SIZE_BYTES SECONDS [BATCH [OFFSET]]
  * Build: cc -O2 -o cloop scripts/perf/cloop.c
  */
 #define _GNU_SOURCE
@@ -27,15 +30,16 @@ static double now_s(void) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s FILE SIZE_BYTES SECONDS [BATCH]\n", argv[0]);
+        fprintf(stderr, "usage: %s FILE SIZE_BYTES SECONDS [BATCH [OFFSET]]\n", argv[0]);
         return 2;
     }
     const char *path = argv[1];
     uint64_t size = strtoull(argv[2], NULL, 10) / REC * REC;
     double secs = atof(argv[3]);
     long batch = argc > 4 ? atol(argv[4]) : 1;
-    if (size < REC || batch < 1) {
-        fprintf(stderr, "bad size or batch\n");
+    uint64_t base = argc > 5 ? strtoull(argv[5], NULL, 10) : 0;
+    if (size < REC || batch < 1 || base % REC) {
+        fprintf(stderr, "bad size, batch or offset (a multiple of 4096)\n");
         return 2;
     }
     int direct = 1;
@@ -55,12 +59,12 @@ int main(int argc, char **argv) {
     }
     memset(buf, 0xa5, REC);
     /* Preallocate and write once, then make it durable: the loop overwrites. */
-    if (posix_fallocate(fd, 0, size)) {
+    if (posix_fallocate(fd, base, size)) {
         perror("posix_fallocate");
         return 1;
     }
     for (uint64_t at = 0; at < size; at += REC) {
-        if (pwrite(fd, buf, REC, at) != REC) {
+        if (pwrite(fd, buf, REC, base + at) != REC) {
             perror("pwrite");
             return 1;
         }
@@ -74,7 +78,7 @@ int main(int argc, char **argv) {
     do {
         for (long i = 0; i < batch; i++) {
             ((uint64_t *)buf)[0] = n;
-            if (pwrite(fd, buf, REC, at) != REC) {
+            if (pwrite(fd, buf, REC, base + at) != REC) {
                 perror("pwrite");
                 return 1;
             }
