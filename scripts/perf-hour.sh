@@ -8,7 +8,9 @@
 # the log size against what its encoding predicts: every frame of the log is walked and
 # its size recomputed from its own header fields with the formulas of docs/protocol.md
 # (Acks 0x12: 8 + 13 + 40 B per ack; CompactAcks 0x09: 8 + 1 + 28 + 22 per lane + the
-# bit stream + 13 B per exception), and the bytes per ack are split into those parts.
+# bit stream + 13 B per exception), and the bytes per ack are split into those parts;
+# PackedAcks 0x0B frames (log format 3, what new logs hold) have varint fields, so they
+# are summed by their length and their acks counted from their `count`.
 #
 # Usage: scripts/perf-hour.sh [SECONDS] [SAMPLE_SECONDS] [DIR] [-- EXTRA WRITE ARGS]
 #   defaults: 3600 s, 60 s, /dev/shm; e.g. scripts/perf-hour.sh 300 30 /dev/shm -- --batch 8
@@ -89,8 +91,8 @@ rows = [tuple(float(x) for x in s.split()) for s in sys.argv[4:]]
 # each ack frame's size from its own header fields.
 def bits(v):
     return v.bit_length()
-parts = {"other": 0, "frame": 0, "header": 0, "lanes": 0, "bitstream": 0, "exceptions": 0, "entries": 0}
-acks = frames = mismatched = 0
+parts = {"other": 0, "packed": 0, "frame": 0, "header": 0, "lanes": 0, "bitstream": 0, "exceptions": 0, "entries": 0}
+acks = frames = mismatched = packed = 0
 with open(log, "rb") as f:
     while True:
         head = f.read(5)
@@ -115,12 +117,29 @@ with open(log, "rb") as f:
             parts["frame"] += 9; parts["header"] += 12; parts["entries"] += 40 * count
             acks += count; frames += 1
             f.seek(ln - 1 - 12 + 4, 1)
+        elif ty == 0x0B:
+            # PackedAcks (log format 3): varint fields, so its size is taken from its
+            # length, not recomputed; its acks are counted from its `count`.
+            payload = f.read(ln - 1)
+            def varint(at):
+                v = shift = 0
+                while True:
+                    b = payload[at]; at += 1
+                    v |= (b & 0x7F) << shift; shift += 7
+                    if b < 0x80:
+                        return v, at
+            _, at = varint(0)
+            count, at = varint(at)
+            parts["packed"] += 8 + ln
+            acks += count; frames += 1; packed += 1
+            f.seek(4, 1)
         else:
             parts["other"] += 8 + ln
             f.seek(ln - 1 + 4, 1)
 pred = sum(parts.values())
-print(f"# witness log: {lb} bytes for {n} acks = {lb / max(n, 1):.2f} B/ack; recomputed from the "
-      f"frames' own fields: {pred} bytes ({'equal' if pred == lb else 'DIFFERENT'}), {acks} acks in "
+print(f"# witness log: {lb} bytes for {n} acks = {lb / max(n, 1):.2f} B/ack; summed over its frames "
+      f"(Acks and CompactAcks recomputed from their own fields, {packed} PackedAcks frames by their "
+      f"length): {pred} bytes ({'equal' if pred == lb else 'DIFFERENT'}), {acks} acks in "
       f"{frames} ack frames ({acks / max(frames, 1):.0f} per frame), {mismatched} frames whose size "
       f"disagrees with the formula")
 print("# per ack: " + ", ".join(f"{k} {v / max(acks, 1):.3f} B" for k, v in parts.items() if v))
