@@ -17,7 +17,6 @@ use crate::write::plan::Plan;
 use crate::write::run_descriptor;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 const DRIVE_BYTES: u64 = 64 << 20;
@@ -167,7 +166,7 @@ fn cut_and_verify(
         drive.cut().ok();
         ((), AfterCut::StopWriter)
     });
-    let acked = progress.records_acked.load(Ordering::Relaxed);
+    let acked = progress.records_acked();
     let stats = sender
         .finish(Duration::from_secs(10))
         .map_err(witness_error)?;

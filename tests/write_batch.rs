@@ -111,7 +111,7 @@ fn a_batch_is_written_then_flushed_once_then_acknowledged_whole() {
             count.div_ceil(batch as u64),
             "batch {batch}, count {count}: one flush per batch (the last one short): {ops:?}"
         );
-        assert_eq!(progress.records_acked.load(Ordering::Relaxed), count);
+        assert_eq!(progress.records_acked(), count);
         // Every ack comes after a flush that came after its record's write.
         let mut written_unflushed = Vec::new();
         let mut flushed = std::collections::HashSet::new();

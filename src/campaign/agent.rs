@@ -33,7 +33,6 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 pub const STATE_FORMAT: &str = "plugpull-agent-state/1";
@@ -512,7 +511,7 @@ fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<AgentEnd> {
             let msg = AgentMsg::Acking {
                 cycle: o.cycle,
                 run_id: plan.run.hex(),
-                acked: progress.records_acked.load(Ordering::Relaxed),
+                acked: progress.records_acked(),
             };
             ask(cfg, &msg)?;
             Ok(())

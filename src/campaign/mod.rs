@@ -417,9 +417,7 @@ fn cycle_plan(
 
 /// What the writer did before the cut stopped it.
 fn note_writer(r: &mut CycleResult, progress: &Progress, stats: Option<SenderStats>) {
-    r.acked_records = progress
-        .records_acked
-        .load(std::sync::atomic::Ordering::Relaxed);
+    r.acked_records = progress.records_acked();
     r.witness_durable = stats.map(|x| x.durable).unwrap_or(0);
     r.last_acked = progress.last_ack().map(|k| LastAcked {
         stream: k.record.stream,

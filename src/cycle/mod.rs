@@ -73,7 +73,7 @@ pub fn wait_for_acks(
     timeout: Option<Duration>,
 ) -> Result<(), NoAcks> {
     let t0 = Instant::now();
-    while progress.records_acked.load(Ordering::Relaxed) < min_acks {
+    while progress.records_acked() < min_acks {
         if let Some(f) = progress.failure() {
             return Err(NoAcks::WriterFailed {
                 during: f.during,

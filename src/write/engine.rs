@@ -47,8 +47,8 @@ impl AckSink for Mutex<Vec<Ack>> {
 /// Live counters for the status line and the summary.
 #[derive(Default)]
 pub struct Progress {
-    pub records_acked: AtomicU64,
-    pub bytes_acked: AtomicU64,
+    /// Every acknowledged batch's flush latency; each stream adds its samples a few
+    /// milliseconds late (`StreamLatency`), all of them by the time it ends.
     pub flush_latency: Histogram,
     gate: Mutex<Gate>,
     /// Mirrors `gate.failure.is_some()` for the hot path; the gate stays authoritative.
@@ -57,6 +57,11 @@ pub struct Progress {
 
 #[derive(Default)]
 struct Gate {
+    /// Acked records and bytes, counted under the lock every push takes anyway: exact
+    /// the moment a batch is pushed (a campaign waits for them before it cuts), and on
+    /// the lock's own cache line instead of two more that every stream writes.
+    records_acked: u64,
+    bytes_acked: u64,
     failure: Option<Failure>,
     last_ack: Option<Ack>,
 }
@@ -72,6 +77,14 @@ pub struct Failure {
 }
 
 impl Progress {
+    /// Records acknowledged so far (pushed to the ack sink).
+    pub fn records_acked(&self) -> u64 {
+        self.gate.lock().unwrap().records_acked
+    }
+    /// Bytes of the records acknowledged so far.
+    pub fn bytes_acked(&self) -> u64 {
+        self.gate.lock().unwrap().bytes_acked
+    }
     pub fn last_ack(&self) -> Option<Ack> {
         self.gate.lock().unwrap().last_ack
     }
@@ -79,18 +92,21 @@ impl Progress {
         self.gate.lock().unwrap().failure.clone()
     }
 
-    /// Pushes the flushed batch `acks` unless a failure was recorded first. Returns
-    /// false if refused. The stream counts what was pushed (`StreamCounts`).
+    /// Pushes the flushed batch `acks` unless a failure was recorded first, and counts
+    /// it. Returns false if refused.
     fn ack(&self, sink: &dyn AckSink, acks: &[Ack]) -> bool {
         let Some(&last) = acks.last() else {
             return true;
         };
+        let bytes: u64 = acks.iter().map(|a| a.record.len_bytes()).sum();
         let mut g = self.gate.lock().unwrap();
         if g.failure.is_some() {
             return false;
         }
         sink.push_all(acks);
         g.last_ack = Some(last);
+        g.records_acked += acks.len() as u64;
+        g.bytes_acked += bytes;
         true
     }
 
@@ -267,7 +283,7 @@ fn io_loop(io: &Io, pipe: &Pipe<Prepared>) {
     let mut batch: Vec<Prepared> = Vec::with_capacity(io.batch);
     let mut acks: Vec<Ack> = Vec::with_capacity(io.batch);
     let mut end = IoEnd::new(pipe);
-    let mut counts = StreamCounts::new(progress);
+    let mut latency = StreamLatency::new(&progress.flush_latency);
     // The last flush time read; the duration is checked against it (see `Deadline`).
     let mut flushed_ns = realtime_ns();
     let mut deadline = io
@@ -313,39 +329,39 @@ fn io_loop(io: &Io, pipe: &Pipe<Prepared>) {
         }
         // From the first write's stamped time: one clock read fewer per batch than a
         // monotonic timer of its own (a clock step can skew one sample, not an ack).
-        let latency_ns = flushed_ns.saturating_sub(batch[0].rec.write_time_ns);
-        counts.add(&acks, flushed_ns, latency_ns);
+        latency.add(
+            flushed_ns,
+            flushed_ns.saturating_sub(batch[0].rec.write_time_ns),
+        );
     }
 }
 
-/// A stream adds its counts to the shared [`Progress`] after this many batches, or
-/// [`MERGE_NS`] after it last did, whichever comes first: the status line (redrawn every
-/// second) and a campaign's agent read them while the run goes on.
+/// A stream adds its flush latencies to the shared histogram after this many batches,
+/// or [`MERGE_NS`] after it last did, whichever comes first: the status line (redrawn
+/// every 200 ms) shows its percentiles while the run goes on.
 const MERGE_BATCHES: u32 = 256;
 const MERGE_NS: u64 = 50_000_000;
 
-/// One stream's acked records and bytes and its flush latencies, kept by its I/O thread
-/// and added to the shared [`Progress`] every [`MERGE_BATCHES`] batches or [`MERGE_NS`],
-/// and when the stream ends (on drop, whichever way `io_loop` returns). Why: with every stream adding
-/// to the shared counters and histogram per batch, their cache lines moved between the
-/// cores on every batch: with 2 streams `io_loop`'s own code took 0.25 µs a record
-/// against 0.07 with one (perf, session 10, /dev/shm).
-struct StreamCounts<'a> {
-    progress: &'a Progress,
-    records: u64,
-    bytes: u64,
-    latency: LocalHistogram,
+/// One stream's flush latencies, kept by its I/O thread and added to the shared
+/// histogram every [`MERGE_BATCHES`] batches or [`MERGE_NS`], and when the stream ends
+/// (on drop, whichever way `io_loop` returns). Why: with every stream adding to the
+/// shared histogram per batch (three atomic operations), its cache lines moved between
+/// the cores on every batch: with 2 streams `io_loop`'s own code took 0.25 µs a record
+/// against 0.07 with one (perf, session 10, /dev/shm). A stalled flush leaves the last
+/// samples before it unshown until the stream goes on or ends; the acked counts, which
+/// decisions wait for, are exact at once (`Gate`).
+struct StreamLatency<'a> {
+    shared: &'a Histogram,
+    local: LocalHistogram,
     batches: u32,
     merged_ns: u64,
 }
 
-impl<'a> StreamCounts<'a> {
-    fn new(progress: &'a Progress) -> StreamCounts<'a> {
-        StreamCounts {
-            progress,
-            records: 0,
-            bytes: 0,
-            latency: LocalHistogram::default(),
+impl<'a> StreamLatency<'a> {
+    fn new(shared: &'a Histogram) -> StreamLatency<'a> {
+        StreamLatency {
+            shared,
+            local: LocalHistogram::default(),
             batches: 0,
             merged_ns: 0,
         }
@@ -353,10 +369,8 @@ impl<'a> StreamCounts<'a> {
 
     /// Counts an acknowledged batch whose flush returned at `flushed_ns` (wall clock),
     /// `latency_ns` after its first write.
-    fn add(&mut self, acks: &[Ack], flushed_ns: u64, latency_ns: u64) {
-        self.records += acks.len() as u64;
-        self.bytes += acks.iter().map(|a| a.record.len_bytes()).sum::<u64>();
-        self.latency.record_ns(latency_ns);
+    fn add(&mut self, flushed_ns: u64, latency_ns: u64) {
+        self.local.record_ns(latency_ns);
         self.batches += 1;
         // A step of the wall clock back or forward merges early, never late.
         if self.batches >= MERGE_BATCHES || flushed_ns.abs_diff(self.merged_ns) >= MERGE_NS {
@@ -366,17 +380,12 @@ impl<'a> StreamCounts<'a> {
     }
 
     fn merge(&mut self) {
-        let p = self.progress;
-        p.records_acked
-            .fetch_add(std::mem::take(&mut self.records), Relaxed);
-        p.bytes_acked
-            .fetch_add(std::mem::take(&mut self.bytes), Relaxed);
-        self.latency.drain_into(&p.flush_latency);
+        self.local.drain_into(self.shared);
         self.batches = 0;
     }
 }
 
-impl Drop for StreamCounts<'_> {
+impl Drop for StreamLatency<'_> {
     fn drop(&mut self) {
         self.merge();
     }
@@ -430,33 +439,49 @@ mod tests {
             .collect()
     }
 
-    /// The shared counts lag a stream's by at most MERGE_BATCHES batches or MERGE_NS,
-    /// and hold all of them once the stream's counts are dropped.
+    /// The acked counts are exact the moment a batch is pushed, and a refused batch
+    /// (a failure came first) counts nothing.
     #[test]
-    fn stream_counts_reach_the_shared_progress_in_time_and_in_full() {
+    fn acked_counts_are_exact_at_once_and_refused_batches_count_nothing() {
         let p = Progress::default();
-        let shared = |p: &Progress| p.records_acked.load(Relaxed);
-        let mut c = StreamCounts::new(&p);
+        let sink = Mutex::new(Vec::new());
+        assert!(p.ack(&sink, &acks(3)));
+        assert_eq!((p.records_acked(), p.bytes_acked()), (3, 3 * 4096));
+        assert!(p.ack(&sink, &acks(1)));
+        assert_eq!((p.records_acked(), p.bytes_acked()), (4, 4 * 4096));
+        p.fail(failure(
+            "flush",
+            acks(1)[0].record,
+            std::io::Error::other("cut"),
+        ));
+        assert!(!p.ack(&sink, &acks(5)));
+        assert_eq!((p.records_acked(), p.bytes_acked()), (4, 4 * 4096));
+        assert_eq!(sink.lock().unwrap().len(), 4);
+    }
+
+    /// The shared histogram lags a stream's samples by at most MERGE_BATCHES batches
+    /// or MERGE_NS, and holds all of them once the stream's latencies are dropped.
+    #[test]
+    fn stream_latencies_reach_the_shared_histogram_in_time_and_in_full() {
+        let h = Histogram::default();
+        let mut l = StreamLatency::new(&h);
         let t0 = 1_000_000_000_000u64;
-        c.add(&acks(2), t0, 5_000);
-        let first = shared(&p);
-        c.add(&acks(3), t0 + 1_000_000, 6_000);
-        assert_eq!(shared(&p), first, "merged again after 1 ms");
-        c.add(&acks(4), t0 + MERGE_NS + 1, 7_000);
-        assert_eq!(shared(&p), 9, "merged after MERGE_NS");
-        assert_eq!(p.bytes_acked.load(Relaxed), 9 * 4096);
-        assert_eq!(p.flush_latency.count(), 3);
+        l.add(t0, 5_000);
+        let first = h.count();
+        l.add(t0 + 1_000_000, 6_000);
+        assert_eq!(h.count(), first, "merged again after 1 ms");
+        l.add(t0 + MERGE_NS + 1, 7_000);
+        assert_eq!(h.count(), 3, "merged after MERGE_NS");
         // Batches close together in time: merged every MERGE_BATCHES.
         let t1 = t0 + MERGE_NS + 2;
         for k in 0..MERGE_BATCHES as u64 {
-            assert_eq!(shared(&p), 9, "batch {k}: merged early");
-            c.add(&acks(1), t1 + k, 1_000);
+            assert_eq!(h.count(), 3, "batch {k}: merged early");
+            l.add(t1 + k, 1_000);
         }
-        assert_eq!(shared(&p), 9 + MERGE_BATCHES as u64);
-        c.add(&acks(5), t1 + 1_000, 9_000_000);
-        drop(c);
-        assert_eq!(shared(&p), 14 + MERGE_BATCHES as u64, "the rest on drop");
-        assert_eq!(p.flush_latency.count(), 4 + MERGE_BATCHES as u64);
-        assert!(p.flush_latency.max_ns() >= 9_000_000);
+        assert_eq!(h.count(), 3 + MERGE_BATCHES as u64);
+        l.add(t1 + 1_000, 9_000_000);
+        drop(l);
+        assert_eq!(h.count(), 4 + MERGE_BATCHES as u64, "the rest on drop");
+        assert!(h.max_ns() >= 9_000_000);
     }
 }

@@ -31,7 +31,7 @@ impl StatusLine {
         let (mut last_n, mut last_t) = (0u64, Instant::now());
         while !self.done.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(200));
-            let n = p.records_acked.load(Ordering::Relaxed);
+            let n = p.records_acked();
             let now = Instant::now();
             let rate = (n - last_n) as f64 / now.duration_since(last_t).as_secs_f64();
             (last_n, last_t) = (n, now);
@@ -40,7 +40,7 @@ impl StatusLine {
             self.bar.set_message(status_message(
                 n,
                 rate,
-                p.bytes_acked.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64(),
+                p.bytes_acked() as f64 / t0.elapsed().as_secs_f64(),
                 (h.quantile_ns(0.5), h.quantile_ns(0.99)),
                 &s,
                 self.max_unconfirmed,

@@ -7,7 +7,6 @@ use super::engine::{Failure, Progress};
 use super::plan::Plan;
 use crate::witness::client::SenderStats;
 use serde::Serialize;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// What `write` prints at the end (and with --json).
@@ -65,7 +64,7 @@ pub(super) fn summarize(
         elapsed,
         stats,
     } = end;
-    let acked = progress.records_acked.load(Ordering::Relaxed);
+    let acked = progress.records_acked();
     let h = &progress.flush_latency;
     WriteSummary {
         format: "plugpull-write/1",
@@ -79,7 +78,7 @@ pub(super) fn summarize(
             "limit reached".into()
         },
         records_acked: acked,
-        bytes_acked: progress.bytes_acked.load(Ordering::Relaxed),
+        bytes_acked: progress.bytes_acked(),
         witness_durable: stats.durable,
         seconds: elapsed.as_secs_f64(),
         records_per_s: acked as f64 / elapsed.as_secs_f64().max(1e-9),
