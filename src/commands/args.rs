@@ -307,6 +307,11 @@ pub struct VerifyArgs {
     /// reports them all lost.
     #[arg(long)]
     pub allow_identity_mismatch: bool,
+    /// The power was not cut on purpose (a rehearsal, a test of plugpull itself): judge
+    /// the data alone. Without it, a run whose writer finished or was stopped before
+    /// the power went gets no PASS ("no power cut during writing", exit 3).
+    #[arg(long)]
+    pub rehearsal: bool,
     /// Print the report as JSON on stdout (format in docs/report.md).
     #[arg(long)]
     pub json: bool,

@@ -44,6 +44,7 @@ pub fn options(a: VerifyArgs) -> anyhow::Result<VerifyOptions> {
         key_file: a.key_file,
         run,
         allow_identity_mismatch: a.allow_identity_mismatch,
+        rehearsal: a.rehearsal,
         json: a.json,
         quiet: a.quiet,
         read_timeout: a.read_timeout,

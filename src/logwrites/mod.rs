@@ -232,6 +232,7 @@ fn load_acks(o: &ReplayOptions, run: RunId) -> Result<RunLog, ReplayError> {
         key_file: o.key_file.clone(),
         run: Some(run),
         allow_identity_mismatch: true,
+        rehearsal: false,
         json: false,
         quiet: true,
         read_timeout: o.read_timeout,

@@ -157,7 +157,8 @@ pub struct FileName {
 pub struct WitnessEvent {
     /// ns since the Unix epoch, witness clock.
     pub at_ns: u64,
-    /// "connect", "disconnect", "bye", "error".
+    /// "connect", "disconnect", "bye", "error" in a log; a fetch adds
+    /// [`LATER_RUN_EVENT`] and [`WRITER_CONNECTED_EVENT`], and damage events.
     pub kind: String,
     pub peer: String,
     /// Acks durable in the log when the event happened.
@@ -165,6 +166,24 @@ pub struct WitnessEvent {
     /// Witness time of the last ack received on that connection (disconnect only).
     pub last_ack_at_ns: Option<u64>,
     pub detail: String,
+}
+
+/// Event kind a fetch adds for each run of the same drive that the witness first heard
+/// of after the fetched one: `at_ns` is that time (witness clock), `detail` its run id.
+pub const LATER_RUN_EVENT: &str = "later-run";
+
+/// Event kind a fetch adds when the run's writer is still connected: `at_ns` is the time
+/// of the fetch, `last_ack_at_ns` the time of the writer's last frame (witness clock).
+pub const WRITER_CONNECTED_EVENT: &str = "writer-connected";
+
+/// How a writer's Bye reason starts, by how the writer stopped (docs/protocol.md "Bye").
+pub mod bye {
+    /// It wrote what it was asked to (`--count`, `--duration`, `--size`).
+    pub const FINISHED: &str = "writer finished";
+    /// It was stopped by a signal (Ctrl-C, SIGTERM) before the target failed.
+    pub const STOPPED: &str = "writer stopped";
+    /// A write or flush of the target failed: what a drive losing its power looks like.
+    pub const TARGET_FAILED: &str = "target failed";
 }
 
 /// Which run to fetch.

@@ -359,7 +359,7 @@ impl<'a> Judge<'a> {
                 let ok = stamp
                     .as_ref()
                     .is_ok_and(|s| crate::record::content_matches(sector, s));
-                classify_sector(sector, &stamp, ok, self.run, rec, i, || {
+                classify_sector(sector, &stamp, ok, self.run, &[], rec, i, || {
                     let mut e = [0u8; SECTOR];
                     expected_sector(&mut e, &self.key, self.run, rec, i);
                     e

@@ -36,6 +36,7 @@ pub fn verify_dir(o: &crate::verify::VerifyOptions) -> Result<crate::model::Verd
     let mut r = verify::verify_tree(&o.target, &loaded.log)?;
     r.report
         .note_log_wholeness(loaded.source, loaded.wholeness.whole, loaded.wholeness.how);
+    r.report.note_writer_end(&loaded.log.events, o.rehearsal);
     // The plain words speak of a drive; here the whole stack under DIR was tested.
     r.report.plain = r
         .report

@@ -182,6 +182,12 @@ pub fn run(o: &TreeWriteOptions, stop: &AtomicBool) -> Result<TreeWriteSummary, 
     }
     let elapsed_ms = t0.elapsed().as_secs_f64() * 1e3;
     let (acked, bytes) = (w.acked, w.bytes);
+    use crate::model::bye;
+    sender.set_bye_reason(match (&failure, stop.load(Ordering::SeqCst)) {
+        (Some(e), _) => format!("{}: {e}", bye::TARGET_FAILED),
+        (None, true) => format!("{}: by a signal", bye::STOPPED),
+        (None, false) => format!("{}: it wrote what it was asked to", bye::FINISHED),
+    });
     sender
         .finish(Duration::from_secs(30))
         .map_err(|e| TreeWriteError::Witness(e.into()))?;

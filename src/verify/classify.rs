@@ -33,13 +33,16 @@ pub enum SectorFinding {
 
 /// Classifies the sector found at `index` of acknowledged record `rec`. `content_ok`:
 /// the sector's content matches the CRC in its (valid) stamp, computed by the reader
-/// threads. `expected` is called only when bits must be counted (it regenerates the
-/// sector).
+/// threads. `later_runs`: runs of this drive that began after `run`'s writer stopped
+/// (witness clock); their records at their own home superseded `run`'s. `expected` is
+/// called only when bits must be counted (it regenerates the sector).
+#[allow(clippy::too_many_arguments)]
 pub fn classify_sector(
     found: &[u8],
     stamp: &Result<Stamp, StampError>,
     content_ok: bool,
     run: RunId,
+    later_runs: &[RunId],
     rec: &RecordId,
     index: u32,
     expected: impl FnOnce() -> [u8; SECTOR],
@@ -47,6 +50,9 @@ pub fn classify_sector(
     let here = rec.offset + index as u64 * SECTOR as u64;
     let bits = |e: [u8; SECTOR]| bit_difference(found, &e);
     match stamp {
+        Ok(s) if s.run != run && s.home() == here && later_runs.contains(&s.run) => {
+            SectorFinding::Superseded
+        }
         Ok(s) if s.run != run => SectorFinding::Foreign,
         Ok(s) if s.home() != here => SectorFinding::Misplaced,
         Ok(s) if s.record == *rec && s.index == index => {
@@ -258,11 +264,21 @@ mod tests {
     }
 
     fn sector(run: RunId, key: &RunKey, rec: &RecordId, found: &[u8]) -> SectorFinding {
+        sector_after(run, &[], key, rec, found)
+    }
+
+    fn sector_after(
+        run: RunId,
+        later: &[RunId],
+        key: &RunKey,
+        rec: &RecordId,
+        found: &[u8],
+    ) -> SectorFinding {
         let st = decode_stamp(found);
         let ok = st
             .as_ref()
             .is_ok_and(|s| crate::record::content_matches(found, s));
-        classify_sector(found, &st, ok, run, rec, 0, || {
+        classify_sector(found, &st, ok, run, later, rec, 0, || {
             let mut e = [0u8; SECTOR];
             crate::record::expected_sector(&mut e, key, run, rec, 0);
             e
@@ -333,6 +349,41 @@ mod tests {
         assert_eq!(
             sector(run, &key, &rec, &b[..SECTOR]),
             SectorFinding::Misplaced
+        );
+    }
+
+    /// A record of a run that began after this run's writer stopped, at its own home,
+    /// superseded this run's record there; the same record away from its home, or a
+    /// record of a run not known to be later, is foreign (stale) as before.
+    #[test]
+    fn a_later_runs_record_at_home_supersedes_and_only_there() {
+        let (run, key, rec, _) = setup(2);
+        let later = RunId([5; 16]);
+        let unrelated = RunId([6; 16]);
+        let later_key = RunKey::new(later);
+        let mut here = vec![0u8; 1024];
+        fill_record(&mut here, &later_key, later, &RecordId { seq: 1, ..rec });
+        assert_eq!(
+            sector_after(run, &[later], &key, &rec, &here[..SECTOR]),
+            SectorFinding::Superseded
+        );
+        assert_eq!(
+            sector_after(run, &[unrelated], &key, &rec, &here[..SECTOR]),
+            SectorFinding::Foreign
+        );
+        assert_eq!(
+            sector(run, &key, &rec, &here[..SECTOR]),
+            SectorFinding::Foreign
+        );
+        let mut away = vec![0u8; 1024];
+        let far = RecordId {
+            offset: 1 << 20,
+            ..rec
+        };
+        fill_record(&mut away, &later_key, later, &far);
+        assert_eq!(
+            sector_after(run, &[later], &key, &rec, &away[..SECTOR]),
+            SectorFinding::Foreign
         );
     }
 }

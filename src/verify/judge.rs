@@ -244,6 +244,7 @@ impl Judging {
             },
             dead_device: None,
             ack_log: AckLogCheck::default(),
+            writer_end: None,
             unreadable_ranges: vec![],
             findings_truncated: losses.records as usize > losses.findings.len(),
             findings: losses.findings,

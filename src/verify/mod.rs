@@ -8,6 +8,7 @@
 
 pub mod classify;
 pub mod distribution;
+pub mod evidence;
 pub mod judge;
 pub mod load;
 pub mod medium;
@@ -56,7 +57,9 @@ pub fn verify_device_with_progress(
         s.region_offset,
         s.region_offset.saturating_add(s.region_bytes),
     ));
-    let result = scan::scan_with_progress(dev, &log.descriptor, acks, read_timeout, also, progress);
+    let run =
+        scan::ScanRun::with_later_runs(&log.descriptor, &evidence::runs_after_the_end(&log.events));
+    let result = scan::scan_with_progress(dev, run, acks, read_timeout, also, progress);
     let (mut report, classes) = judge_tallies(acks, &result.tallies, &result.found_elsewhere);
     if let Some(range) = result.timed_out {
         judge::timed_out(&mut report, acks, &classes, range, read_timeout);
@@ -121,6 +124,7 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
         gone_target(o, &log)?
     };
     report.note_log_wholeness(source, wholeness.whole, wholeness.how);
+    report.note_writer_end(&log.events, o.rehearsal);
     print_report(o, &report)?;
     tell_the_witness(o, &log, &report);
     Ok(report.verdict)
@@ -276,22 +280,45 @@ fn run_streamed(
     let Ok(dev) = FileDevice::open_read(&o.target) else {
         return Ok(None);
     };
+    let dev: Arc<dyn Device> = Arc::new(dev);
     let passes = scale::FilePasses {
         path,
         key: key.as_ref(),
         last: Default::default(),
     };
-    let bar = progress::ScanBar::new(o.quiet);
-    let scaled = scale::verify_streamed(
-        Arc::new(dev),
-        &d,
-        &passes,
-        o.read_timeout,
-        o.scan_region,
-        &|d, t| bar.update(d, t),
-    );
-    bar.finish();
-    let mut report = scaled?.report;
+    let judge = |run: scan::ScanRun| {
+        let bar = progress::ScanBar::new(o.quiet);
+        let scaled = scale::verify_streamed_run(
+            dev.clone(),
+            &d,
+            run,
+            &passes,
+            o.read_timeout,
+            o.scan_region,
+            &|d, t| bar.update(d, t),
+        );
+        bar.finish();
+        scaled.map(|s| s.report)
+    };
+    let mut report = judge(scan::ScanRun::from(&d))?;
+    // The runs that came after this one are in the log's last events, read by the pass
+    // just made: stamps of theirs make records of this run look stale, so the rare
+    // report with stale records is judged again knowing them.
+    let later = {
+        let last = passes.last.borrow();
+        let (log, _) = last.as_ref().expect("verify read the log");
+        evidence::runs_after_the_end(&log.events)
+    };
+    if report
+        .counts
+        .get(RecordClass::Stale.name())
+        .copied()
+        .unwrap_or(0)
+        > 0
+        && !later.is_empty()
+    {
+        report = judge(scan::ScanRun::with_later_runs(&d, &later))?;
+    }
     let (log, wholeness) = passes.last.into_inner().expect("verify read the log");
     report.note_log_damage(crate::witness::store::checker::damage_details(&log));
     report.target = o.target.display().to_string();
@@ -306,6 +333,7 @@ fn run_streamed(
             report.note_log_wholeness(path.display().to_string(), wholeness.whole, wholeness.how)
         }
     }
+    report.note_writer_end(&log.events, o.rehearsal);
     print_report(o, &report)?;
     Ok(Some(report))
 }

@@ -30,6 +30,9 @@ pub struct VerifyOptions {
     pub run: Option<RunId>,
     /// Verify even when the target is not the drive the run was written to.
     pub allow_identity_mismatch: bool,
+    /// The power was not cut on purpose: a PASS needs no evidence of a cut
+    /// (`Report::note_writer_end`).
+    pub rehearsal: bool,
     /// Print the report as JSON on stdout.
     pub json: bool,
     /// Only the verdict line.

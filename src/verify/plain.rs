@@ -18,6 +18,9 @@ pub enum NoVerdictReason {
     ReadTimedOut,
     /// The ack log is damaged or cannot prove it holds every ack.
     LogNotTrusted,
+    /// The writer finished or was stopped before the power went (or the log does not
+    /// show how it stopped): no acknowledged write was at risk.
+    NoCut,
     /// Not known here (a campaign summary keeps only the counts).
     Unknown,
 }
@@ -31,6 +34,9 @@ pub struct Facts<'a> {
     pub dead_device: bool,
     /// Only read for INCONCLUSIVE.
     pub reason: NoVerdictReason,
+    /// A PASS the user asked for on a run without a power cut (`verify --rehearsal`):
+    /// its sentence must not speak of a power cut.
+    pub rehearsal: bool,
 }
 
 impl<'a> Facts<'a> {
@@ -51,6 +57,7 @@ impl<'a> Facts<'a> {
             loss_window: s.loss_window.as_ref(),
             dead_device: s.dead_device.is_some(),
             reason,
+            rehearsal: false,
         }
     }
 }
@@ -59,6 +66,11 @@ impl<'a> Facts<'a> {
 pub fn sentence(f: &Facts) -> String {
     let acked = f.counts.total();
     match f.verdict {
+        Verdict::Pass if f.rehearsal => format!(
+            "This drive kept every write it confirmed as saved ({} {}), but the power was not cut while they were written (a rehearsal): this says nothing about power loss.",
+            thousands(acked),
+            writes(acked)
+        ),
         Verdict::Pass => format!(
             "This drive kept every write it confirmed as saved ({} {}) through this power cut.",
             thousands(acked),
@@ -78,6 +90,7 @@ pub fn sentence(f: &Facts) -> String {
                 thousands(acked),
                 writes(acked)
             ),
+            NoVerdictReason::NoCut => "This test says nothing about the drive: the program writing to it had stopped before the power went out, so no write it had confirmed as saved was at risk. Cut the power while the writer is still running.".into(),
             NoVerdictReason::Unknown => "This test gave no verdict on the drive, and none of the writes that could be checked were lost. Run it again.".into(),
         },
         Verdict::Error => "This test says nothing about the drive: the test itself went wrong before the drive could be checked.".into(),
@@ -291,6 +304,7 @@ mod tests {
             loss_window: w,
             dead_device: false,
             reason: NoVerdictReason::Unknown,
+            rehearsal: false,
         }
     }
 

@@ -2,8 +2,11 @@
 //! printed for people.
 
 use crate::device::identity::DeviceIdentity;
-use crate::model::{ClassCounts, LossWindow, RecordClass, ReportSummary, RunDescriptor, Verdict};
+use crate::model::{
+    ClassCounts, LossWindow, RecordClass, ReportSummary, RunDescriptor, Verdict, WitnessEvent,
+};
 use crate::units::fmt_bytes;
+use crate::verify::evidence::{WriterEnd, writer_end};
 use crate::verify::plain::{self, Facts, NoVerdictReason};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -71,6 +74,17 @@ impl Default for AckLogCheck {
     }
 }
 
+/// How the writer stopped and what the verdict made of it.
+#[derive(Clone, Debug, Serialize)]
+pub struct WriterEndCheck {
+    #[serde(flatten)]
+    pub end: WriterEnd,
+    /// Whether the end shows the power went while the writer was writing.
+    pub cut_evidence: bool,
+    /// `--rehearsal`: the user said no cut was made, and asked for a verdict on the data.
+    pub rehearsal: bool,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub format: &'static str,
@@ -92,6 +106,9 @@ pub struct Report {
     /// prove it is whole never gives PASS; a FAIL stays FAIL (the readable acks prove
     /// the loss).
     pub ack_log: AckLogCheck,
+    /// How the run's writer stopped, from the witness's events (`verify::evidence`):
+    /// null where nobody asked (a campaign cycle proves its cut itself).
+    pub writer_end: Option<WriterEndCheck>,
     /// Ranges that returned errors or hung: [offset, len, reason].
     pub unreadable_ranges: Vec<(u64, u64, String)>,
     pub findings: Vec<Finding>,
@@ -127,12 +144,18 @@ impl Report {
     /// What the plain sentence is built from.
     pub fn plain_facts(&self) -> (ClassCounts, NoVerdictReason) {
         let counts = ClassCounts::from(&self.counts);
+        let no_cut = self
+            .writer_end
+            .as_ref()
+            .is_some_and(|w| !w.cut_evidence && !matches!(w.end, WriterEnd::StillConnected(_)));
         let reason = if self.acked_records == 0 {
             NoVerdictReason::NoAcks
         } else if !self.ack_log.whole {
             NoVerdictReason::LogNotTrusted
         } else if counts.get(RecordClass::Unreadable) > 0 {
             NoVerdictReason::ReadTimedOut
+        } else if no_cut {
+            NoVerdictReason::NoCut
         } else {
             NoVerdictReason::Unknown
         };
@@ -148,6 +171,10 @@ impl Report {
             loss_window: self.loss_window.as_ref(),
             dead_device: self.dead_device.is_some(),
             reason,
+            rehearsal: self
+                .writer_end
+                .as_ref()
+                .is_some_and(|w| w.rehearsal && !w.cut_evidence),
         })
     }
 
@@ -200,6 +227,52 @@ impl Report {
                 self.acked_records
             );
         }
+        self.refresh_plain();
+    }
+
+    /// Records how the writer stopped (from the run's events, `verify::evidence`) and
+    /// holds the rule "no PASS without evidence of a cut": a PASS for a run whose writer
+    /// finished or was stopped before the power went, or whose end the log does not
+    /// show, becomes INCONCLUSIVE, unless `rehearsal` (the user checks a clean run on
+    /// purpose). A run whose writer was still connected when its acks were fetched is
+    /// INCONCLUSIVE even then: the acks cannot be all of them. A FAIL stays FAIL.
+    pub fn note_writer_end(&mut self, events: &[WitnessEvent], rehearsal: bool) {
+        let end = writer_end(events);
+        let cut_evidence = end.is_cut_evidence();
+        let how = end.describe();
+        if self.verdict == Verdict::Pass {
+            match &end {
+                WriterEnd::StillConnected(_) => {
+                    self.verdict = Verdict::Inconclusive;
+                    self.ack_log.whole = false;
+                    self.ack_log.wholeness =
+                        format!("the log cannot be complete: the writer {how}");
+                    self.summary = format!(
+                        "all {} acknowledged records in the ack log survived, but the log \
+                         cannot hold every ack: the writer {how}; verify after the power \
+                         cut, once the writer is gone",
+                        self.acked_records
+                    );
+                }
+                _ if cut_evidence || rehearsal => {}
+                _ => {
+                    self.verdict = Verdict::Inconclusive;
+                    self.summary = format!(
+                        "no power cut during writing: the writer {how}, so no acknowledged \
+                         write was at risk when the power went. Cut the power while \
+                         `plugpull write` runs; to judge a clean run on purpose, pass \
+                         --rehearsal"
+                    );
+                }
+            }
+        } else if self.verdict == Verdict::Fail && !cut_evidence {
+            self.summary += &format!("; no power cut was seen during writing: the writer {how}");
+        }
+        self.writer_end = Some(WriterEndCheck {
+            end,
+            cut_evidence,
+            rehearsal,
+        });
         self.refresh_plain();
     }
 

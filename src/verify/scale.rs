@@ -339,6 +339,20 @@ pub fn verify_streamed(
     scan_region: bool,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Scaled, super::VerifyError> {
+    let run = scan::ScanRun::from(d);
+    verify_streamed_run(dev, d, run, acks, read_timeout, scan_region, progress)
+}
+
+/// [`verify_streamed`] with the runs that superseded this one (`scan::ScanRun`).
+pub fn verify_streamed_run(
+    dev: Arc<dyn Device>,
+    d: &RunDescriptor,
+    run: scan::ScanRun,
+    acks: &dyn AckPasses,
+    read_timeout: Duration,
+    scan_region: bool,
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<Scaled, super::VerifyError> {
     let t0 = Instant::now();
     // The run's region is read while the acks are painted: in the common case (a ring
     // over the whole region, or `scan_region`) it is exactly the span the scan needs;
@@ -352,8 +366,14 @@ pub fn verify_streamed(
     // and kept as a summary per slot (`scan::summarise_early`); else only its first
     // chunks are read ahead.
     let summarising = summary_grid(d).map(|grid| {
-        let run = scan::ScanRun::from(d);
-        scan::summarise_early(dev.clone(), run, grid, region.0, region.1, read_timeout)
+        scan::summarise_early(
+            dev.clone(),
+            run.clone(),
+            grid,
+            region.0,
+            region.1,
+            read_timeout,
+        )
     });
     let early = match summarising {
         None => Some(scan::read_early(dev.clone(), region.0, region.1)),
@@ -374,14 +394,14 @@ pub fn verify_streamed(
     let (result, scan_acks, counted) = std::thread::scope(|s| {
         let scan = s.spawn(move || match summarising {
             Some(sum) if on_grid == Some(sum.grid()) => {
-                scan::scan_summarised(dev, d, scan_acks, sum, read_timeout, also, progress)
+                scan::scan_summarised(dev, run, scan_acks, sum, read_timeout, also, progress)
             }
             // Not the grid summarised (another size, or the map painted): read anew.
             sum => {
                 drop(sum);
                 let r = scan::scan_visible(
                     dev,
-                    d,
+                    run,
                     &scan_acks,
                     visible,
                     read_timeout,

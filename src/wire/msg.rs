@@ -62,6 +62,11 @@ pub struct RunInfo {
     /// witnesses older than the verdict selector, hence the default).
     #[serde(default)]
     pub verified: Option<VerdictMark>,
+    /// When the witness first heard of the run (its first Hello), witness clock, ns since
+    /// the epoch: runs are ordered by this, not by the writer's `started_at`. Absent from
+    /// older witnesses' JSON.
+    #[serde(default)]
+    pub first_heard_ns: Option<u64>,
 }
 
 /// What a verify tells the witness after judging a run: shown by `plugpull runs`. It is a

@@ -205,6 +205,7 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     let elapsed = t0.elapsed();
     let failure = progress.failure();
     let interrupted = STOP.load(Ordering::SeqCst);
+    sender.set_bye_reason(bye_reason(failure.as_ref(), interrupted));
     // Ctrl-C means "stop now": wait briefly for the witness, then report how far it got
     // rather than failing after the normal 30 s (the witness may be what is missing).
     let stats = if interrupted && interrupted_by_ctrl_c() && failure.is_none() {
@@ -237,6 +238,27 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
             Ok(WriteOutcome::Interrupted)
         }
         None => Ok(WriteOutcome::Finished),
+    }
+}
+
+/// What the Bye tells the witness, so verify can tell a run the power cut from one
+/// that ended by itself (`model::bye`).
+fn bye_reason(failure: Option<&engine::Failure>, interrupted: bool) -> String {
+    use crate::model::bye;
+    match failure {
+        Some(f) => format!(
+            "{}: {} of stream {} seq {} failed: {}",
+            bye::TARGET_FAILED,
+            f.during,
+            f.record.stream,
+            f.record.seq,
+            f.error
+        ),
+        None if interrupted && interrupted_by_ctrl_c() => {
+            format!("{}: Ctrl-C (SIGINT)", bye::STOPPED)
+        }
+        None if interrupted => format!("{}: SIGTERM", bye::STOPPED),
+        None => format!("{}: it wrote what it was asked to", bye::FINISHED),
     }
 }
 

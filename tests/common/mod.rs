@@ -228,8 +228,18 @@ pub fn write(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
     run(args)
 }
 
-/// `plugpull verify TARGET --witness W --json EXTRA...`.
+/// `plugpull verify TARGET --witness W --json --rehearsal EXTRA...`: these tests judge
+/// runs whose writer ended by itself, on purpose (plugpull testing itself), so they say
+/// so; a test of the rule that such a run gets no PASS calls [`verify_as_after_a_cut`].
 pub fn verify(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
+    let mut all = vec!["--rehearsal"];
+    all.extend_from_slice(extra);
+    verify_as_after_a_cut(w, target, &all)
+}
+
+/// `plugpull verify TARGET --witness W --json EXTRA...`, as a user runs it after a power
+/// cut: without `--rehearsal`.
+pub fn verify_as_after_a_cut(w: &WitnessProc, target: &Path, extra: &[&str]) -> Run {
     let mut args = vec![
         "verify".to_string(),
         target.display().to_string(),

@@ -7,14 +7,28 @@ use crate::model::Ack;
 use crate::record::{RunId, RunKey, SECTOR, expected_sector};
 use crate::verify::classify::{SectorFinding, SectorTally, classify_sector};
 use std::collections::HashMap;
+use std::sync::Arc;
 
-/// The run a scan judges: its id, and the record format version its writer used, which
+/// The run a scan judges: its id, the record format version its writer used, which
 /// decides how a damaged sector's expected content is regenerated to count its flipped
-/// bits (docs/format.md "Content"). A bare [`RunId`] means the current format.
-#[derive(Clone, Copy, Debug)]
+/// bits (docs/format.md "Content"), and the runs of the same drive that began after its
+/// writer stopped (`verify::evidence::runs_after_the_end`), whose records at their own
+/// home superseded it. A bare [`RunId`] means the current format and no later runs.
+#[derive(Clone, Debug)]
 pub struct ScanRun {
     pub id: RunId,
     pub format_version: u16,
+    pub later_runs: Arc<[RunId]>,
+}
+
+impl ScanRun {
+    /// `d`'s run, superseded where `later_runs` wrote.
+    pub fn with_later_runs(d: &crate::model::RunDescriptor, later_runs: &[RunId]) -> ScanRun {
+        ScanRun {
+            later_runs: later_runs.into(),
+            ..ScanRun::from(d)
+        }
+    }
 }
 
 impl From<RunId> for ScanRun {
@@ -22,6 +36,7 @@ impl From<RunId> for ScanRun {
         ScanRun {
             id,
             format_version: crate::record::FORMAT_VERSION,
+            later_runs: Arc::from([]),
         }
     }
 }
@@ -31,6 +46,7 @@ impl From<&crate::model::RunDescriptor> for ScanRun {
         ScanRun {
             id: d.run_id,
             format_version: d.format_version,
+            later_runs: Arc::from([]),
         }
     }
 }
@@ -39,6 +55,7 @@ impl From<&crate::model::RunDescriptor> for ScanRun {
 /// offset order; only the records overlapping the current chunk are active.
 pub(super) struct Judge<'a> {
     run: RunId,
+    later_runs: Arc<[RunId]>,
     key: RunKey,
     acks: &'a [Ack],
     visible: Visible,
@@ -59,6 +76,7 @@ impl<'a> Judge<'a> {
         order.sort_by_key(|&i| acks[i].record.offset);
         Judge {
             run: run.id,
+            later_runs: run.later_runs.clone(),
             // An unknown version never gets here (`verify::refuse_unknown_format`); the
             // fallback only decides bit counts, never a class.
             key: RunKey::for_version(run.id, run.format_version)
@@ -118,6 +136,7 @@ impl<'a> Judge<'a> {
                     &c.stamps[k],
                     c.content_ok[k],
                     self.run,
+                    &self.later_runs,
                     rec,
                     index,
                     || {

@@ -115,6 +115,7 @@ fn every_message_round_trips() {
             last_flushed_ns: Some(123),
             damaged: false,
             verified: Some(mark()),
+            first_heard_ns: Some(1_700_000_000_000_000_000),
         })),
         Msg::RecordVerdict(Box::new(mark())),
     ] {

@@ -14,7 +14,7 @@ use std::time::Duration;
 /// Listing reads every log at the witness: allow it time.
 const LIST_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Every run the witness at `addr` holds, newest `started_at` first.
+/// Every run the witness at `addr` holds, the one it heard of last first.
 pub fn list_runs(addr: &str, key: Option<&Key>) -> ClientResult<Vec<RunInfo>> {
     let mut s = connect_stream(addr)?;
     s.set_read_timeout(Some(LIST_READ_TIMEOUT))?;
@@ -74,14 +74,20 @@ pub fn record_verdict(addr: &str, key: Option<&Key>, mark: &VerdictMark) -> Clie
     }
 }
 
-/// Newest `started_at` first (RFC 3339 times compare as instants; unparseable ones last).
+/// The run the witness heard of last first, by the witness's clock (`first_heard_ns`):
+/// the writers' clocks may be wrong (a host without a working RTC after a power cut).
+/// Only a witness too old to send that time is sorted by `started_at`.
 pub fn sort_newest_first(runs: &mut [RunInfo]) {
-    let t = |i: &RunInfo| {
+    let writer_clock = |i: &RunInfo| {
         chrono::DateTime::parse_from_rfc3339(&i.descriptor.started_at)
             .map(|d| d.timestamp_nanos_opt().unwrap_or(i64::MIN))
             .unwrap_or(i64::MIN)
     };
-    runs.sort_by_key(|i| std::cmp::Reverse(t(i)));
+    if runs.iter().all(|i| i.first_heard_ns.is_some()) {
+        runs.sort_by_key(|i| std::cmp::Reverse((i.first_heard_ns, i.descriptor.run_id.hex())));
+    } else {
+        runs.sort_by_key(|i| std::cmp::Reverse(writer_clock(i)));
+    }
 }
 
 /// The drive of a run in words: model and serial when known, else the path written to.

@@ -69,6 +69,9 @@ struct Inner {
     sender_waiting: bool,
     pusher_waiting: bool,
     bye_requested: bool,
+    /// What the Bye says: how the writer stopped (`model::bye`); "writer finished" when
+    /// nobody said otherwise.
+    bye_reason: Option<String>,
     stop: bool,
     /// Set when the writer is stopping (Ctrl-C): `push` no longer waits for room, so a
     /// stream blocked at `max_unconfirmed` can see the stop and end.
@@ -126,6 +129,7 @@ impl AckSender {
                 sender_waiting: false,
                 pusher_waiting: false,
                 bye_requested: false,
+                bye_reason: None,
                 stop: false,
                 pushers_released: false,
             }),
@@ -197,6 +201,13 @@ impl AckSender {
 
     pub fn stats(&self) -> SenderStats {
         stats_of(&lock(&self.shared))
+    }
+
+    /// Sets what the Bye will tell the witness: how the writer stopped, starting with one
+    /// of `model::bye` (verify tells a run cut by a power loss from one that ended by
+    /// itself by it).
+    pub fn set_bye_reason(&self, reason: impl Into<String>) {
+        lock(&self.shared).bye_reason = Some(reason.into());
     }
 
     /// Waits until every pushed ack is durable at the witness (or `timeout` passes),
@@ -407,11 +418,12 @@ fn pump(
         buf.clear();
         match work {
             Work::Bye => {
+                let reason = g
+                    .bye_reason
+                    .clone()
+                    .unwrap_or_else(|| crate::model::bye::FINISHED.into());
                 drop(g);
-                Msg::Bye {
-                    reason: "writer finished".into(),
-                }
-                .encode_into(&mut buf);
+                Msg::Bye { reason }.encode_into(&mut buf);
                 auth::seal_opt(sealer.as_deref_mut(), &mut buf, 0);
                 let _ = stream.write_all(&buf);
                 return PumpEnd::Stop;

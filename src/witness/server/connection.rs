@@ -21,6 +21,7 @@ use nix::sys::socket::sockopt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,7 +79,9 @@ pub(super) struct Conn {
     pub(super) dirty: bool,
     pub(super) acks_received: u64,
     pub(super) last_ack_at_ns: Option<u64>,
-    pub(super) last_frame_at_ns: u64,
+    /// When the last frame arrived (witness clock), shared with the run's slot so a
+    /// fetch served meanwhile can say how long the writer has been silent.
+    pub(super) last_frame_at_ns: Arc<AtomicU64>,
     /// The read timeout the socket has now (set by `arm_read_timeout`).
     read_timeout_armed: Option<Duration>,
     /// Why a reply (`Conn::reply`) could not be sent. Set once; no byte is written after
@@ -86,6 +89,9 @@ pub(super) struct Conn {
     /// connection ends once the frames already received are handled.
     pub(super) reply_failed: Option<io::Error>,
 }
+
+/// The longest Bye reason kept in a log (a writer's reasons are one line).
+const MAX_BYE_REASON_CHARS: usize = 512;
 
 impl Conn {
     pub(super) fn new(sh: Arc<Shared>, stream: TcpStream, id: u64, peer: SocketAddr) -> Conn {
@@ -106,7 +112,7 @@ impl Conn {
             dirty: false,
             acks_received: 0,
             last_ack_at_ns: None,
-            last_frame_at_ns: now_ns(),
+            last_frame_at_ns: Arc::new(AtomicU64::new(now_ns())),
             read_timeout_armed: None,
             reply_failed: None,
         }
@@ -309,7 +315,7 @@ impl Conn {
     /// Handles every complete frame buffered, commits, and says whether the connection
     /// ends (`eof`: the peer closed its side after these bytes).
     fn handle_buffered(&mut self, eof: bool) -> Option<End> {
-        self.last_frame_at_ns = now_ns();
+        self.last_frame_at_ns.store(now_ns(), Ordering::Relaxed);
         let r = self.process_frames();
         // Commit what arrived before any error or end: those acks are valid.
         if let Some(end) = self.commit_and_reply() {
@@ -534,6 +540,12 @@ impl Conn {
                 if self.run.is_none() {
                     return Err(End::Protocol("Bye before Hello".into()));
                 }
+                // A peer's words are kept as data: bounded, without control characters.
+                let reason: String = reason
+                    .chars()
+                    .map(|c| if c.is_control() { '?' } else { c })
+                    .take(MAX_BYE_REASON_CHARS)
+                    .collect();
                 Ok(ControlFlow::Break(End::Bye(reason)))
             }
             Msg::Fetch(sel) => {

@@ -5,13 +5,13 @@
 //! Why checked here: a fetcher must never receive a log the witness could not read as
 //! valid without being told what is wrong with it.
 
-use crate::model::RunSelector;
+use crate::model::{LATER_RUN_EVENT, RunSelector, WRITER_CONNECTED_EVENT, WitnessEvent, now_ns};
 use crate::record::RunId;
 use crate::wire::auth;
 use crate::wire::frame;
 use crate::wire::msg::{Msg, NO_RUN_FOR_DEVICE};
 use crate::witness::server::connection::{Conn, End, Next};
-use crate::witness::server::shared::lock;
+use crate::witness::server::shared::{Shared, lock};
 use crate::witness::store::checker::{LogChecker, LogItem};
 use crate::witness::store::layout;
 use crate::witness::store::log;
@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::ops::ControlFlow;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 /// Fetch replies are written in pieces of about this size.
 const FETCH_FLUSH_BYTES: usize = 1 << 20;
@@ -30,6 +31,7 @@ impl Conn {
         let run = self.resolve_run(sel)?;
         let path = layout::log_path(&self.sh.dir, run);
         let (file, limit) = self.open_durable_prefix(run, &path)?;
+        let sh = self.sh.clone();
         let mut checker = LogChecker::default();
         let mut scratch = Vec::new();
         let mut out = Vec::with_capacity(FETCH_FLUSH_BYTES * 2);
@@ -66,9 +68,14 @@ impl Conn {
                 "run {run}'s log has no complete descriptor yet"
             )));
         }
-        // Damage in the log reaches the fetcher as events, so verify cannot say PASS.
+        // Damage in the log reaches the fetcher as events, so verify cannot say PASS; so
+        // do what the witness knows now and the log cannot: a writer still connected,
+        // and the later runs of the same drive.
         let what = format!("the witness's ack log {}", path.display());
-        for e in checker.damage_events(&what, &end) {
+        let descriptor = checker.descriptor.as_ref().expect("checked above");
+        let mut events = checker.damage_events(&what, &end);
+        events.extend(fetch_time_events(&sh, run, &descriptor.device.key()));
+        for e in events {
             let start = out.len();
             Msg::Event(e).encode_into(&mut out);
             auth::seal_opt(sealer.as_deref_mut(), &mut out, start);
@@ -94,8 +101,8 @@ impl Conn {
     fn resolve_run(&self, sel: &RunSelector) -> Result<RunId, End> {
         match sel {
             RunSelector::Run(r) => Ok(*r),
-            RunSelector::LatestForDevice(key) => match lock(&self.sh.latest).get(key) {
-                Some(&(_, r)) => Ok(r),
+            RunSelector::LatestForDevice(key) => match self.sh.latest_run(key) {
+                Some(r) => Ok(r),
                 None => Err(End::Protocol(format!(
                     "{NO_RUN_FOR_DEVICE} {key} at this witness; pass --run RUN_ID"
                 ))),
@@ -119,4 +126,43 @@ impl Conn {
         };
         Ok((file, limit.unwrap_or(u64::MAX)))
     }
+}
+
+/// What the witness knows at the time of a fetch that the run's log does not say:
+/// whether the run's writer is still connected (and how long it has been silent),
+/// and which runs of the same drive it first heard of after this one
+/// (docs/protocol.md "Fetch-time events").
+fn fetch_time_events(sh: &Shared, run: RunId, device_key: &str) -> Vec<WitnessEvent> {
+    let now = now_ns();
+    let mut out = vec![];
+    let slot = lock(&sh.runs).get(&run).cloned();
+    if let Some(slot) = slot {
+        let s = lock(&slot);
+        if let (Some(_), Some(heard)) = (s.owner, s.owner_heard.as_ref()) {
+            let heard = heard.load(Ordering::Relaxed);
+            out.push(WitnessEvent {
+                at_ns: now,
+                kind: WRITER_CONNECTED_EVENT.into(),
+                peer: String::new(),
+                durable_acks: s.log.as_ref().map_or(0, |l| l.durable_acks()),
+                last_ack_at_ns: Some(heard),
+                detail: format!(
+                    "the writer was still connected when this fetch was served; its \
+                     last frame came {} ms before",
+                    now.saturating_sub(heard) / 1_000_000
+                ),
+            });
+        }
+    }
+    for (heard, later) in sh.runs_after(device_key, run) {
+        out.push(WitnessEvent {
+            at_ns: heard,
+            kind: LATER_RUN_EVENT.into(),
+            peer: String::new(),
+            durable_acks: 0,
+            last_ack_at_ns: None,
+            detail: later.hex(),
+        });
+    }
+    out
 }

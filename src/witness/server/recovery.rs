@@ -51,7 +51,8 @@ pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
                         l.durable_acks()
                     ));
                 }
-                sh.note_run(l.descriptor());
+                let heard = l.first_event_at_ns().unwrap_or_else(|| modified_ns(&path));
+                sh.note_run(l.descriptor(), heard);
                 n += 1;
             }
             Err(e) => {
@@ -59,11 +60,22 @@ pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
                 // A damaged log stays fetchable (verify then names the damage), also
                 // by device: otherwise an older run of the device would be served.
                 if let Ok(d) = log::read_descriptor(&FsStorage, &path) {
-                    sh.note_run(&d);
+                    sh.note_run(&d, modified_ns(&path));
                 }
             }
         }
     }
     sh.log(format_args!("{n} run logs in {}", sh.dir.display()));
     Ok(())
+}
+
+/// When the log was last changed, by the witness's own clock: the time a run is indexed
+/// at when its log holds no event (a witness killed between creating a log and
+/// recording its first connect, or a damaged log). At least as late as the first Hello.
+fn modified_ns(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos() as u64)
 }

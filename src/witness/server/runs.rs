@@ -140,6 +140,7 @@ impl Conn {
             // descriptor was read.
             Err(_) => {
                 return Ok(checker.descriptor.take().map(|descriptor| RunInfo {
+                    first_heard_ns: self.sh.heard_at(&descriptor.device.key(), run),
                     descriptor,
                     acks: checker.acks,
                     last_flushed_ns,
@@ -162,6 +163,7 @@ impl Conn {
             lock(&self.sh.listed).insert(run, prefix);
         }
         Ok(checker.descriptor.take().map(|descriptor| RunInfo {
+            first_heard_ns: self.sh.heard_at(&descriptor.device.key(), run),
             descriptor,
             acks: checker.acks,
             last_flushed_ns,

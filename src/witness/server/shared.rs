@@ -64,6 +64,8 @@ pub(super) struct RunSlot {
     pub(super) log: Option<AckLog>,
     pub(super) owner: Option<u64>,
     pub(super) owner_stream: Option<TcpStream>,
+    /// When the owning connection last received a frame (witness clock, ns).
+    pub(super) owner_heard: Option<Arc<AtomicU64>>,
     /// Each stream's last seq among the run's acks, for the rule that they rise...
     pub(super) seqs: SeqTracker,
     /// ...valid while the open log holds this many acks: a log reopened with a
@@ -85,8 +87,10 @@ pub(super) struct Shared {
     /// What `plugpull runs` already read of each log, so a listing reads only what was
     /// appended since (module `runs`).
     pub(super) listed: Mutex<HashMap<RunId, ListedPrefix>>,
-    /// Device key -> (start time ns, run): the newest run per device.
-    pub(super) latest: Mutex<HashMap<String, (i64, RunId)>>,
+    /// Device key -> every run of that device with the time the witness first heard of
+    /// it (its own clock): "the latest run for this drive" and "the runs that started
+    /// after this one" are decided by that time, never by the writer's clock.
+    pub(super) by_device: Mutex<HashMap<String, Vec<(u64, RunId)>>>,
     /// Connections past their handshake, by id (closed at shutdown).
     pub(super) conns: Mutex<HashMap<u64, TcpStream>>,
     /// Writer and fetch connections with a thread, against their caps.
@@ -119,25 +123,53 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-pub(super) fn started_ns(d: &RunDescriptor) -> i64 {
-    chrono::DateTime::parse_from_rfc3339(&d.started_at)
-        .ok()
-        .and_then(|t| t.timestamp_nanos_opt())
-        .unwrap_or(0)
-}
-
 impl Shared {
     pub(super) fn slot(&self, run: RunId) -> Arc<Mutex<RunSlot>> {
         lock(&self.runs).entry(run).or_default().clone()
     }
 
-    pub(super) fn note_run(&self, d: &RunDescriptor) {
-        let key = d.device.key();
-        let t = started_ns(d);
-        let mut latest = lock(&self.latest);
-        let e = latest.entry(key).or_insert((t, d.run_id));
-        if t >= e.0 {
-            *e = (t, d.run_id);
+    /// Indexes run `d` under its device, first heard of at `heard_at_ns` (witness
+    /// clock); a run indexed before keeps the earlier time.
+    pub(super) fn note_run(&self, d: &RunDescriptor, heard_at_ns: u64) {
+        let mut index = lock(&self.by_device);
+        let runs = index.entry(d.device.key()).or_default();
+        match runs.iter_mut().find(|(_, r)| *r == d.run_id) {
+            Some(e) => e.0 = e.0.min(heard_at_ns),
+            None => runs.push((heard_at_ns, d.run_id)),
         }
+    }
+
+    /// The run of device `key` the witness heard of last (its clock; ties go to the
+    /// larger run id, so the answer does not depend on the order logs were read).
+    pub(super) fn latest_run(&self, key: &str) -> Option<RunId> {
+        lock(&self.by_device)
+            .get(key)?
+            .iter()
+            .max_by_key(|(t, r)| (*t, r.hex()))
+            .map(|&(_, r)| r)
+    }
+
+    /// When the witness first heard of `run` of device `key` (its clock).
+    pub(super) fn heard_at(&self, key: &str, run: RunId) -> Option<u64> {
+        lock(&self.by_device)
+            .get(key)?
+            .iter()
+            .find(|(_, r)| *r == run)
+            .map(|&(t, _)| t)
+    }
+
+    /// The runs of `run`'s device that the witness first heard of after it, with that
+    /// time (witness clock), oldest first.
+    pub(super) fn runs_after(&self, key: &str, run: RunId) -> Vec<(u64, RunId)> {
+        let index = lock(&self.by_device);
+        let Some(runs) = index.get(key) else {
+            return vec![];
+        };
+        let Some(&(t0, _)) = runs.iter().find(|(_, r)| *r == run) else {
+            return vec![];
+        };
+        let mut later: Vec<(u64, RunId)> = runs.iter().filter(|(t, _)| *t > t0).copied().collect();
+        later.sort_by_key(|&(t, r)| (t, r.hex()));
+        later
     }
 }

@@ -49,7 +49,7 @@ impl Witness {
             next_conn: AtomicU64::new(1),
             runs: Mutex::new(HashMap::new()),
             listed: Mutex::new(HashMap::new()),
-            latest: Mutex::new(HashMap::new()),
+            by_device: Mutex::new(HashMap::new()),
             conns: Mutex::new(HashMap::new()),
             writers: AtomicUsize::new(0),
             fetchers: AtomicUsize::new(0),

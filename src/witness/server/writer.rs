@@ -15,6 +15,7 @@ use crate::witness::store::log::AckLog;
 use crate::witness::store::storage::FsStorage;
 use crate::witness::validate::{self, AckRules};
 use std::net::Shutdown;
+use std::sync::atomic::Ordering;
 
 impl Conn {
     /// Records how the connection ended in the run's log and gives the run up.
@@ -24,7 +25,7 @@ impl Conn {
         if s.owner != Some(self.id) {
             return None;
         }
-        let last_frame = self.last_frame_at_ns;
+        let last_frame = self.last_frame_at_ns.load(Ordering::Relaxed);
         let log = s.log.as_mut()?;
         let ev = WitnessEvent {
             at_ns: now_ns(),
@@ -45,6 +46,7 @@ impl Conn {
         s.log = None;
         s.owner = None;
         s.owner_stream = None;
+        s.owner_heard = None;
         durable
     }
 
@@ -93,6 +95,7 @@ impl Conn {
             last_ack_at_ns: None,
             detail: format!("resume={resume}{took_over}"),
         });
+        let heard = log.first_event_at_ns().unwrap_or_else(now_ns);
         let durable = match log.commit() {
             Ok(n) => n,
             Err(e) => {
@@ -102,8 +105,9 @@ impl Conn {
         };
         s.owner = Some(self.id);
         s.owner_stream = self.stream.try_clone().ok();
+        s.owner_heard = Some(self.last_frame_at_ns.clone());
         drop(s);
-        self.sh.note_run(&d);
+        self.sh.note_run(&d, heard);
         self.run = Some((d.run_id, slot));
         self.rules = Some(rules);
         self.note_connect(&d, resume, durable, &took_over);

@@ -36,7 +36,7 @@ use crate::record::RunId;
 use crate::wire::file_acks;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg::{self, LOG_VERSION, LOG_VERSION_COMPACT, LOG_VERSION_PLAIN, Msg};
-use crate::witness::store::checker::LogChecker;
+use crate::witness::store::checker::{LogChecker, LogItem};
 use crate::witness::store::error::{Context, StoreError, StoreResult, invalid};
 use crate::witness::store::layout::{log_path, sync_dir};
 use crate::witness::store::scan::{
@@ -115,6 +115,10 @@ pub struct AckLog {
     /// Set when a write or fdatasync failed: the file's state past `durable_len_bytes`
     /// is unknown, so nothing more may be reported durable from this handle.
     poisoned: Option<String>,
+    /// The witness-clock time of the log's first event (the first Hello's `connect`):
+    /// when the witness first heard of the run. Runs are ordered by it, never by the
+    /// writer's `started_at`, which is the host under test's clock.
+    first_event_at_ns: Option<u64>,
 }
 
 impl AckLog {
@@ -137,6 +141,7 @@ impl AckLog {
             version: LOG_VERSION,
             unencoded: Vec::new(),
             poisoned: None,
+            first_event_at_ns: None,
         };
         Msg::FileHeader {
             version: LOG_VERSION,
@@ -165,6 +170,7 @@ impl AckLog {
             .with_context(|| format!("opening ack log {}", path.display()))?;
         let mut checker = LogChecker::default();
         let mut scratch = Vec::new();
+        let mut first_event_at_ns = None;
         let reader = FileReader::new(&*file);
         let end = scan_frames_resync(
             io::BufReader::with_capacity(256 << 10, reader),
@@ -173,7 +179,10 @@ impl AckLog {
                 if let Some(d) = damage {
                     checker.note_damage(d);
                 }
-                checker.check(fr, &mut scratch).map(|_| ())
+                if let LogItem::Event(e) = checker.check(fr, &mut scratch)? {
+                    first_event_at_ns.get_or_insert(e.at_ns);
+                }
+                Ok(())
             },
         )
         .with_context(|| format!("recovering ack log {}", path.display()))?;
@@ -218,6 +227,7 @@ impl AckLog {
                 version: checker.version,
                 unencoded: Vec::new(),
                 poisoned: None,
+                first_event_at_ns,
             },
             rec,
         ))
@@ -275,6 +285,12 @@ impl AckLog {
         &self.path
     }
     /// Acks appended so far, durable or not.
+    /// When the witness first heard of this run (its clock, ns since the epoch): the
+    /// time of the log's first event, None for a log that has none yet.
+    pub fn first_event_at_ns(&self) -> Option<u64> {
+        self.first_event_at_ns
+    }
+
     pub fn appended_acks(&self) -> u64 {
         self.appended_acks
     }
@@ -351,6 +367,7 @@ impl AckLog {
     }
 
     pub fn append_event(&mut self, e: &WitnessEvent) {
+        self.first_event_at_ns.get_or_insert(e.at_ns);
         self.encode_unencoded();
         Msg::Event(e.clone()).encode_into(&mut self.pending);
     }

@@ -1,0 +1,263 @@
+//! How the writer stopped, from the witness's own events, and what that lets a verdict
+//! say: a PASS is a claim about a power cut, so it needs evidence that the power went
+//! while the writer was writing.
+//!
+//! Why from the witness: the writer's host is the one that lost power; only the witness
+//! saw the end of the run. A writer that ends by itself says so in its Bye
+//! (`model::bye`: finished, stopped by a signal, or its target failed); a writer whose
+//! host lost power just falls silent (a disconnect without a Bye). A fetch served while
+//! the writer was still connected carries a `writer-connected` event: the acks fetched
+//! then cannot be all of them unless the writer had already gone silent.
+
+use crate::model::{LATER_RUN_EVENT, WRITER_CONNECTED_EVENT, WitnessEvent, bye};
+use crate::record::RunId;
+
+/// A writer silent this long at the fetch is taken as gone: it sends a heartbeat every
+/// second when idle, and its ack sender gives a connection up after three missed ones.
+pub const WRITER_SILENT_MS: u64 = 3_000;
+
+/// How the run's writer stopped, as far as the witness saw.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "how", content = "detail")]
+pub enum WriterEnd {
+    /// Its write or flush failed (a drive losing power looks like this): cut evidence.
+    TargetFailed(String),
+    /// It fell silent or its connection broke without a Bye (its host lost power, or
+    /// the network went): cut evidence.
+    Vanished(String),
+    /// It wrote what it was asked to and said goodbye: no cut during writing.
+    Finished(String),
+    /// A signal stopped it (Ctrl-C, SIGTERM): no cut during writing.
+    Stopped(String),
+    /// It was still connected, and not silent, when the acks were fetched: they cannot
+    /// be all of them.
+    StillConnected(String),
+    /// The log does not say (no event, or the witness stopped before the writer did).
+    Unknown(String),
+}
+
+impl WriterEnd {
+    /// Whether the end is evidence that the power went while the writer was writing.
+    pub fn is_cut_evidence(&self) -> bool {
+        matches!(self, WriterEnd::TargetFailed(_) | WriterEnd::Vanished(_))
+    }
+
+    /// The words after "the writer ...".
+    pub fn describe(&self) -> String {
+        match self {
+            WriterEnd::TargetFailed(d) => format!("saw its target fail ({d})"),
+            WriterEnd::Vanished(d) => format!("vanished mid-write ({d})"),
+            WriterEnd::Finished(d) => format!("finished by itself ({d})"),
+            WriterEnd::Stopped(d) => format!("was stopped ({d})"),
+            WriterEnd::StillConnected(d) => format!("was still connected ({d})"),
+            WriterEnd::Unknown(d) => format!("ended in a way the log does not show ({d})"),
+        }
+    }
+}
+
+/// How the writer of the run with `events` (its log's and the fetch's, in order)
+/// stopped: the end of its last connection decides.
+pub fn writer_end(events: &[WitnessEvent]) -> WriterEnd {
+    let connections = ["connect", "bye", "disconnect", "error"];
+    let last = events
+        .iter()
+        .rev()
+        .find(|e| connections.contains(&e.kind.as_str()));
+    let connected_at_fetch = events
+        .iter()
+        .rev()
+        .find(|e| e.kind == WRITER_CONNECTED_EVENT);
+    match last {
+        None => WriterEnd::Unknown("the log holds no connection events".into()),
+        Some(e) if e.kind == "connect" => match connected_at_fetch {
+            Some(f) => {
+                let silent_ms = f.at_ns.saturating_sub(f.last_ack_at_ns.unwrap_or(0)) / 1_000_000;
+                if silent_ms >= WRITER_SILENT_MS {
+                    WriterEnd::Vanished(format!(
+                        "silent for {silent_ms} ms when the acks were fetched"
+                    ))
+                } else {
+                    WriterEnd::StillConnected(format!(
+                        "its last frame came {silent_ms} ms before the acks were fetched"
+                    ))
+                }
+            }
+            None => WriterEnd::Unknown(
+                "the log ends while the writer was connected, and the witness did not say \
+                 whether it still was"
+                    .into(),
+            ),
+        },
+        Some(e) if e.kind == "bye" => {
+            let reason = e.detail.strip_prefix("bye: ").unwrap_or(&e.detail);
+            let reason = reason.split("; writer last heard").next().unwrap_or(reason);
+            if reason.starts_with(bye::TARGET_FAILED) {
+                WriterEnd::TargetFailed(reason.to_string())
+            } else if reason.starts_with(bye::STOPPED) {
+                WriterEnd::Stopped(reason.to_string())
+            } else {
+                // "writer finished", and any reason this build does not know: a Bye is
+                // said only by a writer that was still running, so no cut stopped it.
+                WriterEnd::Finished(reason.to_string())
+            }
+        }
+        Some(e) => WriterEnd::Vanished(e.detail.clone()),
+    }
+}
+
+/// The runs of the same drive that the witness first heard of after the judged run's
+/// writer had stopped (`later-run` events of a fetch): their stamps on the medium
+/// superseded the judged run's records; they are not stale data. Empty when the judged
+/// run's writer had not stopped, or nothing says when.
+pub fn runs_after_the_end(events: &[WitnessEvent]) -> Vec<RunId> {
+    let ends = ["bye", "disconnect", "error"];
+    let Some(end_ns) = ended_at_ns(events, &ends) else {
+        return vec![];
+    };
+    events
+        .iter()
+        .filter(|e| e.kind == LATER_RUN_EVENT && e.at_ns > end_ns)
+        .filter_map(|e| RunId::parse(&e.detail))
+        .collect()
+}
+
+/// When the writer's last connection ended (witness clock), if it ended.
+fn ended_at_ns(events: &[WitnessEvent], ends: &[&str]) -> Option<u64> {
+    let last = events
+        .iter()
+        .rev()
+        .find(|e| e.kind == "connect" || ends.contains(&e.kind.as_str()))?;
+    ends.contains(&last.kind.as_str()).then_some(last.at_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: &str, at_ns: u64, detail: &str) -> WitnessEvent {
+        WitnessEvent {
+            at_ns,
+            kind: kind.into(),
+            peer: String::new(),
+            durable_acks: 0,
+            last_ack_at_ns: None,
+            detail: detail.into(),
+        }
+    }
+
+    fn fetched(at_ns: u64, heard_ns: u64) -> WitnessEvent {
+        WitnessEvent {
+            last_ack_at_ns: Some(heard_ns),
+            ..ev(WRITER_CONNECTED_EVENT, at_ns, "")
+        }
+    }
+
+    const S: u64 = 1_000_000_000;
+
+    /// Every way a run's events can end lands in exactly one class, and only the two
+    /// that show the writer was writing when it stopped count as cut evidence.
+    #[test]
+    fn the_writer_end_decision_table() {
+        let connect = ev("connect", S, "resume=false");
+        let cases: Vec<(Vec<WitnessEvent>, &str, bool)> = vec![
+            (vec![], "unknown", false),
+            (vec![connect.clone()], "unknown", false),
+            (
+                vec![
+                    connect.clone(),
+                    ev(
+                        "bye",
+                        2 * S,
+                        "bye: writer finished: done; writer last heard at x",
+                    ),
+                ],
+                "finished",
+                false,
+            ),
+            (
+                vec![connect.clone(), ev("bye", 2 * S, "bye: writer finished")],
+                "finished",
+                false,
+            ),
+            (
+                vec![
+                    connect.clone(),
+                    ev("bye", 2 * S, "bye: writer stopped: SIGTERM"),
+                ],
+                "stopped",
+                false,
+            ),
+            (
+                vec![
+                    connect.clone(),
+                    ev(
+                        "bye",
+                        2 * S,
+                        "bye: target failed: flush of stream 0 seq 9 failed: EIO",
+                    ),
+                ],
+                "target-failed",
+                true,
+            ),
+            (
+                vec![connect.clone(), ev("disconnect", 2 * S, "idle timeout")],
+                "vanished",
+                true,
+            ),
+            (
+                vec![connect.clone(), ev("error", 2 * S, "connection reset")],
+                "vanished",
+                true,
+            ),
+            (
+                vec![connect.clone(), fetched(10 * S, 9 * S)],
+                "still-connected",
+                false,
+            ),
+            (
+                vec![connect.clone(), fetched(10 * S, 6 * S)],
+                "vanished",
+                true,
+            ),
+            // A reconnect after a Bye: the last connection decides.
+            (
+                vec![
+                    connect.clone(),
+                    ev("bye", 2 * S, "bye: writer finished"),
+                    ev("connect", 3 * S, "resume=true"),
+                    ev("disconnect", 4 * S, "connection error"),
+                ],
+                "vanished",
+                true,
+            ),
+        ];
+        for (events, want, evidence) in cases {
+            let end = writer_end(&events);
+            let got = serde_json::to_value(&end).unwrap()["how"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert_eq!(got, want, "{events:?}");
+            assert_eq!(end.is_cut_evidence(), evidence, "{events:?}");
+        }
+    }
+
+    #[test]
+    fn only_runs_heard_of_after_the_writer_stopped_supersede() {
+        let before = RunId::random();
+        let after = RunId::random();
+        let events = vec![
+            ev("connect", S, ""),
+            ev(LATER_RUN_EVENT, 2 * S, &before.hex()),
+            ev("bye", 3 * S, "bye: writer finished"),
+            ev(LATER_RUN_EVENT, 4 * S, &after.hex()),
+        ];
+        assert_eq!(runs_after_the_end(&events), vec![after]);
+        // A writer still connected has not stopped: no run came after it.
+        let live = vec![
+            ev("connect", S, ""),
+            ev(LATER_RUN_EVENT, 4 * S, &after.hex()),
+        ];
+        assert!(runs_after_the_end(&live).is_empty());
+    }
+}
