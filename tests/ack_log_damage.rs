@@ -39,6 +39,7 @@ fn verify_file(target: &Path, log: &Path) -> Run {
     run([
         "verify",
         target.to_str().unwrap(),
+        "--rehearsal",
         "--acks",
         log.to_str().unwrap(),
         "--json",
@@ -49,6 +50,7 @@ fn verify_witness(target: &Path, w: &WitnessProc, run_id: &str) -> Run {
     run([
         "verify",
         target.to_str().unwrap(),
+        "--rehearsal",
         "--witness",
         &w.addr,
         "--run",
@@ -172,6 +174,7 @@ fn damaged_ack_log_is_inconclusive_not_pass() {
     let t = run([
         "verify",
         target.to_str().unwrap(),
+        "--rehearsal",
         "--acks",
         log.to_str().unwrap(),
     ]);
@@ -362,7 +365,7 @@ fn forged_log_is_detected_with_the_witness_key() {
     assert_eq!(f.code, 0, "{f:?}");
     w.kill();
     let verify_keyed = |extra: &[&str]| {
-        let mut a = vec!["verify", target.to_str().unwrap(), "--acks"];
+        let mut a = vec!["verify", target.to_str().unwrap(), "--rehearsal", "--acks"];
         a.push(log.to_str().unwrap());
         a.push("--json");
         a.extend_from_slice(extra);

@@ -120,8 +120,11 @@ fn another_runs_records_are_stale() {
         .as_str()
         .unwrap()
         .to_string();
-    // A second run over the first 16 records' places.
-    let wr = write(&w, &t, &["--size", "256k", "--count", "16"]);
+    // A second run over the first 16 records' places, acknowledged to another witness:
+    // this witness cannot know it came later, so its records are another run's data.
+    // (A later run this witness saw supersedes instead: tests/trust.rs.)
+    let w2 = WitnessProc::start(&d.path().join("w2"));
+    let wr = write(&w2, &t, &["--size", "256k", "--count", "16"]);
     assert_eq!(wr.code, 0, "{wr:?}");
     let v = verify(&w, &t, &["--run", &first]);
     assert_eq!(v.code, 1, "{v:?}");
@@ -133,8 +136,8 @@ fn another_runs_records_are_stale() {
         ),
         (Some(16), Some(48), Some(0))
     );
-    // The latest run for this target is the second one, and it passes.
-    let v2 = verify(&w, &t, &[]);
+    // The latest run for this target at the other witness is the second one; it passes.
+    let v2 = verify(&w2, &t, &[]);
     assert_eq!(v2.code, 0, "{v2:?}");
     assert_ne!(v2.json()["run"]["run_id"].as_str().unwrap(), first);
 }
@@ -220,6 +223,7 @@ fn verify_with_exported_acks_file() {
     let v = run([
         "verify",
         t.to_str().unwrap(),
+        "--rehearsal",
         "--acks",
         acks.to_str().unwrap(),
         "--json",
@@ -269,6 +273,7 @@ fn usage_errors_exit_2_with_a_hint() {
     let r = run([
         "verify",
         "/nonexistent/target",
+        "--rehearsal",
         "--acks",
         "/nonexistent/log",
     ]);

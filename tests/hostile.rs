@@ -519,6 +519,7 @@ fn verify_json(target: &Path, log: &Path) -> (i32, serde_json::Value, String) {
     let r = run([
         "verify",
         target.to_str().unwrap(),
+        "--rehearsal",
         "--acks",
         log.to_str().unwrap(),
         "--json",

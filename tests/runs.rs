@@ -115,6 +115,7 @@ fn runs_show_which_runs_were_verified_and_how() {
         common::run([
             "verify",
             t.to_str().unwrap(),
+            "--rehearsal",
             "--witness",
             &w.addr,
             "--quiet",
@@ -177,6 +178,7 @@ fn runs_show_which_runs_were_verified_and_how() {
     let r = common::run([
         "verify",
         c.to_str().unwrap(),
+        "--rehearsal",
         "--acks",
         acks.to_str().unwrap(),
         "--quiet",
@@ -209,6 +211,7 @@ fn verify_keeps_its_verdict_when_the_witness_cannot_record_it() {
     let r = common::run([
         "verify",
         a.to_str().unwrap(),
+        "--rehearsal",
         "--witness",
         &w.addr,
         "--quiet",
@@ -244,7 +247,7 @@ fn a_verified_tree_run_shows_as_verified() {
     let dir_s = dir.to_str().unwrap();
     let r = common::run(["write", dir_s, "--witness", &w.addr, "--files", "40", "-q"]);
     assert_eq!(r.code, 0, "{r:?}");
-    let r = common::run(["verify", dir_s, "--witness", &w.addr]);
+    let r = common::run(["verify", dir_s, "--rehearsal", "--witness", &w.addr]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(
         r.stdout.contains("The storage under this directory"),

@@ -261,6 +261,7 @@ fn tmpfs_target_warns_ram() {
     let v = run([
         "verify",
         &t.display().to_string(),
+        "--rehearsal",
         "--witness",
         &w.addr,
         "--json",
@@ -273,7 +274,13 @@ fn tmpfs_target_warns_ram() {
             .is_some_and(|s| s.contains("this is RAM")),
         "{v:?}"
     );
-    let text = run(["verify", &t.display().to_string(), "--witness", &w.addr]);
+    let text = run([
+        "verify",
+        &t.display().to_string(),
+        "--rehearsal",
+        "--witness",
+        &w.addr,
+    ]);
     assert!(text.stdout.contains("this is RAM"), "{text:?}");
     let b = bench(&d.path().join("b.img"), &[]);
     assert_eq!(b.code, 0, "{b:?}");

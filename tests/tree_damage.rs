@@ -355,6 +355,7 @@ fn a_log_from_before_tree_runs_still_reads_and_is_refused_for_a_directory() {
     let r = run([
         "verify",
         dir.path().to_str().unwrap(),
+        "--rehearsal",
         "--acks",
         fixture.to_str().unwrap(),
     ]);

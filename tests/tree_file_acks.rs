@@ -60,6 +60,7 @@ fn verify_acks(dir: &Path, acks: &Path) -> common::Run {
     run([
         "verify".as_ref(),
         dir.as_os_str(),
+        "--rehearsal".as_ref(),
         "--acks".as_ref(),
         acks.as_os_str(),
         "--json".as_ref(),

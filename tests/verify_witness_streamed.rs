@@ -28,6 +28,7 @@ fn both_ways(w: &WitnessProc, d: &Path, t: &Path, run_id: &str) -> (i32, serde_j
     let by_file = run([
         "verify",
         t.to_str().unwrap(),
+        "--rehearsal",
         "--acks",
         file.to_str().unwrap(),
         "--json",

@@ -278,6 +278,7 @@ fn verify_old_log(acks: &[Ack]) -> (Option<i32>, String, f64) {
     let mut child = Command::new(bin())
         .arg("verify")
         .arg(&target)
+        .arg("--rehearsal")
         .arg("--acks")
         .arg(&log)
         .stdout(Stdio::null())

@@ -176,6 +176,7 @@ fn ctrl_c_stops_verify_with_130_and_says_there_is_no_verdict() {
     let verify = Command::new(bin())
         .arg("verify")
         .arg(&target)
+        .arg("--rehearsal")
         .args(["--witness", &addr])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
