@@ -59,7 +59,7 @@ if has scale; then
         t0=$(now)
         "$SYN" "$SHM/t.img" "$SHM/t.acklog" "$ACKS" "$SLOTS" "$placement" 512 2>/dev/null
         t1=$(now)
-        /usr/bin/time -v "$PP" verify "$SHM/t.img" --acks "$SHM/t.acklog" --quiet \
+        /usr/bin/time -v "$PP" verify "$SHM/t.img" --acks "$SHM/t.acklog" --rehearsal --quiet \
             >"$SHM/out" 2>"$SHM/time" || true
         rss=$(awk -F': ' '/Maximum resident/{print $2}' "$SHM/time")
         wall=$(awk -F': ' '/Elapsed \(wall clock\)/{print $2}' "$SHM/time")
@@ -96,7 +96,7 @@ if has speed; then
                     read -r w u s < <(timed dd if="$WORK/s.img" of=/dev/null bs=1M iflag=direct status=none)
                     dd_w+=("$w") dd_c+=("$(py "$u+$s")")
                 else
-                    read -r w u s < <(timed "$PP" verify "$WORK/s.img" --acks "$WORK/s.acklog" --quiet)
+                    read -r w u s < <(timed "$PP" verify "$WORK/s.img" --acks "$WORK/s.acklog" --rehearsal --quiet)
                     grep -q PASS "$WORK/out" || { echo "verify did not PASS:" >&2; cat "$WORK/out" "$WORK/err" >&2; exit 1; }
                     v_w+=("$w") v_c+=("$(py "$u+$s")")
                 fi
