@@ -131,6 +131,7 @@ fn an_honest_drive_is_not_accused_after_a_later_run() {
     assert_eq!(j["verdict"], "PASS");
     assert_eq!(j["counts"]["stale"], 0, "{}", j["counts"]);
     assert_eq!(j["counts"]["superseded"], 10, "{}", j["counts"]);
+    assert_eq!(j["superseded_by_runs"][0], run_id_of(&later), "{j}");
 
     // A run not known to come later (another witness's, say) is still stale data: the
     // same medium judged from a log file that names no later run.

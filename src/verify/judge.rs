@@ -245,6 +245,7 @@ impl Judging {
             dead_device: None,
             ack_log: AckLogCheck::default(),
             writer_end: None,
+            superseded_by_runs: vec![],
             unreadable_ranges: vec![],
             findings_truncated: losses.records as usize > losses.findings.len(),
             findings: losses.findings,

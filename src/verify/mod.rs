@@ -57,8 +57,8 @@ pub fn verify_device_with_progress(
         s.region_offset,
         s.region_offset.saturating_add(s.region_bytes),
     ));
-    let run =
-        scan::ScanRun::with_later_runs(&log.descriptor, &evidence::runs_after_the_end(&log.events));
+    let later = evidence::runs_after_the_end(&log.events);
+    let run = scan::ScanRun::with_later_runs(&log.descriptor, &later);
     let result = scan::scan_with_progress(dev, run, acks, read_timeout, also, progress);
     let (mut report, classes) = judge_tallies(acks, &result.tallies, &result.found_elsewhere);
     if let Some(range) = result.timed_out {
@@ -68,6 +68,7 @@ pub fn verify_device_with_progress(
     report.bytes_read = result.bytes_read;
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.run = Some(log.descriptor.clone());
+    report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
     report.note_log_damage(crate::witness::store::checker::damage_details(log));
     report
 }
@@ -318,6 +319,7 @@ fn run_streamed(
         && !later.is_empty()
     {
         report = judge(scan::ScanRun::with_later_runs(&d, &later))?;
+        report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
     }
     let (log, wholeness) = passes.last.into_inner().expect("verify read the log");
     report.note_log_damage(crate::witness::store::checker::damage_details(&log));

@@ -109,6 +109,10 @@ pub struct Report {
     /// How the run's writer stopped, from the witness's events (`verify::evidence`):
     /// null where nobody asked (a campaign cycle proves its cut itself).
     pub writer_end: Option<WriterEndCheck>,
+    /// Runs of the same drive begun after this run's writer stopped (witness clock),
+    /// whose records supersede this run's where they overwrote them
+    /// (`verify::evidence::runs_after_the_end`).
+    pub superseded_by_runs: Vec<String>,
     /// Ranges that returned errors or hung: [offset, len, reason].
     pub unreadable_ranges: Vec<(u64, u64, String)>,
     pub findings: Vec<Finding>,
@@ -349,6 +353,21 @@ impl Report {
         }
         if !self.ack_log.whole && self.ack_log.damage.is_empty() {
             *o += &format!("ack log not proven whole: {}\n", self.ack_log.wholeness);
+        }
+        if let Some(w) = &self.writer_end {
+            let evidence = match (w.cut_evidence, w.rehearsal) {
+                (true, _) => "evidence of a power cut during writing",
+                (false, true) => "no power cut during writing (--rehearsal)",
+                (false, false) => "no evidence of a power cut during writing",
+            };
+            *o += &format!("writer: {}: {evidence}\n", w.end.describe());
+        }
+        if !self.superseded_by_runs.is_empty() {
+            *o += &format!(
+                "later runs of this drive (begun after this run's writer stopped), whose \
+                 records supersede this run's where they overwrote them: {}\n",
+                self.superseded_by_runs.join(", ")
+            );
         }
     }
 
