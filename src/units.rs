@@ -118,7 +118,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     if !(secs >= 0.0 && secs.is_finite()) {
         return Err(UnitError::NegativeOrInfiniteDuration(s.into()));
     }
-    Ok(Duration::from_secs_f64(secs))
+    // Past u64 seconds: an error, not the panic `from_secs_f64` gives.
+    Duration::try_from_secs_f64(secs).map_err(|_| UnitError::TooLarge(s.into()))
 }
 
 /// "4.0 KiB", "1.5 GiB".

@@ -193,7 +193,7 @@ fn no_temporary_beside(file: &Path) {
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let n = p.file_name().unwrap().to_str().unwrap();
-            n != stem && n.starts_with(stem.trim_end_matches(".acklog"))
+            n != stem && n.contains(stem.trim_end_matches(".acklog"))
         })
         .collect();
     assert!(left.is_empty(), "left beside {}: {left:?}", file.display());
@@ -401,6 +401,96 @@ fn a_witness_gone_mid_fetch_leaves_nothing_at_file() {
         }
         no_temporary_beside(&out);
     }
+}
+
+/// The names in `dir`, sorted, with what each is (file contents or link target).
+fn dir_listing(dir: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let n = p.file_name().unwrap().to_str().unwrap().to_string();
+            let what = match fs::read_link(&p) {
+                Ok(t) => format!("-> {}", t.display()),
+                Err(_) => String::from_utf8_lossy(&fs::read(&p).unwrap()).into_owned(),
+            };
+            (n, what)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// A file someone left at the name the temporary file once had (NAME.tmp beside NAME)
+/// is neither truncated nor removed by a whole fetch.
+#[test]
+fn fetch_o_leaves_a_file_at_the_old_temporary_name_untouched() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.acklog");
+    let planted = d.path().join("out.acklog.tmp");
+    fs::write(&planted, b"someone else's file").unwrap();
+    let r = run_cli(vec![
+        "fetch".into(),
+        "--witness".into(),
+        fake_witness(5_000, false),
+        "--run".into(),
+        RunId([0x36; 16]).hex(),
+        "-o".into(),
+        out.to_str().unwrap().into(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(fs::read(&planted).unwrap(), b"someone else's file");
+    assert!(fs::symlink_metadata(&out).unwrap().is_file());
+    let log = plugpull::witness::store::reader::read_log_file(&out).unwrap();
+    assert_eq!(log.acks.len(), 5_000);
+}
+
+/// A symlink planted at the old temporary name is not followed: its target keeps its
+/// bytes, and NAME is a regular file holding the log.
+#[test]
+fn fetch_o_does_not_follow_a_symlink_at_the_old_temporary_name() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.acklog");
+    let victim = d.path().join("victim");
+    fs::write(&victim, b"precious").unwrap();
+    std::os::unix::fs::symlink(&victim, d.path().join("out.acklog.tmp")).unwrap();
+    let r = run_cli(vec![
+        "fetch".into(),
+        "--witness".into(),
+        fake_witness(5_000, false),
+        "--run".into(),
+        RunId([0x36; 16]).hex(),
+        "-o".into(),
+        out.to_str().unwrap().into(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(fs::read(&victim).unwrap(), b"precious");
+    assert!(
+        fs::symlink_metadata(&out).unwrap().is_file(),
+        "NAME is no link"
+    );
+}
+
+/// A fetch that fails half way leaves the directory exactly as it was: no temporary,
+/// and a file at the old temporary name neither emptied nor removed.
+#[test]
+fn a_failed_fetch_leaves_no_temporary_and_nothing_else_changed() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out.acklog");
+    fs::write(d.path().join("out.acklog.tmp"), b"someone else's file").unwrap();
+    fs::write(&out, b"an older fetch").unwrap();
+    let before = dir_listing(d.path());
+    let r = run_cli(vec![
+        "fetch".into(),
+        "--witness".into(),
+        fake_witness(40_000, true),
+        "--run".into(),
+        RunId([0x36; 16]).hex(),
+        "-o".into(),
+        out.to_str().unwrap().into(),
+    ]);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert_eq!(dir_listing(d.path()), before);
 }
 
 /// Peak RSS in KiB of `plugpull ARGS` (from wait4's rusage), and its exit code.

@@ -625,3 +625,151 @@ fn power_tables_parse_for_every_driver_and_examples_are_valid() {
     );
     assert!(e.contains("kind = \"simdrive\""), "{e}");
 }
+
+/// A server on loopback that reads each request's head and hands the stream to `reply`.
+fn plug_answering(reply: fn(&mut std::net::TcpStream)) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut line = String::new();
+                while r.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                reply(&mut s);
+            });
+        }
+    });
+    addr
+}
+
+fn every_flavor() -> [Flavor; 4] {
+    [
+        Flavor::ShellyGen1,
+        Flavor::ShellyGen2,
+        Flavor::Tasmota,
+        Flavor::Generic {
+            off: "GET /off".into(),
+            on: "GET /on".into(),
+            body_off: None,
+            body_on: None,
+        },
+    ]
+}
+
+/// A captive portal or login page in front of the plug answers 200 with HTML: no
+/// flavor takes that as switched, and the error quotes the first bytes, escaped.
+#[test]
+fn an_http_plug_answering_200_with_html_is_not_taken_as_switched() {
+    let addr = plug_answering(|s| {
+        let page = "<!DOCTYPE html><html><title>\u{1b}[2JWi-Fi login</title></html>";
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+            page.len()
+        );
+    });
+    for flavor in every_flavor() {
+        let mut sw = http(flavor.clone(), &addr);
+        let e = format!("{:#}", sw.off().expect_err(&format!("{flavor:?}")));
+        assert!(e.contains("<!DOCTYPE html>"), "{flavor:?}: {e}");
+        assert!(e.contains("\\u{1b}[2J") && !e.contains('\u{1b}'), "{e:?}");
+        assert!(e.contains("answered 200 but not as a"), "{e}");
+        assert!(sw.on().is_err(), "{flavor:?}");
+    }
+}
+
+/// A Shelly Gen2 answer without `was_on`, or a Gen1 one without `ison`, is not a switch's
+/// answer either, even as JSON.
+#[test]
+fn an_http_plug_answering_200_with_other_json_is_not_taken_as_switched() {
+    let addr = plug_answering(|s| {
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{{\"ok\":true}}"
+        );
+    });
+    for flavor in [Flavor::ShellyGen1, Flavor::ShellyGen2, Flavor::Tasmota] {
+        let e = format!("{:#}", http(flavor.clone(), &addr).off().unwrap_err());
+        assert!(e.contains("{\"ok\":true}"), "{flavor:?}: {e}");
+    }
+}
+
+/// A plug that trickles its reply (a byte every 250 ms) is given up at power.timeout
+/// for the whole exchange, not kept alive by each byte.
+#[test]
+fn an_http_plug_that_trickles_its_reply_is_given_up_at_the_deadline() {
+    let addr = plug_answering(|s| {
+        let reply = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"ison\":false}";
+        for b in reply.bytes() {
+            if s.write_all(&[b]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    });
+    let mut sw = http(Flavor::ShellyGen1, &addr);
+    sw.timeout = Duration::from_secs(1);
+    let t0 = Instant::now();
+    let e = format!("{:#}", sw.off().unwrap_err());
+    assert!(
+        t0.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(e.contains("did not answer within 1s"), "{e}");
+}
+
+/// A reply that never ends is cut off at a bound, not read into memory for ever.
+#[test]
+fn an_http_plug_with_an_endless_reply_is_refused() {
+    let addr = plug_answering(|s| {
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+        let junk = [b'x'; 8192];
+        while s.write_all(&junk).is_ok() {}
+    });
+    let e = format!("{:#}", http(Flavor::Tasmota, &addr).off().unwrap_err());
+    assert!(e.contains("passes 65536 bytes"), "{e}");
+}
+
+/// A power timeout of days, or past what a duration holds, is refused when the table
+/// is read; a pulse of days is refused before anything is switched.
+#[test]
+fn a_huge_power_delay_is_refused_with_a_clear_error() {
+    for (t, want) in [
+        ("720h", "over the limit of 3600s"),
+        ("99999999999999999999999h", "too large"),
+    ] {
+        let table: toml::Table = toml::from_str(&format!(
+            "[power]\ndriver = \"http\"\nflavor = \"tasmota\"\nhost = \"10.0.0.9\"\ntimeout = \"{t}\"\n"
+        ))
+        .unwrap();
+        let cfg: PowerConfig = table["power"].clone().try_into().unwrap();
+        let r = std::panic::catch_unwind(|| cfg.build(None).map(|_| ()));
+        let e = format!("{:#}", r.expect("no panic").unwrap_err());
+        assert!(e.contains("power.timeout") && e.contains(want), "{t}: {e}");
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sw = CommandSwitch {
+            off: "true".into(),
+            on: "true".into(),
+            state: None,
+            timeout: Duration::from_secs(5),
+            scope: Scope::Drive,
+            trace: None,
+            ramp: None,
+            ramp_ms: 0,
+        };
+        let r = sw.pulse(Duration::from_secs(2 * 86_400));
+        let _ = tx.send(r.map(|_| ()).map_err(|e| format!("{e:#}")));
+    });
+    let e = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a pulse of two days was started")
+        .unwrap_err();
+    assert!(e.contains("over the limit of 3600s"), "{e}");
+}

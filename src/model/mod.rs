@@ -7,6 +7,7 @@ use crate::device::identity::DeviceIdentity;
 use crate::record::{RecordId, RunId};
 use serde::{Deserialize, Serialize};
 
+pub mod peer_text;
 pub mod verdict;
 pub use verdict::{ClassCounts, LossWindow, RecordClass, ReportSummary, Verdict};
 

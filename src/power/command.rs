@@ -118,6 +118,7 @@ impl PowerSwitch for CommandSwitch {
         Ok(SwitchTiming::around(|| run_command(&cmd, self.timeout))?.0)
     }
     fn set_fall_time(&mut self, fall: Duration) -> Result<(), PowerError> {
+        super::switch::check_off("the fall time", fall)?;
         if !fall.is_zero() && self.ramp.is_none() {
             return Err(PowerError::NoRamp {
                 switch: self.describe(),

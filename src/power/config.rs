@@ -4,7 +4,7 @@
 //! unknown key is an error rather than a silently ignored setting.
 
 use super::error::PowerError;
-use super::switch::{PowerSwitch, Scope};
+use super::switch::{self, PowerSwitch, Scope};
 use super::{command, http, manual, pcie, serial, sim};
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -126,11 +126,15 @@ fn one() -> u32 {
     1
 }
 
+/// A duration of the table, at most [`switch::MAX_OFF`]: a switch that may take days to
+/// answer holds the campaign as long.
 pub(crate) fn dur(s: &str, what: &str) -> Result<Duration, PowerError> {
-    crate::units::parse_duration(s).map_err(|e| PowerError::BadDuration {
+    let d = crate::units::parse_duration(s).map_err(|e| PowerError::BadDuration {
         what: what.to_string(),
         message: e.to_string(),
-    })
+    })?;
+    switch::check_off(&format!("{what} '{}'", s.trim()), d)?;
+    Ok(d)
 }
 
 impl PowerConfig {

@@ -98,10 +98,34 @@ pub enum PowerError {
         #[source]
         source: Box<PowerError>,
     },
-    #[error("not an HTTP response: {status_line:?}")]
+    #[error("not an HTTP response: \"{status_line}\"")]
     NotHttp { status_line: String },
-    #[error("no status code in {status_line:?}")]
+    #[error("no status code in \"{status_line}\"")]
     NoStatusCode { status_line: String },
+    #[error(
+        "{hostport} did not answer within {timeout:?} (the whole request and reply; power.timeout)"
+    )]
+    ReplyTimeout { hostport: String, timeout: Duration },
+    #[error("the reply of {hostport} passes {max} bytes: not a switch's answer")]
+    ReplyTooLong { hostport: String, max: usize },
+    #[error(
+        "{path} on {host} answered 200 but not as a {flavor} switch does ({expected}); it \
+         sent \"{got}\" (a login page or captive portal?)"
+    )]
+    UnexpectedReply {
+        host: String,
+        path: String,
+        flavor: &'static str,
+        expected: &'static str,
+        /// The first bytes of the body, escaped.
+        got: String,
+    },
+    #[error("{what} of {value:?} is over the limit of {max:?}")]
+    DurationTooLong {
+        what: String,
+        value: Duration,
+        max: Duration,
+    },
     #[error("the switch at {host} wants a login (401): set power.user and power.password")]
     LoginRequired { host: String },
     #[error("{method} {path} on {host} answered {status}: {body}")]
@@ -124,7 +148,7 @@ pub enum PowerError {
         wanted: bool,
     },
     #[error(
-        "the switch at {host} answered {path} with {body:?}, which does not say the relay state"
+        "the switch at {host} answered {path} with \"{body}\", which does not say the relay state"
     )]
     NoRelayState {
         host: String,

@@ -11,9 +11,10 @@
 
 use super::error::PowerError;
 use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
-use std::io::{Read, Write};
+use crate::model::peer_text::shown_prefix;
+use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
 pub enum Flavor {
@@ -37,13 +38,22 @@ pub struct HttpSwitch {
     pub scope: Scope,
 }
 
-/// A response: status code and body.
+/// A response: status code, content type and body.
 pub struct Response {
     pub status: u16,
+    /// The Content-Type header, lowercase, if any.
+    pub content_type: Option<String>,
     pub body: String,
 }
 
-/// One HTTP/1.1 request with `Connection: close`; reads the whole response.
+/// A switch's reply is a few hundred bytes; more is not a switch talking.
+pub const MAX_REPLY_BYTES: usize = 64 * 1024;
+/// Bytes of a reply an error quotes.
+const QUOTED_BYTES: usize = 120;
+
+/// One HTTP/1.1 request with `Connection: close`; reads the whole response. `timeout` is
+/// a deadline for all of it (connect, send, every byte of the reply): a plug that
+/// trickles its answer a byte at a time is given up at the deadline, not per read.
 pub fn request(
     host: &str,
     method: &str,
@@ -52,6 +62,7 @@ pub fn request(
     auth: Option<&(String, String)>,
     timeout: Duration,
 ) -> Result<Response, PowerError> {
+    let deadline = Instant::now() + timeout;
     let hostport = if host.contains(':') {
         host.to_string()
     } else {
@@ -67,13 +78,21 @@ pub fn request(
         .ok_or_else(|| PowerError::NoAddress {
             hostport: hostport.clone(),
         })?;
-    let mut s =
-        TcpStream::connect_timeout(&addr, timeout).map_err(|source| PowerError::Connect {
+    let late = || PowerError::ReplyTimeout {
+        hostport: hostport.clone(),
+        timeout,
+    };
+    let left = || {
+        deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+    };
+    let mut s = TcpStream::connect_timeout(&addr, left().ok_or_else(late)?).map_err(|source| {
+        PowerError::Connect {
             hostport: hostport.clone(),
             source,
-        })?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
+        }
+    })?;
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nUser-Agent: plugpull/{}\r\n",
         env!("CARGO_PKG_VERSION")
@@ -93,21 +112,59 @@ pub fn request(
     }
     req += "\r\n";
     req += body;
-    s.write_all(req.as_bytes())
-        .map_err(|source| PowerError::Send {
-            hostport: hostport.clone(),
-            source,
-        })?;
+    let mut out = req.as_bytes();
+    while !out.is_empty() {
+        s.set_write_timeout(Some(left().ok_or_else(late)?))?;
+        match s.write(out) {
+            Ok(0) => {
+                return Err(PowerError::Send {
+                    hostport: hostport.clone(),
+                    source: io::ErrorKind::WriteZero.into(),
+                });
+            }
+            Ok(n) => out = &out[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => return Err(late()),
+            Err(source) => {
+                return Err(PowerError::Send {
+                    hostport: hostport.clone(),
+                    source,
+                });
+            }
+        }
+    }
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw)
-        .map_err(|source| PowerError::ReadReply {
-            hostport: hostport.clone(),
-            source,
-        })?;
+    let mut buf = [0u8; 4096];
+    loop {
+        s.set_read_timeout(Some(left().ok_or_else(late)?))?;
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                raw.extend_from_slice(&buf[..n]);
+                if raw.len() > MAX_REPLY_BYTES {
+                    return Err(PowerError::ReplyTooLong {
+                        hostport,
+                        max: MAX_REPLY_BYTES,
+                    });
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => return Err(late()),
+            Err(source) => return Err(PowerError::ReadReply { hostport, source }),
+        }
+    }
     parse_response(&raw).map_err(|e| PowerError::BadReply {
         hostport,
         source: Box::new(e),
     })
+}
+
+/// A socket timeout (which of the two kinds depends on the platform).
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 fn parse_response(raw: &[u8]) -> Result<Response, PowerError> {
@@ -117,7 +174,7 @@ fn parse_response(raw: &[u8]) -> Result<Response, PowerError> {
     let mut parts = status_line.split_whitespace();
     if !parts.next().unwrap_or("").starts_with("HTTP/") {
         return Err(PowerError::NotHttp {
-            status_line: status_line.to_string(),
+            status_line: shown_prefix(status_line.as_bytes(), QUOTED_BYTES),
         });
     }
     let status: u16 =
@@ -125,17 +182,27 @@ fn parse_response(raw: &[u8]) -> Result<Response, PowerError> {
             .next()
             .and_then(|c| c.parse().ok())
             .ok_or_else(|| PowerError::NoStatusCode {
-                status_line: status_line.to_string(),
+                status_line: shown_prefix(status_line.as_bytes(), QUOTED_BYTES),
             })?;
     let chunked = head
         .lines()
         .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
+    let content_type = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim()
+            .eq_ignore_ascii_case("content-type")
+            .then(|| v.trim().to_ascii_lowercase())
+    });
     let body = if chunked {
         dechunk(body)
     } else {
         body.to_string()
     };
-    Ok(Response { status, body })
+    Ok(Response {
+        status,
+        content_type,
+        body,
+    })
 }
 
 fn dechunk(mut s: &str) -> String {
@@ -251,7 +318,7 @@ impl HttpSwitch {
                 path: path.to_string(),
                 host: self.host.clone(),
                 status: r.status,
-                body: r.body.trim().to_string(),
+                body: shown_prefix(r.body.trim().as_bytes(), QUOTED_BYTES),
             });
         }
         Ok(r)
@@ -260,6 +327,7 @@ impl HttpSwitch {
     fn set(&mut self, on: bool) -> Result<SwitchTiming, PowerError> {
         let (m, p, b) = self.switch_request(on);
         let (stamp, r) = SwitchTiming::around(|| self.send(&m, &p, b.as_deref()))?;
+        self.check_switch_reply(&p, &r)?;
         // Where the reply states the new state, check it: a plug in a "child lock" or
         // overload mode answers 200 without switching.
         if let Some(now) = self.state_from(&r.body) {
@@ -272,6 +340,46 @@ impl HttpSwitch {
             }
         }
         Ok(stamp)
+    }
+
+    /// Refuses a 200 reply to a switch request that is not what the flavor's API
+    /// answers: a captive portal or a login page in front of the plug answers 200 too,
+    /// and the relay never moved. Shelly Gen1 and Tasmota state the relay; Shelly Gen2
+    /// says what it was (`was_on`); a generic switch's reply is unknown, but an HTML
+    /// page is never a switch's answer.
+    fn check_switch_reply(&self, path: &str, r: &Response) -> Result<(), PowerError> {
+        let json = || serde_json::from_str::<serde_json::Value>(&r.body).ok();
+        let expected = match self.flavor {
+            Flavor::ShellyGen1 | Flavor::Tasmota if self.state_from(&r.body).is_some() => {
+                return Ok(());
+            }
+            Flavor::ShellyGen1 => "JSON with \"ison\": true or false",
+            Flavor::Tasmota => "JSON with \"POWER\": \"ON\" or \"OFF\"",
+            Flavor::ShellyGen2 => {
+                if json().is_some_and(|v| v.get("was_on").is_some_and(|w| w.is_boolean())) {
+                    return Ok(());
+                }
+                "JSON with \"was_on\": true or false"
+            }
+            Flavor::Generic { .. } => {
+                let html = r
+                    .content_type
+                    .as_deref()
+                    .is_some_and(|t| t.contains("html"))
+                    || r.body.trim_start().starts_with('<');
+                if !html {
+                    return Ok(());
+                }
+                "anything but an HTML page"
+            }
+        };
+        Err(PowerError::UnexpectedReply {
+            host: self.host.clone(),
+            path: path.to_string(),
+            flavor: self.flavor_name(),
+            expected,
+            got: shown_prefix(r.body.as_bytes(), QUOTED_BYTES),
+        })
     }
 
     /// Reads the relay state from a flavor's JSON reply, where it has one.
@@ -332,7 +440,7 @@ impl PowerSwitch for HttpSwitch {
             None => Err(PowerError::NoRelayState {
                 host: self.host.clone(),
                 path,
-                body: r.body,
+                body: shown_prefix(r.body.as_bytes(), QUOTED_BYTES),
             }),
         }
     }

@@ -434,6 +434,7 @@ impl PowerSwitch for SerialSwitch {
             })
     }
     fn set_fall_time(&mut self, fall: Duration) -> Result<(), PowerError> {
+        super::switch::check_off("the fall time", fall)?;
         if !fall.is_zero() && !self.capabilities().ramp {
             return Err(PowerError::NoRamp {
                 switch: self.describe(),
@@ -466,6 +467,7 @@ impl PowerSwitch for SerialSwitch {
         Ok(Some(v.eq_ignore_ascii_case("ON")))
     }
     fn pulse(&mut self, off_for: Duration) -> Result<(SwitchTiming, SwitchTiming), PowerError> {
+        super::switch::check_off("the time off", off_for)?;
         if self.protocol != Protocol::Plugpull {
             let off = self.off()?;
             std::thread::sleep(off_for);

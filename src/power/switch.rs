@@ -11,6 +11,25 @@ use super::fall::Trace;
 use serde::Serialize;
 use std::time::Duration;
 
+/// The longest a switch is told to stay off, to ramp a rail down, or to wait for an
+/// answer (`power.timeout`). Why a bound at all: a typo ("10h" for "10s", "3600" read as
+/// seconds) or a value past what a `Duration` or the firmware's 32-bit milliseconds hold
+/// would leave the rig dark for days or wrap to a short cut; no power-cut test needs more
+/// than an hour off.
+pub const MAX_OFF: Duration = Duration::from_secs(3600);
+
+/// Refuses `value` as `what` when it is longer than [`MAX_OFF`].
+pub fn check_off(what: &str, value: Duration) -> Result<(), PowerError> {
+    if value > MAX_OFF {
+        return Err(PowerError::DurationTooLong {
+            what: what.to_string(),
+            value,
+            max: MAX_OFF,
+        });
+    }
+    Ok(())
+}
+
 /// What a switch cuts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -88,8 +107,9 @@ pub trait PowerSwitch: Send {
         Ok(None)
     }
     /// Makes the following cuts lower the rail linearly over `fall` (zero: at once).
-    /// Switches without ramps accept only zero.
+    /// Switches without ramps accept only zero; none accepts more than [`MAX_OFF`].
     fn set_fall_time(&mut self, fall: Duration) -> Result<(), PowerError> {
+        check_off("the fall time", fall)?;
         if fall.is_zero() {
             Ok(())
         } else {
@@ -100,7 +120,9 @@ pub trait PowerSwitch: Send {
     }
     /// Off, stay off for `off_for`, on. Drivers whose switch times pulses itself
     /// override this; the default uses the host's clock.
+    /// An `off_for` over [`MAX_OFF`] is refused before anything is switched.
     fn pulse(&mut self, off_for: Duration) -> Result<(SwitchTiming, SwitchTiming), PowerError> {
+        check_off("the time off", off_for)?;
         let off = self.off()?;
         std::thread::sleep(off_for);
         let on = self.on()?;

@@ -4,6 +4,7 @@
 //! Why the client sorts: the witness sends runs in file order; "newest first" is a
 //! matter of presentation, decided where the list is shown.
 
+use crate::model::peer_text::shown;
 use crate::wire::auth::Key;
 use crate::wire::msg::{Msg, RunInfo, VerdictMark};
 use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
@@ -40,7 +41,9 @@ pub fn list_runs(addr: &str, key: Option<&Key>) -> ClientResult<Vec<RunInfo>> {
                 "the witness at {addr} cannot list runs (it runs an older plugpull): \
                  upgrade it, or fetch a run by --run or --target"
             ),
-            Some(Msg::Error { message }) => refuse!("the witness at {addr}: {message}"),
+            Some(Msg::Error { message }) => {
+                refuse!("the witness at {addr}: {}", shown(&message))
+            }
             Some(m) => refuse!("unexpected {:?} frame in the run list", m.frame_type()),
             None => refuse!("the witness at {addr} closed the connection before the list ended"),
         }
@@ -68,7 +71,9 @@ pub fn record_verdict(addr: &str, key: Option<&Key>, mark: &VerdictMark) -> Clie
         Some(Msg::Error { message }) if message.contains("unknown selector") => {
             refuse!("the witness at {addr} runs an older plugpull that cannot store verdicts")
         }
-        Some(Msg::Error { message }) => refuse!("the witness at {addr}: {message}"),
+        Some(Msg::Error { message }) => {
+            refuse!("the witness at {addr}: {}", shown(&message))
+        }
         Some(m) => refuse!("unexpected {:?} frame after a verdict", m.frame_type()),
         None => refuse!("the witness at {addr} closed the connection without an answer"),
     }
@@ -91,6 +96,7 @@ pub fn sort_newest_first(runs: &mut [RunInfo]) {
 }
 
 /// The drive of a run in words: model and serial when known, else the path written to.
+/// Raw, as the writer sent it: JSON output takes it so; text output escapes it.
 fn drive(i: &RunInfo) -> String {
     let d = &i.descriptor.device;
     if d.kind == "file" {
@@ -111,7 +117,8 @@ fn utc(ns: u64) -> String {
         .to_string()
 }
 
-/// The latest verdict in a few words: "FAIL 11-30 14:02", or "not verified".
+/// The latest verdict in a few words: "FAIL 11-30 14:02", or "not verified"; escaped
+/// (a witness older than the note checks may hold any string).
 fn verified(i: &RunInfo) -> String {
     let Some(m) = &i.verified else {
         return "not verified".into();
@@ -123,10 +130,13 @@ fn verified(i: &RunInfo) -> String {
                 .to_string()
         })
         .unwrap_or_default();
-    format!("{} {when}", m.verdict).trim_end().to_string()
+    format!("{} {when}", shown(&m.verdict))
+        .trim_end()
+        .to_string()
 }
 
-/// The list for people: one line per run, newest first, under a header.
+/// The list for people: one line per run, newest first, under a header. Every string
+/// the witness sent is escaped (`model::peer_text`): writers chose them.
 pub fn runs_text(runs: &[RunInfo]) -> String {
     if runs.is_empty() {
         return "the witness holds no runs\n".into();
@@ -143,16 +153,16 @@ pub fn runs_text(runs: &[RunInfo]) -> String {
                     .format("%Y-%m-%d %H:%M:%S")
                     .to_string()
             })
-            .unwrap_or_else(|_| d.started_at.clone());
+            .unwrap_or_else(|_| shown(&d.started_at).into_owned());
         o += &format!(
             "{:<32}  {:<20}  {:>10}  {:<24}  {:<12}  {:<14}  {}{}\n",
             d.run_id.hex(),
             started,
             i.acks,
             i.last_flushed_ns.map(utc).unwrap_or_else(|| "-".into()),
-            d.host,
+            shown(&d.host),
             verified(i),
-            drive(i),
+            shown(&drive(i)),
             if i.damaged { "  [log damaged]" } else { "" },
         );
     }

@@ -62,14 +62,9 @@ impl Conn {
     }
 
     /// Stores a verify's verdict beside the run's log, then FetchEnd(notes the run has);
-    /// the connection then ends. A run the witness does not hold is refused.
+    /// the connection then ends. A run the witness does not hold, a note no verify sends
+    /// (`verdicts::check_mark`) and a note past the run's bounds are refused.
     pub(super) fn on_record_verdict(&mut self, mark: &VerdictMark) -> Result<Next, End> {
-        let Some(run) = RunId::parse(&mark.run_id) else {
-            return Err(End::Protocol(format!(
-                "verdict for '{}', which is not a run id",
-                mark.run_id
-            )));
-        };
         let bytes = serde_json::to_vec(mark).map_or(usize::MAX, |v| v.len());
         if bytes > verdicts::MAX_MARK_BYTES {
             return Err(End::Protocol(format!(
@@ -77,14 +72,17 @@ impl Conn {
                 verdicts::MAX_MARK_BYTES
             )));
         }
+        let run = verdicts::check_mark(mark).map_err(|e| End::Protocol(e.to_string()))?;
         if !layout::log_path(&self.sh.dir, run).exists() {
             return Err(End::Protocol(format!(
                 "verdict for run {}, which this witness does not hold",
                 run.hex()
             )));
         }
-        let notes = verdicts::append(&self.sh.dir, run, mark)
-            .map_err(|e| End::Storage(format!("storing a verdict for run {}: {e}", run.hex())))?;
+        let notes = verdicts::append(&self.sh.dir, run, mark).map_err(|e| match e {
+            e if e.is_refusal() => End::Protocol(e.to_string()),
+            e => End::Storage(format!("storing a verdict for run {}: {e}", run.hex())),
+        })?;
         self.send(&Msg::FetchEnd { acks: notes })?;
         self.sh.event(
             "verdict",

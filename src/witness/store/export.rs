@@ -87,7 +87,8 @@ fn encode_end_mark(
 }
 
 /// Writes `log` as a log file (what `plugpull fetch -o` produces) and fsyncs it. Written
-/// to a temporary name and renamed, so a crash never leaves a half file under `path`.
+/// to a temporary file beside `path` ([`TempFile`]) and renamed, so a crash never leaves
+/// a half file under `path`.
 /// It ends in an unsigned end mark; see [`write_log_file_keyed`].
 pub fn write_log_file(path: &Path, log: &RunLog) -> StoreResult<()> {
     write_log_file_keyed(path, log, None)
@@ -150,7 +151,7 @@ fn write_log_file_named(
 /// [`FILE_ACKS_PER_FRAME`] acks, events after the acks, the end mark.
 pub struct LogFileWriter {
     path: std::path::PathBuf,
-    tmp: std::path::PathBuf,
+    tmp: TempFile,
     out: DigestingWriter,
     buf: Vec<u8>,
     /// Acks not yet encoded: fewer than [`FILE_ACKS_PER_FRAME`].
@@ -161,10 +162,9 @@ pub struct LogFileWriter {
 }
 
 impl LogFileWriter {
-    /// Starts the file (at a temporary name beside `path`) with header and descriptor.
+    /// Starts the file (a [`TempFile`] beside `path`) with header and descriptor.
     pub fn create(path: &Path, descriptor: &RunDescriptor) -> StoreResult<LogFileWriter> {
-        let tmp = path.with_extension("acklog.tmp");
-        let f = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let (tmp, f) = TempFile::beside(path)?;
         let mut buf = Vec::with_capacity(1 << 20);
         Msg::FileHeader {
             version: LOG_VERSION,
@@ -229,7 +229,7 @@ impl LogFileWriter {
     fn write_buf(&mut self) -> StoreResult<()> {
         self.out
             .write(&self.buf)
-            .with_context(|| format!("writing {}", self.tmp.display()))?;
+            .with_context(|| format!("writing {}", self.tmp.path.display()))?;
         self.buf.clear();
         Ok(())
     }
@@ -254,18 +254,106 @@ impl LogFileWriter {
         let f = &mut self.out.f;
         f.write_all(&self.buf)
             .and_then(|()| f.sync_all())
-            .with_context(|| format!("writing {}", self.tmp.display()))?;
-        std::fs::rename(&self.tmp, &self.path).with_context(|| {
-            format!("renaming {} to {}", self.tmp.display(), self.path.display())
-        })?;
+            .with_context(|| format!("writing {}", self.tmp.path.display()))?;
+        self.tmp.rename_to(&self.path)
+    }
+}
+
+/// The temporary file a log file is written to before it is renamed to its name.
+///
+/// Why so careful: `fetch -o NAME` runs in directories other people can write (/tmp, a
+/// shared lab share). A fixed name beside NAME let anyone plant a file there (deleted by
+/// the cleanup) or a symlink (followed: its target overwritten with the ack log). So the
+/// name is random and the file is created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600:
+/// whatever exists is never opened, followed or removed. The cleanup removes the name
+/// only while it still holds the file this handle created.
+struct TempFile {
+    path: std::path::PathBuf,
+    /// Device and inode of the file created, so the cleanup removes only that one.
+    id: (u64, u64),
+    /// Renamed into place: nothing to remove.
+    done: bool,
+}
+
+impl TempFile {
+    /// Creates `.NAME.<random>.tmp` in `path`'s directory.
+    fn beside(path: &Path) -> StoreResult<(TempFile, File)> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let Some(name) = path.file_name() else {
+            invalid!("{} does not name a file", path.display());
+        };
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        // A name taken by chance (or planted) is skipped, never opened: try a few.
+        let mut last = None;
+        for _ in 0..16 {
+            let mut r = [0u8; 12];
+            crate::rng::fill_os_random(&mut r);
+            let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
+            let tmp = dir.join(format!(".{}.{hex}.tmp", name.to_string_lossy()));
+            let opened = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&tmp);
+            match opened {
+                Ok(f) => {
+                    let m = f
+                        .metadata()
+                        .with_context(|| format!("creating {}", tmp.display()))?;
+                    if !m.is_file() || m.nlink() != 1 {
+                        invalid!("{} is not the new file it was created as", tmp.display());
+                    }
+                    let t = TempFile {
+                        path: tmp,
+                        id: (m.dev(), m.ino()),
+                        done: false,
+                    };
+                    return Ok((t, f));
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => {
+                    return Err(e).with_context(|| format!("creating {}", tmp.display()));
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no free name")))
+            .with_context(|| format!("creating a temporary file in {}", dir.display()))
+    }
+
+    /// Renames the file to `path` and fsyncs the directory. A file at `path` is replaced
+    /// (documented: a whole fetch replaces an older one); a symlink at `path` is replaced
+    /// itself, never followed (rename(2) does not follow the last component).
+    fn rename_to(&mut self, path: &Path) -> StoreResult<()> {
+        std::fs::rename(&self.path, path)
+            .with_context(|| format!("renaming {} to {}", self.path.display(), path.display()))?;
+        self.done = true;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing directory {}", dir.display()))?;
         Ok(())
     }
 }
 
-impl Drop for LogFileWriter {
+impl Drop for TempFile {
     /// A file not finished (an error, a refused fetch) leaves no temporary behind.
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.tmp);
+        use std::os::unix::fs::MetadataExt;
+        if self.done {
+            return;
+        }
+        let ours =
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
