@@ -3,6 +3,10 @@
 //! `--destroy-data-on PATH`, and never a device or file the kernel is using (mounted, swap,
 //! held by device-mapper/RAID, behind a loop device), even then.
 //!
+//! The target is opened once (`super::open`, through [`open_checked`]) and every check
+//! here looks at that handle: fstat, the device number in sysfs, libblkid run on the
+//! handle (`probe`), the hand-kept signature list as a second opinion (`signature`).
+//!
 //! Everything that shares bytes with the target is judged, not only the path given: the
 //! file behind a loop device, a loop device stacked on another, partitions and holders
 //! (`super::stack`). A previous plugpull target is recognised only by a whole sector that
