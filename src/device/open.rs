@@ -105,13 +105,15 @@ pub fn open_once(given: &Path, flags: Flags) -> Result<Opened, DeviceError> {
 
 /// Creates the file `path` (as [`Opened::Missing`] gave it) with O_CREAT|O_EXCL|O_NOFOLLOW:
 /// if anything appeared at that name since it was found missing, this fails instead of
-/// writing to it.
+/// writing to it. It is created through the page cache and then reopened from its own
+/// handle with `flags`: a file system without O_DIRECT creates the file before refusing
+/// the flag, and the file this call made must not be left behind to block a retry.
 pub fn create_new(path: &Path, flags: Flags) -> Result<Target, DeviceError> {
-    let file = OpenOptions::new()
+    let created = OpenOptions::new()
         .read(true)
         .write(true)
         .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW | flags.bits())
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| {
             if e.kind() == io::ErrorKind::AlreadyExists {
@@ -119,10 +121,23 @@ pub fn create_new(path: &Path, flags: Flags) -> Result<Target, DeviceError> {
             } else {
                 DeviceError::Io {
                     doing: format!("creating {}", path.display()),
-                    source: direct_hint(e, flags.direct),
+                    source: e,
                 }
             }
         })?;
+    let file = match flags {
+        Flags::BUFFERED => created,
+        _ => match reopen(&created, flags, true) {
+            Ok(f) => f,
+            Err(e) => {
+                if still_names(path, &created) {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(direct_hint(e, flags.direct))
+                    .doing(|| format!("opening {} for writing", path.display()));
+            }
+        },
+    };
     Ok(Target {
         file,
         path: path.to_owned(),
@@ -183,5 +198,37 @@ pub(crate) fn direct_hint(e: io::Error, direct: bool) -> io::Error {
         )
     } else {
         e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_given_symlink_is_resolved_once_and_a_dangling_one_is_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("real.img");
+        std::fs::write(&real, [0u8; 512]).unwrap();
+        let link = d.path().join("by-id");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        match open_once(&link, Flags::BUFFERED).unwrap() {
+            Opened::Existing(t) => {
+                assert_eq!(t.path, std::fs::canonicalize(&real).unwrap());
+                assert!(still_names(&t.path, &t.file) && !still_names(&link, &t.file));
+            }
+            Opened::Missing(p) => panic!("{} missing", p.display()),
+        }
+        // A dangling link is missing, and creating the file refuses to go through it.
+        let dangling = d.path().join("dangling");
+        std::os::unix::fs::symlink(d.path().join("elsewhere"), &dangling).unwrap();
+        let Opened::Missing(p) = open_once(&dangling, Flags::BUFFERED).unwrap() else {
+            panic!("a dangling link opened");
+        };
+        assert!(matches!(
+            create_new(&p, Flags::BUFFERED),
+            Err(DeviceError::Appeared(_))
+        ));
+        assert!(!d.path().join("elsewhere").exists());
     }
 }
