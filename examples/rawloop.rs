@@ -3,7 +3,7 @@
 //!
 //! Usage: cargo run --release --example rawloop -- FILE SIZE_BYTES SECONDS
 
-use plugpull::device::{AlignedBuf, Device, FileDevice, FlushMethod, OpenOptions, prepare_file};
+use plugpull::device::{AlignedBuf, Device, FileDevice, FlushMethod, open, prepare_file};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -15,14 +15,14 @@ fn main() {
         args[3].parse::<f64>().unwrap(),
     );
     prepare_file(path, size).unwrap();
-    let dev = FileDevice::open_write(
-        path,
-        OpenOptions {
-            direct: true,
-            flush: FlushMethod::Fdatasync,
-        },
-    )
-    .unwrap();
+    let flags = open::Flags {
+        direct: true,
+        dsync: false,
+    };
+    let open::Opened::Existing(t) = open::open_once(path, flags).unwrap() else {
+        panic!("{} is missing", path.display());
+    };
+    let dev = FileDevice::from_target(t, FlushMethod::Fdatasync).unwrap();
     let mut buf = AlignedBuf::new(4096);
     buf.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
     let (t0, limit) = (Instant::now(), Duration::from_secs_f64(secs));

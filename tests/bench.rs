@@ -8,7 +8,7 @@ use plugpull::bench::{
     measure::Status, reading::ReadingClass as Class,
 };
 use plugpull::device::identity::DeviceIdentity;
-use plugpull::device::{Device, DeviceError, FileDevice, FlushMethod, OpenOptions, prepare_file};
+use plugpull::device::{Device, DeviceError, FileDevice, FlushMethod, open, prepare_file};
 use plugpull::units::parse_size_range;
 use std::io;
 use std::process::Command as Proc;
@@ -175,17 +175,17 @@ fn sweep_on_a_file_has_one_row_per_size_in_order() {
     };
     prepare_file(&path, cfg.region_offset_bytes + cfg.region_bytes).unwrap();
     // O_DIRECT where the file system allows it (tmpfs before Linux 6.6 does not).
-    let dev = FileDevice::open_write(&path, OpenOptions::default())
-        .or_else(|_| {
-            FileDevice::open_write(
-                &path,
-                OpenOptions {
-                    direct: false,
-                    flush: FlushMethod::Fdatasync,
-                },
-            )
-        })
-        .unwrap();
+    let open = |direct| match open::open_once(
+        &path,
+        open::Flags {
+            direct,
+            dsync: false,
+        },
+    )? {
+        open::Opened::Existing(t) => FileDevice::from_target(t, FlushMethod::Fdatasync),
+        open::Opened::Missing(p) => panic!("{} is missing", p.display()),
+    };
+    let dev = open(true).or_else(|_| open(false)).unwrap();
     let rows = bench::sweep::run(&dev, &cfg, &ProgressBar::hidden());
     let sizes: Vec<u64> = rows.iter().map(|r| r.size_bytes).collect();
     let want: Vec<u64> = (0..15).map(|i| 512u64 << i).collect();

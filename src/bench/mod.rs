@@ -167,10 +167,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
         );
     }
     let pb = progress_bar(steps(&cfg, sector), o.quiet);
-    let opener = target::FileOpener {
-        path: t.path.clone(),
-        direct: o.direct,
-    };
+    let opener = t.opener(o.direct)?;
     let info = TargetInfo {
         target: o.target.display().to_string(),
         bench_path: t.path.display().to_string(),

@@ -13,11 +13,10 @@
 
 use crate::device::error::Doing;
 use crate::device::marker::{self, Creator};
-use crate::device::safety::{SafetyError, check_write_target, ram_warning};
-use crate::device::{
-    Device, DeviceError, FileDevice, FlushMethod, OpenOptions, is_block_device, prepare_target_file,
-};
-use std::fs;
+use crate::device::open::{self, Flags, Opened, Target};
+use crate::device::safety::{SafetyError, open_checked, ram_warning};
+use crate::device::{Device, DeviceError, FileDevice, FlushMethod, geometry, prepare_target_file};
+use std::fs::{self, File};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -48,8 +47,11 @@ pub enum BenchTargetError {
 /// A prepared target.
 #[derive(Debug)]
 pub struct BenchTarget {
-    /// The file or block device bench opens.
+    /// The file or block device bench opened (symlinks resolved).
     pub path: PathBuf,
+    /// The handle opened once and checked; every device bench measures is reopened from
+    /// it ([`BenchTarget::opener`]), never from the name.
+    handle: File,
     /// The user gave a directory; `path` is bench's own file in it.
     pub is_dir: bool,
     pub is_block: bool,
@@ -60,7 +62,8 @@ pub struct BenchTarget {
 
 impl Drop for BenchTarget {
     fn drop(&mut self) {
-        if self.remove_on_drop {
+        // The name may have been given to something else since: never remove that.
+        if self.remove_on_drop && open::still_names(&self.path, &self.handle) {
             if let Err(e) = fs::remove_file(&self.path) {
                 eprintln!(
                     "plugpull: warning: could not remove {}: {e}",
@@ -86,63 +89,76 @@ pub fn prepare(
     } else {
         target.to_path_buf()
     };
-    check_write_target(&path, destroy, 0).map_err(|source| BenchTargetError::Unsafe {
+    let unsafe_target = |source| BenchTargetError::Unsafe {
         path: path.clone(),
         source,
-    })?;
-    if let Some(w) = ram_warning(&path) {
+    };
+    let t = match open_checked(&path, Flags::BUFFERED, destroy, 0).map_err(unsafe_target)? {
+        Opened::Existing(t) => t,
+        Opened::Missing(p) => open::create_new(&p, Flags::BUFFERED)?,
+    };
+    if let Some(w) = ram_warning(&t.path) {
         eprintln!("plugpull bench: WARNING: {w}");
     }
-    let is_block = is_block_device(&path);
-    let (region_bytes, created) = if is_block {
-        let dev = FileDevice::open_write(&path, OpenOptions::default())?;
-        let avail = dev.size_bytes().saturating_sub(REGION_OFFSET_BYTES);
+    let (region_bytes, created) = if t.is_block {
+        let g = geometry::block_geometry(&t.file)
+            .doing(|| format!("reading the geometry of {}", t.path.display()))?;
+        let avail = g.size_bytes.saturating_sub(REGION_OFFSET_BYTES);
         if avail == 0 {
-            return Err(BenchTargetError::TooSmall(path));
+            return Err(BenchTargetError::TooSmall(t.path));
         }
         (size.min(avail), None)
     } else {
         // Ctrl-C stops the zero-fill; a file created here is then removed again.
         let f = prepare_target_file(
-            &path,
+            &t,
             REGION_OFFSET_BYTES + size,
             Some((Creator::Bench, 0)),
             &super::measure::STOP,
         )?;
         (size, Some(f))
     };
-    stamp(&path)?;
+    stamp(&t)?;
     // From here bench's own cleanup (a directory's file) or the user owns the file.
     if let Some(f) = created {
         f.keep();
     }
-    let t = BenchTarget {
-        path,
+    drop_cached_pages(&t.file);
+    Ok(BenchTarget {
+        path: t.path,
+        handle: t.file,
         is_dir,
-        is_block,
+        is_block: t.is_block,
         region_bytes,
         remove_on_drop: is_dir,
-    };
-    drop_cached_pages(&t.path);
-    Ok(t)
+    })
+}
+
+impl BenchTarget {
+    /// Opens the devices bench measures, with O_DIRECT if `direct`.
+    pub fn opener(&self, direct: bool) -> Result<FileOpener, DeviceError> {
+        Ok(FileOpener {
+            file: self.handle.try_clone()?,
+            path: self.path.clone(),
+            is_block: self.is_block,
+            direct,
+        })
+    }
 }
 
 /// Drops the page-cache copy of the target (left by preallocation and stamping): an
 /// O_DIRECT write over cached pages makes the kernel invalidate them on every write, a
 /// cost fio's figures for the same pattern do not include.
-fn drop_cached_pages(path: &Path) {
-    if let Ok(f) = fs::File::open(path) {
-        // SAFETY: the fd is valid for the call; POSIX_FADV_DONTNEED only drops clean
-        // cached pages (everything was synced above) and never changes the file.
-        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    }
+fn drop_cached_pages(f: &File) {
+    // SAFETY: the fd is valid for the call; POSIX_FADV_DONTNEED only drops clean cached
+    // pages (everything was synced above) and never changes the file.
+    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
 }
 
 /// Writes the target marker into the first sector and makes it durable.
-fn stamp(path: &Path) -> Result<(), DeviceError> {
-    let f = fs::OpenOptions::new()
-        .write(true)
-        .open(path)
+fn stamp(t: &Target) -> Result<(), DeviceError> {
+    let path = &t.path;
+    let f = open::reopen(&t.file, Flags::BUFFERED, true)
         .doing(|| format!("opening {} to stamp it", path.display()))?;
     f.write_all_at(&marker::encode(Creator::Bench, 0), 0)
         .and_then(|()| f.sync_data())
@@ -155,21 +171,31 @@ pub trait TargetOpener {
     fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>, DeviceError>;
 }
 
-/// Opens a prepared file or block device once per flush method.
+/// Opens a prepared file or block device once per flush method: from bench's checked
+/// handle (the same inode), with that method's open flags.
 pub struct FileOpener {
-    pub path: PathBuf,
-    pub direct: bool,
+    file: File,
+    path: PathBuf,
+    is_block: bool,
+    direct: bool,
 }
 
 impl TargetOpener for FileOpener {
     fn open(&self, flush: FlushMethod) -> Result<Box<dyn Device>, DeviceError> {
-        let dev = FileDevice::open_write(
-            &self.path,
-            OpenOptions {
-                direct: self.direct,
-                flush,
-            },
-        )?;
-        Ok(Box::new(dev))
+        let flags = Flags {
+            direct: self.direct,
+            dsync: flush == FlushMethod::Dsync,
+        };
+        let file = open::reopen(&self.file, flags, true)
+            .map_err(|e| open::direct_hint(e, self.direct))
+            .doing(|| format!("opening {} for writing", self.path.display()))?;
+        let t = Target {
+            file,
+            path: self.path.clone(),
+            is_block: self.is_block,
+            writable_kind: true,
+            created: false,
+        };
+        Ok(Box::new(FileDevice::from_target(t, flush)?))
     }
 }

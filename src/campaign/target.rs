@@ -6,8 +6,9 @@
 //! cycle looks the drive up again under /sys/block by serial, and the safety checks of
 //! `plugpull write` run against what was found.
 
+use crate::device::open::{Flags, Opened};
 use crate::device::safety::{self, SafetyError};
-use crate::device::{Device, DeviceError, FileDevice, FlushMethod, OpenOptions, identity};
+use crate::device::{Device, DeviceError, FileDevice, FlushMethod, identity};
 use crate::power::PowerError;
 use crate::sim::SimDrive;
 use std::path::PathBuf;
@@ -192,14 +193,22 @@ impl Target {
                     find_by_serial(serial).ok_or_else(|| TargetError::NoDriveWithSerial {
                         serial: serial.clone(),
                     })?;
-                safety::check_write_target(&path, destroy_data.then_some(path.as_path()), 0)?;
-                let dev = FileDevice::open_write(
-                    &path,
-                    OpenOptions {
-                        direct: true,
-                        flush: FlushMethod::Fdatasync,
-                    },
-                )?;
+                // Opened once and checked on that handle, which is the one written: the
+                // name found by serial may be another disk's by the time it is reopened.
+                let flags = Flags {
+                    direct: true,
+                    dsync: false,
+                };
+                let destroy = destroy_data.then_some(path.as_path());
+                let t = match safety::open_checked(&path, flags, destroy, 0)? {
+                    Opened::Existing(t) => t,
+                    Opened::Missing(_) => {
+                        return Err(TargetError::NoDriveWithSerial {
+                            serial: serial.clone(),
+                        });
+                    }
+                };
+                let dev = FileDevice::from_target(t, FlushMethod::Fdatasync)?;
                 *last_disk = Some(name);
                 let count = if *counter {
                     unsafe_shutdowns(&path)

@@ -22,6 +22,14 @@ pub enum DeviceError {
     /// The path is a directory, a socket, a character device...
     #[error("{} is neither a regular file nor a block device", .0.display())]
     NotFileOrBlock(PathBuf),
+    /// Something was put at the path between finding it free and creating the file
+    /// there: it is not plugpull's to write, whatever it is.
+    #[error(
+        "{} appeared while plugpull was getting ready (it did not exist when checked); \
+         refusing to write to what was put there: check what it is, then run again",
+        .0.display()
+    )]
+    Appeared(PathBuf),
 }
 
 /// Names the step an I/O call belongs to, as [`DeviceError::Io`].

@@ -4,6 +4,7 @@ use super::error::{DeviceError, Doing};
 use super::geometry::{Geometry, block_geometry};
 use super::interface::Device;
 use super::marker::Creator;
+use super::open::{self, Flags, Opened, Target, direct_hint};
 use crate::record::SECTOR;
 use std::fs::{File, OpenOptions as StdOpen};
 use std::io;
@@ -100,24 +101,14 @@ pub fn is_block_device(path: &Path) -> bool {
 }
 
 impl FileDevice {
-    /// Opens an existing block device or regular file for writing. Regular files must
-    /// already have their final size (see [`prepare_file`]).
-    pub fn open_write(path: &Path, opts: OpenOptions) -> Result<FileDevice, DeviceError> {
-        let mut flags = 0;
-        if opts.direct {
-            flags |= libc::O_DIRECT;
+    /// The device over a target opened by [`super::open::open_once`] or
+    /// [`super::open::create_new`] and checked: its handle, kept to the end. A regular
+    /// file must already have its final size (see [`prepare_target_file`]).
+    pub fn from_target(t: Target, flush: FlushMethod) -> Result<FileDevice, DeviceError> {
+        if !t.writable_kind {
+            return Err(DeviceError::NotFileOrBlock(t.path));
         }
-        if opts.flush == FlushMethod::Dsync {
-            flags |= libc::O_DSYNC;
-        }
-        let file = StdOpen::new()
-            .read(true)
-            .write(true)
-            .custom_flags(flags)
-            .open(path)
-            .map_err(|e| direct_hint(e, opts.direct))
-            .doing(|| format!("opening {} for writing", path.display()))?;
-        Self::from_file(file, path, opts.flush)
+        Self::from_file(t.file, &t.path, flush)
     }
 
     /// Opens for reading only, bypassing the page cache: O_DIRECT, and cached pages of the
@@ -173,19 +164,6 @@ impl FileDevice {
     }
 }
 
-fn direct_hint(e: io::Error, direct: bool) -> io::Error {
-    if direct && e.raw_os_error() == Some(libc::EINVAL) {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "{e}; this file system does not support O_DIRECT (pass --no-direct to write through the page cache, or use another file system)"
-            ),
-        )
-    } else {
-        e
-    }
-}
-
 impl Device for FileDevice {
     fn size_bytes(&self) -> u64 {
         self.size_bytes
@@ -214,6 +192,8 @@ impl Device for FileDevice {
 /// (the retry would have to ask what it is). A file that existed before is never removed.
 pub struct PreparedFile {
     path: PathBuf,
+    /// A handle on the file, so removal can check the name is still this file's.
+    file: File,
     created: bool,
     keep: bool,
 }
@@ -234,6 +214,14 @@ impl Drop for PreparedFile {
         if !self.created || self.keep {
             return;
         }
+        // The name may have been given to something else since: never remove that.
+        if !open::still_names(&self.path, &self.file) {
+            eprintln!(
+                "plugpull: warning: not removing {}: it no longer names the file this attempt created",
+                self.path.display()
+            );
+            return;
+        }
         match std::fs::remove_file(&self.path) {
             Ok(()) => eprintln!(
                 "plugpull: removed {}, which this attempt created and never wrote a record to",
@@ -247,45 +235,34 @@ impl Drop for PreparedFile {
     }
 }
 
-/// Creates or grows a regular-file target to `size` bytes and makes that durable before
-/// any record is acknowledged: the file is filled with zeros (so later writes overwrite
-/// allocated, written blocks and fdatasync has no allocation to commit) and then the file
-/// and its directory are fsync'd. Otherwise a cut could lose the file system's allocation
-/// and we would blame the drive.
+/// Grows a regular-file target, opened once as `t`, to `size` bytes and makes that durable
+/// before any record is acknowledged: the file is filled with zeros (so later writes
+/// overwrite allocated, written blocks and fdatasync has no allocation to commit) and then
+/// the file and its directory are fsync'd. Otherwise a cut could lose the file system's
+/// allocation and we would blame the drive. The writes go through a buffered handle
+/// reopened from `t`'s (the same inode), whatever flags `t` was opened with.
 ///
-/// A file this call creates (`O_EXCL`, so it is known to be ours) first gets the target
+/// A file `t`'s open created (`O_EXCL`, so it is known to be ours) first gets the target
 /// marker of `marker` (creator, offset) and is fsync'd, before the long zero-fill: if the
 /// process dies while filling, the file left behind is recognised as plugpull's. `stop`
 /// is checked between 1 MiB chunks (Ctrl-C): preparation then fails, and like any other
 /// failure removes the file if it was created here.
 pub fn prepare_target_file(
-    path: &Path,
+    t: &Target,
     size: u64,
     marker: Option<(Creator, u64)>,
     stop: &AtomicBool,
 ) -> Result<PreparedFile, DeviceError> {
-    let (file, created) = match StdOpen::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
-    {
-        Ok(f) => (f, true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => (
-            StdOpen::new()
-                .read(true)
-                .write(true)
-                .open(path)
-                .doing(|| format!("opening {}", path.display()))?,
-            false,
-        ),
-        Err(e) => return Err(e).doing(|| format!("creating {}", path.display())),
-    };
+    let path = &t.path;
+    let created = t.created;
     let prepared = PreparedFile {
         path: path.to_owned(),
+        file: t.file.try_clone()?,
         created,
         keep: false,
     };
+    let file = open::reopen(&t.file, Flags::BUFFERED, true)
+        .doing(|| format!("opening {}", path.display()))?;
     let have = file.metadata()?.len();
     let mut zeros = vec![(have, size)];
     if let Some((creator, at)) = marker.filter(|&(_, at)| created && at + SECTOR as u64 <= size) {
@@ -305,9 +282,18 @@ pub fn prepare_target_file(
     Ok(prepared)
 }
 
-/// [`prepare_target_file`] without a marker or interruption, keeping the file.
+/// Creates (or opens, if it exists) the regular file `path` and makes it `size` bytes,
+/// zero-filled and durable, without a marker: a data file for tests and tools, not a
+/// checked target.
 pub fn prepare_file(path: &Path, size: u64) -> Result<(), DeviceError> {
-    prepare_target_file(path, size, None, &AtomicBool::new(false)).map(PreparedFile::keep)
+    let t = match open::open_once(path, Flags::BUFFERED)? {
+        Opened::Existing(t) => t,
+        Opened::Missing(p) => open::create_new(&p, Flags::BUFFERED)?,
+    };
+    if !t.writable_kind || t.is_block {
+        return Err(DeviceError::NotFileOrBlock(t.path));
+    }
+    prepare_target_file(&t, size, None, &AtomicBool::new(false)).map(PreparedFile::keep)
 }
 
 /// Writes zeros over `[from, to)` in 1 MiB chunks, stopping with an error of kind

@@ -10,6 +10,7 @@ pub mod identity;
 mod interface;
 pub mod marker;
 pub mod mem;
+pub mod open;
 pub mod safety;
 pub mod stack;
 

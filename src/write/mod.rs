@@ -1,10 +1,12 @@
 //! `plugpull write`: stream records to the target, flush, acknowledge to the witness.
 //!
-//! Setup order matters: check everything that can be checked before touching anything
-//! (the safety rules, sizes, free space: `target`), then reach the witness (address,
-//! handshake), so a run never writes without someone keeping its promises and a witness
-//! that is down leaves nothing behind; only then create the file (marked as plugpull's,
-//! see `device::marker`) and make its allocation durable before the first ack. A file
+//! Setup order matters: open the target once and check everything that can be checked
+//! before touching anything (the safety rules on that handle, sizes, free space:
+//! `target`), then reach the witness (address, handshake), so a run never writes without
+//! someone keeping its promises and a witness that is down leaves nothing behind; only
+//! then create the file (O_EXCL, marked as plugpull's, see `device::marker`) or take over
+//! the handle checked before the handshake (never the name again), and make the file's
+//! allocation durable before the first ack. A file
 //! created by an attempt that fails or is interrupted before its first record is removed
 //! again.
 
@@ -145,11 +147,15 @@ fn install_stop_handler() {
 pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     // From here on Ctrl-C stops the run cleanly, preallocation included.
     install_stop_handler();
-    let tp = plan_target(
+    let mut tp = plan_target(
         &o.target,
         o.destroy_data_on.as_deref(),
         o.offset_bytes,
         o.size_bytes,
+        OpenOptions {
+            direct: o.direct,
+            flush: o.flush,
+        },
     )?;
     let seed = o.seed.unwrap_or_else(crate::rng::random_seed);
     let plan = make_plan(o, &tp, seed);
@@ -161,7 +167,7 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     let device = tp.identity();
     let descriptor = run_descriptor(&plan, device.clone(), o.flush, o.direct);
     let sender = connect(o, &descriptor)?;
-    let dev = prepare(o, &tp)?;
+    let dev = prepare(o, &mut tp)?;
     if !o.quiet {
         announce(o, &plan, &device);
     }
@@ -301,29 +307,21 @@ fn connect(o: &WriteOptions, descriptor: &RunDescriptor) -> Result<AckSender, Wr
     .map_err(|e| WriteError::Witness(e.into()))
 }
 
-/// Creates or opens the target; a file created here is kept only when the run was not
-/// interrupted during preparation.
-fn prepare(o: &WriteOptions, tp: &TargetPlan) -> Result<crate::device::FileDevice, WriteError> {
-    let (dev, created) = tp
-        .prepare(
-            OpenOptions {
-                direct: o.direct,
-                flush: o.flush,
-            },
-            &STOP,
-        )
-        .map_err(|source| {
-            // Ctrl-C during preallocation surfaces as an interrupted write: say what
-            // happened (nothing written, the new file removed), not a preparation error.
-            if STOP.load(Ordering::SeqCst) {
-                WriteError::InterruptedBeforeFirstRecord(o.target.clone())
-            } else {
-                WriteError::Preparing {
-                    target: o.target.clone(),
-                    source,
-                }
+/// Creates the target file or takes over the handle checked before the handshake; a file
+/// created here is kept only when the run was not interrupted during preparation.
+fn prepare(o: &WriteOptions, tp: &mut TargetPlan) -> Result<crate::device::FileDevice, WriteError> {
+    let (dev, created) = tp.prepare(&STOP).map_err(|source| {
+        // Ctrl-C during preallocation surfaces as an interrupted write: say what
+        // happened (nothing written, the new file removed), not a preparation error.
+        if STOP.load(Ordering::SeqCst) {
+            WriteError::InterruptedBeforeFirstRecord(o.target.clone())
+        } else {
+            WriteError::Preparing {
+                target: o.target.clone(),
+                source,
             }
-        })?;
+        }
+    })?;
     if STOP.load(Ordering::SeqCst) {
         drop(created);
         return Err(WriteError::InterruptedBeforeFirstRecord(o.target.clone()));

@@ -4,10 +4,11 @@
 //! the same way without a witness first ([`open_target`]), and the checks must all come
 //! before anything is created so a refused run leaves nothing behind.
 
+use crate::device::open::{self, Flags, Opened, Target};
 use crate::device::safety::{self, SafetyError};
 use crate::device::{
-    Device, DeviceError, FileDevice, OpenOptions, PreparedFile, identity, is_block_device, marker,
-    prepare_target_file,
+    Device, DeviceError, FileDevice, FlushMethod, OpenOptions, PreparedFile, geometry, identity,
+    marker, prepare_target_file,
 };
 use crate::record::SECTOR;
 use crate::units::fmt_bytes;
@@ -67,10 +68,16 @@ pub enum TargetError {
 }
 
 /// A write target that passed every check that needs no change to it; nothing has been
-/// created or written yet.
+/// created or written yet. An existing target is held open from the checks on: that
+/// handle is the one [`TargetPlan::prepare`] hands over for writing.
 #[derive(Debug)]
 pub struct TargetPlan {
+    /// The path opened (symlinks resolved once), or where the file will be created.
     pub path: PathBuf,
+    /// The checked handle; None for a file still to be created.
+    handle: Option<Target>,
+    flags: Flags,
+    flush: FlushMethod,
     pub is_block: bool,
     pub offset: u64,
     /// Bytes of the run's region, from `offset`.
@@ -79,46 +86,58 @@ pub struct TargetPlan {
     pub logical_block_bytes: u32,
 }
 
-/// Every check that can be made before touching the target: the safety rules, a region
-/// of whole sectors that fits the device, free space for a file to be created or grown.
-/// The region's default is the rest of a block device, an existing file's size past
-/// `offset`, or 1 GiB for a new file.
+/// Every check that can be made before touching the target: the safety rules on the
+/// target opened once with `opts`' flags (kept open in the plan), a region of whole
+/// sectors that fits the device, free space for a file to be created or grown. The
+/// region's default is the rest of a block device, an existing file's size past `offset`,
+/// or 1 GiB for a new file.
 pub fn plan_target(
     target: &Path,
     destroy: Option<&Path>,
     offset: u64,
     size: Option<u64>,
+    opts: OpenOptions,
 ) -> Result<TargetPlan, TargetError> {
-    safety::check_write_target(target, destroy, offset)?;
-    let is_block = is_block_device(target);
+    let flags = Flags {
+        direct: opts.direct,
+        dsync: opts.flush == FlushMethod::Dsync,
+    };
+    let (path, handle) = match safety::open_checked(target, flags, destroy, offset)? {
+        Opened::Existing(t) => (t.path.clone(), Some(t)),
+        Opened::Missing(p) => (p, None),
+    };
+    let is_block = handle.as_ref().is_some_and(|t| t.is_block);
     let sector = SECTOR as u64;
     if offset % sector != 0 {
         return Err(TargetError::OffsetNotSector { offset, sector });
     }
-    let (region_bytes, logical_block_bytes) = if is_block {
-        let dev = FileDevice::open_read(target)?;
-        let avail = dev
-            .size_bytes()
-            .checked_sub(offset)
-            .ok_or(TargetError::OffsetPastEnd)?;
-        let region = size.unwrap_or(avail / sector * sector);
-        if region > avail {
-            return Err(TargetError::RegionDoesNotFit {
-                region_bytes: region,
-                offset,
-                target: target.to_owned(),
-                device_bytes: dev.size_bytes(),
-            });
+    let (region_bytes, logical_block_bytes) = match &handle {
+        Some(t) if t.is_block => {
+            let g = geometry::block_geometry(&t.file).map_err(DeviceError::from)?;
+            let avail = g
+                .size_bytes
+                .checked_sub(offset)
+                .ok_or(TargetError::OffsetPastEnd)?;
+            let region = size.unwrap_or(avail / sector * sector);
+            if region > avail {
+                return Err(TargetError::RegionDoesNotFit {
+                    region_bytes: region,
+                    offset,
+                    target: path,
+                    device_bytes: g.size_bytes,
+                });
+            }
+            (region, g.logical_sector_bytes)
         }
-        (region, dev.logical_block_bytes())
-    } else {
-        let existing = fs::metadata(target).map(|m| m.len()).unwrap_or(0);
-        let region = size.unwrap_or(if existing > offset {
-            existing - offset
-        } else {
-            DEFAULT_FILE_REGION
-        });
-        (region, 512)
+        _ => {
+            let existing = existing_len(&handle);
+            let region = size.unwrap_or(if existing > offset {
+                existing - offset
+            } else {
+                DEFAULT_FILE_REGION
+            });
+            (region, 512)
+        }
     };
     if region_bytes < sector || region_bytes % sector != 0 {
         return Err(TargetError::RegionUnusable {
@@ -127,7 +146,10 @@ pub fn plan_target(
         });
     }
     let plan = TargetPlan {
-        path: target.to_owned(),
+        path,
+        handle,
+        flags,
+        flush: opts.flush,
         is_block,
         offset,
         region_bytes,
@@ -148,7 +170,7 @@ impl TargetPlan {
     /// Refuses a file the file system has no room to create or grow (statvfs), so
     /// preallocation does not run out of space half-way.
     fn check_free_space(&self) -> Result<(), TargetError> {
-        let existing = fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
+        let existing = existing_len(&self.handle);
         let need = self.file_bytes().saturating_sub(existing);
         if need == 0 {
             return Ok(());
@@ -176,7 +198,9 @@ impl TargetPlan {
     /// or device, or, for a file still to be created, that of its directory's file system
     /// with the file's path and size (so the witness can be asked before anything exists).
     pub fn identity(&self) -> identity::DeviceIdentity {
-        if self.path.exists() {
+        // Read by the resolved path the handle was opened from: a description for the
+        // witness, not a check (the checks ran on the handle).
+        if self.handle.is_some() {
             let mut id = identity::identify(&self.path);
             if !self.is_block {
                 id.size_bytes = id.size_bytes.max(self.file_bytes());
@@ -199,26 +223,30 @@ impl TargetPlan {
         id
     }
 
-    /// Creates or grows a file target (marked as plugpull's, zero-filled, durable), opens
-    /// the target and checks the region fits. For a file created here, the returned
-    /// [`PreparedFile`] removes it again when dropped unless kept; any error here removes
-    /// it too. `stop` (Ctrl-C) interrupts preallocation.
+    /// Creates (O_EXCL: refusing whatever appeared at the name since the checks) or grows
+    /// a file target (marked as plugpull's, zero-filled, durable) and hands over the
+    /// checked handle for writing, checking the region fits. For a file created here, the
+    /// returned [`PreparedFile`] removes it again when dropped unless kept; any error here
+    /// removes it too. `stop` (Ctrl-C) interrupts preallocation.
     pub fn prepare(
-        &self,
-        opts: OpenOptions,
+        &mut self,
         stop: &AtomicBool,
     ) -> Result<(FileDevice, Option<PreparedFile>), TargetError> {
+        let t = match self.handle.take() {
+            Some(t) => t,
+            None => open::create_new(&self.path, self.flags)?,
+        };
         let file = if self.is_block {
             None
         } else {
             Some(prepare_target_file(
-                &self.path,
+                &t,
                 self.file_bytes(),
                 Some((marker::Creator::Write, self.offset)),
                 stop,
             )?)
         };
-        let dev = FileDevice::open_write(&self.path, opts)?;
+        let dev = FileDevice::from_target(t, self.flush)?;
         if self.file_bytes() > dev.size_bytes() {
             return Err(TargetError::RegionDoesNotFit {
                 region_bytes: self.region_bytes,
@@ -229,6 +257,14 @@ impl TargetPlan {
         }
         Ok((dev, file))
     }
+}
+
+/// Bytes of the checked file (0 for one still to be created).
+fn existing_len(handle: &Option<Target>) -> u64 {
+    handle
+        .as_ref()
+        .and_then(|t| t.file.metadata().ok())
+        .map_or(0, |m| m.len())
 }
 
 fn parent_dir(path: &Path) -> &Path {
@@ -247,8 +283,8 @@ pub fn open_target(
     size: Option<u64>,
     opts: OpenOptions,
 ) -> Result<(FileDevice, u64), TargetError> {
-    let plan = plan_target(target, destroy, offset, size)?;
-    let (dev, file) = plan.prepare(opts, &AtomicBool::new(false))?;
+    let mut plan = plan_target(target, destroy, offset, size, opts)?;
+    let (dev, file) = plan.prepare(&AtomicBool::new(false))?;
     if let Some(f) = file {
         f.keep();
     }

@@ -1,5 +1,5 @@
 //! What can make a target unsafe to overwrite, worded for the refusal message. Why its
-//! own file: the checks that find hazards (`system`, `signature`) and the rules that
+//! own file: the checks that find hazards (`system`, `probe`, `signature`) and the rules that
 //! judge them (the module root) both name them.
 
 /// What was found that makes a target unsafe to overwrite.
@@ -15,7 +15,12 @@ pub enum Hazard {
     /// device, or shares one with it).
     LoopBacked(String),
     RootOrBoot(String),
+    /// Found by the hand-kept list.
     Signature(&'static str),
+    /// Found by libblkid, described.
+    Found(String),
+    /// libblkid could not be asked, so what the target holds is unknown.
+    NoProbe(String),
     ForeignFile,
     NotWritableKind,
     Unreadable(String),
@@ -33,6 +38,8 @@ impl std::fmt::Display for Hazard {
             ),
             Hazard::RootOrBoot(m) => write!(f, "it holds the {m} file system of this machine"),
             Hazard::Signature(s) => write!(f, "it holds {s}"),
+            Hazard::Found(s) => write!(f, "it holds {s}"),
+            Hazard::NoProbe(why) => write!(f, "{why}"),
             Hazard::ForeignFile => write!(f, "the file exists and is not a plugpull target"),
             Hazard::NotWritableKind => write!(f, "it is neither a regular file nor a block device"),
             Hazard::Unreadable(e) => write!(

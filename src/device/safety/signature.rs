@@ -1,29 +1,37 @@
 //! What the first bytes of a target hold: a previous plugpull target (recognised only by
-//! a whole sector that checks out), or a partition table or file system. Why whole
-//! sectors: a few magic bytes would let a text file starting "PLUG" pass as plugpull's,
-//! and plugpull's own record content must not read as someone else's file system.
+//! a whole sector that checks out), or a partition table or file system from a short
+//! hand-kept list. Why whole sectors: a few magic bytes would let a text file starting
+//! "PLUG" pass as plugpull's, and plugpull's own record content must not read as someone
+//! else's file system. The list is only a second opinion: libblkid (`super::probe`) is
+//! what knows every signature; the list still counts when libblkid passes over a
+//! damaged superblock whose magic is intact.
 
 use super::super::marker;
 use crate::record::{SECTOR, content_matches, decode_stamp};
-use std::fs;
-use std::io::Read;
+use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 
-/// True if a sector of the target checks out as plugpull's: the one at the region's start
-/// or the one at 0 holds a record sector at its own home with both CRCs right, or the
-/// target marker written for that offset. A file's length must be whole sectors.
-pub(super) fn holds_plugpull(target: &Path, region_offset: u64) -> bool {
-    let Ok(f) = fs::File::open(target) else {
-        return false;
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+/// True if a sector of the target (read through `f`, `len` bytes long) checks out as
+/// plugpull's: the one at the region's start or the one at 0 holds a record sector at its
+/// own home with both CRCs right, or the target marker written for that offset. A file's
+/// length must be whole sectors.
+pub(super) fn holds_plugpull(f: &File, len: u64, region_offset: u64) -> bool {
     if len % SECTOR as u64 != 0 {
         return false;
     }
     [region_offset, 0].into_iter().any(|at| {
         let mut b = [0u8; SECTOR];
         f.read_exact_at(&mut b, at).is_ok() && is_plugpull_sector(&b, at, len)
+    })
+}
+
+/// True if every sector the `n` bytes at `off` touch is plugpull's
+/// ([`is_plugpull_sector`]): a magic found there is plugpull's record content.
+pub(super) fn in_plugpull_sectors(f: &File, off: u64, n: u64, len: u64) -> bool {
+    let s = SECTOR as u64;
+    (off / s..=(off + n.max(1) - 1) / s).all(|i| {
+        let mut b = [0u8; SECTOR];
+        f.read_exact_at(&mut b, i * s).is_ok() && is_plugpull_sector(&b, i * s, len)
     })
 }
 
@@ -38,20 +46,16 @@ pub fn is_plugpull_sector(sector: &[u8], at: u64, len: u64) -> bool {
         .is_ok_and(|s| s.home() == at && s.record.end() <= len && content_matches(sector, &s))
 }
 
-/// Known partition-table and file-system signatures in the first 128 KiB, skipping any
+/// The hand-kept list's partition-table and file-system signatures in the first 128 KiB
+/// of `f` (`len` bytes long; `u64::MAX` for a block device), skipping any
 /// whose bytes lie wholly inside sectors that are plugpull's ([`is_plugpull_sector`]):
 /// those bytes are plugpull's record content, not a file system. A signature anywhere
 /// else counts, whatever the first sector holds.
-pub fn signature(target: &Path) -> std::io::Result<Option<&'static str>> {
+pub(super) fn signature(f: &File, len: u64) -> std::io::Result<Option<&'static str>> {
     let mut buf = vec![0u8; 128 * 1024];
-    let mut f = fs::File::open(target)?;
-    let len = match f.metadata()? {
-        m if m.is_file() => m.len(),
-        _ => u64::MAX,
-    };
     let mut n = 0;
     while n < buf.len() {
-        match f.read(&mut buf[n..])? {
+        match f.read_at(&mut buf[n..], n as u64)? {
             0 => break,
             k => n += k,
         }
@@ -96,7 +100,11 @@ pub(super) fn signature_outside(b: &[u8], ours: &[bool]) -> Option<&'static str>
         (4086, b"SWAP-SPACE", "a swap area"),
         (65536, b"_BHRfS_M", "a btrfs file system"),
         (1024, b"\x10\x20\xf5\xf2", "an F2FS file system"),
-        (4096, b"\xfc\x4e\x2b\xa9", "a bcachefs file system"),
+        (
+            4096,
+            b"\xfc\x4e\x2b\xa9",
+            "an md RAID member (metadata 1.2)",
+        ),
     ];
     for (off, sig, what) in CHECKS {
         if at(*off, sig) {
