@@ -19,7 +19,8 @@
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, serve};
 use super::config::Settings;
 use super::context::{Campaign, cut_proof, derive};
-use super::results::{CycleResult, ResultsError, ResultsFile};
+use super::results::CycleResult;
+use super::results_file::{ResultsError, ResultsFile};
 use crate::cycle::cut_delay;
 use crate::exit::error_chain;
 use crate::model::{Placement, Verdict};

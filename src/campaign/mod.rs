@@ -8,7 +8,8 @@
 //! - [`config`]: the TOML campaign file;
 //! - [`context`]: what every cycle shares (settings, seeds), for this loop and `host`;
 //! - [`target`]: the simulated drive or a real drive found by serial, reattach hooks;
-//! - [`results`]: the results file (also the resume state) and the summary;
+//! - [`results`], [`results_file`]: the results file (also the resume state), how it is
+//!   opened and appended to, and the summary;
 //! - [`stats`]: the exact 95% upper bound on the failure rate;
 //! - [`host`], [`agent`], [`agent_proto`]: whole-host mode (the controller, `plugpull
 //!   agent` on the host under test, and the messages between them).
@@ -21,6 +22,7 @@ pub mod config;
 pub mod context;
 pub mod host;
 pub mod results;
+pub mod results_file;
 pub mod stats;
 pub mod target;
 
@@ -40,7 +42,8 @@ use crate::write::run_descriptor;
 use config::{ConfigError, Settings};
 use context::{Campaign, check_ramp, cut_proof, derive};
 use host::HostError;
-use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, ResultsError, ResultsFile, Summary};
+use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, Summary};
+use results_file::{ResultsError, ResultsFile};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -127,7 +130,7 @@ pub fn run(o: CampaignOptions) -> Result<Summary> {
         settings.results = r.clone();
     }
     if o.summary_only {
-        let (_, cycles, _) = results::read(&settings.results)?;
+        let (_, cycles, _) = results_file::read(&settings.results)?;
         return print_summary(results::summarize(&cycles), o.json);
     }
     let cycles_wanted = o.cycles.unwrap_or(settings.file.campaign.cycles);
