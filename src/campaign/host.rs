@@ -18,7 +18,8 @@
 
 use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, serve};
 use super::config::Settings;
-use super::context::{Campaign, cut_proof, derive};
+use super::context::{Campaign, derive};
+use super::proof::cut_proof;
 use super::results::CycleResult;
 use super::results_file::{ResultsError, ResultsFile};
 use crate::cycle::cut_delay;

@@ -21,6 +21,7 @@ pub mod agent_proto;
 pub mod config;
 pub mod context;
 pub mod host;
+pub mod proof;
 pub mod results;
 pub mod results_file;
 pub mod stats;
@@ -29,7 +30,7 @@ pub mod target;
 use crate::cycle::{AfterCut, NoAcks, cut_delay, judge, wait_for_acks, write_until_cut};
 use crate::exit::error_chain;
 use crate::model::{RunSelector, Verdict};
-use crate::power::{PowerError, PowerSwitch, SwitchTiming};
+use crate::power::{PowerError, PowerSwitch};
 use crate::record::RunId;
 use crate::sim::{Profile, ProfileError, SimDrive};
 use crate::units::UnitError;
@@ -40,8 +41,9 @@ use crate::write::engine::Progress;
 use crate::write::plan::{Plan, PlanError};
 use crate::write::run_descriptor;
 use config::{ConfigError, Settings};
-use context::{Campaign, check_ramp, cut_proof, derive};
+use context::{Campaign, check_ramp, derive};
 use host::HostError;
+use proof::CutEvidence;
 use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, Summary};
 use results_file::{ResultsError, ResultsFile};
 use std::path::PathBuf;
@@ -353,26 +355,37 @@ fn cycle_inner(
         r.fall_time_ms = Some(fall.as_secs_f64() * 1e3);
     }
     let (cut, progress) = write_until_cut(dev.as_ref(), &plan, &sender, |progress| {
-        let cut = (|| -> Result<(SwitchTiming, f64), CycleError> {
+        let cut = (|| -> Result<_, CycleError> {
             wait_for_acks(progress, s.file.campaign.min_acks, Some(s.wait_timeout))?;
             let d0 = Instant::now();
             std::thread::sleep(delay);
+            let failed_before = progress.failure().is_some();
             let stamp = power.off()?;
-            Ok((stamp, d0.elapsed().as_secs_f64() * 1e3))
+            let off_start = Instant::now();
+            let delay_ms = d0.elapsed().as_secs_f64() * 1e3;
+            // The writer goes on until it fails or the off time (at least VANISH_WAIT)
+            // passes: whether it saw the drive go is part of the proof of the cut.
+            let lost =
+                proof::writer_lost_drive(progress, failed_before, s.off.max(proof::VANISH_WAIT));
+            Ok((stamp, delay_ms, off_start, lost))
         })();
-        // The writer notices the cut by itself (I/O errors); stop it in every case.
         (cut, AfterCut::StopWriter)
     });
     let stats = sender.finish(s.wait_timeout);
-    let (cut_stamp, delay_ms) = cut?;
-    let off_start = Instant::now();
+    let (cut_stamp, delay_ms, off_start, writer_lost_drive) = cut?;
     r.cut = Some(cut_stamp);
     r.delay_ms = delay_ms;
     note_writer(r, &progress, stats.ok());
+    let mut evidence = CutEvidence {
+        writer_lost_drive,
+        ..Default::default()
+    };
+    // Asked before the drive is dropped or powered: what the switch says of this cut.
+    evidence.switch_on = proof::switch_on(power);
     drop(dev);
     target.after_cut();
     std::thread::sleep(s.off.saturating_sub(off_start.elapsed()));
-    let proof = cut_proof(r, s, power)?;
+    evidence.rail = proof::rail(r, s, power)?;
     let on = power.on()?;
     r.off_ms = on.issued_ns.saturating_sub(cut_stamp.issued_ns) as f64 / 1e6;
     r.restore = Some(on);
@@ -387,8 +400,9 @@ fn cycle_inner(
         (Some(b), Some(a)) => Some(a as i64 - b as i64),
         _ => None,
     };
+    evidence.unsafe_shutdowns_delta = r.unsafe_shutdowns_delta;
     r.report = report.to_summary();
-    r.apply_cut_proof(proof.0, &proof.1);
+    evidence.apply(r);
     Ok(())
 }
 

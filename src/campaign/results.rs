@@ -68,14 +68,20 @@ pub struct CycleResult {
     /// The rail's fall as the switch sampled it (firmware version 2, recorded traces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fall: Option<Fall>,
-    /// Whether the rail fell to `campaign.cut_proof_threshold` of nominal; `None` where
-    /// the switch samples no rail (and no proof is required). When false, `verdict` is
+    /// Whether the cut is proven: in a drive-only campaign by the evidence in
+    /// `cut_evidence`, in whole-host mode by the rail falling to
+    /// `campaign.cut_proof_threshold` of nominal (`None` there where the switch samples
+    /// no rail and no proof is required). When false, `verdict` is
     /// never PASS: it is INCONCLUSIVE and `verify_verdict` keeps what verify said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_proven: Option<bool>,
     /// Verify's own verdict of a cycle whose cut was not proven.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_verdict: Option<Verdict>,
+    /// What proved a drive-only cut (`proof.rs`): `rail-fell`, `writer-lost-drive`,
+    /// `switch-reports-off`, `unsafe-shutdown-counter-rose`. Empty when not proven.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut_evidence: Vec<String>,
 }
 
 /// The status of one cycle: its verdict, except that a cut not proven is its own.
@@ -107,6 +113,7 @@ impl CycleResult {
             fall: None,
             cut_proven: None,
             verify_verdict: None,
+            cut_evidence: vec![],
         }
     }
 
