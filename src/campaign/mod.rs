@@ -17,15 +17,18 @@
 //! docs/campaign.md is the user's guide.
 
 pub mod agent;
+pub mod agent_auth;
 pub mod agent_proto;
 pub mod config;
 pub mod context;
 pub mod host;
+pub mod host_listen;
 pub mod proof;
 pub mod results;
 pub mod results_file;
 pub mod stats;
 pub mod target;
+pub mod witness_backing;
 
 use crate::cycle::{AfterCut, NoAcks, cut_delay, judge, wait_for_acks, write_until_cut};
 use crate::exit::error_chain;

@@ -82,6 +82,10 @@ pub struct CycleResult {
     /// `switch-reports-off`, `unsafe-shutdown-counter-rose`. Empty when not proven.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cut_evidence: Vec<String>,
+    /// Whole-host mode: the verdict the agent reported when the controller's witness
+    /// could not back it (`witness_backing.rs`); `verdict` is then ERROR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_verdict: Option<Verdict>,
 }
 
 /// The status of one cycle: its verdict, except that a cut not proven is its own.
@@ -114,6 +118,7 @@ impl CycleResult {
             cut_proven: None,
             verify_verdict: None,
             cut_evidence: vec![],
+            agent_verdict: None,
         }
     }
 
