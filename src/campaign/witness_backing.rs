@@ -21,10 +21,12 @@ pub fn back(r: &mut CycleResult, claimed_acks: u64, host: &str, log: Result<&Run
             r.acked_records = 0;
             r.witness_durable = 0;
             r.last_acked = None;
-            Some(format!(
-                "the controller's witness holds no acks for run {}: {why}",
-                r.run_id
-            ))
+            matches!(claimed, Verdict::Pass | Verdict::Fail).then(|| {
+                format!(
+                    "the controller's witness holds no acks for run {}: {why}",
+                    r.run_id
+                )
+            })
         }
         Ok(log) => {
             let held = log.acks.len() as u64;
