@@ -112,7 +112,12 @@ pub struct Session {
 }
 
 impl Session {
-    fn new(k: &AgentKey, agent: &[u8; NONCE_BYTES], ctl: &[u8; NONCE_BYTES], send_dir: u8) -> Session {
+    fn new(
+        k: &AgentKey,
+        agent: &[u8; NONCE_BYTES],
+        ctl: &[u8; NONCE_BYTES],
+        send_dir: u8,
+    ) -> Session {
         let mut h = blake3::Hasher::new_keyed(&k.0);
         h.update(SESSION_LABEL);
         h.update(agent);
@@ -200,9 +205,16 @@ mod tests {
         assert!(other.open(m0).is_err(), "another connection");
         let r = ctl.seal("reply".into());
         assert!(Session::agent(&k, &a, &c).open(r.clone()).is_ok());
-        assert!(Session::controller(&k, &a, &c).open(r).is_err(), "reflected");
+        assert!(
+            Session::controller(&k, &a, &c).open(r).is_err(),
+            "reflected"
+        );
         let mut wrong = Session::controller(&key("another key of 20 b"), &a, &c);
-        assert!(wrong.open(Session::agent(&k, &a, &c).seal("x".into())).is_err());
+        assert!(
+            wrong
+                .open(Session::agent(&k, &a, &c).seal("x".into()))
+                .is_err()
+        );
         let mut forged = Session::agent(&k, &a, &c).seal("x".into());
         forged.body = "y".into();
         assert!(Session::controller(&k, &a, &c).open(forged).is_err());

@@ -75,7 +75,7 @@ pub enum ProtoError {
         source: std::io::Error,
     },
     /// A line that failed the keyed authentication (docs/campaign.md, the agent key).
-    #[error("refused: {0}")]
+    #[error("refused")]
     Auth(#[from] AuthError),
     /// A peer that does not authenticate where it must, or the other way round.
     #[error("refused: {0}")]
@@ -355,9 +355,12 @@ pub fn serve(
                     let agent_nonce = parse_nonce(&hello.nonce)?;
                     let ours = nonce();
                     session = Some(Session::controller(key, &agent_nonce, &ours));
-                    write_line(r.stream(), &Tagged::Challenge(NonceMsg {
-                        nonce: nonce_hex(&ours),
-                    }))?;
+                    write_line(
+                        r.stream(),
+                        &Tagged::Challenge(NonceMsg {
+                            nonce: nonce_hex(&ours),
+                        }),
+                    )?;
                 }
                 "sealed" => {
                     let Some(sess) = session.as_mut() else {
@@ -483,7 +486,9 @@ pub fn request(
         }),
     )?;
     let mut r = LineReader::new(s);
-    let Tagged::Challenge(c) = r.next::<Tagged>(timeout, timeout)?.ok_or(ProtoError::Closed)?
+    let Tagged::Challenge(c) = r
+        .next::<Tagged>(timeout, timeout)?
+        .ok_or(ProtoError::Closed)?
     else {
         return Err(ProtoError::Unauthenticated(
             "the controller did not answer hello with a challenge",
@@ -491,7 +496,10 @@ pub fn request(
     };
     let mut sess = Session::agent(key, &ours, &parse_nonce(&c.nonce)?);
     write_line(r.stream(), &Tagged::Sealed(sess.seal(line_of(msg)?)))?;
-    match r.next::<Tagged>(timeout, timeout)?.ok_or(ProtoError::Closed)? {
+    match r
+        .next::<Tagged>(timeout, timeout)?
+        .ok_or(ProtoError::Closed)?
+    {
         Tagged::Sealed(reply) => parse_line(&sess.open(reply)?),
         _ => Err(ProtoError::Unauthenticated(
             "the controller answered with an unsealed line on an authenticated connection",

@@ -20,9 +20,9 @@ use super::agent_auth::AgentKey;
 use super::agent_proto::{Access, AgentMsg, PreviousRun, Reply, RunOrder};
 use super::config::Settings;
 use super::context::{Campaign, derive};
+use super::host_listen::{ListenError, listen};
 use super::proof::cut_proof;
 use super::results::CycleResult;
-use super::host_listen::{ListenError, listen};
 use super::results_file::{ResultsError, ResultsFile};
 use super::witness_backing::back;
 use crate::cycle::cut_delay;
@@ -170,7 +170,10 @@ pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch)
                 reply.answer(answer);
             }
             AgentMsg::Acking {
-                host, cycle, run_id, ..
+                host,
+                cycle,
+                run_id,
+                ..
             } => {
                 if let Some(why) = ctl.refuse_acking(&host, &run_id, &peer) {
                     reply.answer(Reply::Refused { why });
@@ -324,7 +327,8 @@ impl Controller<'_, '_> {
                             "a report on run {} that this controller did not start on host {host:?}: {}",
                             p.run_id,
                             match &log {
-                                Ok(l) => format!("the witness's log names host {:?}", l.descriptor.host),
+                                Ok(l) =>
+                                    format!("the witness's log names host {:?}", l.descriptor.host),
                                 Err(e) => e.clone(),
                             }
                         );
@@ -385,7 +389,6 @@ impl Controller<'_, '_> {
             _ => None,
         }
     }
-
 
     /// Appends the result of cycle `n` and moves on to the next.
     fn record(&mut self, r: CycleResult) -> Result<()> {

@@ -55,7 +55,6 @@ impl Responder {
     }
 }
 
-
 /// Most agent connections held open at once. A real host has one at a time (a VM one
 /// per serial port); the cap keeps strangers that connect and stay silent, each allowed
 /// to for minutes, from piling up threads.
@@ -178,4 +177,3 @@ pub fn listen(
     });
     Ok((local, rx))
 }
-

@@ -92,7 +92,11 @@ mod tests {
         assert_eq!(r.report.verdict, Verdict::Error);
         assert_eq!(r.agent_verdict, Some(Verdict::Pass));
         assert_eq!(r.acked_records, 0, "the witness's count, not the agent's");
-        assert!(r.report.summary.contains("holds no acks"), "{}", r.report.summary);
+        assert!(
+            r.report.summary.contains("holds no acks"),
+            "{}",
+            r.report.summary
+        );
         // No claim of PASS or FAIL: nothing to back.
         let mut r = CycleResult::empty(1, 1);
         r.report.verdict = Verdict::Inconclusive;

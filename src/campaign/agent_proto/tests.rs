@@ -295,10 +295,17 @@ fn keyed_requests_are_answered_and_wrong_keys_refused() {
         (0..3)
             .map(|i| {
                 let (s, _) = l.accept().unwrap();
-                serve(s, Duration::from_secs(5), &access, i, |_, o| {
-                    assert!(o.keyed);
-                    Some(Reply::Ok)
-                }, || {})
+                serve(
+                    s,
+                    Duration::from_secs(5),
+                    &access,
+                    i,
+                    |_, o| {
+                        assert!(o.keyed);
+                        Some(Reply::Ok)
+                    },
+                    || {},
+                )
             })
             .collect::<Vec<_>>()
     });
