@@ -96,6 +96,19 @@ fn results_on_a_block_device_with_a_file_system_are_refused() {
 #[test]
 fn results_through_a_symlink_to_a_user_file_are_refused() {
     let d = tempfile::tempdir().unwrap();
+    // A link to an empty file: nothing to parse, and still never written through.
+    let empty = d.path().join("empty.log");
+    std::fs::write(&empty, b"").unwrap();
+    let link2 = d.path().join("results2.jsonl");
+    std::os::unix::fs::symlink(&empty, &link2).unwrap();
+    let (code, err) = campaign_with_results(&config(d.path()), &link2);
+    assert_eq!(
+        std::fs::read(&empty).unwrap(),
+        b"",
+        "written through the link: {err}"
+    );
+    assert_eq!(code, 2, "{err}");
+
     let user = d.path().join("thesis.txt");
     std::fs::write(&user, b"chapter one\n").unwrap();
     let link = d.path().join("results.jsonl");
