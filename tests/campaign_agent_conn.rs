@@ -1,5 +1,5 @@
 //! The whole-host controller's agent listener and built-in witness as a QEMU lab sees
-//! them (issue 13): a virtio-serial chardev CONNECTS to the controller and to the witness
+//! them: a virtio-serial chardev CONNECTS to the controller and to the witness
 //! when QEMU starts, idles while the guest boots, then carries every message the guest's
 //! agent sends, one after another, on that one host connection.
 //!
