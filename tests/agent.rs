@@ -84,6 +84,8 @@ esac
         let d = self.path();
         let wp = common::free_port();
         let cp = agent_controller.unwrap_or(ap);
+        // The agent proves it holds the controller's key (a copy on its system disk).
+        std::fs::write(d.join("agent.key"), "a test campaign's agent key\n").unwrap();
         std::fs::write(
             d.join("agent.toml"),
             format!(
@@ -91,6 +93,7 @@ esac
 witness = "127.0.0.1:{wp}"
 state = "{d}/system-disk/agent-state.json"
 controller_wait = "60s"
+key_file = "{d}/agent.key"
 
 [target]
 path = "{d}/mnt/disk.img"
@@ -122,6 +125,7 @@ bind = "127.0.0.1:{wp}"
 [agent]
 listen = "127.0.0.1:{ap}"
 boot_timeout = "{boot_timeout}"
+key_file = "agent.key"
 
 [power]
 driver = "command"

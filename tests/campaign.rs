@@ -327,3 +327,99 @@ traces = [{fast:?}, {stuck:?}, {fast:?}]
         "the cycles' own summaries say why"
     );
 }
+
+/// A switch that says it cut and did nothing: a relay on the wrong rail, a `command`
+/// driver whose `off` is `true`. It cannot say whether power is on.
+struct DoesNothing;
+
+impl plugpull::power::PowerSwitch for DoesNothing {
+    fn describe(&self) -> String {
+        "a switch that does nothing".into()
+    }
+    fn capabilities(&self) -> plugpull::power::Capabilities {
+        plugpull::power::Capabilities {
+            scope: plugpull::power::Scope::Drive,
+            precise_timing: false,
+            reports_state: false,
+            native_pulse: false,
+            ramp: false,
+            fall_trace: false,
+        }
+    }
+    fn off(&mut self) -> Result<plugpull::power::SwitchTiming, plugpull::power::PowerError> {
+        Ok(plugpull::power::SwitchTiming::around(|| Ok::<_, plugpull::power::PowerError>(()))?.0)
+    }
+    fn on(&mut self) -> Result<plugpull::power::SwitchTiming, plugpull::power::PowerError> {
+        self.off()
+    }
+}
+
+/// A drive-only cycle on the in-process simulated drive, once with a switch that does
+/// nothing and once with the simulated drive's own switch. The first drive kept every
+/// acknowledged record because it never lost power: CUT-NOT-PROVEN, never PASS. The
+/// real cut is proven, and the result says by what.
+#[test]
+fn drive_only_cut_that_did_nothing_is_not_proven() {
+    use plugpull::campaign::config::Settings;
+    use plugpull::campaign::run_cycle;
+    use plugpull::campaign::target::Target;
+    use plugpull::sim::{Profile, SimDrive};
+    use std::sync::Arc;
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path(), "honest", 1);
+    let s = Settings::load(&cfg).unwrap();
+    let w = plugpull::witness::server::Witness::start(
+        "127.0.0.1:0",
+        &d.path().join("w"),
+        s.witness_options(),
+    )
+    .unwrap();
+    let addr = w.addr.to_string();
+    let drive = |seed| {
+        Arc::new(SimDrive::create(8 << 20, Profile::parse("honest").unwrap(), seed, None).unwrap())
+    };
+
+    let sim = drive(1);
+    let mut target = Target::Sim {
+        drive: sim.clone(),
+        profile: "honest".into(),
+    };
+    let r = run_cycle(1, 42, &s, &mut target, &mut DoesNothing, &addr);
+    let j = serde_json::to_value(&r).unwrap();
+    assert_eq!(r.status(), "CUT-NOT-PROVEN", "{j}");
+    assert_ne!(j["verdict"], "PASS", "{j}");
+    assert_eq!(j["cut_proven"], false, "{j}");
+    assert_eq!(
+        j["verify_verdict"], "PASS",
+        "verify found nothing lost: {j}"
+    );
+    assert!(
+        j["summary"]
+            .as_str()
+            .unwrap()
+            .contains("nothing shows the drive lost power"),
+        "{j}"
+    );
+
+    let sim = drive(2);
+    let mut power = s
+        .file
+        .power
+        .build(Some(sim.clone() as Arc<dyn plugpull::power::sim::Cuttable>))
+        .unwrap();
+    let mut target = Target::Sim {
+        drive: sim,
+        profile: "honest".into(),
+    };
+    let r = run_cycle(2, 42, &s, &mut target, power.as_mut(), &addr);
+    let j = serde_json::to_value(&r).unwrap();
+    assert_eq!(r.status(), "PASS", "{j}");
+    assert_eq!(j["cut_proven"], true, "{j}");
+    let ev: Vec<&str> = j["cut_evidence"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    assert!(ev.contains(&"writer-lost-drive"), "{j}");
+    assert!(ev.contains(&"switch-reports-off"), "{j}");
+    w.shutdown();
+}

@@ -13,6 +13,7 @@
 //!
 //! The agent config is a small TOML file (docs/campaign.md, whole-host mode).
 
+use super::agent_auth::AgentKey;
 use super::agent_proto::{AgentMsg, PreviousRun, ProtoError, Reply, RunOrder, request, retrying};
 use super::results::LastAcked;
 use crate::cycle::{AfterCut, NoAcks, judge, wait_for_acks, write_until_cut};
@@ -107,6 +108,10 @@ pub enum AgentError {
     },
     #[error("the controller answered the boot report with no order")]
     NoOrder,
+    #[error("the controller refused this agent's report: {why}")]
+    Refused { why: String },
+    #[error("key_file")]
+    Key(#[source] crate::wire::auth::KeyError),
     #[error("the state file's run id is not 32 hex digits")]
     BadRunId,
     #[error("fetching run {run} from the witness {witness}")]
@@ -151,6 +156,11 @@ pub struct AgentConfig {
     /// How long to keep trying to reach the controller at boot.
     #[serde(default = "d_controller_wait")]
     pub controller_wait: String,
+    /// The controller's `[agent] key_file` (a copy): every message is sealed under it.
+    /// Absent: the agent sends plain messages, which a controller takes only with
+    /// `allow_unauthenticated_agents` on a loopback address.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
     pub target: AgentTarget,
 }
 
@@ -316,6 +326,12 @@ pub fn run(o: AgentOptions) -> Result<AgentEnd> {
     let host = nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let key = cfg
+        .key_file
+        .as_deref()
+        .map(AgentKey::from_file)
+        .transpose()
+        .map_err(AgentError::Key)?;
     let state = read_state(&cfg.state)?;
     let previous = match &state {
         Some(s) if s.run_id.is_some() => {
@@ -335,7 +351,11 @@ pub fn run(o: AgentOptions) -> Result<AgentEnd> {
         }
         _ => None,
     };
-    let reply = ask(&cfg, &AgentMsg::Boot { host, previous })?;
+    let boot = AgentMsg::Boot {
+        host: host.clone(),
+        previous,
+    };
+    let reply = ask(&cfg, key.as_ref(), &boot)?;
     if let Some(mut s) = state {
         // Reported: a later restart without a new run must not report it again.
         s.run_id = None;
@@ -346,8 +366,9 @@ pub fn run(o: AgentOptions) -> Result<AgentEnd> {
             say(format!("nothing to write: {why}"));
             Ok(AgentEnd::Done)
         }
-        Reply::Next(order) => write_run(&cfg, &order),
+        Reply::Next(order) => write_run(&cfg, key.as_ref(), &host, &order),
         Reply::Ok => Err(AgentError::NoOrder),
+        Reply::Refused { why } => Err(AgentError::Refused { why }),
     }
 }
 
@@ -370,13 +391,13 @@ fn teller<E: std::error::Error + 'static>(what: &'static str) -> impl FnMut(&E) 
 }
 
 /// Sends `msg` until the controller answers (it may start after this host).
-fn ask(cfg: &AgentConfig, msg: &AgentMsg) -> Result<Reply> {
+fn ask(cfg: &AgentConfig, key: Option<&AgentKey>, msg: &AgentMsg) -> Result<Reply> {
     let wait = cfg.dur(&cfg.controller_wait, "controller_wait")?;
     retrying(
         wait,
         Duration::from_millis(200),
         teller("the controller"),
-        || request(&cfg.controller, msg, REPLY_TIMEOUT),
+        || request(&cfg.controller, msg, REPLY_TIMEOUT, key),
     )
     .map_err(|source| AgentError::ControllerSilent { wait, source })
 }
@@ -452,7 +473,12 @@ fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::model::RunLog> {
     })
 }
 
-fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<AgentEnd> {
+fn write_run(
+    cfg: &AgentConfig,
+    key: Option<&AgentKey>,
+    host: &str,
+    o: &RunOrder,
+) -> Result<AgentEnd> {
     let path = cfg.wait_for_target()?;
     let destroy = cfg.target.destroy_data.then_some(path.as_path());
     let (dev, region) = crate::write::open_target(
@@ -509,12 +535,15 @@ fn write_run(cfg: &AgentConfig, o: &RunOrder) -> Result<AgentEnd> {
         let told = (|| -> Result<()> {
             wait_for_acks(progress, o.min_acks.max(1), None)?;
             let msg = AgentMsg::Acking {
+                host: host.into(),
                 cycle: o.cycle,
                 run_id: plan.run.hex(),
                 acked: progress.records_acked(),
             };
-            ask(cfg, &msg)?;
-            Ok(())
+            match ask(cfg, key, &msg)? {
+                Reply::Refused { why } => Err(AgentError::Refused { why }),
+                _ => Ok(()),
+            }
         })();
         let after = if told.is_err() {
             AfterCut::StopWriter

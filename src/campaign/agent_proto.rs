@@ -12,7 +12,9 @@
 //! connection's bytes in a row (the guest side cannot signal a close).
 //! Format `plugpull-agent/1`, documented in docs/campaign.md.
 
+use super::agent_auth::{AgentKey, AuthError, NonceMsg, Sealed, Session, nonce_hex, parse_nonce};
 use crate::model::ReportSummary;
+use crate::wire::auth::nonce;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::TcpStream;
@@ -72,6 +74,12 @@ pub enum ProtoError {
         #[source]
         source: std::io::Error,
     },
+    /// A line that failed the keyed authentication (docs/campaign.md, the agent key).
+    #[error("refused")]
+    Auth(#[from] AuthError),
+    /// A peer that does not authenticate where it must, or the other way round.
+    #[error("refused: {0}")]
+    Unauthenticated(&'static str),
     #[error("{0} resolves to no address")]
     NoAddress(String),
     #[error("connecting to the controller at {addr}")]
@@ -95,6 +103,7 @@ pub enum AgentMsg {
     },
     /// The run of `cycle` has `acked` acks confirmed: the controller may cut.
     Acking {
+        host: String,
         cycle: u64,
         run_id: String,
         acked: u64,
@@ -144,6 +153,9 @@ pub enum Reply {
     Stop { why: String },
     /// Message received.
     Ok,
+    /// The message was not taken (another host's report, a run the controller did not
+    /// start on this host); `why` says so. The agent treats it as an error.
+    Refused { why: String },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -282,20 +294,46 @@ pub struct Served {
     /// Messages answered.
     pub messages: u64,
     /// `Ok`: the peer closed between messages, or the handler stopped; `Err`: why the
-    /// connection was dropped (silence, garbage, a half-written line, a failed write).
+    /// connection was dropped (silence, garbage, a half-written line, a failed write, a
+    /// peer that did not prove it holds the key).
     pub end: Result<()>,
+}
+
+/// Whom the controller's listener takes messages from.
+#[derive(Clone, Debug)]
+pub struct Access {
+    /// `[agent] key_file`: agents that prove they hold it.
+    pub key: Option<AgentKey>,
+    /// `[agent] allow_unauthenticated_agents` (loopback only): agents without a key too.
+    pub allow_unauthenticated: bool,
+}
+
+/// What the handler is told of a message besides its content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The connection it came on (the listener numbers them).
+    pub connection: u64,
+    /// Whether it came sealed under the agent key.
+    pub keyed: bool,
 }
 
 /// The controller's side of one connection: message after message, each answered by
 /// `handle`'s reply in order, until the peer closes, the handler returns `None` (the
-/// campaign is over), or something that is not a whole message arrives. `idle`: how
-/// long the connection may stay silent before each message. `written` is called once
-/// each reply is written (the controller waits for its last reply to leave before it
-/// exits).
+/// campaign is over), or something that is not a whole, acceptable message arrives.
+/// `idle`: how long the connection may stay silent before each message. `written` is
+/// called once each reply is written (the controller waits for its last reply to leave
+/// before it exits).
+///
+/// With a key, a `hello` starts a session (again on the same connection: a VM's
+/// virtio-serial port carries one guest connection after another), and only `sealed`
+/// messages of that session are handed on; a plain message is refused unless
+/// `allow_unauthenticated`. Anything refused closes the connection; the caller logs why.
 pub fn serve(
     s: TcpStream,
     idle: Duration,
-    mut handle: impl FnMut(AgentMsg) -> Option<Reply>,
+    access: &Access,
+    connection: u64,
+    mut handle: impl FnMut(AgentMsg, Origin) -> Option<Reply>,
     mut written: impl FnMut(),
 ) -> Served {
     let mut messages = 0;
@@ -303,21 +341,122 @@ pub fn serve(
         // A reply is small, but a peer that never reads must not hold this thread.
         s.set_write_timeout(Some(LINE_TIMEOUT))?;
         let mut r = LineReader::new(s);
-        while let Some(msg) = r.next::<AgentMsg>(idle, LINE_TIMEOUT)? {
-            let Some(reply) = handle(msg) else {
-                return Ok(());
-            };
-            write_line(r.stream(), &reply)?;
-            messages += 1;
-            written();
+        let mut session: Option<Session> = None;
+        while let Some(v) = r.next::<serde_json::Value>(idle, LINE_TIMEOUT)? {
+            let kind = v.get("type").and_then(|t| t.as_str()).unwrap_or_default();
+            match kind {
+                "hello" => {
+                    let Some(key) = &access.key else {
+                        return Err(ProtoError::Unauthenticated(
+                            "the agent has a key_file but this controller has no [agent] key_file: give both the same key",
+                        ));
+                    };
+                    let hello: NonceMsg = from_value(v)?;
+                    let agent_nonce = parse_nonce(&hello.nonce)?;
+                    let ours = nonce();
+                    session = Some(Session::controller(key, &agent_nonce, &ours));
+                    write_line(
+                        r.stream(),
+                        &Tagged::Challenge(NonceMsg {
+                            nonce: nonce_hex(&ours),
+                        }),
+                    )?;
+                }
+                "sealed" => {
+                    let Some(sess) = session.as_mut() else {
+                        return Err(ProtoError::Unauthenticated(
+                            "a sealed message before any hello on this connection (replayed from another?)",
+                        ));
+                    };
+                    let body = sess.open(from_value::<Sealed>(v)?)?;
+                    let msg = parse_line::<AgentMsg>(&body)?;
+                    let origin = Origin {
+                        connection,
+                        keyed: true,
+                    };
+                    let Some(reply) = handle(msg, origin) else {
+                        return Ok(());
+                    };
+                    let sealed = sess.seal(line_of(&reply)?);
+                    write_line(r.stream(), &Tagged::Sealed(sealed))?;
+                    messages += 1;
+                    written();
+                }
+                _ => {
+                    if session.is_some() {
+                        return Err(ProtoError::Unauthenticated(
+                            "an unsealed message inside an authenticated session (injected?)",
+                        ));
+                    }
+                    if !access.allow_unauthenticated {
+                        return Err(ProtoError::Unauthenticated(
+                            "an agent without a key: give it key_file (the controller's [agent] key_file), or, on a loopback listen address only, set allow_unauthenticated_agents = true",
+                        ));
+                    }
+                    let msg = from_value::<AgentMsg>(v)?;
+                    let origin = Origin {
+                        connection,
+                        keyed: false,
+                    };
+                    let Some(reply) = handle(msg, origin) else {
+                        return Ok(());
+                    };
+                    write_line(r.stream(), &reply)?;
+                    messages += 1;
+                    written();
+                }
+            }
         }
         Ok(())
     })();
     Served { messages, end }
 }
 
-/// One request, one reply, on a fresh connection.
-pub fn request(addr: &str, msg: &AgentMsg, timeout: Duration) -> Result<Reply> {
+/// The handshake and sealed lines, tagged like every other message.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Tagged {
+    Hello(NonceMsg),
+    Challenge(NonceMsg),
+    Sealed(Sealed),
+}
+
+fn from_value<T: for<'de> Deserialize<'de>>(v: serde_json::Value) -> Result<T> {
+    let text = v.to_string();
+    serde_json::from_value(v).map_err(|source| ProtoError::NotOurs {
+        line: shorten(&text),
+        source,
+    })
+}
+
+/// A message's whole line (its envelope, no newline): what a sealed line carries.
+fn line_of<T: Serialize>(body: &T) -> Result<String> {
+    Ok(serde_json::to_string(&Envelope {
+        format: FORMAT.into(),
+        body,
+    })?)
+}
+
+/// The message in the line a sealed line carried.
+fn parse_line<T: for<'de> Deserialize<'de>>(line: &str) -> Result<T> {
+    let env: Envelope<T> = serde_json::from_str(line).map_err(|source| ProtoError::NotOurs {
+        line: shorten(line),
+        source,
+    })?;
+    if env.format != FORMAT {
+        return Err(ProtoError::OtherVersion(env.format));
+    }
+    Ok(env.body)
+}
+
+/// One request, one reply, on a fresh connection; with a key, after the handshake and
+/// sealed both ways.
+pub fn request(
+    addr: &str,
+    msg: &AgentMsg,
+    timeout: Duration,
+    key: Option<&AgentKey>,
+) -> Result<Reply> {
     let sa = std::net::ToSocketAddrs::to_socket_addrs(addr)
         .map_err(|source| ProtoError::Resolve {
             addr: addr.into(),
@@ -333,10 +472,39 @@ pub fn request(addr: &str, msg: &AgentMsg, timeout: Duration) -> Result<Reply> {
     })?;
     // A controller that stops reading must not hold the agent: it retries.
     s.set_write_timeout(Some(timeout))?;
-    write_line(&mut s, msg)?;
-    LineReader::new(s)
-        .next(timeout, timeout)?
-        .ok_or(ProtoError::Closed)
+    let Some(key) = key else {
+        write_line(&mut s, msg)?;
+        return LineReader::new(s)
+            .next(timeout, timeout)?
+            .ok_or(ProtoError::Closed);
+    };
+    let ours = nonce();
+    write_line(
+        &mut s,
+        &Tagged::Hello(NonceMsg {
+            nonce: nonce_hex(&ours),
+        }),
+    )?;
+    let mut r = LineReader::new(s);
+    let Tagged::Challenge(c) = r
+        .next::<Tagged>(timeout, timeout)?
+        .ok_or(ProtoError::Closed)?
+    else {
+        return Err(ProtoError::Unauthenticated(
+            "the controller did not answer hello with a challenge",
+        ));
+    };
+    let mut sess = Session::agent(key, &ours, &parse_nonce(&c.nonce)?);
+    write_line(r.stream(), &Tagged::Sealed(sess.seal(line_of(msg)?)))?;
+    match r
+        .next::<Tagged>(timeout, timeout)?
+        .ok_or(ProtoError::Closed)?
+    {
+        Tagged::Sealed(reply) => parse_line(&sess.open(reply)?),
+        _ => Err(ProtoError::Unauthenticated(
+            "the controller answered with an unsealed line on an authenticated connection",
+        )),
+    }
 }
 
 /// Calls `f` until it succeeds, pausing `pause` between tries and telling `on_fail` of

@@ -36,6 +36,14 @@ pub struct AgentSection {
     /// report before the cycle is recorded as a dead device.
     #[serde(default = "d_boot_timeout")]
     pub boot_timeout: String,
+    /// The key file agents must prove they hold (the same format as `--key-file`; copy
+    /// it to the agent's `key_file`). Relative paths are relative to the config file.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// Takes agents without a key. Refused unless `listen` is a loopback address (a VM
+    /// on this machine, a test): anyone who reaches the port could report any verdict.
+    #[serde(default)]
+    pub allow_unauthenticated_agents: bool,
 }
 
 impl Default for AgentSection {
@@ -43,6 +51,8 @@ impl Default for AgentSection {
         AgentSection {
             listen: d_agent_listen(),
             boot_timeout: d_boot_timeout(),
+            key_file: None,
+            allow_unauthenticated_agents: false,
         }
     }
 }
@@ -345,6 +355,9 @@ impl Settings {
         let off = dur(&c.off, "campaign.off")?;
         let wait_timeout = dur(&c.wait_timeout, "campaign.wait_timeout")?;
         let mut file = file;
+        if let Some(k) = file.agent.key_file.as_mut().filter(|k| k.is_relative()) {
+            *k = base.join(&*k);
+        }
         if let PowerConfig::Simdrive { traces } = &mut file.power {
             for t in traces.iter_mut().filter(|t| t.is_relative()) {
                 *t = base.join(&*t);

@@ -2,12 +2,11 @@
 //! per-cycle seeds derived from it.
 //!
 //! Why its own file: the drive-only loop (`mod.rs`) and the whole-host controller
-//! (`host.rs`) both need it, and neither should import the other. That includes what
-//! both do with the switch around a cut: the fall-time sweep (`check_ramp`) and the
-//! proof of the cut (`cut_proof`).
+//! (`host.rs`) both need it, and neither should import the other. That includes the
+//! fall-time sweep both run through the switch (`check_ramp`); the proof of the cut is
+//! in `proof.rs`.
 
 use super::config::Settings;
-use super::results::CycleResult;
 use crate::power::{PowerError, PowerSwitch};
 use crate::rng::Rng;
 
@@ -37,35 +36,6 @@ pub fn check_ramp(s: &Settings, power: &dyn PowerSwitch) -> Result<(), PowerErro
         });
     }
     Ok(())
-}
-
-/// Reads the rail's fall from the switch (while power is still off) into `r`, and says
-/// whether it proves the cut: `None` when the switch samples no rail and no proof is
-/// required; the text says why a cut is not proven.
-pub fn cut_proof(
-    r: &mut CycleResult,
-    s: &Settings,
-    power: &mut dyn PowerSwitch,
-) -> Result<(Option<bool>, String), PowerError> {
-    let threshold = s.file.campaign.cut_proof_threshold;
-    let Some(trace) = power.last_fall()? else {
-        let required = s.file.campaign.require_cut_proof;
-        return Ok((
-            required.then_some(false),
-            "the switch reported no fall trace (campaign.require_cut_proof)".into(),
-        ));
-    };
-    let fall = crate::power::fall::analyze(&trace);
-    let proven = fall.proven(threshold);
-    let why = format!(
-        "rail {} fell only to {:.2} V, above {:.0}% of its nominal {:.2} V",
-        fall.channel,
-        fall.min_mv as f64 / 1e3,
-        threshold * 100.0,
-        fall.nominal_mv as f64 / 1e3
-    );
-    r.fall = Some(fall);
-    Ok((Some(proven), why))
 }
 
 /// Mixes the campaign seed with a cycle number: the SplitMix64 mix of

@@ -16,33 +16,32 @@
 //! port connects here when the VM starts and carries everything its guest sends, long
 //! before and long after one message (docs/campaign.md, "Behind QEMU's virtio-serial").
 
-use super::agent_proto::{AgentMsg, PreviousRun, Reply, RunOrder, serve};
+use super::agent_auth::AgentKey;
+use super::agent_proto::{Access, AgentMsg, PreviousRun, Reply, RunOrder};
 use super::config::Settings;
-use super::context::{Campaign, cut_proof, derive};
-use super::results::{CycleResult, ResultsError, ResultsFile};
+use super::context::{Campaign, derive};
+use super::host_listen::{ListenError, listen};
+use super::proof::cut_proof;
+use super::results::CycleResult;
+use super::results_file::{ResultsError, ResultsFile};
+use super::witness_backing::back;
 use crate::cycle::cut_delay;
 use crate::exit::error_chain;
-use crate::model::{Placement, Verdict};
+use crate::model::{Placement, RunLog, RunSelector, Verdict};
 use crate::power::{PowerError, PowerSwitch};
+use crate::record::RunId;
+use crate::wire::auth::KeyError;
+use crate::witness::client::fetch;
 use crate::witness::server::{Witness, WitnessError};
-use std::cell::Cell;
-use std::collections::BTreeMap;
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// Why the whole-host campaign could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    #[error("listening for the agent on {addr} (agent.listen): is another controller running?")]
-    Listen {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The listener's own address could not be read.
     #[error(transparent)]
-    Io(#[from] std::io::Error),
+    Listen(#[from] ListenError),
+    #[error("[agent] key_file")]
+    Key(#[source] KeyError),
     #[error("starting the campaign's witness on {bind}")]
     Witness {
         bind: String,
@@ -68,25 +67,6 @@ pub enum HostError {
 
 type Result<T, E = HostError> = std::result::Result<T, E>;
 
-type Incoming = (AgentMsg, Responder);
-
-/// How the campaign loop answers a message: the reply goes to the connection's thread,
-/// which writes it and says so. Waiting for that (briefly) keeps the last reply from
-/// being lost when the campaign then ends and the process exits.
-struct Responder {
-    reply: mpsc::Sender<Reply>,
-    written: mpsc::Receiver<()>,
-}
-
-impl Responder {
-    fn answer(self, r: Reply) {
-        const WRITTEN_WAIT: Duration = Duration::from_secs(5);
-        if self.reply.send(r).is_ok() {
-            let _ = self.written.recv_timeout(WRITTEN_WAIT);
-        }
-    }
-}
-
 /// The least time an agent connection may stay silent before it speaks: what every
 /// connection had before the limit followed the campaign's own timeouts.
 const MIN_AGENT_IDLE: Duration = Duration::from_secs(30);
@@ -97,106 +77,6 @@ const MIN_AGENT_IDLE: Duration = Duration::from_secs(30);
 /// has booted and verified; a real host connects per message and is not affected.
 pub fn agent_idle_limit(s: &Settings) -> Duration {
     (s.boot_timeout + s.wait_timeout).max(MIN_AGENT_IDLE)
-}
-
-/// Most agent connections held open at once. A real host has one at a time (a VM one
-/// per serial port); the cap keeps strangers that connect and stay silent, each allowed
-/// to for minutes, from piling up threads.
-const MAX_AGENT_CONNECTIONS: usize = 64;
-
-/// The open agent connections by accept order, so the oldest can be closed when a new
-/// one would pass [`MAX_AGENT_CONNECTIONS`] (the newest is the likeliest to be a host
-/// about to speak; a VM's port that loses its connection makes a new one).
-#[derive(Clone, Default)]
-struct Open(Arc<Mutex<BTreeMap<u64, TcpStream>>>);
-
-impl Open {
-    /// Registers `s` as connection `id`; returns the peer of the oldest one, closed to
-    /// make room, if any.
-    fn add(&self, id: u64, s: &TcpStream) -> Option<String> {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Ok(c) = s.try_clone() {
-            m.insert(id, c);
-        }
-        if m.len() <= MAX_AGENT_CONNECTIONS {
-            return None;
-        }
-        let (_, oldest) = m.pop_first()?;
-        let who = peer(&oldest);
-        // Its thread's read returns at once and the thread ends.
-        let _ = oldest.shutdown(Shutdown::Both);
-        Some(who)
-    }
-
-    fn remove(&self, id: u64) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
-    }
-}
-
-fn peer(s: &TcpStream) -> String {
-    s.peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_else(|_| "?".into())
-}
-
-/// Accepts agent connections, each on a thread of its own: message after message
-/// (one line each) is handed to the campaign loop, whose reply is written back, in
-/// order, until the agent closes. A connection that sends something else is dropped
-/// with a log line.
-fn listen(addr: &str, idle: Duration, quiet: bool) -> Result<(String, mpsc::Receiver<Incoming>)> {
-    let l = TcpListener::bind(addr).map_err(|source| HostError::Listen {
-        addr: addr.into(),
-        source,
-    })?;
-    let local = l.local_addr()?.to_string();
-    let (tx, rx) = mpsc::channel::<Incoming>();
-    let log = move |m: String| {
-        if !quiet {
-            eprintln!("plugpull campaign: {m}");
-        }
-    };
-    std::thread::spawn(move || {
-        let open = Open::default();
-        for (id, s) in (0u64..).zip(l.incoming().flatten()) {
-            if let Some(p) = open.add(id, &s) {
-                log(format!(
-                    "{MAX_AGENT_CONNECTIONS} agent connections are open: closing the oldest, from {p}"
-                ));
-            }
-            let (tx, open) = (tx.clone(), open.clone());
-            std::thread::spawn(move || {
-                let peer = peer(&s);
-                // Whom to tell that the reply in hand is written.
-                let waiting = Cell::new(None::<mpsc::Sender<()>>);
-                let served = serve(
-                    s,
-                    idle,
-                    |msg| {
-                        let (reply, rrx) = mpsc::channel();
-                        let (wtx, written) = mpsc::channel();
-                        tx.send((msg, Responder { reply, written })).ok()?;
-                        waiting.set(Some(wtx));
-                        // No reply: the campaign is over.
-                        rrx.recv().ok()
-                    },
-                    || {
-                        if let Some(w) = waiting.take() {
-                            let _ = w.send(());
-                        }
-                    },
-                );
-                open.remove(id);
-                if let Err(e) = &served.end {
-                    log(format!(
-                        "dropping an agent connection from {peer} after {} message(s): {}",
-                        served.messages,
-                        error_chain(e)
-                    ));
-                }
-            });
-        }
-    });
-    Ok((local, rx))
 }
 
 fn order(s: &Settings, seed: u64, cycle: u64) -> RunOrder {
@@ -215,6 +95,8 @@ fn order(s: &Settings, seed: u64, cycle: u64) -> RunOrder {
     }
 }
 
+/// The agent's report into `r`; its ack counts are then replaced by the witness's
+/// (`witness_backing::back`).
 fn fill(r: &mut CycleResult, p: Box<PreviousRun>) {
     let p = *p;
     r.run_id = p.run_id;
@@ -239,6 +121,8 @@ enum Phase {
         /// What the switch's trace of this cut proves (`cut_proof`), applied once the
         /// report is in: a cut not proven is never a PASS.
         proof: (Option<bool>, String),
+        /// The host the run was ordered to: only its report closes the cycle.
+        host: String,
     },
 }
 
@@ -246,7 +130,12 @@ enum Phase {
 /// does not come back.
 pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch) -> Result<()> {
     let s = c.settings;
-    let (agent_addr, rx) = listen(&s.file.agent.listen, agent_idle_limit(s), c.quiet)?;
+    let key = s.file.agent.key_file.as_deref().map(AgentKey::from_file);
+    let access = Access {
+        key: key.transpose().map_err(HostError::Key)?,
+        allow_unauthenticated: s.file.agent.allow_unauthenticated_agents,
+    };
+    let (agent_addr, rx) = listen(&s.file.agent.listen, agent_idle_limit(s), c.quiet, access)?;
     let (witness_addr, own_witness) = witness(s)?;
     let mut ctl = Controller {
         c,
@@ -256,6 +145,7 @@ pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch)
         agent_addr,
         witness_addr,
         phase: Phase::WaitRun,
+        ordered: None,
     };
     ctl.say(format!(
         "whole-host mode: agent reports to {}, witness at {}; the agent's config must name both",
@@ -267,19 +157,31 @@ pub fn run(c: &Campaign, results: &mut ResultsFile, power: &mut dyn PowerSwitch)
     let mut deadline = Instant::now() + s.boot_timeout + s.wait_timeout;
     while ctl.n <= c.cycles_wanted {
         let left = deadline.saturating_duration_since(Instant::now());
-        let Ok((msg, reply)) = rx.recv_timeout(left) else {
+        let Ok((msg, _origin, peer, reply)) = rx.recv_timeout(left) else {
             ctl.on_silence()?;
             break;
         };
         match msg {
             AgentMsg::Boot { host, previous } => {
-                let answer = ctl.on_boot(&host, previous)?;
+                let answer = ctl.on_boot(&host, previous, &peer)?;
+                if !matches!(answer, Reply::Refused { .. }) {
+                    deadline = Instant::now() + s.wait_timeout;
+                }
                 reply.answer(answer);
-                deadline = Instant::now() + s.wait_timeout;
             }
-            AgentMsg::Acking { cycle, run_id, .. } => {
+            AgentMsg::Acking {
+                host,
+                cycle,
+                run_id,
+                ..
+            } => {
+                if let Some(why) = ctl.refuse_acking(&host, &run_id, &peer) {
+                    reply.answer(Reply::Refused { why });
+                    continue;
+                }
+                // Answered first: the cut that follows takes a while.
                 reply.answer(Reply::Ok);
-                if ctl.on_acking(cycle, run_id)? {
+                if ctl.on_acking(&host, cycle, run_id)? {
                     deadline = Instant::now() + s.boot_timeout;
                 }
             }
@@ -317,6 +219,8 @@ struct Controller<'a, 'c> {
     /// The cycle being run (1-based).
     n: u64,
     phase: Phase,
+    /// The host the last run order went to (its boot report came first).
+    ordered: Option<String>,
 }
 
 impl Controller<'_, '_> {
@@ -360,22 +264,42 @@ impl Controller<'_, '_> {
     }
 
     /// The agent booted, with the verification of its previous run if it had one: record
-    /// the cycle it closes, and answer with the next run or "stop".
-    fn on_boot(&mut self, host: &str, previous: Option<Box<PreviousRun>>) -> Result<Reply> {
+    /// the cycle it closes, and answer with the next run or "stop". A report is bound to
+    /// the host and run it was started for: one from another host, or for a run the
+    /// controller did not start on that host, is refused and logged, never recorded.
+    fn on_boot(
+        &mut self,
+        host: &str,
+        previous: Option<Box<PreviousRun>>,
+        peer: &str,
+    ) -> Result<Reply> {
         let n = self.n;
+        if let Phase::WaitReport { r, host: h, .. } = &self.phase {
+            if h != host {
+                let why = format!(
+                    "a boot report from host {host:?} while cycle {n}'s run {} was started on host {h:?}",
+                    r.run_id
+                );
+                return Ok(self.refuse("boot report", peer, why));
+            }
+        }
         let pending = match std::mem::replace(&mut self.phase, Phase::WaitRun) {
             Phase::WaitReport {
                 r,
                 t0,
                 on_at,
                 proof,
+                ..
             } => Some((r, t0, on_at, proof)),
             Phase::WaitRun => None,
         };
         match (pending, previous) {
             (Some((mut r, t0, on_at, proof)), Some(p)) if p.run_id == r.run_id => {
                 r.reattach_ms = Some(on_at.elapsed().as_secs_f64() * 1e3);
+                let claimed = p.acked_records;
                 fill(&mut r, p);
+                let log = self.witness_log(&r.run_id);
+                back(&mut r, claimed, host, log.as_ref().map_err(Clone::clone));
                 r.apply_cut_proof(proof.0, &proof.1);
                 r.cycle_ms = t0.elapsed().as_secs_f64() * 1e3;
                 self.record(*r)?;
@@ -393,10 +317,29 @@ impl Controller<'_, '_> {
             (None, Some(p))
                 if p.cycle == n && !self.results.cycles.iter().any(|x| x.run_id == p.run_id) =>
             {
-                // The controller was restarted between the cut and this report.
+                // The controller was restarted between the cut and this report: the
+                // witness's log says which host started the run.
+                let log = self.witness_log(&p.run_id);
+                match &log {
+                    Ok(l) if l.descriptor.host == host => {}
+                    _ => {
+                        let why = format!(
+                            "a report on run {} that this controller did not start on host {host:?}: {}",
+                            p.run_id,
+                            match &log {
+                                Ok(l) =>
+                                    format!("the witness's log names host {:?}", l.descriptor.host),
+                                Err(e) => e.clone(),
+                            }
+                        );
+                        return Ok(self.refuse("boot report", peer, why));
+                    }
+                }
                 let mut r = CycleResult::empty(n, derive(self.c.seed, n));
                 r.writer_stopped = "unknown: the controller was restarted during this cycle".into();
+                let claimed = p.acked_records;
                 fill(&mut r, p);
+                back(&mut r, claimed, host, log.as_ref().map_err(Clone::clone));
                 self.record(r)?;
             }
             (None, Some(p)) => self.say(format!(
@@ -411,8 +354,40 @@ impl Controller<'_, '_> {
                 why: format!("the campaign's {wanted} cycle(s) are done"),
             }
         } else {
+            self.ordered = Some(host.to_string());
             Reply::Next(order(self.c.settings, self.c.seed, self.n))
         })
+    }
+
+    /// Logs a refused message and says why to its sender.
+    fn refuse(&self, what: &str, peer: &str, why: String) -> Reply {
+        // Logged even with --quiet: a refusal is someone trying what they may not.
+        eprintln!("plugpull campaign: refused a {what} from {peer}: {why}");
+        Reply::Refused { why }
+    }
+
+    /// The controller's witness's log of `run_id`, or why there is none.
+    fn witness_log(&self, run_id: &str) -> Result<RunLog, String> {
+        let run = RunId::parse(run_id).ok_or_else(|| format!("{run_id:?} is no run id"))?;
+        fetch(&self.witness_addr, &RunSelector::Run(run)).map_err(|e| error_chain(&e))
+    }
+
+    /// An ack report is taken only from the host the current run was ordered to.
+    fn refuse_acking(&self, host: &str, run_id: &str, peer: &str) -> Option<String> {
+        let why = match &self.ordered {
+            Some(h) if h == host => return None,
+            Some(h) => format!(
+                "an ack report for run {run_id} from host {host:?}; cycle {}'s run was ordered to host {h:?}",
+                self.n
+            ),
+            None => format!(
+                "an ack report for run {run_id} from host {host:?}; this controller ordered no run yet (the agent reports its boot first)"
+            ),
+        };
+        match self.refuse("ack report", peer, why) {
+            Reply::Refused { why } => Some(why),
+            _ => None,
+        }
     }
 
     /// Appends the result of cycle `n` and moves on to the next.
@@ -425,7 +400,7 @@ impl Controller<'_, '_> {
 
     /// The agent's run acks: cut the power under it. Returns whether a cut was made (the
     /// boot report is then due).
-    fn on_acking(&mut self, cycle: u64, run_id: String) -> Result<bool> {
+    fn on_acking(&mut self, host: &str, cycle: u64, run_id: String) -> Result<bool> {
         let n = self.n;
         if !matches!(self.phase, Phase::WaitRun) {
             self.say(format!(
@@ -456,6 +431,7 @@ impl Controller<'_, '_> {
             t0,
             on_at: Instant::now(),
             proof,
+            host: host.into(),
         };
         Ok(true)
     }

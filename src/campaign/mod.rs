@@ -8,7 +8,8 @@
 //! - [`config`]: the TOML campaign file;
 //! - [`context`]: what every cycle shares (settings, seeds), for this loop and `host`;
 //! - [`target`]: the simulated drive or a real drive found by serial, reattach hooks;
-//! - [`results`]: the results file (also the resume state) and the summary;
+//! - [`results`], [`results_file`]: the results file (also the resume state), how it is
+//!   opened and appended to, and the summary;
 //! - [`stats`]: the exact 95% upper bound on the failure rate;
 //! - [`host`], [`agent`], [`agent_proto`]: whole-host mode (the controller, `plugpull
 //!   agent` on the host under test, and the messages between them).
@@ -16,18 +17,23 @@
 //! docs/campaign.md is the user's guide.
 
 pub mod agent;
+pub mod agent_auth;
 pub mod agent_proto;
 pub mod config;
 pub mod context;
 pub mod host;
+pub mod host_listen;
+pub mod proof;
 pub mod results;
+pub mod results_file;
 pub mod stats;
 pub mod target;
+pub mod witness_backing;
 
 use crate::cycle::{AfterCut, NoAcks, cut_delay, judge, wait_for_acks, write_until_cut};
 use crate::exit::error_chain;
 use crate::model::{RunSelector, Verdict};
-use crate::power::{PowerError, PowerSwitch, SwitchTiming};
+use crate::power::{PowerError, PowerSwitch};
 use crate::record::RunId;
 use crate::sim::{Profile, ProfileError, SimDrive};
 use crate::units::UnitError;
@@ -38,9 +44,11 @@ use crate::write::engine::Progress;
 use crate::write::plan::{Plan, PlanError};
 use crate::write::run_descriptor;
 use config::{ConfigError, Settings};
-use context::{Campaign, check_ramp, cut_proof, derive};
+use context::{Campaign, check_ramp, derive};
 use host::HostError;
-use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, ResultsError, ResultsFile, Summary};
+use proof::CutEvidence;
+use results::{CycleResult, HEADER_FORMAT, Header, LastAcked, Summary};
+use results_file::{ResultsError, ResultsFile};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -127,7 +135,7 @@ pub fn run(o: CampaignOptions) -> Result<Summary> {
         settings.results = r.clone();
     }
     if o.summary_only {
-        let (_, cycles, _) = results::read(&settings.results)?;
+        let (_, cycles, _) = results_file::read(&settings.results)?;
         return print_summary(results::summarize(&cycles), o.json);
     }
     let cycles_wanted = o.cycles.unwrap_or(settings.file.campaign.cycles);
@@ -350,26 +358,37 @@ fn cycle_inner(
         r.fall_time_ms = Some(fall.as_secs_f64() * 1e3);
     }
     let (cut, progress) = write_until_cut(dev.as_ref(), &plan, &sender, |progress| {
-        let cut = (|| -> Result<(SwitchTiming, f64), CycleError> {
+        let cut = (|| -> Result<_, CycleError> {
             wait_for_acks(progress, s.file.campaign.min_acks, Some(s.wait_timeout))?;
             let d0 = Instant::now();
             std::thread::sleep(delay);
+            let failed_before = progress.failure().is_some();
             let stamp = power.off()?;
-            Ok((stamp, d0.elapsed().as_secs_f64() * 1e3))
+            let off_start = Instant::now();
+            let delay_ms = d0.elapsed().as_secs_f64() * 1e3;
+            // The writer goes on until it fails or the off time (at least VANISH_WAIT)
+            // passes: whether it saw the drive go is part of the proof of the cut.
+            let lost =
+                proof::writer_lost_drive(progress, failed_before, s.off.max(proof::VANISH_WAIT));
+            Ok((stamp, delay_ms, off_start, lost))
         })();
-        // The writer notices the cut by itself (I/O errors); stop it in every case.
         (cut, AfterCut::StopWriter)
     });
     let stats = sender.finish(s.wait_timeout);
-    let (cut_stamp, delay_ms) = cut?;
-    let off_start = Instant::now();
+    let (cut_stamp, delay_ms, off_start, writer_lost_drive) = cut?;
     r.cut = Some(cut_stamp);
     r.delay_ms = delay_ms;
     note_writer(r, &progress, stats.ok());
+    let mut evidence = CutEvidence {
+        writer_lost_drive,
+        ..Default::default()
+    };
+    // Asked before the drive is dropped or powered: what the switch says of this cut.
+    evidence.switch_on = proof::switch_on(power);
     drop(dev);
     target.after_cut();
     std::thread::sleep(s.off.saturating_sub(off_start.elapsed()));
-    let proof = cut_proof(r, s, power)?;
+    evidence.rail = proof::rail(r, s, power)?;
     let on = power.on()?;
     r.off_ms = on.issued_ns.saturating_sub(cut_stamp.issued_ns) as f64 / 1e6;
     r.restore = Some(on);
@@ -384,8 +403,9 @@ fn cycle_inner(
         (Some(b), Some(a)) => Some(a as i64 - b as i64),
         _ => None,
     };
+    evidence.unsafe_shutdowns_delta = r.unsafe_shutdowns_delta;
     r.report = report.to_summary();
-    r.apply_cut_proof(proof.0, &proof.1);
+    evidence.apply(r);
     Ok(())
 }
 

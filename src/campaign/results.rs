@@ -1,10 +1,5 @@
-//! The results file: one JSON header line, then one JSON line per finished cycle, each
-//! fsync'd before the next cycle starts.
-//!
-//! Why the file is the campaign's only state: a controller killed at any moment loses at
-//! most the cycle in progress (never a finished one), and restarting it with the same
-//! config resumes after the last complete line. A torn last line (killed mid-write) is cut
-//! off on resume.
+//! What the results file holds: one JSON header line, then one JSON line per finished
+//! cycle (`results_file` opens, reads and appends it), and the summary of its cycles.
 
 use super::stats::{clopper_pearson_upper, quantile};
 use crate::model::{ReportSummary, Verdict};
@@ -12,9 +7,6 @@ use crate::power::SwitchTiming;
 use crate::power::fall::Fall;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
 
 pub const HEADER_FORMAT: &str = "plugpull-campaign/1";
 pub const CYCLE_FORMAT: &str = "plugpull-campaign-cycle/1";
@@ -76,14 +68,24 @@ pub struct CycleResult {
     /// The rail's fall as the switch sampled it (firmware version 2, recorded traces).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fall: Option<Fall>,
-    /// Whether the rail fell to `campaign.cut_proof_threshold` of nominal; `None` where
-    /// the switch samples no rail (and no proof is required). When false, `verdict` is
+    /// Whether the cut is proven: in a drive-only campaign by the evidence in
+    /// `cut_evidence`, in whole-host mode by the rail falling to
+    /// `campaign.cut_proof_threshold` of nominal (`None` there where the switch samples
+    /// no rail and no proof is required). When false, `verdict` is
     /// never PASS: it is INCONCLUSIVE and `verify_verdict` keeps what verify said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cut_proven: Option<bool>,
     /// Verify's own verdict of a cycle whose cut was not proven.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_verdict: Option<Verdict>,
+    /// What proved a drive-only cut (`proof.rs`): `rail-fell`, `writer-lost-drive`,
+    /// `switch-reports-off`, `unsafe-shutdown-counter-rose`. Empty when not proven.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cut_evidence: Vec<String>,
+    /// Whole-host mode: the verdict the agent reported when the controller's witness
+    /// could not back it (`witness_backing.rs`); `verdict` is then ERROR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_verdict: Option<Verdict>,
 }
 
 /// The status of one cycle: its verdict, except that a cut not proven is its own.
@@ -115,6 +117,8 @@ impl CycleResult {
             fall: None,
             cut_proven: None,
             verify_verdict: None,
+            cut_evidence: vec![],
+            agent_verdict: None,
         }
     }
 
@@ -152,159 +156,6 @@ impl CycleResult {
             );
         }
     }
-}
-
-/// Why the results file could not be opened, read or appended to.
-#[derive(Debug, thiserror::Error)]
-pub enum ResultsError {
-    /// `what` says which step: "creating DIR", "reading PATH", "writing to PATH", ...
-    #[error("{what}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Sync(std::io::Error),
-    #[error(transparent)]
-    Encode(#[from] serde_json::Error),
-    #[error("{} is not a plugpull campaign results file", path.display())]
-    NotResults {
-        path: PathBuf,
-        #[source]
-        source: serde_json::Error,
-    },
-    #[error("{} has no header line", path.display())]
-    NoHeader { path: PathBuf },
-    #[error(
-        "{} belongs to a campaign with a different configuration: restore the original config to resume it, or choose a new campaign.results file",
-        path.display()
-    )]
-    OtherConfig { path: PathBuf },
-}
-
-type Result<T, E = ResultsError> = std::result::Result<T, E>;
-
-/// Wraps an I/O error with the step that failed.
-fn step(what: impl FnOnce() -> String) -> impl FnOnce(std::io::Error) -> ResultsError {
-    move |source| ResultsError::Io {
-        what: what(),
-        source,
-    }
-}
-
-/// The open results file.
-pub struct ResultsFile {
-    pub path: PathBuf,
-    file: File,
-    pub header: Header,
-    pub cycles: Vec<CycleResult>,
-}
-
-impl ResultsFile {
-    /// Opens `path`, creating it with `header` if new; on resume checks the config is the
-    /// same and cuts off a torn last line.
-    pub fn open_or_create(path: &Path, header: Header) -> Result<ResultsFile> {
-        if let Some(dir) = path.parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir)
-                    .map_err(step(|| format!("creating {}", dir.display())))?;
-            }
-        }
-        let exists = path.metadata().map(|m| m.len() > 0).unwrap_or(false);
-        if !exists {
-            let mut file = OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(path)
-                .map_err(step(|| {
-                    format!("creating the results file {}", path.display())
-                }))?;
-            writeln!(file, "{}", serde_json::to_string(&header)?).map_err(ResultsError::Sync)?;
-            file.sync_all().map_err(ResultsError::Sync)?;
-            sync_dir(path);
-            return Ok(ResultsFile {
-                path: path.into(),
-                file,
-                header,
-                cycles: vec![],
-            });
-        }
-        let (old, cycles, good_len) = read(path)?;
-        if old.config != header.config {
-            return Err(ResultsError::OtherConfig { path: path.into() });
-        }
-        let mut file = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(step(|| format!("opening {}", path.display())))?;
-        file.set_len(good_len)
-            .and_then(|()| file.seek(SeekFrom::End(0)))
-            .and_then(|_| file.sync_all())
-            .map_err(ResultsError::Sync)?;
-        Ok(ResultsFile {
-            path: path.into(),
-            file,
-            header: old,
-            cycles,
-        })
-    }
-
-    /// Appends one cycle's result durably.
-    pub fn append(&mut self, r: CycleResult) -> Result<()> {
-        let line = serde_json::to_string(&r)? + "\n";
-        self.file
-            .write_all(line.as_bytes())
-            .and_then(|()| self.file.sync_data())
-            .map_err(step(|| format!("writing to {}", self.path.display())))?;
-        self.cycles.push(r);
-        Ok(())
-    }
-}
-
-fn sync_dir(path: &Path) {
-    if let Some(d) = path.parent() {
-        let d = if d.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            d
-        };
-        if let Ok(f) = File::open(d) {
-            let _ = f.sync_all();
-        }
-    }
-}
-
-/// Reads a results file: header, complete cycles, and the byte length up to the last
-/// complete line.
-pub fn read(path: &Path) -> Result<(Header, Vec<CycleResult>, u64)> {
-    let data = std::fs::read(path).map_err(step(|| format!("reading {}", path.display())))?;
-    let mut pos = 0usize;
-    let mut header = None;
-    let mut cycles = vec![];
-    let mut good = 0u64;
-    while let Some(nl) = data[pos..].iter().position(|&b| b == b'\n') {
-        let line = &data[pos..pos + nl];
-        if header.is_none() {
-            let h: Header =
-                serde_json::from_slice(line).map_err(|source| ResultsError::NotResults {
-                    path: path.into(),
-                    source,
-                })?;
-            header = Some(h);
-        } else {
-            match serde_json::from_slice::<CycleResult>(line) {
-                Ok(c) => cycles.push(c),
-                // Only a torn tail can be unparseable; anything after it is dropped too.
-                Err(_) => break,
-            }
-        }
-        pos += nl + 1;
-        good = pos as u64;
-    }
-    let header = header.ok_or_else(|| ResultsError::NoHeader { path: path.into() })?;
-    Ok((header, cycles, good))
 }
 
 /// What a campaign found so far.

@@ -79,6 +79,13 @@ impl Key {
         *blake3::keyed_hash(&mark_key, data).as_bytes()
     }
 
+    /// A key for another protocol that shares this key file (the campaign's agent
+    /// protocol), derived under that protocol's own context string: a MAC under it is
+    /// never valid on a witness connection, nor the other way round.
+    pub fn derive_subkey(&self, context: &str) -> [u8; 32] {
+        blake3::derive_key(context, &self.0)
+    }
+
     /// The session key of one connection.
     fn session_key(&self, client: &[u8; NONCE_BYTES], witness: &[u8; NONCE_BYTES]) -> [u8; 32] {
         let mut h = blake3::Hasher::new_keyed(&self.0);

@@ -7,6 +7,7 @@ use std::net::TcpListener;
 #[test]
 fn messages_round_trip_with_their_tags() {
     let m = AgentMsg::Acking {
+        host: "h".into(),
         cycle: 3,
         run_id: "ab".into(),
         acked: 7,
@@ -56,10 +57,16 @@ fn served(idle: Duration) -> (TcpStream, std::thread::JoinHandle<Served>) {
     let (s, _) = l.accept().unwrap();
     let t = std::thread::spawn(move || {
         let mut n = 0;
+        let open = Access {
+            key: None,
+            allow_unauthenticated: true,
+        };
         serve(
             s,
             idle,
-            move |m| {
+            &open,
+            0,
+            move |m, _| {
                 n += 1;
                 Some(match m {
                     AgentMsg::Boot { .. } => Reply::Stop {
@@ -204,6 +211,7 @@ fn controller(conns: Vec<fn(&mut TcpStream)>) -> String {
 
 fn acking() -> AgentMsg {
     AgentMsg::Acking {
+        host: "h".into(),
         cycle: 1,
         run_id: "ab".into(),
         acked: 1,
@@ -220,16 +228,16 @@ fn a_request_cut_mid_reply_fails_promptly_and_the_retry_succeeds() {
         |s| write_line(s, &Reply::Ok).unwrap(),
     ]);
     let t0 = Instant::now();
-    let e = request(&addr, &acking(), Duration::from_secs(5)).unwrap_err();
+    let e = request(&addr, &acking(), Duration::from_secs(5), None).unwrap_err();
     assert!(matches!(e, ProtoError::Truncated { .. }), "{e:?}");
-    let e = request(&addr, &acking(), Duration::from_millis(500)).unwrap_err();
+    let e = request(&addr, &acking(), Duration::from_millis(500), None).unwrap_err();
     assert!(matches!(e, ProtoError::Silent { .. }), "{e:?}");
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
     let r = retrying(
         Duration::from_secs(10),
         Duration::from_millis(50),
         |_| {},
-        || request(&addr, &acking(), Duration::from_secs(5)),
+        || request(&addr, &acking(), Duration::from_secs(5), None),
     );
     assert!(matches!(r, Ok(Reply::Ok)), "{r:?}");
 }
@@ -268,4 +276,51 @@ fn retrying_gives_up_with_the_last_error_after_the_wait() {
     assert!(t0.elapsed() >= Duration::from_millis(200));
     assert_eq!(r.unwrap_err().to_string(), format!("try {n}"));
     assert!(n > 2);
+}
+
+/// A keyed agent and controller talk; a wrong key, an unsealed message and a replayed
+/// sealed line are each refused.
+#[test]
+fn keyed_requests_are_answered_and_wrong_keys_refused() {
+    use crate::campaign::agent_auth::AgentKey;
+    use crate::wire::auth::Key;
+    let key = |s: &str| AgentKey::from_key(&Key::from_secret(s.as_bytes()).unwrap());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let t = std::thread::spawn(move || {
+        let access = Access {
+            key: Some(key("0123456789abcdef0123")),
+            allow_unauthenticated: false,
+        };
+        (0..3)
+            .map(|i| {
+                let (s, _) = l.accept().unwrap();
+                serve(
+                    s,
+                    Duration::from_secs(5),
+                    &access,
+                    i,
+                    |_, o| {
+                        assert!(o.keyed);
+                        Some(Reply::Ok)
+                    },
+                    || {},
+                )
+            })
+            .collect::<Vec<_>>()
+    });
+    let good = key("0123456789abcdef0123");
+    assert!(matches!(
+        request(&addr, &acking(), Duration::from_secs(5), Some(&good)).unwrap(),
+        Reply::Ok
+    ));
+    let bad = key("another key of 20 b");
+    assert!(request(&addr, &acking(), Duration::from_secs(5), Some(&bad)).is_err());
+    assert!(request(&addr, &acking(), Duration::from_secs(5), None).is_err());
+    let served = t.join().unwrap();
+    assert!(served[0].end.is_ok());
+    let e = served[1].end.as_ref().unwrap_err().to_string();
+    assert!(e.contains("MAC check failed"), "{e}");
+    let e = served[2].end.as_ref().unwrap_err().to_string();
+    assert!(e.contains("without a key"), "{e}");
 }

@@ -3,6 +3,8 @@
 //! options.
 
 use super::*;
+use crate::campaign::host_listen::MAX_AGENT_CONNECTIONS;
+use std::net::TcpStream;
 
 fn settings(agent: &str) -> Settings {
     let text = format!(
@@ -47,7 +49,7 @@ fn the_built_in_witness_takes_the_handshake_timeout() {
 #[test]
 fn the_oldest_agent_connection_makes_room_past_the_cap() {
     use std::io::{Read, Write};
-    let (addr, rx) = listen("127.0.0.1:0", Duration::from_secs(60), true).unwrap();
+    let (addr, rx) = listen("127.0.0.1:0", Duration::from_secs(60), true, open_access()).unwrap();
     let mut idle: Vec<TcpStream> = (0..MAX_AGENT_CONNECTIONS)
         .map(|_| TcpStream::connect(&addr).unwrap())
         .collect();
@@ -65,7 +67,7 @@ fn the_oldest_agent_connection_makes_room_past_the_cap() {
         .unwrap();
     assert!(idle[1].read(&mut [0u8; 8]).is_err(), "the others stay open");
     let replier = std::thread::spawn(move || {
-        let (_, reply) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let (_, _, _, reply) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         reply.answer(Reply::Ok);
     });
     let mut boot = Vec::new();
@@ -90,7 +92,7 @@ fn the_oldest_agent_connection_makes_room_past_the_cap() {
 #[test]
 fn a_reply_is_written_when_answer_returns() {
     use std::io::{Read, Write};
-    let (addr, rx) = listen("127.0.0.1:0", Duration::from_secs(60), true).unwrap();
+    let (addr, rx) = listen("127.0.0.1:0", Duration::from_secs(60), true, open_access()).unwrap();
     let mut c = TcpStream::connect(&addr).unwrap();
     let mut boot = Vec::new();
     crate::campaign::agent_proto::write_line(
@@ -103,7 +105,7 @@ fn a_reply_is_written_when_answer_returns() {
     .unwrap();
     for _ in 0..20 {
         c.write_all(&boot).unwrap();
-        let (_, reply) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let (_, _, _, reply) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
         reply.answer(Reply::Stop { why: "done".into() });
         c.set_nonblocking(true).unwrap();
         let mut got = [0u8; 256];
@@ -111,4 +113,25 @@ fn a_reply_is_written_when_answer_returns() {
         assert!(got[..n].ends_with(b"\n"), "{:?}", &got[..n]);
         c.set_nonblocking(false).unwrap();
     }
+}
+
+/// Agents without a key, as the listener tests speak (loopback only).
+fn open_access() -> Access {
+    Access {
+        key: None,
+        allow_unauthenticated: true,
+    }
+}
+
+/// Without a key, agents are taken only when allowed, and that only on loopback.
+#[test]
+fn unkeyed_agents_need_permission_and_a_loopback_address() {
+    let no = Access {
+        key: None,
+        allow_unauthenticated: false,
+    };
+    let e = listen("127.0.0.1:0", Duration::from_secs(1), true, no).unwrap_err();
+    assert!(e.to_string().contains("key_file is not set"), "{e}");
+    let e = listen("0.0.0.0:0", Duration::from_secs(1), true, open_access()).unwrap_err();
+    assert!(e.to_string().contains("loopback"), "{e}");
 }
