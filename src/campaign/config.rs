@@ -353,6 +353,8 @@ impl Settings {
             base.join(&c.results)
         };
         let off = dur(&c.off, "campaign.off")?;
+        crate::power::switch::check_off("campaign.off", off)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         let wait_timeout = dur(&c.wait_timeout, "campaign.wait_timeout")?;
         let mut file = file;
         if let Some(k) = file.agent.key_file.as_mut().filter(|k| k.is_relative()) {

@@ -2,6 +2,7 @@
 //! printed for people.
 
 use crate::device::identity::DeviceIdentity;
+use crate::model::peer_text::shown;
 use crate::model::{
     ClassCounts, LossWindow, RecordClass, ReportSummary, RunDescriptor, Verdict, WitnessEvent,
 };
@@ -301,8 +302,8 @@ impl Report {
             *o += &format!(
                 "run {} started {} on {} ({}, {} records, {} stream(s), {})\n",
                 r.run_id,
-                r.started_at,
-                r.host,
+                shown(&r.started_at),
+                shown(&r.host),
                 s.flush.name(),
                 if s.record_bytes_min == s.record_bytes_max {
                     fmt_bytes(s.record_bytes_min)
@@ -360,7 +361,7 @@ impl Report {
                 (false, true) => "no power cut during writing (--rehearsal)",
                 (false, false) => "no evidence of a power cut during writing",
             };
-            *o += &format!("writer: {}: {evidence}\n", w.end.describe());
+            *o += &format!("writer: {}: {evidence}\n", shown(&w.end.describe()));
         }
         if !self.superseded_by_runs.is_empty() {
             *o += &format!(

@@ -213,7 +213,7 @@ pub fn fetch_to_file(a: FetchOptions) -> ClientResult<()> {
     let got = fetch_into_file(&a.witness, &sel, key.as_ref(), &a.output)?;
     let damage = checker::damage_in(&got.events);
     for d in &damage {
-        eprintln!("warning: {d}");
+        eprintln!("warning: {}", crate::model::peer_text::shown(d));
     }
     if a.json {
         let out = serde_json::json!({
