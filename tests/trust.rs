@@ -304,3 +304,80 @@ fn a_stopped_writer_is_no_cut_and_a_vanished_one_is() {
         assert_eq!(v.code, code, "{signal}: {v:?}");
     }
 }
+
+/// The same prefix of a log without the witness's word that the writer was connected (a
+/// copy taken from the witness directory, an older witness): the medium shows records
+/// of the run far past the last ack, more than the writer could have had unacknowledged
+/// (`--max-unconfirmed 64`), so the log cannot be complete either.
+#[test]
+fn a_log_the_medium_outruns_is_inconclusive() {
+    let d = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let t = d.path().join("target.img");
+    let mut writer = Command::new(bin())
+        .args([
+            "write",
+            t.to_str().unwrap(),
+            "--witness",
+            &w.addr,
+            "--size",
+            "4M",
+        ])
+        .args(["--max-unconfirmed", "64", "--duration", "60s", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_durable_acks(&w, 2000, &mut writer);
+    let run_id = std::fs::read_dir(&w.dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .find_map(|e| {
+            e.file_name()
+                .into_string()
+                .ok()?
+                .strip_suffix(".acklog")
+                .map(String::from)
+        })
+        .unwrap();
+    let early = d.path().join("early.acklog");
+    fetch_to(&w.addr, &run_id, &early);
+    let mut log = plugpull::witness::store::reader::read_log_file(&early).unwrap();
+    wait_for_durable_acks(&w, log.acks.len() as u64 + 1500, &mut writer);
+    writer.kill().unwrap();
+    writer.wait().unwrap();
+    log.events
+        .retain(|e| e.kind != plugpull::model::WRITER_CONNECTED_EVENT);
+    let bare = d.path().join("bare.acklog");
+    plugpull::witness::store::export::write_log_file(&bare, &log).unwrap();
+    let v = run([
+        "verify",
+        t.to_str().unwrap(),
+        "--acks",
+        bare.to_str().unwrap(),
+        "--rehearsal",
+        "--json",
+    ]);
+    let j = v.json();
+    assert_eq!(v.code, 3, "{v:?}");
+    assert_eq!(j["verdict"], "INCONCLUSIVE");
+    assert_eq!(j["ack_log"]["whole"], false);
+    let why = j["ack_log"]["wholeness"].as_str().unwrap();
+    assert!(
+        why.contains("past the stream's last acknowledged record"),
+        "{why}"
+    );
+
+    // The whole log of the same run, after the kill, is complete: no such evidence.
+    let whole = d.path().join("whole.acklog");
+    fetch_to(&w.addr, &run_id, &whole);
+    let v = run([
+        "verify",
+        t.to_str().unwrap(),
+        "--acks",
+        whole.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(v.code, 0, "{v:?}");
+    assert_eq!(v.json()["writer_end"]["how"], "vanished");
+}

@@ -79,6 +79,7 @@ fn descriptor(run: RunId) -> RunDescriptor {
             flush: FlushMethod::Fdatasync,
             direct: true,
             seed: 1,
+            max_records_unacked: None,
         },
         command: vec![],
         tree: None,

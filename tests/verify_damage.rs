@@ -52,6 +52,7 @@ fn descriptor(p: &Plan) -> RunDescriptor {
             flush: FlushMethod::Fdatasync,
             direct: true,
             seed: p.seed,
+            max_records_unacked: None,
         },
         command: vec![],
         tree: None,

@@ -179,6 +179,7 @@ impl Fixture {
                     flush: FlushMethod::Fdatasync,
                     direct: true,
                     seed: 1,
+                    max_records_unacked: None,
                 },
                 command: vec![],
                 tree: None,

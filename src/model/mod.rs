@@ -76,6 +76,13 @@ pub struct WriterSettings {
     pub flush: FlushMethod,
     pub direct: bool,
     pub seed: u64,
+    /// The most records one stream can have written past the last ack the witness
+    /// holds when its power is cut (those in flight, `--batch`, plus those not yet
+    /// confirmed, `--max-unconfirmed`): more on the medium prove the ack log was taken
+    /// before the writer stopped (`verify::beyond`). Absent from older writers' and
+    /// library callers' descriptors: then nothing is concluded from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_records_unacked: Option<u64>,
 }
 
 /// Everything the witness keeps about a run besides its acks; sent in the handshake and

@@ -98,6 +98,7 @@ pub fn tree_descriptor(run: RunId, dir: &Path, p: &TreePlan, flush: TreeFlush) -
             },
             direct: false,
             seed: p.seed,
+            max_records_unacked: None,
         },
         command: std::env::args().collect(),
         tree: Some(TreeSettings {

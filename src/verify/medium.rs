@@ -37,7 +37,7 @@ pub struct Sample {
 /// Reads the sectors at `points` (sector-aligned byte offsets) and folds every sector
 /// into `visit`, which returns true to stop. A read error or end of device ends the
 /// sample: what was read so far stands.
-fn read_points(
+pub(super) fn read_points(
     dev: &dyn Device,
     points: &BTreeSet<u64>,
     mut visit: impl FnMut(&[u8]) -> bool,
@@ -69,7 +69,7 @@ fn read_points(
 }
 
 /// `count` sector-aligned points spread evenly over [start, end).
-fn spread(start: u64, end: u64, count: u64) -> impl Iterator<Item = u64> {
+pub(super) fn spread(start: u64, end: u64, count: u64) -> impl Iterator<Item = u64> {
     let step = (end.saturating_sub(start) / count.max(1)).max(SECTOR as u64);
     (0..count)
         .map(move |i| start + i * step)

@@ -6,6 +6,7 @@
 //! that were legitimately overwritten later (a ring that wrapped, an unacknowledged write
 //! that survived) are "superseded", never failures: no false alarms on an honest drive.
 
+pub mod beyond;
 pub mod classify;
 pub mod distribution;
 pub mod evidence;
@@ -125,6 +126,15 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
         gone_target(o, &log)?
     };
     report.note_log_wholeness(source, wholeness.whole, wholeness.how);
+    if let Ok(dev) = FileDevice::open_read(&o.target) {
+        let mut last = beyond::LastPerStream::default();
+        last.add(&log.acks);
+        report.note_log_cannot_be_complete(beyond::log_cannot_be_complete(
+            &dev,
+            &log.descriptor,
+            &last,
+        ));
+    }
     report.note_writer_end(&log.events, o.rehearsal);
     print_report(o, &report)?;
     tell_the_witness(o, &log, &report);
@@ -282,9 +292,13 @@ fn run_streamed(
         return Ok(None);
     };
     let dev: Arc<dyn Device> = Arc::new(dev);
-    let passes = scale::FilePasses {
+    let file_passes = scale::FilePasses {
         path,
         key: key.as_ref(),
+        last: Default::default(),
+    };
+    let passes = LastOfEachStream {
+        inner: &file_passes,
         last: Default::default(),
     };
     let judge = |run: scan::ScanRun| {
@@ -306,7 +320,7 @@ fn run_streamed(
     // just made: stamps of theirs make records of this run look stale, so the rare
     // report with stale records is judged again knowing them.
     let later = {
-        let last = passes.last.borrow();
+        let last = file_passes.last.borrow();
         let (log, _) = last.as_ref().expect("verify read the log");
         evidence::runs_after_the_end(&log.events)
     };
@@ -321,7 +335,7 @@ fn run_streamed(
         report = judge(scan::ScanRun::with_later_runs(&d, &later))?;
         report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
     }
-    let (log, wholeness) = passes.last.into_inner().expect("verify read the log");
+    let (log, wholeness) = file_passes.last.take().expect("verify read the log");
     report.note_log_damage(crate::witness::store::checker::damage_details(&log));
     report.target = o.target.display().to_string();
     report.device = Some(device);
@@ -335,9 +349,33 @@ fn run_streamed(
             report.note_log_wholeness(path.display().to_string(), wholeness.whole, wholeness.how)
         }
     }
+    report.note_log_cannot_be_complete(beyond::log_cannot_be_complete(
+        dev.as_ref(),
+        &d,
+        &passes.last.borrow(),
+    ));
     report.note_writer_end(&log.events, o.rehearsal);
     print_report(o, &report)?;
     Ok(Some(report))
+}
+
+/// Ack passes that also keep each stream's last ack (of the latest pass), for
+/// `beyond::log_cannot_be_complete`.
+struct LastOfEachStream<'a> {
+    inner: &'a dyn scale::AckPasses,
+    last: std::cell::RefCell<beyond::LastPerStream>,
+}
+
+impl scale::AckPasses for LastOfEachStream<'_> {
+    fn pass(&self, sink: &mut dyn FnMut(&[crate::model::Ack])) -> Result<(), VerifyError> {
+        let mut last = beyond::LastPerStream::default();
+        self.inner.pass(&mut |chunk| {
+            last.add(chunk);
+            sink(chunk)
+        })?;
+        *self.last.borrow_mut() = last;
+        Ok(())
+    }
 }
 
 /// The report for a target that is gone: the run is named explicitly, so a target that

@@ -281,6 +281,25 @@ impl Report {
         self.refresh_plain();
     }
 
+    /// Records that the medium proves the log cannot hold every ack (`verify::beyond`):
+    /// without a FAIL, the verdict becomes INCONCLUSIVE.
+    pub fn note_log_cannot_be_complete(&mut self, why: Option<String>) {
+        let Some(why) = why else {
+            return;
+        };
+        self.ack_log.whole = false;
+        self.ack_log.wholeness = why.clone();
+        if self.verdict == Verdict::Pass {
+            self.verdict = Verdict::Inconclusive;
+            self.summary = format!(
+                "all {} acknowledged records in the ack log survived, but the log cannot \
+                 hold every ack: {why}",
+                self.acked_records
+            );
+        }
+        self.refresh_plain();
+    }
+
     /// The human summary.
     pub fn to_text(&self) -> String {
         let mut o = String::new();

@@ -33,6 +33,7 @@ pub(super) fn log_in(run: RunId, region: (u64, u64), acks: Vec<Ack>) -> RunLog {
                 flush: crate::device::FlushMethod::Fdatasync,
                 direct: true,
                 seed: 0,
+                max_records_unacked: None,
             },
             command: vec![],
             tree: None,

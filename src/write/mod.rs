@@ -165,7 +165,9 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
         events::say(&format!("WARNING: {w}"));
     }
     let device = tp.identity();
-    let descriptor = run_descriptor(&plan, device.clone(), o.flush, o.direct);
+    let mut descriptor = run_descriptor(&plan, device.clone(), o.flush, o.direct);
+    descriptor.settings.max_records_unacked =
+        Some(o.batch.max(1) as u64 + o.max_unconfirmed.max(1) as u64);
     let sender = connect(o, &descriptor)?;
     let dev = prepare(o, &mut tp)?;
     if !o.quiet {
@@ -384,6 +386,7 @@ pub fn run_descriptor(
             flush,
             direct,
             seed: plan.seed,
+            max_records_unacked: None,
         },
         command: std::env::args().collect(),
         tree: None,

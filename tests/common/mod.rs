@@ -74,6 +74,7 @@ pub fn test_descriptor(run_id: RunId) -> RunDescriptor {
             flush: FlushMethod::Fdatasync,
             direct: true,
             seed: 1,
+            max_records_unacked: None,
         },
         command: vec![],
         tree: None,

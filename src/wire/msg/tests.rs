@@ -26,6 +26,7 @@ pub(crate) fn sample_descriptor(run: u8) -> RunDescriptor {
             flush: FlushMethod::Fdatasync,
             direct: true,
             seed: 5,
+            max_records_unacked: None,
         },
         command: vec!["plugpull".into()],
         tree: None,
