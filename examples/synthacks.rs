@@ -100,6 +100,7 @@ fn main() {
             flush: FlushMethod::Fdatasync,
             direct: true,
             seed: g.seed,
+            max_records_unacked: None,
         },
         command: a.clone(),
     };
