@@ -319,8 +319,8 @@ fn keyed_requests_are_answered_and_wrong_keys_refused() {
     assert!(request(&addr, &acking(), Duration::from_secs(5), None).is_err());
     let served = t.join().unwrap();
     assert!(served[0].end.is_ok());
-    let e = served[1].end.as_ref().unwrap_err().to_string();
+    let e = crate::exit::error_chain(served[1].end.as_ref().unwrap_err());
     assert!(e.contains("MAC check failed"), "{e}");
-    let e = served[2].end.as_ref().unwrap_err().to_string();
+    let e = crate::exit::error_chain(served[2].end.as_ref().unwrap_err());
     assert!(e.contains("without a key"), "{e}");
 }
