@@ -2218,6 +2218,7 @@ case18() {
       rc=$?
       [[ $rc == 0 ]] || bad "verify of the ESC target exit $rc, want 0: $(grep -m1 VERDICT "$d/v2" || first_line "$d/v2")"
       grep -q "$esc" "$d/v2" && why "note: verify's text echoes its own command-line target with the raw ESC (not a peer string)"
+      said "$d/v2" 'did not record' || bad "the witness recorded verify's note whose target holds ESC: $(grep -i note "$d/v2.err" | head -1 | cut -c1-160)"
       pp "$d/runs2" 60 runs --witness "$waddr"
       grep -q "$esc" "$d/runs2" "$d/runs2.err" && bad "runs printed the descriptor's target with a raw ESC"
       grep -qF 'esc\u{1b}[2Jdrive' "$d/runs2" || bad "runs does not show the target escaped as esc\\u{1b}[2Jdrive"

@@ -196,6 +196,7 @@ fn seeds_log() -> Vec<Vec<u8>> {
             peer: "p".into(),
             durable_acks: 0,
             last_ack_at_ns: None,
+            last_frame_at_ns: None,
             detail: "d".into(),
         }],
     };

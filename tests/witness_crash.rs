@@ -358,6 +358,7 @@ impl Boot<'_> {
                     peer: "sim".into(),
                     durable_acks: l.durable_acks(),
                     last_ack_at_ns: None,
+                    last_frame_at_ns: None,
                     detail: String::new(),
                 });
             }

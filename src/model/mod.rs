@@ -173,6 +173,12 @@ pub struct WitnessEvent {
     pub durable_acks: u64,
     /// Witness time of the last ack received on that connection (disconnect only).
     pub last_ack_at_ns: Option<u64>,
+    /// Witness time of the last frame of any kind received on that connection: when the
+    /// writer was last heard, which is when it stopped if it fell silent (the event
+    /// itself comes when the witness noticed, up to `--idle-timeout` later). On the
+    /// events that end a connection; absent from older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_frame_at_ns: Option<u64>,
     pub detail: String,
 }
 
@@ -192,6 +198,18 @@ pub mod bye {
     pub const STOPPED: &str = "writer stopped";
     /// A write or flush of the target failed: what a drive losing its power looks like.
     pub const TARGET_FAILED: &str = "target failed";
+}
+
+/// How a `disconnect` event's detail starts, by what the witness saw end the connection.
+pub mod disconnect {
+    /// The writer's host closed the connection (FIN, or a reset): its kernel was running,
+    /// so this is a writer process that ended (killed, crashed), not a power cut.
+    pub const CLOSED: &str = "connection closed by the writer";
+    /// Nothing came for `--idle-timeout`: the writer fell silent, as a host that lost
+    /// power does.
+    pub const SILENT: &str = "no complete frame for";
+    /// The witness restarted while the writer was connected; written at its start.
+    pub const WITNESS_RESTARTED: &str = "the witness restarted while the writer was connected";
 }
 
 /// Which run to fetch.

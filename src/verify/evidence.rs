@@ -9,11 +9,13 @@
 //! the writer was still connected carries a `writer-connected` event: the acks fetched
 //! then cannot be all of them unless the writer had already gone silent.
 
-use crate::model::{LATER_RUN_EVENT, WRITER_CONNECTED_EVENT, WitnessEvent, bye};
+use crate::model::{LATER_RUN_EVENT, WRITER_CONNECTED_EVENT, WitnessEvent, bye, disconnect};
 use crate::record::RunId;
 
-/// A writer silent this long at the fetch is taken as gone: it sends a heartbeat every
-/// second when idle, and its ack sender gives a connection up after three missed ones.
+/// A writer silent this long when its acks were fetched may be gone (its host lost
+/// power) and the witness not yet have noticed (it waits `--idle-timeout`): `verify
+/// --witness` then waits for the witness to decide rather than judge a log that may
+/// still grow. Writers send a heartbeat every second when idle.
 pub const WRITER_SILENT_MS: u64 = 3_000;
 
 /// How the run's writer stopped, as far as the witness saw.
@@ -22,9 +24,12 @@ pub const WRITER_SILENT_MS: u64 = 3_000;
 pub enum WriterEnd {
     /// Its write or flush failed (a drive losing power looks like this): cut evidence.
     TargetFailed(String),
-    /// It fell silent or its connection broke without a Bye (its host lost power, or
-    /// the network went): cut evidence.
+    /// It fell silent without a Bye (its host lost power, or the network went): cut
+    /// evidence.
     Vanished(String),
+    /// Its connection was closed or reset by its own host without a Bye: that host was
+    /// running, so the writer process ended (killed, crashed); no cut evidence.
+    Closed(String),
     /// It wrote what it was asked to and said goodbye: no cut during writing.
     Finished(String),
     /// A signal stopped it (Ctrl-C, SIGTERM): no cut during writing.
@@ -47,6 +52,10 @@ impl WriterEnd {
         match self {
             WriterEnd::TargetFailed(d) => format!("saw its target fail ({d})"),
             WriterEnd::Vanished(d) => format!("vanished mid-write ({d})"),
+            WriterEnd::Closed(d) => format!(
+                "ended without a goodbye while its host was running ({d}): a killed or \
+                 crashed writer, not a power cut"
+            ),
             WriterEnd::Finished(d) => format!("finished by itself ({d})"),
             WriterEnd::Stopped(d) => format!("was stopped ({d})"),
             WriterEnd::StillConnected(d) => format!("was still connected ({d})"),
@@ -71,16 +80,12 @@ pub fn writer_end(events: &[WitnessEvent]) -> WriterEnd {
         None => WriterEnd::Unknown("the log holds no connection events".into()),
         Some(e) if e.kind == "connect" => match connected_at_fetch {
             Some(f) => {
-                let silent_ms = f.at_ns.saturating_sub(f.last_ack_at_ns.unwrap_or(0)) / 1_000_000;
-                if silent_ms >= WRITER_SILENT_MS {
-                    WriterEnd::Vanished(format!(
-                        "silent for {silent_ms} ms when the acks were fetched"
-                    ))
-                } else {
-                    WriterEnd::StillConnected(format!(
-                        "its last frame came {silent_ms} ms before the acks were fetched"
-                    ))
-                }
+                let heard = f.last_frame_at_ns.or(f.last_ack_at_ns).unwrap_or(0);
+                let silent_ms = f.at_ns.saturating_sub(heard) / 1_000_000;
+                WriterEnd::StillConnected(format!(
+                    "the witness still held its connection when the acks were fetched, its \
+                     last frame {silent_ms} ms before"
+                ))
             }
             None => WriterEnd::Unknown(
                 "the log ends while the writer was connected, and the witness did not say \
@@ -101,7 +106,17 @@ pub fn writer_end(events: &[WitnessEvent]) -> WriterEnd {
                 WriterEnd::Finished(reason.to_string())
             }
         }
-        Some(e) => WriterEnd::Vanished(e.detail.clone()),
+        Some(e) if e.kind == "disconnect" && e.detail.starts_with(disconnect::CLOSED) => {
+            WriterEnd::Closed(e.detail.clone())
+        }
+        Some(e)
+            if e.kind == "disconnect" && !e.detail.starts_with(disconnect::WITNESS_RESTARTED) =>
+        {
+            WriterEnd::Vanished(e.detail.clone())
+        }
+        // The witness restarted, or ended the connection for an error of its own: it
+        // cannot say how the writer stopped.
+        Some(e) => WriterEnd::Unknown(e.detail.clone()),
     }
 }
 
@@ -121,13 +136,32 @@ pub fn runs_after_the_end(events: &[WitnessEvent]) -> Vec<RunId> {
         .collect()
 }
 
-/// When the writer's last connection ended (witness clock), if it ended.
+/// When the writer's last connection ended (witness clock), if it ended: when the writer
+/// was last heard, not when the witness noticed (a silent writer is noticed only after
+/// `--idle-timeout`, and a run begun in between came after it).
 fn ended_at_ns(events: &[WitnessEvent], ends: &[&str]) -> Option<u64> {
     let last = events
         .iter()
         .rev()
         .find(|e| e.kind == "connect" || ends.contains(&e.kind.as_str()))?;
-    ends.contains(&last.kind.as_str()).then_some(last.at_ns)
+    ends.contains(&last.kind.as_str())
+        .then_some(last.last_frame_at_ns.unwrap_or(last.at_ns).min(last.at_ns))
+}
+
+/// Whether acks fetched with `events` should be fetched again after a wait: the witness
+/// still held the writer's connection, but had not heard from it for
+/// [`WRITER_SILENT_MS`] (a host that lost power, not yet noticed). A writer heard just
+/// before the fetch is writing: waiting would not help.
+pub fn worth_waiting_for_the_witness(events: &[WitnessEvent]) -> bool {
+    if !matches!(writer_end(events), WriterEnd::StillConnected(_)) {
+        return false;
+    }
+    events
+        .iter()
+        .rev()
+        .find(|e| e.kind == WRITER_CONNECTED_EVENT)
+        .and_then(|f| Some(f.at_ns.saturating_sub(f.last_frame_at_ns?) / 1_000_000))
+        .is_some_and(|silent_ms| silent_ms >= WRITER_SILENT_MS)
 }
 
 #[cfg(test)]
@@ -141,13 +175,14 @@ mod tests {
             peer: String::new(),
             durable_acks: 0,
             last_ack_at_ns: None,
+            last_frame_at_ns: None,
             detail: detail.into(),
         }
     }
 
     fn fetched(at_ns: u64, heard_ns: u64) -> WitnessEvent {
         WitnessEvent {
-            last_ack_at_ns: Some(heard_ns),
+            last_frame_at_ns: Some(heard_ns),
             ..ev(WRITER_CONNECTED_EVENT, at_ns, "")
         }
     }
@@ -200,24 +235,72 @@ mod tests {
                 true,
             ),
             (
-                vec![connect.clone(), ev("disconnect", 2 * S, "idle timeout")],
+                vec![
+                    connect.clone(),
+                    ev(
+                        "disconnect",
+                        2 * S,
+                        "no complete frame for 60s (idle timeout)",
+                    ),
+                ],
                 "vanished",
                 true,
             ),
             (
-                vec![connect.clone(), ev("error", 2 * S, "connection reset")],
+                vec![
+                    connect.clone(),
+                    ev("disconnect", 2 * S, "connection error: timed out"),
+                ],
                 "vanished",
                 true,
             ),
+            (
+                vec![
+                    connect.clone(),
+                    ev("disconnect", 2 * S, "connection closed by the writer"),
+                ],
+                "closed",
+                false,
+            ),
+            (
+                vec![
+                    connect.clone(),
+                    ev(
+                        "disconnect",
+                        2 * S,
+                        "connection closed by the writer (Connection reset by peer)",
+                    ),
+                ],
+                "closed",
+                false,
+            ),
+            (
+                vec![
+                    connect.clone(),
+                    ev(
+                        "disconnect",
+                        2 * S,
+                        "the witness restarted while the writer was connected; x",
+                    ),
+                ],
+                "unknown",
+                false,
+            ),
+            (
+                vec![connect.clone(), ev("error", 2 * S, "a protocol error")],
+                "unknown",
+                false,
+            ),
+            // Connected at the fetch: never judged as gone, however long it was silent.
             (
                 vec![connect.clone(), fetched(10 * S, 9 * S)],
                 "still-connected",
                 false,
             ),
             (
-                vec![connect.clone(), fetched(10 * S, 6 * S)],
-                "vanished",
-                true,
+                vec![connect.clone(), fetched(100 * S, 6 * S)],
+                "still-connected",
+                false,
             ),
             // A reconnect after a Bye: the last connection decides.
             (
@@ -225,7 +308,11 @@ mod tests {
                     connect.clone(),
                     ev("bye", 2 * S, "bye: writer finished"),
                     ev("connect", 3 * S, "resume=true"),
-                    ev("disconnect", 4 * S, "connection error"),
+                    ev(
+                        "disconnect",
+                        4 * S,
+                        "no complete frame for 60s (idle timeout)",
+                    ),
                 ],
                 "vanished",
                 true,
@@ -259,5 +346,21 @@ mod tests {
             ev(LATER_RUN_EVENT, 4 * S, &after.hex()),
         ];
         assert!(runs_after_the_end(&live).is_empty());
+        // A writer that fell silent stopped when it was last heard, not when the witness
+        // noticed: a run heard of in between came after it.
+        let silent = WitnessEvent {
+            last_frame_at_ns: Some(2 * S),
+            ..ev(
+                "disconnect",
+                62 * S,
+                "no complete frame for 60s (idle timeout)",
+            )
+        };
+        let fast_reboot = vec![
+            ev("connect", S, ""),
+            ev(LATER_RUN_EVENT, 3 * S, &after.hex()),
+            silent,
+        ];
+        assert_eq!(runs_after_the_end(&fast_reboot), vec![after]);
     }
 }

@@ -204,12 +204,33 @@ fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verdict>
         None => crate::model::RunSelector::LatestForDevice(identity::identify(&o.target).key()),
     };
     let tmp = TempLog::new();
-    let fetched = match crate::witness::client::fetch_into_file(addr, &sel, key.as_ref(), &tmp.0) {
-        Ok(f) => f,
-        Err(crate::witness::client::error::ClientError::NoRunForDevice { .. }) => {
-            return Ok(None);
+    let t0 = Instant::now();
+    let fetched = loop {
+        let fetched =
+            match crate::witness::client::fetch_into_file(addr, &sel, key.as_ref(), &tmp.0) {
+                Ok(f) => f,
+                Err(crate::witness::client::error::ClientError::NoRunForDevice { .. }) => {
+                    return Ok(None);
+                }
+                Err(e) => return Err(VerifyError::Fetch(e.into())),
+            };
+        // A writer the witness has not heard from for a while is probably gone with its
+        // host; the witness decides after its idle timeout. Judging before then would
+        // give no verdict (the log could still grow), so wait for it, within reason.
+        if !evidence::worth_waiting_for_the_witness(&fetched.events)
+            || t0.elapsed() >= WAIT_FOR_THE_WITNESS
+        {
+            break fetched;
         }
-        Err(e) => return Err(VerifyError::Fetch(e.into())),
+        if !o.quiet && t0.elapsed() < Duration::from_secs(1) {
+            eprintln!(
+                "plugpull verify: the witness still holds the writer's connection but has \
+                 not heard from it for a while; waiting up to {} s for it to see the writer \
+                 gone (its --idle-timeout)",
+                WAIT_FOR_THE_WITNESS.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_secs(2));
     };
     let how = format!(
         "fetched from the witness, which counted {} acks and sent them all{}",
@@ -227,6 +248,10 @@ fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verdict>
     tell_the_witness_run(o, fetched.descriptor.run_id, &report);
     Ok(Some(report.verdict))
 }
+
+/// How long `verify --witness` waits for the witness to see a silent writer gone: past
+/// the witness's default `--idle-timeout` (60 s).
+const WAIT_FOR_THE_WITNESS: Duration = Duration::from_secs(75);
 
 /// A temporary log file's path, removed when dropped.
 struct TempLog(std::path::PathBuf);

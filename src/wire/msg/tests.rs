@@ -71,6 +71,7 @@ fn every_message_round_trips() {
             peer: "1.2.3.4:5".into(),
             durable_acks: 3,
             last_ack_at_ns: Some(4),
+            last_frame_at_ns: None,
             detail: "x".into(),
         }),
         Msg::Hello {

@@ -8,7 +8,7 @@
 //! `Ok(ControlFlow::Break(end))` when the connection is done as it should be (Bye, a
 //! fetch served) and `Err(end)` when it failed.
 
-use crate::model::{Ack, now_ns};
+use crate::model::{Ack, disconnect, now_ns};
 use crate::record::RunId;
 use crate::wire::auth::{self, Session};
 use crate::wire::frame::{self, Decoded, FrameType};
@@ -123,11 +123,12 @@ impl Conn {
         let _ = self.stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let end = self.serve_loop();
         let (kind, detail) = match &end {
-            End::Eof => ("disconnect", "connection closed by the writer".to_string()),
+            End::Eof => ("disconnect", disconnect::CLOSED.to_string()),
             End::Idle => (
                 "disconnect",
                 format!(
-                    "no complete frame for {:?} (idle timeout){}",
+                    "{} {:?} (idle timeout){}",
+                    disconnect::SILENT,
                     self.sh.opts.idle_timeout,
                     self.partial_note()
                 ),
@@ -135,6 +136,17 @@ impl Conn {
             End::Auth(m) => ("error", format!("authentication failed: {m}")),
             End::Bye(r) => ("bye", format!("bye: {r}")),
             End::TakenOver => ("disconnect", "taken over by a newer connection".into()),
+            // A reset comes from a running kernel at the other end, like a close.
+            End::Io(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ConnectionReset
+                        | io::ErrorKind::ConnectionAborted
+                        | io::ErrorKind::BrokenPipe
+                ) =>
+            {
+                ("disconnect", format!("{} ({e})", disconnect::CLOSED))
+            }
             End::Io(e) => ("disconnect", format!("connection error: {e}")),
             End::Protocol(m) | End::Storage(m) => ("error", m.clone()),
             End::Fetched => ("fetch", String::new()),

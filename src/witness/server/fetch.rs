@@ -145,7 +145,8 @@ fn fetch_time_events(sh: &Shared, run: RunId, device_key: &str) -> Vec<WitnessEv
                 kind: WRITER_CONNECTED_EVENT.into(),
                 peer: String::new(),
                 durable_acks: s.log.as_ref().map_or(0, |l| l.durable_acks()),
-                last_ack_at_ns: Some(heard),
+                last_ack_at_ns: None,
+                last_frame_at_ns: Some(heard),
                 detail: format!(
                     "the writer was still connected when this fetch was served; its \
                      last frame came {} ms before",
@@ -161,6 +162,7 @@ fn fetch_time_events(sh: &Shared, run: RunId, device_key: &str) -> Vec<WitnessEv
             peer: String::new(),
             durable_acks: 0,
             last_ack_at_ns: None,
+            last_frame_at_ns: None,
             detail: later.hex(),
         });
     }

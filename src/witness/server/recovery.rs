@@ -4,6 +4,7 @@
 //! Why before listening: a log must hold everything its journal confirmed before its
 //! torn tail is judged, and a fetch by device must find the newest run from the start.
 
+use crate::model::{WitnessEvent, disconnect, now_ns};
 use crate::witness::server::error::{Doing, WitnessError};
 use crate::witness::server::shared::Shared;
 use crate::witness::store::journal_replay::Replayed;
@@ -41,7 +42,7 @@ pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
             continue;
         }
         match AckLog::open(&FsStorage, &path) {
-            Ok((l, rec)) => {
+            Ok((mut l, rec)) => {
                 if rec.truncated_bytes > 0 {
                     sh.log(format_args!(
                         "recovered {}: cut a torn tail of {} bytes ({}); kept {} acks",
@@ -53,6 +54,9 @@ pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
                 }
                 let heard = l.first_event_at_ns().unwrap_or_else(|| modified_ns(&path));
                 sh.note_run(l.descriptor(), heard);
+                if l.connection_open() {
+                    end_the_open_connection(sh, &mut l, &path);
+                }
                 n += 1;
             }
             Err(e) => {
@@ -67,6 +71,31 @@ pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
     }
     sh.log(format_args!("{n} run logs in {}", sh.dir.display()));
     Ok(())
+}
+
+/// Records that the witness restarted while the run's writer was connected: the
+/// connection's end, so a later run of the drive is known to have come after it. The
+/// writer was last heard at the latest when the log was last written (its mtime).
+fn end_the_open_connection(sh: &Shared, l: &mut AckLog, path: &std::path::Path) {
+    let heard = modified_ns(path);
+    l.append_event(&WitnessEvent {
+        at_ns: now_ns(),
+        kind: "disconnect".into(),
+        peer: String::new(),
+        durable_acks: l.durable_acks(),
+        last_ack_at_ns: None,
+        last_frame_at_ns: Some(heard),
+        detail: format!(
+            "{}; writer last heard at the latest when its log was last written",
+            disconnect::WITNESS_RESTARTED
+        ),
+    });
+    if let Err(e) = l.commit() {
+        sh.log(format_args!(
+            "{}: recording the restart: {e:#}",
+            path.display()
+        ));
+    }
 }
 
 /// When the log was last changed, by the witness's own clock: the time a run is indexed

@@ -33,6 +33,7 @@ impl Conn {
             peer: self.peer.to_string(),
             durable_acks: log.appended_acks(),
             last_ack_at_ns: self.last_ack_at_ns,
+            last_frame_at_ns: Some(last_frame),
             detail: format!("{detail}; writer last heard at {}", fmt_ns(last_frame)),
         };
         log.append_event(&ev);
@@ -93,6 +94,7 @@ impl Conn {
             peer: self.peer.to_string(),
             durable_acks: log.durable_acks(),
             last_ack_at_ns: None,
+            last_frame_at_ns: None,
             detail: format!("resume={resume}{took_over}"),
         });
         let heard = log.first_event_at_ns().unwrap_or_else(now_ns);

@@ -314,6 +314,7 @@ pub fn damage_event(acks_before: u64, detail: String) -> WitnessEvent {
         peer: String::new(),
         durable_acks: acks_before,
         last_ack_at_ns: None,
+        last_frame_at_ns: None,
         detail,
     }
 }

@@ -119,6 +119,9 @@ pub struct AckLog {
     /// when the witness first heard of the run. Runs are ordered by it, never by the
     /// writer's `started_at`, which is the host under test's clock.
     first_event_at_ns: Option<u64>,
+    /// Whether the log's last connection event is a `connect` with no end after it: the
+    /// witness stopped while a writer was connected.
+    connection_open: bool,
 }
 
 impl AckLog {
@@ -142,6 +145,7 @@ impl AckLog {
             unencoded: Vec::new(),
             poisoned: None,
             first_event_at_ns: None,
+            connection_open: false,
         };
         Msg::FileHeader {
             version: LOG_VERSION,
@@ -171,6 +175,7 @@ impl AckLog {
         let mut checker = LogChecker::default();
         let mut scratch = Vec::new();
         let mut first_event_at_ns = None;
+        let mut connection_open = false;
         let reader = FileReader::new(&*file);
         let end = scan_frames_resync(
             io::BufReader::with_capacity(256 << 10, reader),
@@ -181,6 +186,11 @@ impl AckLog {
                 }
                 if let LogItem::Event(e) = checker.check(fr, &mut scratch)? {
                     first_event_at_ns.get_or_insert(e.at_ns);
+                    match e.kind.as_str() {
+                        "connect" => connection_open = true,
+                        "bye" | "disconnect" | "error" => connection_open = false,
+                        _ => {}
+                    }
                 }
                 Ok(())
             },
@@ -228,6 +238,7 @@ impl AckLog {
                 unencoded: Vec::new(),
                 poisoned: None,
                 first_event_at_ns,
+                connection_open,
             },
             rec,
         ))
@@ -289,6 +300,11 @@ impl AckLog {
     /// time of the log's first event, None for a log that has none yet.
     pub fn first_event_at_ns(&self) -> Option<u64> {
         self.first_event_at_ns
+    }
+
+    /// Whether the last connection event is a `connect` nothing ended.
+    pub fn connection_open(&self) -> bool {
+        self.connection_open
     }
 
     pub fn appended_acks(&self) -> u64 {
@@ -368,6 +384,11 @@ impl AckLog {
 
     pub fn append_event(&mut self, e: &WitnessEvent) {
         self.first_event_at_ns.get_or_insert(e.at_ns);
+        match e.kind.as_str() {
+            "connect" => self.connection_open = true,
+            "bye" | "disconnect" | "error" => self.connection_open = false,
+            _ => {}
+        }
         self.encode_unencoded();
         Msg::Event(e.clone()).encode_into(&mut self.pending);
     }

@@ -20,6 +20,7 @@ fn event(kind: &str) -> WitnessEvent {
         peer: "p".into(),
         durable_acks: 0,
         last_ack_at_ns: None,
+        last_frame_at_ns: None,
         detail: String::new(),
     }
 }
