@@ -142,3 +142,65 @@ fn a_descriptor_host_with_an_escape_is_printed_escaped() {
     let r = common::run(["runs", "--witness", &w.addr, "--json"]);
     assert_eq!(r.json()["runs"][0]["host"], "lab\u{1b}[8m", "{r:?}");
 }
+
+/// A "witness" that answers every connection with an Error frame carrying terminal
+/// escapes and a text-direction override: `verify`, `fetch` and `write` say what it said,
+/// escaped, never raw on the user's terminal.
+#[test]
+fn a_witness_error_with_terminal_escapes_is_printed_escaped() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let hostile = "\u{1b}]0;OWNED\u{7}\u{1b}[2J\u{1b}[31mPASS: all good\u{202e}";
+    let frame = plugpull::wire::msg::Msg::Error {
+        message: hostile.into(),
+    }
+    .encode();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            use std::io::Write;
+            let _ = s.write_all(&frame);
+        }
+    });
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("t.img");
+    std::fs::write(&t, vec![0u8; 1 << 20]).unwrap();
+    let out = d.path().join("out.acklog");
+    let run = RunId::random().hex();
+    let fresh = d.path().join("fresh.img");
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["verify", t.to_str().unwrap(), "--witness", &addr],
+        vec![
+            "fetch",
+            "--witness",
+            &addr,
+            "--run",
+            &run,
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        vec![
+            "write",
+            fresh.to_str().unwrap(),
+            "--witness",
+            &addr,
+            "--size",
+            "1M",
+            "--count",
+            "1",
+        ],
+    ];
+    for args in cases {
+        let r = common::run(&args);
+        assert_ne!(r.code, 0, "{args:?}: {r:?}");
+        let all = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            all.contains("OWNED"),
+            "{args:?}: the message was not shown: {all}"
+        );
+        assert!(
+            !all.contains('\u{1b}') && !all.contains('\u{202e}') && !all.contains('\u{7}'),
+            "{args:?}: raw control characters reached the terminal: {all:?}"
+        );
+    }
+}

@@ -411,7 +411,7 @@ fn gone_target(o: &VerifyOptions, log: &RunLog) -> Result<Report, VerifyError> {
         return Err(VerifyError::TargetMissingRunElsewhere {
             target: o.target.clone(),
             run: log.descriptor.run_id,
-            written_to: log.descriptor.device.target.clone(),
+            written_to: crate::model::peer_text::shown(&log.descriptor.device.target).into_owned(),
         });
     }
     let mut report = dead_device_report(

@@ -92,7 +92,7 @@ pub fn latest_for_target(
         Some(l) => format!(
             "the witness's latest run for {key} ({}) was written to {}",
             l.descriptor.run_id,
-            l.descriptor.device.describe()
+            crate::model::peer_text::shown(&l.descriptor.device.describe())
         ),
     };
     if let Some(stamp) = sample.and_then(|s| s.newest) {
@@ -154,7 +154,7 @@ pub fn check_identity(
     });
     let mismatch = format!(
         "run {run} was written to {}, but {} is {}",
-        written.describe(),
+        crate::model::peer_text::shown(&written.describe()),
         target.display(),
         device.describe()
     );

@@ -163,7 +163,10 @@ pub(super) fn authenticate(
     {
         Some(Msg::Challenge { nonce }) => Ok(Some(Session::client(key, &client_nonce, &nonce))),
         Some(Msg::Error { message }) => {
-            refuse!("the witness at {addr} refused authentication: {message}")
+            refuse!(
+                "the witness at {addr} refused authentication: {}",
+                crate::model::peer_text::shown(&message)
+            )
         }
         Some(m) => refuse!(
             "the witness at {addr} answered Auth with {:?}",
@@ -218,7 +221,10 @@ pub(super) fn handshake(
             s.set_write_timeout(None)?;
             Ok((s, durable_acks, session))
         }
-        Some(Msg::Error { message }) => refuse!("the witness at {addr} refused the run: {message}"),
+        Some(Msg::Error { message }) => refuse!(
+            "the witness at {addr} refused the run: {}",
+            crate::model::peer_text::shown(&message)
+        ),
         Some(m) => refuse!(
             "the witness at {addr} answered Hello with {:?}",
             m.frame_type()

@@ -134,10 +134,13 @@ pub fn fetch_streamed(
             {
                 return Err(ClientError::NoRunForDevice {
                     addr: addr.to_string(),
-                    message,
+                    message: crate::model::peer_text::shown(&message).into_owned(),
                 });
             }
-            Some(Msg::Error { message }) => refuse!("the witness at {addr}: {message}"),
+            Some(Msg::Error { message }) => refuse!(
+                "the witness at {addr}: {}",
+                crate::model::peer_text::shown(&message)
+            ),
             Some(m) => refuse!("unexpected {:?} frame in the fetch reply", m.frame_type()),
             None => refuse!("the witness at {addr} closed the connection before the fetch ended"),
         }

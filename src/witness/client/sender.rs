@@ -548,7 +548,9 @@ fn spawn_reader(
                         advance_durable(&sh, &mut g, durable_acks);
                     }
                     Ok(Some(Msg::Heartbeat)) => {}
-                    Ok(Some(Msg::Error { message })) => break format!("the witness: {message}"),
+                    Ok(Some(Msg::Error { message })) => {
+                        break format!("the witness: {}", crate::model::peer_text::shown(&message));
+                    }
                     Ok(Some(m)) => {
                         break format!("unexpected {:?} frame from the witness", m.frame_type());
                     }
