@@ -19,6 +19,7 @@ pub mod sim;
 pub mod soak;
 pub mod tree;
 pub mod units;
+pub mod userfile;
 pub mod verify;
 pub mod wire;
 pub mod witness;

@@ -545,3 +545,32 @@ fn agent_state_survives_as_whole_file() {
         "{e:#}"
     );
 }
+
+#[test]
+fn agent_state_tmp_symlink_to_a_users_file_is_not_followed() {
+    use plugpull::campaign::agent::{AgentState, STATE_FORMAT, read_state, write_state};
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("agent-state.json");
+    let victim = d.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    // The fixed temporary name an older build used, planted as a link.
+    std::os::unix::fs::symlink(&victim, p.with_extension("tmp")).unwrap();
+    let s = AgentState {
+        format: STATE_FORMAT.into(),
+        cycle: 1,
+        run_id: None,
+        witness: "w:1".into(),
+        target: "/dev/x".into(),
+        started_at: "now".into(),
+        unsafe_shutdowns_before: None,
+    };
+    let _ = write_state(&p, &s);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert_eq!(read_state(&p).unwrap().unwrap().cycle, 1);
+    // The state file itself as a link: refused, the file it names untouched.
+    std::fs::remove_file(&p).unwrap();
+    std::os::unix::fs::symlink(&victim, &p).unwrap();
+    let e = write_state(&p, &s).unwrap_err();
+    assert!(format!("{e}").contains("symbolic link"), "{e}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+}

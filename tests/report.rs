@@ -246,6 +246,62 @@ fn report_json_stdout_and_bad_input() {
 }
 
 #[test]
+fn report_output_through_a_symlink_or_into_a_device_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, _) = demo_report(dir.path(), "honest", 3);
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "precious").unwrap();
+    let link = dir.path().join("link.html");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let o = run(&["report", p.to_str().unwrap(), "-o", link.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("symbolic link"),
+        "{o:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    // A device is not a file to replace: /dev/full would fail the old write, /dev/null
+    // would swallow it; either way it is refused before anything is written.
+    let o = run(&["report", p.to_str().unwrap(), "-o", "/dev/null"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not a regular file"),
+        "{o:?}"
+    );
+    // A regular file is replaced whole, and no temporary file is left beside it.
+    let out = dir.path().join("r.html");
+    std::fs::write(&out, "old").unwrap();
+    let o = run(&["report", p.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        std::fs::read_to_string(&out)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>")
+    );
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn report_input_from_a_device_like_dev_zero_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.html");
+    // /dev/null, not /dev/zero: the same refusal, and a build without it reads nothing
+    // instead of filling memory.
+    let o = run(&["report", "/dev/null", "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not a regular file"),
+        "{o:?}"
+    );
+    assert!(!out.exists());
+}
+
+#[test]
 fn completions_and_man_pages_come_from_the_clap_definitions() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
         let o = run(&["completions", shell]);

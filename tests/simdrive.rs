@@ -135,3 +135,77 @@ fn deterministic_cut_with_sigusr1() {
     f.read_exact_at(&mut got, 0).unwrap();
     assert_eq!(got, block(1));
 }
+
+/// `plugpull simdrive` with `args`, expected to refuse before it mounts anything. A
+/// build that does not refuse serves instead: it is stopped after a while, its mount
+/// undone, and `None` returned.
+fn simdrive_refusal(dir: &Path, args: &[&str]) -> Option<(i32, String)> {
+    let mnt = dir.join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mut child = std::process::Command::new(common::bin())
+        .arg("simdrive")
+        .arg(&mnt)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(20) {
+        if child.try_wait().unwrap().is_some() {
+            let o = child.wait_with_output().unwrap();
+            return Some((
+                o.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    common::umount(&mnt);
+    None
+}
+
+#[test]
+fn backing_symlink_to_a_users_file_is_refused_unchanged() {
+    let d = tempfile::tempdir().unwrap();
+    let notes = d.path().join("notes.txt");
+    std::fs::write(&notes, "my notes\n").unwrap();
+    let link = d.path().join("link.img");
+    std::os::unix::fs::symlink(&notes, &link).unwrap();
+    let backing = ["--backing", link.to_str().unwrap(), "--size", "1M"];
+    let r = simdrive_refusal(d.path(), &backing);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+    let (code, err) = r.expect("simdrive served through the link");
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    // The file itself, named directly: not an image of this size, so not taken either.
+    let backing = ["--backing", notes.to_str().unwrap(), "--size", "1M"];
+    let r = simdrive_refusal(d.path(), &backing);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+    let (code, err) = r.expect("simdrive served on a text file");
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("not this drive's image"), "{err}");
+}
+
+#[test]
+fn oracle_naming_a_users_file_is_refused_unchanged() {
+    let d = tempfile::tempdir().unwrap();
+    let notes = d.path().join("notes.txt");
+    std::fs::write(&notes, "my notes\n").unwrap();
+    let img = d.path().join("drive.img");
+    let args = [
+        "--backing",
+        img.to_str().unwrap(),
+        "--size",
+        "1M",
+        "--oracle",
+        notes.to_str().unwrap(),
+    ];
+    let r = simdrive_refusal(d.path(), &args);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+    let (code, err) = r.expect("simdrive served with a text file as its oracle");
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("not an oracle log"), "{err}");
+}

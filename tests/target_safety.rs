@@ -181,6 +181,35 @@ fn backing_file_of_unmounted_loop_is_refused() {
 }
 
 #[test]
+fn hard_link_to_deleted_backing_file_of_mounted_loop_is_refused() {
+    if !needs_loops() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let img = ext4_image(d.path(), 32);
+    let link = d.path().join("link.img");
+    fs::hard_link(&img, &link).unwrap();
+    let lo = LoopDev::attach(&img, false);
+    let mnt = Mounted::new(&[], lo.dev(), &d.path().join("mnt"));
+    fs::write(mnt.at.join("precious"), b"keep me").unwrap();
+    // The name the loop device was set up with is gone; the file lives on as `link`.
+    fs::remove_file(&img).unwrap();
+    let s = link.display().to_string();
+    let r = write(&w.addr, &link, &["--count", "10", "--destroy-data-on", &s]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains(lo.dev()) && r.stderr.contains("mounted"),
+        "{r:?}"
+    );
+    let b = bench(&link, &["--destroy-data-on", &s]);
+    assert_eq!(b.code, 2, "{b:?}");
+    drop(mnt);
+    drop(lo);
+    assert_eq!(blkid_type(&s), "ext4", "the file system was overwritten");
+}
+
+#[test]
 fn stacked_loop_on_mounted_loop_is_refused() {
     if !needs_loops() {
         return;

@@ -180,3 +180,38 @@ fn a_directory_gets_the_tree_bench_by_default() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "bench left {left:?} in DIR");
 }
+
+#[test]
+fn bench_tree_never_deletes_a_directory_it_did_not_create() {
+    let dir = scratch();
+    // The name an older build used (method and the process id, which `exec` keeps),
+    // made in advance with someone's work in it.
+    let script = format!(
+        "mkdir -p \"$1\"/plugpull-bench-tree-fsync-$$/thesis && echo x > \
+         \"$1\"/plugpull-bench-tree-fsync-$$/thesis/ch1.tex && echo $$ && \
+         exec \"$2\" bench \"$1\" --tree --files {FILES} --seed {SEED} --quiet"
+    );
+    let o = std::process::Command::new("bash")
+        .args(["-c", &script, "bash"])
+        .arg(dir.path())
+        .arg(common::bin())
+        .output()
+        .unwrap();
+    let pid = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let mine = dir
+        .path()
+        .join(format!("plugpull-bench-tree-fsync-{pid}/thesis/ch1.tex"));
+    assert_eq!(
+        std::fs::read_to_string(&mine).ok().as_deref(),
+        Some("x\n"),
+        "{o:?}"
+    );
+    assert!(o.status.success(), "{o:?}");
+    // Only the user's directory is left.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+}

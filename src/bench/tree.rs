@@ -135,16 +135,20 @@ pub fn run(o: &TreeBenchOptions) -> Result<TreeBenchReport, TreeBenchError> {
     let started_at = chrono::Local::now().to_rfc3339();
     let mut rows: Vec<TreeBenchRow> = Vec::new();
     for m in METHODS {
-        let root = o.dir.join(format!(
-            "plugpull-bench-tree-{}-{}",
-            m.name(),
-            std::process::id()
-        ));
+        // A random name nobody can have made in advance; and the directory is removed
+        // afterwards only if this run created it (and it is still that directory), so a
+        // directory that was there already is never deleted.
+        let root = o
+            .dir
+            .join(format!("plugpull-bench-tree-{}-{}", m.name(), random_hex()));
         // Each run starts with nothing dirty in the file system, so no run pays for the
         // writeback the one before it left behind (none leaves all of it).
         settle(&o.dir);
-        let row = run_method(&root, &p, m);
-        let removed = fs::remove_dir_all(&root);
+        let (row, created) = run_method(&root, &p, m);
+        let removed = match created {
+            Some(id) if dir_id(&root) == Some(id) => fs::remove_dir_all(&root),
+            _ => Ok(()),
+        };
         settle(&o.dir);
         if !o.quiet && !o.json {
             eprintln!(
@@ -210,16 +214,32 @@ fn finish_rows(rows: &mut [TreeBenchRow], files: u32) {
     }
 }
 
-/// Writes the whole plan under `root` (created here) with method `m`.
-fn run_method(root: &Path, p: &TreePlan, m: TreeFlush) -> TreeBenchRow {
+/// 24 random hex digits for a name.
+fn random_hex() -> String {
+    let mut r = [0u8; 12];
+    crate::rng::fill_os_random(&mut r);
+    r.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Device and inode of `path` itself (a link not followed).
+fn dir_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(path).ok()?;
+    m.is_dir().then(|| (m.dev(), m.ino()))
+}
+
+/// Writes the whole plan under `root` with method `m`. `root` is created here and must
+/// not exist; the second value is the directory's identity when this call created it
+/// (`None`: it was not created, and nothing may be removed).
+fn run_method(root: &Path, p: &TreePlan, m: TreeFlush) -> (TreeBenchRow, Option<(u64, u64)>) {
     let run = RunId::random();
     let key = RunKey::new(run);
     let mut sync = Samples::with_capacity(p.scale.files as usize);
     let (mut files, mut bytes) = (0u64, 0u64);
     let t0 = Instant::now();
-    let mut error = fs::create_dir(root)
-        .map_err(|e| format!("mkdir {}: {e}", root.display()))
-        .err();
+    let made = fs::create_dir(root).map_err(|e| format!("mkdir {}: {e}", root.display()));
+    let created = made.is_ok().then(|| dir_id(root)).flatten();
+    let mut error = made.err();
     if error.is_none() {
         for step in &p.steps {
             let r = match step {
@@ -237,7 +257,7 @@ fn run_method(root: &Path, p: &TreePlan, m: TreeFlush) -> TreeBenchRow {
         }
     }
     let elapsed = t0.elapsed();
-    TreeBenchRow {
+    let row = TreeBenchRow {
         flush: m.name(),
         files,
         bytes,
@@ -248,7 +268,8 @@ fn run_method(root: &Path, p: &TreePlan, m: TreeFlush) -> TreeBenchRow {
         ratio_to_none: None,
         untar_extrapolated_s: 0.0,
         error,
-    }
+    };
+    (row, created)
 }
 
 /// `mkdir`, then (for methods that sync directories) fsync of its parent, as `write

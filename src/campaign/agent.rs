@@ -31,7 +31,6 @@ use crate::write::plan::{Plan, PlanError};
 use crate::write::run_descriptor;
 use crate::write::target::TargetError;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -93,6 +92,9 @@ pub enum AgentError {
         #[source]
         source: std::io::Error,
     },
+    /// The state file is a link or not a regular file, or writing it failed.
+    #[error(transparent)]
+    StateFile(#[from] crate::userfile::UserFileError),
     /// Writing the state file's content failed.
     #[error(transparent)]
     StateWrite(#[from] std::io::Error),
@@ -277,25 +279,18 @@ pub fn read_state(path: &Path) -> Result<Option<AgentState>> {
     }
 }
 
-/// Write to a temporary file, fsync, rename over, fsync the directory: after a cut the
-/// state is either the old one or the new one, never torn.
+/// Write to a new temporary file with a random name, fsync, rename over, fsync the
+/// directory: after a cut the state is either the old one or the new one, never torn.
+/// Why a random name made with O_EXCL|O_NOFOLLOW, not a fixed `state.tmp`: a fixed name
+/// could be a link planted to some other file, which would be truncated and written.
+/// The state path itself must be missing or a regular file.
 pub fn write_state(path: &Path, s: &AgentState) -> Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(state_step(|| format!("creating {}", dir.display())))?;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)
-        .map_err(state_step(|| format!("creating {}", tmp.display())))?;
-    f.write_all(serde_json::to_string_pretty(s)?.as_bytes())?;
-    f.sync_all()
-        .map_err(state_step(|| format!("fsync {}", tmp.display())))?;
-    std::fs::rename(&tmp, path)
-        .map_err(state_step(|| format!("renaming to {}", path.display())))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(state_step(|| format!("fsync {}", dir.display())))?;
+    crate::userfile::replace(path, serde_json::to_string_pretty(s)?.as_bytes(), 0o666)?;
     Ok(())
 }
 

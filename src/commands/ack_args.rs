@@ -18,7 +18,21 @@ pub fn run_id(arg: Option<&str>) -> anyhow::Result<Option<RunId>> {
 /// `--acks` wins over `--witness`; one of them is required.
 pub fn ack_source(acks: Option<PathBuf>, witness: Option<String>) -> anyhow::Result<AckSource> {
     match (acks, witness) {
-        (Some(path), _) => Ok(AckSource::File(path)),
+        (Some(path), _) => {
+            // A device or pipe is no ack log: refused here rather than read without end
+            // (`--acks /dev/zero`). Checked by name only: this guards against a mistake,
+            // the log's reader checks what it reads.
+            if let Ok(m) = std::fs::metadata(&path)
+                && !m.is_file()
+                && !m.is_dir()
+            {
+                anyhow::bail!(
+                    "--acks {}: not a regular file; give the ack log `plugpull fetch -o` or the witness wrote",
+                    path.display()
+                );
+            }
+            Ok(AckSource::File(path))
+        }
         (None, Some(addr)) => Ok(AckSource::Witness(addr)),
         (None, None) => anyhow::bail!("--witness or --acks is required"),
     }
@@ -48,5 +62,15 @@ mod tests {
         ));
         let e = ack_source(None, None).unwrap_err();
         assert!(e.to_string().contains("--witness or --acks"), "{e}");
+    }
+
+    #[test]
+    fn verify_acks_dev_zero_is_refused_unread() {
+        // /dev/null stands for /dev/zero: the same kind of file, and nothing to fill
+        // memory with on a build that reads it.
+        let e = ack_source(Some("/dev/null".into()), None).unwrap_err();
+        assert!(format!("{e:#}").contains("not a regular file"), "{e:#}");
+        let d = tempfile::tempdir().unwrap();
+        assert!(ack_source(Some(d.path().join("run.acklog")), None).is_ok());
     }
 }

@@ -50,6 +50,9 @@ pub enum Via {
     Holder,
     /// A loop device whose backing file or device was reached.
     Loop,
+    /// A loop device whose backing file could not be identified, so it may be the
+    /// target's: reached from any target.
+    Unknown,
 }
 
 /// One device or file that shares bytes with the target.
@@ -65,12 +68,19 @@ pub struct Reached {
 #[derive(Clone, Debug)]
 struct LoopDev {
     rdev: u64,
-    backing: Node,
+    /// What it maps; `None` when that could not be told (then every target is refused
+    /// while it is attached: it might be this one).
+    backing: Option<Node>,
     backing_path: String,
 }
 
-/// Every attached loop device, from sysfs. `backing_file` shows the file's current path
-/// (the kernel resolves it when read), so a renamed file is still found.
+/// Every attached loop device. Its backing file is identified by what the kernel holds
+/// open (device and inode, from `LOOP_GET_STATUS64`), not by the name sysfs shows: after
+/// the name is unlinked sysfs reads "PATH (deleted)" while the file lives on under any
+/// other hard link, and resolving that name would lose the loop device. Only where the
+/// ioctl cannot be made (no /dev node, not allowed) is the sysfs name resolved, and a
+/// name that no longer resolves leaves the backing unknown rather than dropping the
+/// loop device from the checks.
 fn loops() -> Vec<LoopDev> {
     let Ok(rd) = fs::read_dir("/sys/block") else {
         return vec![];
@@ -79,9 +89,16 @@ fn loops() -> Vec<LoopDev> {
         .filter(|e| e.file_name().to_string_lossy().starts_with("loop"))
         .filter_map(|e| {
             let sys = e.path();
+            // No backing_file: the device is not attached to anything.
             let backing_path = read_trim(&sys.join("loop/backing_file"))?;
             let rdev = parse_majmin(&read_trim(&sys.join("dev"))?)?;
-            let backing = Node::of(Path::new(&backing_path))?;
+            let dev_node = Path::new("/dev").join(e.file_name());
+            let backing = match loop_status(&dev_node, rdev) {
+                Status::Backing(n) => Some(n),
+                // Detached since sysfs was read.
+                Status::Unbound => return None,
+                Status::Unknown => by_name(&backing_path),
+            };
             Some(LoopDev {
                 rdev,
                 backing,
@@ -89,6 +106,91 @@ fn loops() -> Vec<LoopDev> {
             })
         })
         .collect()
+}
+
+/// The sysfs name of a backing file resolved, unless the kernel marked it unlinked (the
+/// name may now be another file, or nothing).
+fn by_name(backing_path: &str) -> Option<Node> {
+    if backing_path.ends_with(" (deleted)") {
+        return None;
+    }
+    Node::of(Path::new(backing_path))
+}
+
+/// What `LOOP_GET_STATUS64` said about a loop device.
+enum Status {
+    Backing(Node),
+    /// ENXIO: no longer attached.
+    Unbound,
+    /// The device could not be asked.
+    Unknown,
+}
+
+/// `struct loop_info64` of linux/loop.h; the libc crate does not define it.
+#[repr(C)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
+
+/// Asks loop device `rdev` (its node `/dev/loopN`, opened read-only, which changes
+/// nothing) what it maps: the device and inode of its backing file, or the device
+/// number of a backing block device. The node is checked to be `rdev`: a /dev name can
+/// lag behind sysfs.
+fn loop_status(node: &Path, rdev: u64) -> Status {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(f) = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(node)
+    else {
+        return Status::Unknown;
+    };
+    match f.metadata() {
+        Ok(m) if m.file_type().is_block_device() && m.rdev() == rdev => {}
+        _ => return Status::Unknown,
+    }
+    // SAFETY: all-zero bytes are a valid LoopInfo64 (integers and byte arrays only).
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    // SAFETY: `f` is an open descriptor for the whole call, and LOOP_GET_STATUS64 writes
+    // exactly one `struct loop_info64`, which `info` is laid out as (repr(C), the
+    // kernel's field order and sizes).
+    let r = unsafe {
+        libc::ioctl(
+            f.as_raw_fd(),
+            LOOP_GET_STATUS64 as _,
+            &mut info as *mut LoopInfo64,
+        )
+    };
+    if r != 0 {
+        return match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ENXIO) => Status::Unbound,
+            _ => Status::Unknown,
+        };
+    }
+    // The kernel encodes these as stat(2) does, so they compare with st_dev/st_rdev.
+    Status::Backing(if info.lo_rdevice != 0 {
+        Node::Block(info.lo_rdevice)
+    } else {
+        Node::File {
+            dev: info.lo_device,
+            ino: info.lo_inode,
+        }
+    })
 }
 
 fn read_trim(p: &Path) -> Option<String> {
@@ -143,7 +245,7 @@ fn name_of(node: Node, loops: &[LoopDev]) -> String {
         Node::Block(d) => dev_name(d),
         Node::File { .. } => loops
             .iter()
-            .find(|l| l.backing == node)
+            .find(|l| l.backing == Some(node))
             .map(|l| l.backing_path.clone())
             .unwrap_or_else(|| "a file".into()),
     }
@@ -157,7 +259,7 @@ fn below(node: Node, loops: &[LoopDev]) -> Vec<Node> {
     let mut out: Vec<Node> = loops
         .iter()
         .filter(|l| l.rdev == d)
-        .map(|l| l.backing)
+        .filter_map(|l| l.backing)
         .collect();
     if let Some(sys) = sys_dir(d) {
         out.extend(
@@ -177,7 +279,7 @@ fn below(node: Node, loops: &[LoopDev]) -> Vec<Node> {
 fn above(node: Node, loops: &[LoopDev]) -> Vec<(Node, Via)> {
     let mut out: Vec<(Node, Via)> = loops
         .iter()
-        .filter(|l| l.backing == node)
+        .filter(|l| l.backing == Some(node))
         .map(|l| (Node::Block(l.rdev), Via::Loop))
         .collect();
     if let Node::Block(d) = node {
@@ -203,6 +305,8 @@ fn above(node: Node, loops: &[LoopDev]) -> Vec<(Node, Via)> {
 ///    physical volume shares no bytes with the target.
 /// 3. Everything above the target and above the loop devices of step 2, transitively
 ///    (partitions, holders, loop devices): all of it is built on the target's bytes.
+/// 4. Every loop device whose backing file could not be identified and that was not
+///    reached otherwise: it may map the target, and not knowing is no reason to write.
 pub fn related(target: Node) -> Vec<Reached> {
     let loops = loops();
     let mut seen: Vec<Reached> = vec![];
@@ -246,6 +350,9 @@ pub fn related(target: Node) -> Vec<Reached> {
                 up.push_back(a);
             }
         }
+    }
+    for l in loops.iter().filter(|l| l.backing.is_none()) {
+        push(&mut seen, Node::Block(l.rdev), Via::Unknown);
     }
     seen
 }

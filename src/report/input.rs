@@ -116,6 +116,8 @@ pub enum InputError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    NotFile(crate::userfile::UserFileError),
     /// `where_` is "NAME:LINE".
     #[error("{where_}: not JSON")]
     NotJson {
@@ -219,7 +221,9 @@ pub fn load(
         let text = if p == Path::new("-") {
             std::io::read_to_string(std::io::stdin()).map_err(InputError::Stdin)?
         } else {
-            std::fs::read_to_string(p).map_err(|source| InputError::Read {
+            // A device or pipe named by mistake is refused, not read without end.
+            let f = crate::userfile::open_regular(p).map_err(InputError::NotFile)?;
+            std::io::read_to_string(f).map_err(|source| InputError::Read {
                 path: p.clone(),
                 source,
             })?

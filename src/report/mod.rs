@@ -33,12 +33,8 @@ pub struct ReportOptions {
 pub enum ReportError {
     #[error(transparent)]
     Input(#[from] input::InputError),
-    #[error("writing {}", path.display())]
-    Write {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Write(#[from] crate::userfile::UserFileError),
     #[error(transparent)]
     Stdout(std::io::Error),
     #[error(transparent)]
@@ -58,10 +54,8 @@ pub fn run(o: ReportOptions) -> Result<(), ReportError> {
             .write_all(page.as_bytes())
             .map_err(ReportError::Stdout)?;
     } else {
-        std::fs::write(&o.output, &page).map_err(|source| ReportError::Write {
-            path: o.output.clone(),
-            source,
-        })?;
+        // Never through a link or into a device: a new file renamed over the name.
+        crate::userfile::replace(&o.output, page.as_bytes(), 0o666)?;
     }
     for n in &notes {
         if !o.quiet {

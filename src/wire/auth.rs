@@ -25,6 +25,8 @@ pub const NONCE_BYTES: usize = 16;
 /// Fewest bytes a key file must hold (after trimming whitespace): 128 bits of secret if
 /// random, which is what `head -c 32 /dev/urandom | base64 > key` gives with margin.
 pub const MIN_KEY_FILE_BYTES: usize = 16;
+/// The largest key file read: a key is a line of text; anything bigger is the wrong file.
+pub const MAX_KEY_FILE_BYTES: u64 = 4096;
 /// Context string that turns a key file's bytes into the pre-shared key.
 const KEY_CONTEXT: &str = "plugpull 2025 witness pre-shared key v1";
 /// Context string that turns the pre-shared key into the key of log end-mark MACs.
@@ -59,12 +61,12 @@ impl Key {
         Ok(Key(blake3::derive_key(KEY_CONTEXT, s)))
     }
 
-    /// Reads a key file (`--key-file`).
+    /// Reads a key file (`--key-file`): a regular file of at most
+    /// [`MAX_KEY_FILE_BYTES`], so `--key-file /dev/zero` or a disk image named by
+    /// mistake is refused instead of read until memory runs out.
     pub fn from_file(path: &Path) -> Result<Key, KeyError> {
-        let bytes = std::fs::read(path).map_err(|source| KeyError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bytes = crate::userfile::read_bounded(path, MAX_KEY_FILE_BYTES, "a key file")
+            .map_err(KeyError::Unusable)?;
         Key::from_secret(&bytes).map_err(|e| KeyError::File {
             path: path.to_path_buf(),
             source: Box::new(e),
@@ -106,12 +108,9 @@ pub enum KeyError {
         min = MIN_KEY_FILE_BYTES
     )]
     TooShort { held: usize },
-    #[error("reading the key file {}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Not a regular file, too big, or unreadable.
+    #[error("the key file")]
+    Unusable(#[source] crate::userfile::UserFileError),
     /// The file was read; its content is no key.
     #[error("key file {}", path.display())]
     File {
@@ -318,6 +317,22 @@ mod tests {
             Decoded::Frame(f) => o.open(&f).map(|()| f.payload.to_vec()),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn key_file_dev_zero_or_too_big_is_refused_unread() {
+        let d = tempfile::tempdir().unwrap();
+        let big = d.path().join("disk.img");
+        std::fs::write(&big, vec![b'k'; MAX_KEY_FILE_BYTES as usize + 1]).unwrap();
+        let e = Key::from_file(&big).unwrap_err();
+        let why = |e: &KeyError| std::error::Error::source(e).map(|s| s.to_string());
+        assert!(why(&e).unwrap().contains("over 4096 bytes"), "{e:?}");
+        // /dev/null stands for /dev/zero: refused as a device before any read.
+        let e = Key::from_file(Path::new("/dev/null")).unwrap_err();
+        assert!(why(&e).unwrap().contains("not a regular file"), "{e:?}");
+        let ok = d.path().join("witness.key");
+        std::fs::write(&ok, "0123456789abcdef0123456789abcdef\n").unwrap();
+        Key::from_file(&ok).unwrap();
     }
 
     #[test]

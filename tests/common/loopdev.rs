@@ -65,10 +65,14 @@ impl LoopDev {
             .map(|s| s.trim().to_string())
     }
 
-    /// Whether the device still backs the file we attached.
+    /// Whether the device still backs the file we attached (also once that name is
+    /// unlinked: the kernel then shows "PATH (deleted)").
     pub fn is_ours(&self) -> bool {
         self.dev.as_deref().is_some_and(|d| {
-            Self::sysfs(d, "backing_file").is_some_and(|b| Path::new(&b) == self.file)
+            Self::sysfs(d, "backing_file").is_some_and(|b| {
+                let b = b.strip_suffix(" (deleted)").unwrap_or(&b);
+                Path::new(b) == self.file
+            })
         })
     }
 

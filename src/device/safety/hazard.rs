@@ -14,6 +14,8 @@ pub enum Hazard {
     /// A loop device reads and writes the target's bytes (it is its backing file or
     /// device, or shares one with it).
     LoopBacked(String),
+    /// A loop device whose backing file could not be identified: it may be the target.
+    LoopUnknown(String),
     RootOrBoot(String),
     /// Found by the hand-kept list.
     Signature(&'static str),
@@ -35,6 +37,11 @@ impl std::fmt::Display for Hazard {
             Hazard::LoopBacked(l) => write!(
                 f,
                 "loop device {l} uses its bytes (detach it with `losetup -d {l}` first)"
+            ),
+            Hazard::LoopUnknown(l) => write!(
+                f,
+                "loop device {l} maps a file plugpull cannot identify (it may be this one; \
+                 run as root so its backing file can be asked, or detach it with `losetup -d {l}`)"
             ),
             Hazard::RootOrBoot(m) => write!(f, "it holds the {m} file system of this machine"),
             Hazard::Signature(s) => write!(f, "it holds {s}"),

@@ -141,6 +141,7 @@ fn check_hazards(
                 | Hazard::NotWritableKind
                 | Hazard::Held(_)
                 | Hazard::LoopBacked(_)
+                | Hazard::LoopUnknown(_)
         )
     });
     if hard {

@@ -58,6 +58,7 @@ pub(super) fn in_use(target: Node) -> Vec<Hazard> {
         match r.via {
             Via::Holder => found.push(Hazard::Held(r.name.clone())),
             Via::Loop => found.push(Hazard::LoopBacked(r.name.clone())),
+            Via::Unknown => found.push(Hazard::LoopUnknown(r.name.clone())),
             Via::Target | Via::Below | Via::Partition => {}
         }
         let Node::Block(dev) = r.node else { continue };

@@ -25,15 +25,7 @@ pub struct OracleLog {
 impl OracleLog {
     pub fn new(path: Option<&Path>) -> io::Result<OracleLog> {
         let file = match path {
-            Some(p) => Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| {
-                        io::Error::new(e.kind(), format!("oracle {}: {e}", p.display()))
-                    })?,
-            ),
+            Some(p) => Some(open_oracle(p)?),
             None => None,
         };
         Ok(OracleLog {
@@ -103,4 +95,46 @@ pub(crate) struct LogSeen {
     pub(super) last_fault_id: u64,
     /// Hole faults of this session no HoleWitness has named yet.
     pub(super) open_holes: BTreeSet<u64>,
+}
+
+/// Opens (or creates) the oracle log for appending. Why checked: `--oracle` names a file
+/// appended to at will, so a link is not followed, and an existing file is taken only if
+/// it is a regular file that is empty or starts like an oracle log (a JSON line with an
+/// "event"); a text file named by mistake is refused, not appended to.
+fn open_oracle(p: &Path) -> io::Result<File> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let refuse = |why: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing --oracle {}: {why}", p.display()),
+        )
+    };
+    if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(refuse(
+            "it is a symbolic link; give the path of the log itself",
+        ));
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(p)
+        .map_err(|e| io::Error::new(e.kind(), format!("oracle {}: {e}", p.display())))?;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(refuse("it is not a regular file"));
+    }
+    if m.len() > 0 {
+        const START: &[u8] = b"{\"event\":";
+        let mut head = [0u8; START.len()];
+        let n = (&f).take(START.len() as u64).read(&mut head)?;
+        if n == 0 || !START.starts_with(&head[..n]) {
+            return Err(refuse(
+                "it exists and is not an oracle log; give a new path or the log of this drive",
+            ));
+        }
+    }
+    Ok(f)
 }
