@@ -2251,7 +2251,8 @@ on_request = \"GET /on\"" html
   # Control: a plug that answers as a Shelly does is taken as switched; the campaign then
   # waits for an agent that never comes, and says so.
   plug_campaign "$d/shelly" 'flavor = "shelly-gen1"' shelly
-  said "$d/shelly/campaign" 'no run of the agent|did not come back|agent' ||
+  grep -q 'turn=on' "$d/shelly/plug.log" || bad "control: the working plug got no switch request"
+  said "$d/shelly/campaign" 'no run of the agent|did not come back' ||
     bad "control: with a working plug the campaign did not go on to wait for the agent: $(first_line "$d/shelly/campaign")"
   said "$d/shelly/campaign" 'answered 200 but not' && bad "control: a working Shelly answer was refused"
   end
@@ -2259,10 +2260,11 @@ on_request = \"GET /on\"" html
   begin 18d
   plug_campaign "$d/trickle" 'flavor = "shelly-gen1"' trickle
   why "note: the trickling plug was given up after ${PLUG_SECS}s (power.timeout 3s)"
+  grep -q '^request' "$d/trickle/plug.log" || bad "the plug got no request: $(first_line "$d/trickle/campaign")"
   [[ $PLUG_RC != 0 ]] || bad "a plug that trickles its reply was taken as switched (exit 0)"
   python3 -c "import sys; sys.exit(0 if $PLUG_SECS <= 5.0 else 1)" ||
     bad "the trickling plug held the campaign ${PLUG_SECS}s, power.timeout is 3s"
-  said "$d/trickle/campaign" 'within 3s|timeout|timed out' || bad "the error does not name the timeout: $(first_line "$d/trickle/campaign")"
+  said "$d/trickle/campaign" 'did not answer within 3s|timed out' || bad "the error does not say the plug did not answer in time: $(first_line "$d/trickle/campaign")"
   end
 
   begin 18e
