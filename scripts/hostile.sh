@@ -41,8 +41,9 @@ cd "$(dirname "$0")/.." || exit 2
 PLUGPULL=${PLUGPULL:-target/release/plugpull}
 RUNS=${HOSTILE_RUNS:-3}
 CASES=${HOSTILE_CASES:-1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18}
-# Case 7: threads a witness may have while 1,100 idle sockets are open to it (today:
-# one per socket, 1,028); an event loop plus a few service threads stay far below.
+# Case 7: threads a witness may have while 1,100 idle sockets are open to it (before
+# the fix: one per socket, 1,028); an event loop plus a few service threads stay far
+# below.
 THREAD_LIMIT=64
 # Case 7: how long a writer and a fetch may take while the witness is flooded.
 FLOOD_DEADLINE=5
