@@ -1878,7 +1878,7 @@ case13() {
 
 row 14a "fetch -o NAME with files planted at NAME.acklog.tmp, NAME.tmp and .NAME.tmp: a whole fetch and one cut off midway" "planted files unchanged, no temporary file left"
 row 14b "the same with symlinks there to a user file" "user file and the links unchanged"
-row 14c "fetch -o NAME where NAME is a symlink to a user file" "user file unchanged (the link replaced, not followed)"
+row 14c "fetch -o NAME where NAME is a symlink to a user file" "refused (exit 2), link and user file unchanged"
 
 # planted_fetch DIR RUN KIND(file|link) : plants at the temporary names of NAME, fetches
 # whole, then through a proxy that cuts the reply after 1,024 bytes.
@@ -1951,12 +1951,9 @@ case14() {
   ln -s user.dat "$d/c/out.log"
   pp "$d/c/f" 60 fetch --witness "$WITNESS" --run "$run" -o "$d/c/out.log"
   rc=$?
-  [[ $rc == 0 ]] || bad "fetch -o onto a symlink exited $rc: $(first_line "$d/c/f")"
-  if [[ -L $d/c/out.log ]]; then
-    why "note: fetch left the symlink at NAME in place"
-  elif [[ ! -f $d/c/out.log ]]; then
-    bad "no log file at NAME after the fetch"
-  fi
+  [[ $rc == 2 ]] || bad "fetch -o onto a symlink exited $rc (want 2, refused): $(first_line "$d/c/f")"
+  [[ -L $d/c/out.log ]] || bad "the symlink at NAME is gone"
+  checked
   end
 }
 

@@ -546,3 +546,33 @@ fn fetch_o_memory_does_not_grow_with_the_run() {
     assert_eq!(log.acks.len() as u64, acks);
     assert_eq!(log.acks[1_234_567], device_ack(1_234_567));
 }
+
+/// `fetch -o NAME` replaces only a regular file: a symlink at NAME (to a user's file) or
+/// a FIFO there is refused, left as it was, and no temporary file is left behind.
+#[test]
+fn fetch_o_onto_a_symlink_or_a_fifo_is_refused_and_left_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let victim = d.path().join("victim");
+    fs::write(&victim, b"precious").unwrap();
+    let link = d.path().join("link.acklog");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let fifo = d.path().join("fifo.acklog");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for (name, out) in [("symlink", &link), ("fifo", &fifo)] {
+        let r = run_cli(vec![
+            "fetch".into(),
+            "--witness".into(),
+            fake_witness(1_000, false),
+            "--run".into(),
+            RunId([0x37; 16]).hex(),
+            "-o".into(),
+            out.to_str().unwrap().into(),
+        ]);
+        assert_eq!(r.code, 2, "{name}: {r:?}");
+        use std::os::unix::fs::FileTypeExt;
+        let t = fs::symlink_metadata(out).unwrap().file_type();
+        assert!(t.is_symlink() || t.is_fifo(), "{name}: replaced by {t:?}");
+        no_temporary_beside(out);
+    }
+    assert_eq!(fs::read(&victim).unwrap(), b"precious");
+}

@@ -478,3 +478,68 @@ fn a_witness_restart_during_a_run_neither_accuses_the_drive_nor_proves_a_cut() {
     assert_eq!(j["writer_end"]["how"], "unknown", "{}", j["writer_end"]);
     assert_eq!(v.code, 3, "{v:?}");
 }
+
+/// Run A is cut (falls silent), then writes to the same file under another name (a hard
+/// link) begin a later run: the same medium, so its records supersede A's, not stale.
+/// And a later run that overwrote every record of A leaves nothing of A to check: no
+/// PASS on zero records read back.
+#[test]
+fn a_later_run_under_another_name_supersedes_and_nothing_checked_is_no_pass() {
+    let d = tempfile::tempdir().unwrap();
+    let w = Listen::new(&d.path().join("w"))
+        .args(["--idle-timeout", "3s"])
+        .start();
+    let t = d.path().join("target.img");
+    let mut a = background_writer(&w, &t);
+    wait_for_durable_acks(&w, 1500, &mut a);
+    let run_a = only_run(&w);
+    freeze(&a);
+    wait_for_end(&w, &run_a);
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let alias = d.path().join("alias.img");
+    std::fs::hard_link(&t, &alias).unwrap();
+    let alias_s = alias.to_str().unwrap();
+    let b = write(
+        &w,
+        &alias,
+        &[
+            "--size",
+            "4M",
+            "--count",
+            "16",
+            "--destroy-data-on",
+            alias_s,
+        ],
+    );
+    assert_eq!(b.code, 0, "{b:?}");
+    let v = verify_as_after_a_cut(&w, &t, &["--run", &run_a]);
+    let j = v.json();
+    assert_eq!(j["counts"]["stale"], 0, "{v:?}");
+    assert_eq!(j["superseded_by_runs"][0], run_id_of(&b), "{j}");
+    assert_eq!(v.code, 0, "{v:?}");
+
+    // Every place of the 4 MiB region rewritten by one more run: nothing of A is left.
+    let c = write(
+        &w,
+        &alias,
+        &[
+            "--size",
+            "4M",
+            "--count",
+            "1024",
+            "--destroy-data-on",
+            alias_s,
+        ],
+    );
+    assert_eq!(c.code, 0, "{c:?}");
+    let v = verify_as_after_a_cut(&w, &t, &["--run", &run_a]);
+    let j = v.json();
+    assert_eq!(j["counts"]["intact"], 0, "{v:?}");
+    assert_eq!(v.code, 3, "{v:?}");
+    assert!(
+        j["summary"].as_str().unwrap().starts_with("none of the"),
+        "{}",
+        j["summary"]
+    );
+}

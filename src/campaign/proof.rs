@@ -34,17 +34,7 @@ pub const WRITER_LOST_DRIVE: &str = "writer-lost-drive";
 pub const SWITCH_REPORTS_OFF: &str = "switch-reports-off";
 pub const COUNTER_ROSE: &str = "unsafe-shutdown-counter-rose";
 
-/// Errors of a drive that lost power or left the bus, as the writer meets them (a
-/// simulated drive's EIO, a SCSI disk's EIO then ENODEV, an NVMe namespace's ENXIO, a
-/// FUSE daemon that died with its drive: ENOTCONN).
-const DRIVE_GONE_ERRNOS: [i32; 6] = [
-    libc::EIO,
-    libc::ENODEV,
-    libc::ENXIO,
-    libc::ENOTCONN,
-    libc::ENOMEDIUM,
-    libc::EREMOTEIO,
-];
+use crate::device::error::DRIVE_GONE_ERRNOS;
 
 /// The least time the writer is given after the cut to fail: the kernel takes a moment
 /// to fail I/O to a drive that lost power, even when `campaign.off` is shorter.

@@ -45,3 +45,16 @@ impl<T> Doing<T> for io::Result<T> {
         })
     }
 }
+
+/// Errors of a drive that lost power or left the bus, as a writer meets them (a
+/// simulated drive's EIO, a SCSI disk's EIO then ENODEV, an NVMe namespace's ENXIO, a
+/// FUSE daemon that died with its drive: ENOTCONN). Anything else (ENOSPC on a thin
+/// backing, EINVAL, a quota) is a failure of the write, not evidence of a lost drive.
+pub const DRIVE_GONE_ERRNOS: [i32; 6] = [
+    libc::EIO,
+    libc::ENODEV,
+    libc::ENXIO,
+    libc::ENOTCONN,
+    libc::ENOMEDIUM,
+    libc::EREMOTEIO,
+];

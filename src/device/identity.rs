@@ -196,6 +196,14 @@ impl DeviceIdentity {
     /// and partition for disks; same inode, offset and file system for files and loop
     /// devices (a loop device and its backing file are the same medium); the same path
     /// when one side knows nothing better.
+    /// Whether a run written to `other` may have overwritten bytes of a run written to
+    /// `self`: the same medium, or partitions and whole of one disk (by WWN or serial).
+    pub fn may_share_bytes(&self, other: &DeviceIdentity) -> bool {
+        let same_disk = (self.wwn.is_some() && self.wwn == other.wwn)
+            || (self.serial.is_some() && self.serial == other.serial && self.model == other.model);
+        self.key() == other.key() || self.same_medium(other) || same_disk
+    }
+
     pub fn same_medium(&self, other: &DeviceIdentity) -> bool {
         match (self.medium(), other.medium()) {
             (Medium::File(a), Medium::File(b)) => a.same_file(b),

@@ -196,8 +196,12 @@ pub mod bye {
     pub const FINISHED: &str = "writer finished";
     /// It was stopped by a signal (Ctrl-C, SIGTERM) before the target failed.
     pub const STOPPED: &str = "writer stopped";
-    /// A write or flush of the target failed: what a drive losing its power looks like.
+    /// A write or flush of the target failed with the error of a drive that is gone
+    /// (`device::error::DRIVE_GONE_ERRNOS`): what a drive losing its power looks like.
     pub const TARGET_FAILED: &str = "target failed";
+    /// A write or flush failed with any other error (ENOSPC on a thin backing, ...): the
+    /// writer stopped, and nothing says the drive lost power.
+    pub const WRITE_FAILED: &str = "writer failed";
 }
 
 /// How a `disconnect` event's detail starts, by what the witness saw end the connection.

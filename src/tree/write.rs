@@ -185,7 +185,15 @@ pub fn run(o: &TreeWriteOptions, stop: &AtomicBool) -> Result<TreeWriteSummary, 
     let (acked, bytes) = (w.acked, w.bytes);
     use crate::model::bye;
     sender.set_bye_reason(match (&failure, stop.load(Ordering::SeqCst)) {
-        (Some(e), _) => format!("{}: {e}", bye::TARGET_FAILED),
+        // A step's error is its io::Error in words: "(os error N)" names the errno.
+        (Some(e), _)
+            if crate::device::error::DRIVE_GONE_ERRNOS
+                .iter()
+                .any(|n| e.contains(&format!("(os error {n})"))) =>
+        {
+            format!("{}: {e}", bye::TARGET_FAILED)
+        }
+        (Some(e), _) => format!("{}: {e}", bye::WRITE_FAILED),
         (None, true) => format!("{}: by a signal", bye::STOPPED),
         (None, false) => format!("{}: it wrote what it was asked to", bye::FINISHED),
     });

@@ -98,7 +98,7 @@ pub fn writer_end(events: &[WitnessEvent]) -> WriterEnd {
             let reason = reason.split("; writer last heard").next().unwrap_or(reason);
             if reason.starts_with(bye::TARGET_FAILED) {
                 WriterEnd::TargetFailed(reason.to_string())
-            } else if reason.starts_with(bye::STOPPED) {
+            } else if reason.starts_with(bye::STOPPED) || reason.starts_with(bye::WRITE_FAILED) {
                 WriterEnd::Stopped(reason.to_string())
             } else {
                 // "writer finished", and any reason this build does not know: a Bye is
@@ -218,6 +218,18 @@ mod tests {
                 vec![
                     connect.clone(),
                     ev("bye", 2 * S, "bye: writer stopped: SIGTERM"),
+                ],
+                "stopped",
+                false,
+            ),
+            (
+                vec![
+                    connect.clone(),
+                    ev(
+                        "bye",
+                        2 * S,
+                        "bye: writer failed: No space left on device (os error 28)",
+                    ),
                 ],
                 "stopped",
                 false,

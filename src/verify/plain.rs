@@ -90,7 +90,7 @@ pub fn sentence(f: &Facts) -> String {
                 thousands(acked),
                 writes(acked)
             ),
-            NoVerdictReason::NoCut => "This test says nothing about the drive: the program writing to it had stopped before the power went out, so no write it had confirmed as saved was at risk. Cut the power while the writer is still running.".into(),
+            NoVerdictReason::NoCut => "This test says nothing about the drive: the program writing to it stopped by itself, with no power cut while it was writing, so no write it had confirmed as saved was put at risk. Cut the power while the writer is still running.".into(),
             NoVerdictReason::Unknown => "This test gave no verdict on the drive, and none of the writes that could be checked were lost. Run it again.".into(),
         },
         Verdict::Error => "This test says nothing about the drive: the test itself went wrong before the drive could be checked.".into(),

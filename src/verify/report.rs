@@ -264,7 +264,7 @@ impl Report {
                     self.verdict = Verdict::Inconclusive;
                     self.summary = format!(
                         "no power cut during writing: the writer {how}, so no acknowledged \
-                         write was at risk when the power went. Cut the power while \
+                         write was put at risk by a power cut. Cut the power while \
                          `plugpull write` runs; to judge a clean run on purpose, pass \
                          --rehearsal"
                     );
@@ -272,6 +272,22 @@ impl Report {
             }
         } else if self.verdict == Verdict::Fail && !cut_evidence {
             self.summary += &format!("; no power cut was seen during writing: the writer {how}");
+        }
+        // A PASS must rest on records read back: when every acknowledged record was
+        // superseded (later runs overwrote them all), nothing of this run was checked.
+        let intact = self
+            .counts
+            .get(RecordClass::Intact.name())
+            .copied()
+            .unwrap_or(0);
+        if self.verdict == Verdict::Pass && self.acked_records > 0 && intact == 0 {
+            self.verdict = Verdict::Inconclusive;
+            self.summary = format!(
+                "none of the {} acknowledged records could be checked: all of them were \
+                 overwritten later (by later records or later runs), so nothing says \
+                 whether the drive kept them",
+                self.acked_records
+            );
         }
         self.writer_end = Some(WriterEndCheck {
             end,

@@ -253,10 +253,18 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
 /// that ended by itself (`model::bye`).
 fn bye_reason(failure: Option<&engine::Failure>, interrupted: bool) -> String {
     use crate::model::bye;
+    let gone = |f: &engine::Failure| {
+        f.raw_os_error
+            .is_some_and(|e| crate::device::error::DRIVE_GONE_ERRNOS.contains(&e))
+    };
     match failure {
         Some(f) => format!(
             "{}: {} of stream {} seq {} failed: {}",
-            bye::TARGET_FAILED,
+            if gone(f) {
+                bye::TARGET_FAILED
+            } else {
+                bye::WRITE_FAILED
+            },
             f.during,
             f.record.stream,
             f.record.seq,
@@ -414,4 +422,38 @@ pub fn tree_run(
 ) -> Result<crate::tree::write::TreeWriteSummary, crate::tree::write::TreeWriteError> {
     install_stop_handler();
     crate::tree::write::run(o, &STOP)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(errno: i32) -> engine::Failure {
+        engine::Failure {
+            during: "write",
+            record: crate::record::RecordId {
+                stream: 0,
+                seq: 3,
+                offset: 0,
+                sectors: 8,
+                write_time_ns: 1,
+            },
+            error: std::io::Error::from_raw_os_error(errno).to_string(),
+            raw_os_error: Some(errno),
+        }
+    }
+
+    /// Only the errors of a drive that is gone say "target failed" (cut evidence for
+    /// verify); ENOSPC on a thin backing says the write failed, nothing more.
+    #[test]
+    fn only_a_gone_drive_is_a_failed_target_in_the_bye() {
+        use crate::model::bye;
+        for errno in crate::device::error::DRIVE_GONE_ERRNOS {
+            assert!(bye_reason(Some(&failed(errno)), false).starts_with(bye::TARGET_FAILED));
+        }
+        for errno in [libc::ENOSPC, libc::EDQUOT, libc::EINVAL, libc::EROFS] {
+            assert!(bye_reason(Some(&failed(errno)), false).starts_with(bye::WRITE_FAILED));
+        }
+        assert!(bye_reason(None, false).starts_with(bye::FINISHED));
+    }
 }

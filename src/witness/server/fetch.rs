@@ -72,9 +72,8 @@ impl Conn {
         // do what the witness knows now and the log cannot: a writer still connected,
         // and the later runs of the same drive.
         let what = format!("the witness's ack log {}", path.display());
-        let descriptor = checker.descriptor.as_ref().expect("checked above");
         let mut events = checker.damage_events(&what, &end);
-        events.extend(fetch_time_events(&sh, run, &descriptor.device.key()));
+        events.extend(fetch_time_events(&sh, run));
         for e in events {
             let start = out.len();
             Msg::Event(e).encode_into(&mut out);
@@ -132,7 +131,7 @@ impl Conn {
 /// whether the run's writer is still connected (and how long it has been silent),
 /// and which runs of the same drive it first heard of after this one
 /// (docs/protocol.md "Fetch-time events").
-fn fetch_time_events(sh: &Shared, run: RunId, device_key: &str) -> Vec<WitnessEvent> {
+fn fetch_time_events(sh: &Shared, run: RunId) -> Vec<WitnessEvent> {
     let now = now_ns();
     let mut out = vec![];
     let slot = lock(&sh.runs).get(&run).cloned();
@@ -155,7 +154,7 @@ fn fetch_time_events(sh: &Shared, run: RunId, device_key: &str) -> Vec<WitnessEv
             });
         }
     }
-    for (heard, later) in sh.runs_after(device_key, run) {
+    for (heard, later) in sh.runs_after(run) {
         out.push(WitnessEvent {
             at_ns: heard,
             kind: LATER_RUN_EVENT.into(),

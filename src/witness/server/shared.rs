@@ -91,6 +91,10 @@ pub(super) struct Shared {
     /// it (its own clock): "the latest run for this drive" and "the runs that started
     /// after this one" are decided by that time, never by the writer's clock.
     pub(super) by_device: Mutex<HashMap<String, Vec<(u64, RunId)>>>,
+    /// Each indexed run's drive, for "the runs that may have overwritten this one": the
+    /// same medium under another name (a hard link, a re-attached loop device, a
+    /// partition of the same disk) has another key.
+    pub(super) devices: Mutex<HashMap<RunId, crate::device::identity::DeviceIdentity>>,
     /// Connections past their handshake, by id (closed at shutdown).
     pub(super) conns: Mutex<HashMap<u64, TcpStream>>,
     /// Writer and fetch connections with a thread, against their caps.
@@ -131,6 +135,7 @@ impl Shared {
     /// Indexes run `d` under its device, first heard of at `heard_at_ns` (witness
     /// clock); a run indexed before keeps the earlier time.
     pub(super) fn note_run(&self, d: &RunDescriptor, heard_at_ns: u64) {
+        lock(&self.devices).insert(d.run_id, d.device.clone());
         let mut index = lock(&self.by_device);
         let runs = index.entry(d.device.key()).or_default();
         match runs.iter_mut().find(|(_, r)| *r == d.run_id) {
@@ -158,18 +163,34 @@ impl Shared {
             .map(|&(t, _)| t)
     }
 
-    /// The runs of `run`'s device that the witness first heard of after it, with that
-    /// time (witness clock), oldest first.
-    pub(super) fn runs_after(&self, key: &str, run: RunId) -> Vec<(u64, RunId)> {
+    /// The runs that may have overwritten `run`'s records (on its device, under any
+    /// name: `DeviceIdentity::may_share_bytes`) and that the witness first heard of
+    /// after it, with that time (witness clock), oldest first.
+    pub(super) fn runs_after(&self, run: RunId) -> Vec<(u64, RunId)> {
+        let Some(t0) = self.heard_at_any(run) else {
+            return vec![];
+        };
+        let devices = lock(&self.devices);
+        let Some(mine) = devices.get(&run) else {
+            return vec![];
+        };
         let index = lock(&self.by_device);
-        let Some(runs) = index.get(key) else {
-            return vec![];
-        };
-        let Some(&(t0, _)) = runs.iter().find(|(_, r)| *r == run) else {
-            return vec![];
-        };
-        let mut later: Vec<(u64, RunId)> = runs.iter().filter(|(t, _)| *t > t0).copied().collect();
+        let mut later: Vec<(u64, RunId)> = index
+            .values()
+            .flatten()
+            .filter(|(t, r)| *t > t0 && devices.get(r).is_some_and(|d| mine.may_share_bytes(d)))
+            .copied()
+            .collect();
         later.sort_by_key(|&(t, r)| (t, r.hex()));
         later
+    }
+
+    /// When the witness first heard of `run`, under whatever device key.
+    fn heard_at_any(&self, run: RunId) -> Option<u64> {
+        lock(&self.by_device)
+            .values()
+            .flatten()
+            .find(|(_, r)| *r == run)
+            .map(|&(t, _)| t)
     }
 }

@@ -50,6 +50,7 @@ impl Witness {
             runs: Mutex::new(HashMap::new()),
             listed: Mutex::new(HashMap::new()),
             by_device: Mutex::new(HashMap::new()),
+            devices: Mutex::new(HashMap::new()),
             conns: Mutex::new(HashMap::new()),
             writers: AtomicUsize::new(0),
             fetchers: AtomicUsize::new(0),

@@ -328,6 +328,11 @@ impl TempFile {
     /// (documented: a whole fetch replaces an older one); a symlink at `path` is replaced
     /// itself, never followed (rename(2) does not follow the last component).
     fn rename_to(&mut self, path: &Path) -> StoreResult<()> {
+        // A whole fetch replaces an older file of that name, never a symlink, a device
+        // node or anything else that is not a regular file.
+        if let Err(e) = crate::userfile::check_replaceable(path) {
+            invalid!("{}", crate::exit::error_chain(&e));
+        }
         std::fs::rename(&self.path, path)
             .with_context(|| format!("renaming {} to {}", self.path.display(), path.display()))?;
         self.done = true;
