@@ -48,10 +48,12 @@ impl<T> Doing<T> for io::Result<T> {
 
 /// Errors of a drive that lost power or left the bus, as a writer meets them (a
 /// simulated drive's EIO, a SCSI disk's EIO then ENODEV, an NVMe namespace's ENXIO, a
-/// FUSE daemon that died with its drive: ENOTCONN). Anything else (ENOSPC on a thin
+/// FUSE daemon that died with its drive: ENOTCONN, or ECONNABORTED for the requests it
+/// had in hand). Anything else (ENOSPC on a thin
 /// backing, EINVAL, a quota) is a failure of the write, not evidence of a lost drive.
-pub const DRIVE_GONE_ERRNOS: [i32; 6] = [
+pub const DRIVE_GONE_ERRNOS: [i32; 7] = [
     libc::EIO,
+    libc::ECONNABORTED,
     libc::ENODEV,
     libc::ENXIO,
     libc::ENOTCONN,
