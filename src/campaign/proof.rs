@@ -8,8 +8,9 @@
 //! - `rail-fell`: the switch sampled the rail and it fell to `campaign.cut_proof_threshold`
 //!   of nominal (`power::fall`);
 //! - `writer-lost-drive`: after the cut was issued, the writer's write or flush failed
-//!   with an error of a drive that is gone (EIO, ENODEV, ENXIO, ENOTCONN, ECONNABORTED, ENOMEDIUM,
-//!   EREMOTEIO), before the controller dropped the device itself;
+//!   with an error of a drive that is gone (`device::error::DRIVE_GONE_ERRNOS`: EIO,
+//!   ENODEV, ENXIO, ENOTCONN, ECONNABORTED, ENOMEDIUM, EREMOTEIO), before the controller
+//!   dropped the device itself;
 //! - `switch-reports-off`: the switch, asked while power should be off, says it is off
 //!   (only drivers that can read their state back);
 //! - `unsafe-shutdown-counter-rose`: the drive's unsafe-shutdown counter rose across the
