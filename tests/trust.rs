@@ -161,32 +161,9 @@ fn a_log_fetched_while_the_writer_runs_is_inconclusive() {
     let d = tempfile::tempdir().unwrap();
     let w = WitnessProc::start(&d.path().join("w"));
     let t = d.path().join("target.img");
-    let mut writer = Command::new(bin())
-        .args([
-            "write",
-            t.to_str().unwrap(),
-            "--witness",
-            &w.addr,
-            "--size",
-            "1M",
-        ])
-        .args(["--duration", "60s", "--quiet"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut writer = background_writer(&w, &t, "1M", &[]);
     wait_for_durable_acks(&w, 2000, &mut writer);
-    let run_id = std::fs::read_dir(&w.dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .find_map(|e| {
-            e.file_name()
-                .into_string()
-                .ok()?
-                .strip_suffix(".acklog")
-                .map(String::from)
-        })
-        .unwrap();
+    let run_id = only_run(&w);
     let early = d.path().join("early.acklog");
     fetch_to(&w.addr, &run_id, &early);
     // The writer goes on well past the fetched acks, then its host loses power.
@@ -263,46 +240,19 @@ fn no_pass_through_a_power_cut_when_the_writer_finished() {
 #[test]
 fn a_stopped_or_killed_writer_is_no_power_cut() {
     let d = tempfile::tempdir().unwrap();
-    for (signal, how, code) in [("TERM", "stopped", 3), ("KILL", "closed", 3)] {
+    for (sig, how, code) in [("TERM", "stopped", 3), ("KILL", "closed", 3)] {
         let t = d.path().join(format!("{how}.img"));
         let w = WitnessProc::start(&d.path().join(format!("w-{how}")));
-        let mut writer = Command::new(bin())
-            .args([
-                "write",
-                t.to_str().unwrap(),
-                "--witness",
-                &w.addr,
-                "--size",
-                "4M",
-            ])
-            .args(["--duration", "60s", "--quiet"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut writer = background_writer(&w, &t, "4M", &[]);
         wait_for_durable_acks(&w, 500, &mut writer);
-        let st = Command::new("kill")
-            .args([&format!("-{signal}"), &writer.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(st.success());
+        signal(&writer, sig);
         writer.wait().unwrap();
-        let run_id = std::fs::read_dir(&w.dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .find_map(|e| {
-                e.file_name()
-                    .into_string()
-                    .ok()?
-                    .strip_suffix(".acklog")
-                    .map(String::from)
-            })
-            .unwrap();
+        let run_id = only_run(&w);
         wait_for_end(&w, &run_id);
         let v = verify_as_after_a_cut(&w, &t, &[]);
         let j = json_of(&v);
         assert_eq!(j["writer_end"]["how"], how, "{v:?}");
-        assert_eq!(v.code, code, "{signal}: {v:?}");
+        assert_eq!(v.code, code, "{sig}: {v:?}");
     }
 }
 
@@ -315,32 +265,9 @@ fn a_log_the_medium_outruns_is_inconclusive() {
     let d = tempfile::tempdir().unwrap();
     let w = WitnessProc::start(&d.path().join("w"));
     let t = d.path().join("target.img");
-    let mut writer = Command::new(bin())
-        .args([
-            "write",
-            t.to_str().unwrap(),
-            "--witness",
-            &w.addr,
-            "--size",
-            "4M",
-        ])
-        .args(["--max-unconfirmed", "64", "--duration", "60s", "--quiet"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut writer = background_writer(&w, &t, "4M", &["--max-unconfirmed", "64"]);
     wait_for_durable_acks(&w, 2000, &mut writer);
-    let run_id = std::fs::read_dir(&w.dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .find_map(|e| {
-            e.file_name()
-                .into_string()
-                .ok()?
-                .strip_suffix(".acklog")
-                .map(String::from)
-        })
-        .unwrap();
+    let run_id = only_run(&w);
     let early = d.path().join("early.acklog");
     fetch_to(&w.addr, &run_id, &early);
     let mut log = plugpull::witness::store::reader::read_log_file(&early).unwrap();
@@ -384,8 +311,14 @@ fn a_log_the_medium_outruns_is_inconclusive() {
     assert_eq!(v.json()["ack_log"]["whole"], true);
 }
 
-/// Starts `plugpull write TARGET` in the background (4 MiB region, for a minute).
-fn background_writer(w: &WitnessProc, t: &std::path::Path) -> std::process::Child {
+/// Starts `plugpull write TARGET --size SIZE EXTRA...` in the background, for at most
+/// a minute.
+fn background_writer(
+    w: &WitnessProc,
+    t: &std::path::Path,
+    size: &str,
+    extra: &[&str],
+) -> std::process::Child {
     Command::new(bin())
         .args([
             "write",
@@ -393,9 +326,10 @@ fn background_writer(w: &WitnessProc, t: &std::path::Path) -> std::process::Chil
             "--witness",
             &w.addr,
             "--size",
-            "4M",
+            size,
         ])
         .args(["--duration", "60s", "--quiet"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -417,14 +351,19 @@ fn only_run(w: &WitnessProc) -> String {
         .unwrap()
 }
 
-/// SIGSTOP: the writer's host "loses power" as far as the network can tell, it falls
-/// silent without closing anything.
-fn freeze(child: &std::process::Child) {
+/// Sends `signal` (a name for kill(1): "STOP", "TERM", "KILL") to `child`.
+fn signal(child: &std::process::Child, signal: &str) {
     let st = Command::new("kill")
-        .args(["-STOP", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(st.success());
+}
+
+/// SIGSTOP: the writer's host "loses power" as far as the network can tell, it falls
+/// silent without closing anything.
+fn freeze(child: &std::process::Child) {
+    signal(child, "STOP");
 }
 
 /// A host that loses power falls silent; the witness notices after its idle timeout. A
@@ -437,7 +376,7 @@ fn a_later_run_begun_before_the_witness_noticed_the_cut_is_not_stale() {
         .args(["--idle-timeout", "3s"])
         .start();
     let t = d.path().join("target.img");
-    let mut a = background_writer(&w, &t);
+    let mut a = background_writer(&w, &t, "4M", &[]);
     wait_for_durable_acks(&w, 2000, &mut a);
     let run_a = only_run(&w);
     freeze(&a);
@@ -463,7 +402,7 @@ fn a_witness_restart_during_a_run_neither_accuses_the_drive_nor_proves_a_cut() {
     let d = tempfile::tempdir().unwrap();
     let mut w = WitnessProc::start(&d.path().join("w"));
     let t = d.path().join("target.img");
-    let mut a = background_writer(&w, &t);
+    let mut a = background_writer(&w, &t, "4M", &[]);
     wait_for_durable_acks(&w, 2000, &mut a);
     let run_a = only_run(&w);
     freeze(&a);
@@ -490,7 +429,7 @@ fn a_later_run_under_another_name_supersedes_and_nothing_checked_is_no_pass() {
         .args(["--idle-timeout", "3s"])
         .start();
     let t = d.path().join("target.img");
-    let mut a = background_writer(&w, &t);
+    let mut a = background_writer(&w, &t, "4M", &[]);
     wait_for_durable_acks(&w, 1500, &mut a);
     let run_a = only_run(&w);
     freeze(&a);
