@@ -96,17 +96,7 @@ pub fn replace(path: &Path, bytes: &[u8], mode: u32) -> Result<(), UserFileError
         .and_then(|()| f.sync_all())
         .map_err(io_err(|| format!("writing {}", tmp.path.display())))?;
     drop(f);
-    // Checked again right before: what the user sees refused is what is there now.
-    check_replaceable(path)?;
-    std::fs::rename(&tmp.path, path).map_err(io_err(|| {
-        format!("renaming {} to {}", tmp.path.display(), path.display())
-    }))?;
-    tmp.done = true;
-    File::open(dir_of(path))
-        .and_then(|d| d.sync_all())
-        .map_err(io_err(|| {
-            format!("syncing directory {}", dir_of(path).display())
-        }))
+    tmp.rename_to(path)
 }
 
 fn dir_of(path: &Path) -> &Path {
@@ -117,7 +107,13 @@ fn dir_of(path: &Path) -> &Path {
 }
 
 /// A temporary file this process created, removed on drop unless renamed into place.
-struct TempFile {
+///
+/// Why so careful: outputs are written in directories other people can write (/tmp, a
+/// shared lab share). A fixed name beside the output let anyone plant a file there
+/// (deleted by the cleanup) or a symlink (followed: its target overwritten). So the
+/// name is random and the file is created with O_CREAT|O_EXCL|O_NOFOLLOW: whatever
+/// exists is never opened, followed or removed.
+pub struct TempFile {
     path: PathBuf,
     /// Device and inode of the file created, so the cleanup removes only that one.
     id: (u64, u64),
@@ -125,9 +121,9 @@ struct TempFile {
 }
 
 impl TempFile {
-    /// Creates `.NAME.<random>.tmp` in `path`'s directory. A name taken by chance (or
-    /// planted) is skipped, never opened.
-    fn beside(path: &Path, mode: u32) -> Result<(TempFile, File), UserFileError> {
+    /// Creates `.NAME.<random>.tmp` in `path`'s directory with permissions `mode`. A
+    /// name taken by chance (or planted) is skipped, never opened.
+    pub fn beside(path: &Path, mode: u32) -> Result<(TempFile, File), UserFileError> {
         let Some(name) = path.file_name() else {
             return Err(UserFileError::NotRegular {
                 path: path.to_owned(),
@@ -153,6 +149,13 @@ impl TempFile {
                     let m = f
                         .metadata()
                         .map_err(io_err(|| format!("creating {}", tmp.display())))?;
+                    if !m.is_file() || m.nlink() != 1 {
+                        return Err(UserFileError::NotRegular {
+                            path: tmp,
+                            doing: "write",
+                            kind: "not the new file it was created as",
+                        });
+                    }
                     let t = TempFile {
                         path: tmp,
                         id: (m.dev(), m.ino()),
@@ -169,6 +172,27 @@ impl TempFile {
         })(
             last.unwrap_or_else(|| io::Error::other("no free name"))
         ))
+    }
+
+    /// Where the file is now.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames the (written and synced) file over `path`, which must be missing or a
+    /// regular file (checked right before: what is refused is what is there now), and
+    /// fsyncs the directory. After a crash `path` is the old file or the new one.
+    pub fn rename_to(&mut self, path: &Path) -> Result<(), UserFileError> {
+        check_replaceable(path)?;
+        std::fs::rename(&self.path, path).map_err(io_err(|| {
+            format!("renaming {} to {}", self.path.display(), path.display())
+        }))?;
+        self.done = true;
+        File::open(dir_of(path))
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(|| {
+                format!("syncing directory {}", dir_of(path).display())
+            }))
     }
 }
 

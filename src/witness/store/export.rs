@@ -7,12 +7,13 @@
 //! is whole (module `checker` checks it). Layout in docs/protocol.md.
 
 use crate::model::{Ack, FileName, RunDescriptor, RunLog, WitnessEvent};
+use crate::userfile::TempFile;
 use crate::wire::auth::Key;
 use crate::wire::file_acks;
 use crate::wire::frame::{self, FrameType};
 use crate::wire::msg;
 use crate::wire::msg::{LOG_VERSION, Msg};
-use crate::witness::store::error::{Context, StoreResult, invalid};
+use crate::witness::store::error::{Context, StoreError, StoreResult, invalid};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
@@ -164,7 +165,7 @@ pub struct LogFileWriter {
 impl LogFileWriter {
     /// Starts the file (a [`TempFile`] beside `path`) with header and descriptor.
     pub fn create(path: &Path, descriptor: &RunDescriptor) -> StoreResult<LogFileWriter> {
-        let (tmp, f) = TempFile::beside(path)?;
+        let (tmp, f) = temp_beside(path)?;
         let mut buf = Vec::with_capacity(1 << 20);
         Msg::FileHeader {
             version: LOG_VERSION,
@@ -229,7 +230,7 @@ impl LogFileWriter {
     fn write_buf(&mut self) -> StoreResult<()> {
         self.out
             .write(&self.buf)
-            .with_context(|| format!("writing {}", self.tmp.path.display()))?;
+            .with_context(|| format!("writing {}", self.tmp.path().display()))?;
         self.buf.clear();
         Ok(())
     }
@@ -254,112 +255,17 @@ impl LogFileWriter {
         let f = &mut self.out.f;
         f.write_all(&self.buf)
             .and_then(|()| f.sync_all())
-            .with_context(|| format!("writing {}", self.tmp.path.display()))?;
-        self.tmp.rename_to(&self.path)
+            .with_context(|| format!("writing {}", self.tmp.path().display()))?;
+        self.tmp
+            .rename_to(&self.path)
+            .map_err(|e| StoreError::Invalid(crate::exit::error_chain(&e)))
     }
 }
 
-/// The temporary file a log file is written to before it is renamed to its name.
-///
-/// Why so careful: `fetch -o NAME` runs in directories other people can write (/tmp, a
-/// shared lab share). A fixed name beside NAME let anyone plant a file there (deleted by
-/// the cleanup) or a symlink (followed: its target overwritten with the ack log). So the
-/// name is random and the file is created with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600:
-/// whatever exists is never opened, followed or removed. The cleanup removes the name
-/// only while it still holds the file this handle created.
-struct TempFile {
-    path: std::path::PathBuf,
-    /// Device and inode of the file created, so the cleanup removes only that one.
-    id: (u64, u64),
-    /// Renamed into place: nothing to remove.
-    done: bool,
-}
-
-impl TempFile {
-    /// Creates `.NAME.<random>.tmp` in `path`'s directory.
-    fn beside(path: &Path) -> StoreResult<(TempFile, File)> {
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-        let Some(name) = path.file_name() else {
-            invalid!("{} does not name a file", path.display());
-        };
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        // A name taken by chance (or planted) is skipped, never opened: try a few.
-        let mut last = None;
-        for _ in 0..16 {
-            let mut r = [0u8; 12];
-            crate::rng::fill_os_random(&mut r);
-            let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
-            let tmp = dir.join(format!(".{}.{hex}.tmp", name.to_string_lossy()));
-            let opened = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&tmp);
-            match opened {
-                Ok(f) => {
-                    let m = f
-                        .metadata()
-                        .with_context(|| format!("creating {}", tmp.display()))?;
-                    if !m.is_file() || m.nlink() != 1 {
-                        invalid!("{} is not the new file it was created as", tmp.display());
-                    }
-                    let t = TempFile {
-                        path: tmp,
-                        id: (m.dev(), m.ino()),
-                        done: false,
-                    };
-                    return Ok((t, f));
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => {
-                    return Err(e).with_context(|| format!("creating {}", tmp.display()));
-                }
-            }
-        }
-        Err(last.unwrap_or_else(|| io::Error::other("no free name")))
-            .with_context(|| format!("creating a temporary file in {}", dir.display()))
-    }
-
-    /// Renames the file to `path` and fsyncs the directory. A file at `path` is replaced
-    /// (documented: a whole fetch replaces an older one); a symlink at `path` is replaced
-    /// itself, never followed (rename(2) does not follow the last component).
-    fn rename_to(&mut self, path: &Path) -> StoreResult<()> {
-        // A whole fetch replaces an older file of that name, never a symlink, a device
-        // node or anything else that is not a regular file.
-        if let Err(e) = crate::userfile::check_replaceable(path) {
-            invalid!("{}", crate::exit::error_chain(&e));
-        }
-        std::fs::rename(&self.path, path)
-            .with_context(|| format!("renaming {} to {}", self.path.display(), path.display()))?;
-        self.done = true;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .with_context(|| format!("syncing directory {}", dir.display()))?;
-        Ok(())
-    }
-}
-
-impl Drop for TempFile {
-    /// A file not finished (an error, a refused fetch) leaves no temporary behind.
-    fn drop(&mut self) {
-        use std::os::unix::fs::MetadataExt;
-        if self.done {
-            return;
-        }
-        let ours =
-            std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id);
-        if ours {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
+/// The temporary file (`userfile::TempFile`, mode 0600) a log file is written to before
+/// it is renamed to its name: `fetch -o NAME` runs in directories others can write.
+fn temp_beside(path: &Path) -> StoreResult<(TempFile, File)> {
+    TempFile::beside(path, 0o600).map_err(|e| StoreError::Invalid(crate::exit::error_chain(&e)))
 }
 
 /// Appends the frames of `chunk`, acks numbered from `first`: FileAcks frames for the
