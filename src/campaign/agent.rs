@@ -421,16 +421,7 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
         }
     };
     p.acked_records = log.acks.len() as u64;
-    p.last_acked = log
-        .acks
-        .iter()
-        .max_by_key(|a| a.flushed_ns)
-        .map(|k| LastAcked {
-            stream: k.record.stream,
-            seq: k.record.seq,
-            offset: k.record.offset,
-            flushed_ns: k.flushed_ns,
-        });
+    p.last_acked = LastAcked::newest(&log.acks);
     let found = cfg.wait_for_target().and_then(|path| {
         let d = FileDevice::open_read(&path)?;
         Ok((path, d))

@@ -439,12 +439,7 @@ fn cycle_plan(
 fn note_writer(r: &mut CycleResult, progress: &Progress, stats: Option<SenderStats>) {
     r.acked_records = progress.records_acked();
     r.witness_durable = stats.map(|x| x.durable).unwrap_or(0);
-    r.last_acked = progress.last_ack().map(|k| LastAcked {
-        stream: k.record.stream,
-        seq: k.record.seq,
-        offset: k.record.offset,
-        flushed_ns: k.flushed_ns,
-    });
+    r.last_acked = progress.last_ack().as_ref().map(LastAcked::of);
     r.writer_stopped = match progress.failure() {
         Some(f) => format!("target failed: {} returned {}", f.during, f.error),
         None => "stopped by the controller".into(),

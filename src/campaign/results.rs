@@ -28,6 +28,23 @@ pub struct LastAcked {
     pub flushed_ns: u64,
 }
 
+impl LastAcked {
+    /// The ack of `a`.
+    pub fn of(a: &crate::model::Ack) -> LastAcked {
+        LastAcked {
+            stream: a.record.stream,
+            seq: a.record.seq,
+            offset: a.record.offset,
+            flushed_ns: a.flushed_ns,
+        }
+    }
+
+    /// The ack flushed last among `acks`.
+    pub fn newest(acks: &[crate::model::Ack]) -> Option<LastAcked> {
+        acks.iter().max_by_key(|a| a.flushed_ns).map(LastAcked::of)
+    }
+}
+
 /// One finished cycle.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CycleResult {

@@ -32,16 +32,7 @@ pub fn back(r: &mut CycleResult, claimed_acks: u64, host: &str, log: Result<&Run
             let held = log.acks.len() as u64;
             r.acked_records = held;
             r.witness_durable = held;
-            r.last_acked = log
-                .acks
-                .iter()
-                .max_by_key(|a| a.flushed_ns)
-                .map(|k| LastAcked {
-                    stream: k.record.stream,
-                    seq: k.record.seq,
-                    offset: k.record.offset,
-                    flushed_ns: k.flushed_ns,
-                });
+            r.last_acked = LastAcked::newest(&log.acks);
             if log.descriptor.host != host {
                 Some(format!(
                     "run {} was started by host {:?} (the witness's log), not by the reporting host {host:?}",
