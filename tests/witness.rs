@@ -196,6 +196,18 @@ fn torn_tail_is_truncated_on_restart() {
     let mut w = WitnessProc::start(&dir);
     let d = descriptor(3, "host-t");
     send_run(&w.addr, &d, 1000);
+    // The witness logs the Bye after the writer has gone: wait for it, so the log is
+    // complete (a log whose connection is still open gets a restart event at start).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fetch(&w.addr, &RunSelector::Run(d.run_id))
+        .unwrap()
+        .events
+        .iter()
+        .any(|e| e.kind == "bye")
+    {
+        assert!(Instant::now() < deadline, "no bye event");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     w.kill();
     let path = log_path(&dir, d.run_id);
     let good = std::fs::read(&path).unwrap();
