@@ -260,6 +260,18 @@ fn power_loss_of_the_witness_host_loses_nothing_confirmed() {
     let mut w = WitnessProc::start(&dir);
     let d = descriptor(4, "host-p");
     send_run(&w.addr, &d, 5000);
+    // The run's connection ended before the loss (its Bye is durable): a log whose
+    // connection is open gets a restart event at start, which this test is not about.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fetch(&w.addr, &RunSelector::Run(d.run_id))
+        .unwrap()
+        .events
+        .iter()
+        .any(|e| e.kind == "bye")
+    {
+        assert!(Instant::now() < deadline, "no bye event");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     w.kill();
     // The host loses power: what was never fdatasync'd in the log itself is gone (the
     // run is far too small for a journal checkpoint to have synced it).
