@@ -1,4 +1,4 @@
-//! Issue 11, defect 1, end to end with the built binary: one damaged byte in an ack log
+//! Damage in an ack log, end to end with the built binary: one damaged byte in an ack log
 //! must never give PASS, and the witness must never cut confirmed acks that follow the
 //! damage. Also: a fetched log proves it is whole (cut short, spliced, edited by hand).
 

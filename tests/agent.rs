@@ -270,7 +270,7 @@ fn lying_host_fails() {
     }
 }
 
-/// A serial port as a QEMU guest's agent has it (virtio-serial, issue 13): ONE upstream
+/// A serial port as a QEMU guest's agent has it (virtio-serial, the lab): ONE upstream
 /// connection to the controller, opened before the host boots and kept for the whole
 /// test, and a local listener for the agent whose connections take turns on it, their
 /// bytes back to back (the port cannot tell the controller a connection ended).

@@ -1,4 +1,4 @@
-//! Small command-line behaviours of issue 16: `fetch` names both ways to say which run,
+//! Small command-line behaviours: `fetch` names both ways to say which run,
 //! `listen` without `--dir` uses a fixed, documented state directory.
 
 mod common;

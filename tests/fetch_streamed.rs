@@ -1,4 +1,4 @@
-//! `plugpull fetch -o FILE` streams the witness's reply into FILE (issue 15: memory that
+//! `plugpull fetch -o FILE` streams the witness's reply into FILE (memory that
 //! does not grow with the run), and that changes nothing a user sees: the same bytes in
 //! FILE as the whole-run path (`fetch_with_key` into a `RunLog`, then
 //! `write_log_file_keyed`) for plain acks, file acks and witness events with damage; the
@@ -511,7 +511,7 @@ fn peak_rss_kib(args: &[&str], stderr: &Path) -> (i64, i32) {
     (ru.ru_maxrss, libc::WEXITSTATUS(status))
 }
 
-/// The promise of issue 15 for `fetch -o`: its memory does not grow with the run. A run
+/// The memory promise for `fetch -o`: its memory does not grow with the run. A run
 /// of 2 M acks is 80 MB as `Ack`s (what the whole-run path held, and more with the
 /// vector's doubling); streamed, `fetch -o` stays near its fixed buffers.
 #[test]

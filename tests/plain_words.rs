@@ -1,4 +1,4 @@
-//! The verdict in plain words (issue 16), end to end through the built binary: the demo's
+//! The verdict in plain words, end to end through the built binary: the demo's
 //! text ends with the plain sentence, the JSON report carries it as `plain`, the HTML
 //! report shows it under the banner with the meaning of ordering holes, and `verify
 //! --help` explains every class.

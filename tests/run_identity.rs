@@ -1,4 +1,4 @@
-//! Which run belongs to which drive (issue 11, defect 5): verify knows a drive by its
+//! Which run belongs to which drive: verify knows a drive by its
 //! identity (WWN/serial, a loop device's backing file, a file's path and file system) and
 //! by the run stamps on its medium, never by the /dev name alone.
 //!
@@ -22,7 +22,7 @@ fn run_id_of(v: &Run) -> String {
     v.json()["run"]["run_id"].as_str().unwrap().to_string()
 }
 
-/// Defect 5: `verify A --run <run written to B>` judged B's records against A and said
+/// `verify A --run <run written to B>` judged B's records against A and said
 /// FAIL (exit 1). It must refuse, naming both drives, unless told to go ahead.
 #[test]
 fn verify_refuses_run_of_another_drive() {
@@ -62,7 +62,7 @@ fn verify_refuses_run_of_another_drive() {
     assert_eq!(run_id_of(&latest), run_b);
 }
 
-/// Defect 5, the other side: a loop device gets a new number when it is attached again
+/// The other side: a loop device gets a new number when it is attached again
 /// (`no run for device path:/dev/loop1 ... pass --run`). The run belongs to the backing
 /// file, so verify finds it under any number.
 #[test]
@@ -100,7 +100,7 @@ fn verify_finds_run_after_loop_device_renumbered() {
     assert_eq!(named.code, 0, "{named:?}");
 }
 
-/// Defect 5: when the witness has no run under the target's identity (a copy of a
+/// When the witness has no run under the target's identity (a copy of a
 /// target, a file moved to another file system) and knows several runs, verify reads
 /// the run id from the stamps on the medium instead of giving up.
 #[test]

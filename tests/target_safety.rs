@@ -69,7 +69,7 @@ fn blkid_type(dev: &str) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-// ---- defect 2: four bytes "PLUG" are not a plugpull target ----
+// ---- four bytes "PLUG" are not a plugpull target ----
 
 #[test]
 fn plug_prefixed_text_file_is_not_a_plugpull_target() {
@@ -129,7 +129,7 @@ fn ext4_with_patched_magic_is_refused() {
     );
 }
 
-// ---- defect 3: what is in use is refused, even with --destroy-data-on ----
+// ---- what is in use is refused, even with --destroy-data-on ----
 
 #[test]
 fn backing_file_of_mounted_loop_is_refused() {
@@ -244,7 +244,7 @@ fn stacked_loop_on_mounted_loop_is_refused() {
     assert_eq!(blkid_type(&img.display().to_string()), "ext4");
 }
 
-// ---- defect 4: a mistyped /dev path, and targets in RAM ----
+// ---- a mistyped /dev path, and targets in RAM ----
 
 #[test]
 fn mistyped_dev_path_is_not_created() {
@@ -325,7 +325,7 @@ fn tmpfs_target_warns_ram() {
     assert!(r.json()["ram_warning"].is_null(), "{r:?}");
 }
 
-// ---- defect 6: a failed attempt leaves nothing that blocks the retry ----
+// ---- a failed attempt leaves nothing that blocks the retry ----
 
 /// The retry of a failed attempt on `t` succeeds (with a witness that is up).
 fn retry_succeeds(t: &Path, w: &WitnessProc) {

@@ -1,5 +1,5 @@
 //! `verify --witness` streams the witness's fetch reply into a temporary log file and
-//! judges it as `verify --acks FILE` does (issue 15: memory that does not grow with the
+//! judges it as `verify --acks FILE` does (memory that does not grow with the
 //! run). Differential: on damaged targets, and on a run whose witness log is damaged,
 //! the report from the witness equals the report from the `fetch -o` file, field by
 //! field, except where it names its source.

@@ -1,5 +1,5 @@
-//! Defect 7 of issue 11: the witness spawned a thread per connection before any
-//! authentication, so 1,100 idle sockets made it refuse new writers and every fetch
+//! Idle sockets must not lock writers out. The witness once spawned a thread per
+//! connection before any authentication, so 1,100 idle sockets made it refuse new writers and every fetch
 //! until the handshake timeout (keyed witness included; 1,028 threads, 293 MB RSS).
 //!
 //! These tests run the built `plugpull listen` and attack it with idle sockets and a
@@ -301,7 +301,7 @@ fn fetch_has_room_when_writers_fill_the_cap() {
 }
 
 /// `--handshake-timeout` is how long a connection may wait for its Hello or Fetch, even
-/// when `--idle-timeout` is shorter: QEMU's virtio-serial chardevs (the lab, issue 13)
+/// when `--idle-timeout` is shorter: QEMU's virtio-serial chardevs (the lab)
 /// connect at start and speak only once the guest has booted. The witness used the
 /// shorter of the two, so `--handshake-timeout 1h` still dropped them after 60 s.
 #[test]

@@ -1,4 +1,4 @@
-//! Defect 8 of issue 11: the witness stored acks no writer can produce (0 sectors,
+//! Acks no writer can produce are refused. The witness once stored them (0 sectors,
 //! 2^32-1 sectors, an unaligned offset, a stream beyond the run's streams), and verify
 //! then judged them (a 0-sector ack "intact", a 2 TiB one 43 s of CPU).
 //!

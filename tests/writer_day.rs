@@ -1,4 +1,4 @@
-//! The writer off a terminal and on Ctrl-C (issue 16, "never wonder what happened"): with
+//! The writer off a terminal and on Ctrl-C ("never wonder what happened"): with
 //! stderr a pipe, `write` prints a timestamped line for every change of state, in order;
 //! SIGINT stops it with exit 130 and names the last record durable at the witness.
 

@@ -45,7 +45,7 @@ impl AlignedBuf {
 /// request, so a 2 MiB read into 4 KiB pages is 512 pins and three requests; into one
 /// 2 MiB page it is one of each. Mapped here rather than by the allocator: the
 /// allocator's aligned `alloc_zeroed` writes the zeroes itself, which faults 4 KiB pages
-/// in before any `madvise` can ask for huge ones (session 10 saw 2 MiB of huge pages for
+/// in before any `madvise` can ask for huge ones (perf saw only 2 MiB of huge pages for
 /// verify's 16 MiB of buffers). A fresh mapping is zero and untouched; the advice comes
 /// before the first touch. Without huge pages (`transparent_hugepage` = never) this is a
 /// plain zeroed mapping.

@@ -6,7 +6,7 @@
 //!   every 8 content bytes are then one wyrand-style 64x64->128 multiply of a counter.
 //!   About 0.7 µs per 4 KiB record, against ~1.3 µs for the BLAKE3 XOF in eight AVX2
 //!   lanes (~5 µs with the `blake3` crate's reader): the content was the writer's
-//!   largest cost (docs/performance.md, Session 7).
+//!   largest cost (docs/performance.md "Writer").
 //! - version 1 (read only): the keyed BLAKE3 XOF, so runs of older builds still verify.
 //!
 //! The content is there to defeat compressing and deduplicating controllers, not to be

@@ -1,5 +1,5 @@
-//! The whole-stack mode: files and directories through a file system (issue 14,
-//! docs/tree.md).
+//! The whole-stack mode: files and directories through a file system
+//! (docs/tree.md).
 //!
 //! Why a mode of its own: a drive is rarely the whole story. A file survives a power cut
 //! only if the file system keeps its data, its inode, its directory entry and the rename

@@ -5,7 +5,7 @@
 //! already durable cannot grow), and a commit holds only what arrived during one journal
 //! fdatasync, ~90 acks at ~90 000 acks/s. A CompactAcks frame spends 59 fixed bytes on
 //! that (frame 9, header 28, one lane 22: ~0.6 B/ack) and stores each time difference
-//! from zero, so the witness's own log measured 4.37 B/ack against issue 15's 4. This
+//! from zero, so the witness's own log measured 4.37 B/ack against the 4 B/ack it must stay under. This
 //! frame keeps CompactAcks' model (lanes of acks that continue one another, the two
 //! times as deltas at per-frame bit widths, outliers patched from an exception list) and
 //! changes only how it is stored:

@@ -2,7 +2,7 @@
 //! run's duration. Why not `model::now_ns` and `Instant::elapsed`: std's `SystemTime`
 //! arithmetic (a checked timespec subtraction, a 128-bit product) took about 150 of the
 //! I/O thread's ~1,050 instructions per record (callgrind), and the monotonic read for
-//! `--duration` was a third clock read per batch (docs/performance.md, Session 8).
+//! `--duration` was a third clock read per batch (callgrind of the writer).
 
 use std::time::{Duration, Instant};
 

@@ -186,7 +186,7 @@ struct Prepared {
 /// I/O thread, slept and was woken every 16 records, most of the futex calls left.
 const BUFFERS_PER_STREAM: usize = 32;
 /// The ring's size in bytes when its records are small enough to fill more than
-/// [`BUFFERS_PER_STREAM`] buffers. Why this large (session 10, perf per thread on
+/// [`BUFFERS_PER_STREAM`] buffers. Why this large (perf per thread on
 /// /dev/shm, 4 KiB records): with 256 KiB the generator rewrote buffers whose lines the
 /// I/O thread's copy had just pulled to the other core, and its content fill took
 /// 1.4-2.2 µs a record instead of 0.4 (it set the pace some runs); and every wake-up of
@@ -347,7 +347,7 @@ const MERGE_NS: u64 = 50_000_000;
 /// (on drop, whichever way `io_loop` returns). Why: with every stream adding to the
 /// shared histogram per batch (three atomic operations), its cache lines moved between
 /// the cores on every batch: with 2 streams `io_loop`'s own code took 0.25 µs a record
-/// against 0.07 with one (perf, session 10, /dev/shm). A stalled flush leaves the last
+/// against 0.07 with one (perf, /dev/shm). A stalled flush leaves the last
 /// samples before it unshown until the stream goes on or ends; the acked counts, which
 /// decisions wait for, are exact at once (`Gate`).
 struct StreamLatency<'a> {

@@ -1,4 +1,4 @@
-//! The architecture, checked (issue 12). Reads src/ and fails when:
+//! The architecture, checked. Reads src/ and fails when:
 //! - (a) a file outside `src/commands/` and `src/main.rs` mentions `clap` or
 //!   `commands::args`: the command line is the roof, no domain module stands on it;
 //! - (b) a file in src/ is over [`MAX_LINES`] lines (unit tests in it count);
@@ -31,7 +31,7 @@ use source::read_sources;
 /// No source file over this many lines.
 const MAX_LINES: usize = 600;
 
-/// Files outside the command layer that still use anyhow (35 before issue 12). Only
+/// Files outside the command layer that still use anyhow (once 35). Only
 /// shrinks: remove a file when it stops using anyhow (the check fails until you do).
 const ANYHOW_ALLOWED: &[&str] = &[];
 

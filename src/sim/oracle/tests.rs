@@ -73,7 +73,7 @@ fn held_becomes_final_at_new_session_and_hole_needs_witness() {
         },
     ];
     let f = resolve_events(&ev);
-    // Session 2's write 5 is later than session 1's write 5: it overwrote the range.
+    // The second start's write 5 is later than the first start's write 5: it overwrote the range.
     assert_eq!(f.len(), 2);
     assert_eq!(f[0].class, Class::Lost);
     assert_eq!(f[1].class, Class::Hole);

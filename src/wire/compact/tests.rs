@@ -1,5 +1,5 @@
 //! The compact ack codec: the cases both codecs share (module `wire::codec_tests`), the
-//! size promise (issue 15: <= 4 bytes per ack for a sequential run) and strict decoding
+//! size promise (<= 4 bytes per ack for a sequential run) and strict decoding
 //! of its own header, lanes and exceptions.
 
 use super::*;

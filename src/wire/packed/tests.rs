@@ -36,7 +36,7 @@ fn per_commit_bytes(acks: &[Ack], batch: usize, enc: fn(&mut Vec<u8>, u64, &[Ack
     out.len()
 }
 
-/// Issue 15 in the witness's own log: commits of ~90 acks (what arrives during one
+/// The 4 B/ack promise in the witness's own log: commits of ~90 acks (what arrives during one
 /// journal fdatasync at ~90 000 acks/s), each its own frame, times at nanoseconds with
 /// flushes of 4-20 us: at most 4 bytes an ack. CompactAcks frames take more.
 #[test]

@@ -4,7 +4,7 @@
 //!
 //! Why one thread for every handshake: before a peer has sent its request it may be
 //! anyone, so it must cost almost nothing; a thread per socket from accept on let 1,100
-//! idle sockets lock out every writer and fetch (issue 11).
+//! idle sockets lock out every writer and fetch.
 
 use crate::wire::auth::{self, Session};
 use crate::wire::frame::{self, Decoded, FrameType};
@@ -306,7 +306,7 @@ impl Pending {
 /// first request (Hello or Fetch) has arrived, authenticated when keyed.
 ///
 /// Why: a thread per connection from accept on let 1,100 idle sockets take every
-/// slot (issue 11, defect 7). Here an idle socket costs a file descriptor and a few
+/// slot. Here an idle socket costs a file descriptor and a few
 /// bytes, at most MAX_PENDING_HANDSHAKES are held (a new one drops the oldest), each
 /// for at most the handshake timeout counted from connect, and writers and fetches
 /// have caps of their own.
@@ -321,7 +321,7 @@ pub(super) fn gate_loop(sh: Arc<Shared>, listener: TcpListener) {
     let mut scratch = vec![0u8; HANDSHAKE_BUF_BYTES];
     let mut fds: Vec<libc::pollfd> = Vec::new();
     // The handshake timeout alone: a shorter idle timeout must not cut it (QEMU's
-    // chardevs connect at start and speak once the guest has booted; issue 13).
+    // chardevs connect at start and speak once the guest has booted: the lab).
     let limit = sh.opts.handshake_timeout.max(Duration::from_millis(1));
     loop {
         if sh.stop.load(Ordering::SeqCst) {

@@ -5,7 +5,7 @@
 //! Why one gate thread for every handshake, then a thread per connection: before a peer
 //! has sent its request (Hello or Fetch, after Auth with a key) it may be anyone, so it
 //! must cost almost nothing; a thread per socket from accept on let 1,100 idle sockets
-//! lock out every writer and fetch (issue 11). The gate polls all pending sockets, holds
+//! lock out every writer and fetch. The gate polls all pending sockets, holds
 //! at most [`MAX_PENDING_HANDSHAKES`] (a new one drops the oldest), each for at most the
 //! handshake timeout from connect. After that, writers are few (one per drive under
 //! test) and each connection's work is mostly waiting for the journal's next sync;

@@ -1,4 +1,4 @@
-//! The ack log with CompactAcks frames (issue 15): what it costs per ack, that it reads
+//! The ack log with CompactAcks frames: what it costs per ack, that it reads
 //! back exactly, and that logs written before it stay readable and appendable.
 
 use crate::model::Ack;
@@ -47,7 +47,7 @@ fn log_of(dir: &Path, acks: &[Ack], batch: usize) -> (PathBuf, u64) {
     (log.path().to_path_buf(), log.durable_len_bytes() - empty)
 }
 
-/// Issue 15's promise: a sequential run's log costs at most 4 bytes per ack, and holds
+/// The size promise: a sequential run's log costs at most 4 bytes per ack, and holds
 /// exactly the acks, in the witness's log and in `fetch -o` output alike.
 #[test]
 fn sequential_run_log_costs_at_most_4_bytes_per_ack() {
@@ -73,7 +73,7 @@ fn sequential_run_log_costs_at_most_4_bytes_per_ack() {
     assert!(per_ack <= 4.0, "{per_ack:.3} bytes per ack");
 }
 
-/// Issue 15 in the witness's own log at its real pace: a commit holds what arrived
+/// The size promise in the witness's own log at its real pace: a commit holds what arrived
 /// during one journal fdatasync, ~90 acks at ~90 000 acks/s, and each commit is its own
 /// frame. Flushes of 4-20 us at nanosecond resolution: at most 4 bytes an ack
 /// (CompactAcks frames, log format 2, took 4.37 measured).

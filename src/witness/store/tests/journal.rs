@@ -188,7 +188,7 @@ fn a_deleted_log_does_not_stop_the_checkpoint() {
     assert_eq!(read_log_file(&p).unwrap().acks, acks);
 }
 
-/// Issue 11, defect 1, for the journal: a bad entry with valid entries after it is
+/// Damage is not a torn tail, for the journal: a bad entry with valid entries after it is
 /// corruption. Replay refuses with every file as it was (the journal is not deleted,
 /// no log is written), and reading a log through the journal names the damage.
 #[test]

@@ -164,7 +164,7 @@ fn log_of_commits(
     (log.path().to_path_buf(), ends)
 }
 
-/// Issue 11, defect 1: one bad frame with valid frames after it is corruption, not a
+/// Damage is not a torn tail: one bad frame with valid frames after it is corruption, not a
 /// torn tail. Opening refuses and leaves the file byte for byte; reading keeps every
 /// valid frame and names the damage. At every byte of every frame but the last.
 #[test]
@@ -301,8 +301,8 @@ fn frame_ends(bytes: &[u8]) -> Vec<usize> {
     ends
 }
 
-/// Issue 11, defect 1: `verify --acks` trusted its file, so one cut where a frame
-/// ends passed. Every such cut is now "not whole"; only the full file is.
+/// A log cut where a frame ends is not whole: `verify --acks` must not trust such a
+/// file as complete. Every such cut is now "not whole"; only the full file is.
 #[test]
 fn log_cut_short_at_frame_boundary_is_detected() {
     let dir = tempfile::tempdir().unwrap();
