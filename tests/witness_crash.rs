@@ -4,7 +4,7 @@
 //! Each case is a seeded sequence of runs, acks (appends, resends, commits), events,
 //! journal rotations and checkpoints, driven through the real `AckLog`, `Journal` and
 //! recovery code (`journal_replay::replay`, `Journal::open`, `AckLog::open` of every log: what
-//! `plugpull listen` does at start) over a simulated disk (`ack::storage::sim`) that
+//! `plugpull listen` does at start) over a simulated disk (`witness::store::storage::sim`) that
 //! loses power at operation N: unsynced writes dropped, a random subset kept, the last
 //! one torn at a sector boundary, unsynced name changes cut to a prefix. After every cut
 //! the disk boots again and the checks run:

@@ -2,12 +2,8 @@
 //! them durable after an fdatasync of the journal shared by all runs (module `journal`),
 //! and serves whole runs to `verify` / `fetch`.
 //!
-//! Why one gate thread for every handshake, then a thread per connection: before a peer
-//! has sent its request (Hello or Fetch, after Auth with a key) it may be anyone, so it
-//! must cost almost nothing; a thread per socket from accept on let 1,100 idle sockets
-//! lock out every writer and fetch. The gate polls all pending sockets, holds
-//! at most [`MAX_PENDING_HANDSHAKES`] (a new one drops the oldest), each for at most the
-//! handshake timeout from connect. After that, writers are few (one per drive under
+//! Why one gate thread for every handshake, then a thread per connection: module
+//! `accept`. After the handshake, writers are few (one per drive under
 //! test) and each connection's work is mostly waiting for the journal's next sync;
 //! blocking I/O keeps the code small and each run's durability rule obvious. Writers and
 //! fetches have separate caps, so neither can starve the other.

@@ -123,7 +123,8 @@ pub(super) const LISTED_TAIL_BYTES: u64 = 4096;
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panicked connection thread must not take the whole witness down with it; the
-    // data behind each lock stays consistent at every await point of the code below.
+    // code below changes the data behind each lock in steps that leave it consistent, so
+    // what a panicking holder left is still safe to use.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
