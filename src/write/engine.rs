@@ -9,6 +9,12 @@
 //! writes that are in flight together. The flush covers every record of its batch, so
 //! the rule above holds unchanged; a failed write or flush leaves the whole batch
 //! unacknowledged.
+//!
+//! A panicking stream thread (a bug) is a failure like a failed write: caught where the
+//! thread starts, recorded as [`Failure::PANICKED`], and every stream stops at its next
+//! check. Why not let it unwind: it would poison the shared locks and take every other
+//! stream down with a PoisonError of its own, and the run would end without saying
+//! what was acknowledged.
 
 use super::clock::{Deadline, realtime_ns};
 use super::pipe::{IoEnd, Pipe};
@@ -20,8 +26,9 @@ use crate::latency::{Histogram, LocalHistogram};
 use crate::model::Ack;
 use crate::record::RecordId;
 use crate::record::RunKey;
-use std::sync::Mutex;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 /// Where acks go: the witness client in production, a vector in tests.
@@ -37,11 +44,18 @@ pub trait AckSink: Send + Sync {
 
 impl AckSink for Mutex<Vec<Ack>> {
     fn push(&self, ack: Ack) {
-        self.lock().unwrap().push(ack);
+        lock(self).push(ack);
     }
     fn push_all(&self, acks: &[Ack]) {
-        self.lock().unwrap().extend_from_slice(acks);
+        lock(self).extend_from_slice(acks);
     }
+}
+
+/// Locks `m` even if a thread panicked while holding it: every change under these locks
+/// is one assignment or one append, so what a panicking holder left is consistent, and
+/// the panic itself is already recorded as the run's failure (module docs).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Live counters for the status line and the summary.
@@ -66,30 +80,41 @@ struct Gate {
     last_ack: Option<Ack>,
 }
 
-/// The first write or flush that failed.
+/// The first write or flush that failed, or the first stream thread that panicked.
 #[derive(Clone, Debug)]
 pub struct Failure {
-    /// "write" or "flush".
+    /// "write", "flush" or [`Failure::PANICKED`].
     pub during: &'static str,
     pub record: RecordId,
     pub error: String,
     pub raw_os_error: Option<i32>,
 }
 
+impl Failure {
+    /// `during` of a stream thread that panicked: plugpull's own failure, not the
+    /// target's.
+    pub const PANICKED: &'static str = "the writer's own code (a stream thread panicked)";
+
+    /// Whether plugpull itself failed (a panic), not the target.
+    pub fn is_internal(&self) -> bool {
+        self.during == Failure::PANICKED
+    }
+}
+
 impl Progress {
     /// Records acknowledged so far (pushed to the ack sink).
     pub fn records_acked(&self) -> u64 {
-        self.gate.lock().unwrap().records_acked
+        lock(&self.gate).records_acked
     }
     /// Bytes of the records acknowledged so far.
     pub fn bytes_acked(&self) -> u64 {
-        self.gate.lock().unwrap().bytes_acked
+        lock(&self.gate).bytes_acked
     }
     pub fn last_ack(&self) -> Option<Ack> {
-        self.gate.lock().unwrap().last_ack
+        lock(&self.gate).last_ack
     }
     pub fn failure(&self) -> Option<Failure> {
-        self.gate.lock().unwrap().failure.clone()
+        lock(&self.gate).failure.clone()
     }
 
     /// Pushes the flushed batch `acks` unless a failure was recorded first, and counts
@@ -99,7 +124,7 @@ impl Progress {
             return true;
         };
         let bytes: u64 = acks.iter().map(|a| a.record.len_bytes()).sum();
-        let mut g = self.gate.lock().unwrap();
+        let mut g = lock(&self.gate);
         if g.failure.is_some() {
             return false;
         }
@@ -111,7 +136,7 @@ impl Progress {
     }
 
     fn fail(&self, f: Failure) {
-        let mut g = self.gate.lock().unwrap();
+        let mut g = lock(&self.gate);
         if g.failure.is_none() {
             g.failure = Some(f);
         }
@@ -224,37 +249,64 @@ fn stream_loop(io: &Io, stream: u16) {
             })
             .collect(),
     );
+    let panicked = |what: Box<dyn std::any::Any + Send>| {
+        io.progress.fail(Failure {
+            during: Failure::PANICKED,
+            record: blank,
+            error: panic_text(what.as_ref()),
+            raw_os_error: None,
+        });
+    };
     std::thread::scope(|s| {
         s.spawn(|| {
-            let key = RunKey::new(plan.run);
-            let mut placer = Placer::new(plan, stream);
-            let mut seq = 0u64;
-            let mut group = Vec::with_capacity(READY_GROUP);
-            let mut bufs = Vec::new();
-            while pipe.take_free_into(&mut bufs) {
-                let taken = bufs.len();
-                for (i, Prepared { mut buf, .. }) in bufs.drain(..).enumerate() {
-                    seq += 1;
-                    let (offset, len) = placer.next_record();
-                    let rec = RecordId {
-                        stream,
-                        seq,
-                        offset,
-                        sectors: (len / 512) as u32,
-                        write_time_ns: 0,
-                    };
-                    prepare_record(&mut buf[..len as usize], &key, plan.run, &rec);
-                    group.push(Prepared { buf, rec });
-                    let last = i + 1 == taken;
-                    if group.len() == READY_GROUP || last {
-                        pipe.put_ready_all(&mut group, last);
+            let generate = || {
+                let key = RunKey::new(plan.run);
+                let mut placer = Placer::new(plan, stream);
+                let mut seq = 0u64;
+                let mut group = Vec::with_capacity(READY_GROUP);
+                let mut bufs = Vec::new();
+                while pipe.take_free_into(&mut bufs) {
+                    let taken = bufs.len();
+                    for (i, Prepared { mut buf, .. }) in bufs.drain(..).enumerate() {
+                        seq += 1;
+                        let (offset, len) = placer.next_record();
+                        let rec = RecordId {
+                            stream,
+                            seq,
+                            offset,
+                            sectors: (len / 512) as u32,
+                            write_time_ns: 0,
+                        };
+                        prepare_record(&mut buf[..len as usize], &key, plan.run, &rec);
+                        group.push(Prepared { buf, rec });
+                        let last = i + 1 == taken;
+                        if group.len() == READY_GROUP || last {
+                            pipe.put_ready_all(&mut group, last);
+                        }
                     }
                 }
+            };
+            if let Err(what) = catch_unwind(AssertUnwindSafe(generate)) {
+                panicked(what);
+                // The I/O thread may be waiting for records that will never come.
+                pipe.close();
             }
         });
-        io_loop(io, &pipe);
+        if let Err(what) = catch_unwind(AssertUnwindSafe(|| io_loop(io, &pipe))) {
+            panicked(what);
+        }
         pipe.close();
     });
+}
+
+/// A panic's message, as `panic!` was given it.
+fn panic_text(what: &(dyn std::any::Any + Send)) -> String {
+    let text = what
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| what.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into());
+    format!("panicked: {text}")
 }
 
 /// Buffers in a stream's ring for records up to `record_max` bytes.
@@ -457,6 +509,99 @@ mod tests {
         assert!(!p.ack(&sink, &acks(5)));
         assert_eq!((p.records_acked(), p.bytes_acked()), (4, 4 * 4096));
         assert_eq!(sink.lock().unwrap().len(), 4);
+    }
+
+    /// Writes like a memory drive, but panics at the `at`-th write of stream 1's share
+    /// (offsets past `panic_from`): a bug in the write path.
+    struct PanicsInStreamOne {
+        inner: crate::device::mem::MemDevice,
+        panic_from: u64,
+        writes: AtomicU64,
+        at: u64,
+    }
+
+    impl Device for PanicsInStreamOne {
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+        fn logical_block_bytes(&self) -> u32 {
+            512
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            if offset >= self.panic_from && self.writes.fetch_add(1, Relaxed) + 1 == self.at {
+                panic!("a bug in the write path");
+            }
+            self.inner.write_at(buf, offset)
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            self.inner.flush()
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.inner.read_at(buf, offset)
+        }
+    }
+
+    /// One stream thread panics: the run ends (no deadlock, no cascade of PoisonError
+    /// panics from the other stream), the failure says plugpull panicked (not the
+    /// target), and no ack was pushed after it: the panicking stream acknowledged only
+    /// the records before its panicked write, and the total is what the gate counted.
+    #[test]
+    fn a_panicking_stream_is_a_failure_that_stops_every_stream() {
+        let region = 1u64 << 20;
+        let plan = Plan {
+            run: crate::record::RunId([7; 16]),
+            region_offset: 0,
+            region_bytes: region,
+            record_min: 4096,
+            record_max: 4096,
+            placement: crate::write::Placement::Sequential,
+            streams: 2,
+            seed: 1,
+            align: 512,
+            count: None,
+            duration: None,
+        };
+        let dev = PanicsInStreamOne {
+            inner: crate::device::mem::MemDevice::new(region as usize),
+            panic_from: plan.region_offset + plan.share_bytes(),
+            writes: AtomicU64::new(0),
+            at: 20,
+        };
+        // Without the failure nothing would stop this run (no count, no duration); a
+        // stream left waiting for its dead partner would hang it, hence the watchdog.
+        let (done, ended) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (sink, stop, progress) = (
+                Mutex::new(Vec::new()),
+                AtomicBool::new(false),
+                Progress::default(),
+            );
+            run_streams(&dev, &plan, &sink, &stop, &progress);
+            let _ = done.send((sink, progress));
+        });
+        let (sink, progress) = ended
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("the run ended after the panic (no hang, no panic out of run_streams)");
+        let f = progress.failure().expect("the panic is the run's failure");
+        assert!(f.is_internal(), "{f:?}");
+        assert_eq!(f.record.stream, 1);
+        assert!(f.error.contains("a bug in the write path"), "{}", f.error);
+        let acks = sink.lock().unwrap();
+        assert_eq!(acks.len() as u64, progress.records_acked());
+        let one: Vec<u64> = acks
+            .iter()
+            .filter(|a| a.record.stream == 1)
+            .map(|a| a.record.seq)
+            .collect();
+        assert_eq!(
+            one,
+            (1..20).collect::<Vec<u64>>(),
+            "stream 1 acked past its panic"
+        );
+        assert!(
+            acks.iter().any(|a| a.record.stream == 0),
+            "stream 0 never ran"
+        );
     }
 
     /// The shared histogram lags a stream's samples by at most MERGE_BATCHES batches

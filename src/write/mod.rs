@@ -107,6 +107,16 @@ pub enum WriteError {
     InterruptedBeforeFirstRecord(PathBuf),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// A stream thread panicked: plugpull's bug, not the target's failure. Every stream
+    /// stopped, and nothing was acknowledged after it.
+    #[error(
+        "plugpull failed: a thread of stream {stream} {what}. This is a bug in plugpull, not a failure of the target; every stream stopped and nothing more was acknowledged ({acked} records were). Please report it with the message above"
+    )]
+    Internal {
+        stream: u16,
+        what: String,
+        acked: u64,
+    },
 }
 
 impl AckSink for AckSender {
@@ -237,6 +247,11 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     }
     summary::warn_witness_behind(&end.stats, summary.records_acked);
     match &end.failure {
+        Some(f) if f.is_internal() => Err(WriteError::Internal {
+            stream: f.record.stream,
+            what: f.error.clone(),
+            acked: summary.records_acked,
+        }),
         Some(f) => {
             summary::explain_target_failure(f, &summary, &target, &o.witness);
             Ok(WriteOutcome::TargetFailed)

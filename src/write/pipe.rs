@@ -49,15 +49,23 @@ impl<T> Pipe<T> {
         }
     }
 
+    /// The state, even if the other thread panicked while holding it: no code under this
+    /// lock can panic halfway through a change (moves of whole buffers and flags), and a
+    /// panic is the run's recorded failure (`engine` module docs), so the survivor only
+    /// needs to see `closed` and stop.
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Generator: moves every free buffer into `out` (empty) at once, waiting until
     /// enough are free. The two vectors swap, so neither side allocates. False when the
     /// pipe is closed.
     pub fn take_free_into(&self, out: &mut Vec<T>) -> bool {
         debug_assert!(out.is_empty());
-        let mut g = self.state.lock().unwrap();
+        let mut g = self.lock();
         while !g.closed && g.free.len() < self.wake_free_at {
             g.gen_waiting = true;
-            g = self.free_cv.wait(g).unwrap();
+            g = self.free_cv.wait(g).unwrap_or_else(|p| p.into_inner());
         }
         g.gen_waiting = false;
         if g.closed {
@@ -71,7 +79,7 @@ impl<T> Pipe<T> {
     /// the I/O thread once as many are ready as it waits for, or when `last` (the
     /// generator has nothing more before it waits for free buffers itself).
     pub fn put_ready_all(&self, items: &mut Vec<T>, last: bool) {
-        let mut g = self.state.lock().unwrap();
+        let mut g = self.lock();
         g.ready.extend(items.drain(..));
         if g.io_want > 0 && (last || g.ready.len() >= g.io_want) {
             g.io_want = 0;
@@ -86,7 +94,7 @@ impl<T> Pipe<T> {
     /// item to the back of `ready`, waiting until at least `want` were moved, all under
     /// one lock. False once closed.
     fn exchange(&self, want: usize, used: &mut Vec<T>, ready: &mut VecDeque<T>) -> bool {
-        let mut g = self.state.lock().unwrap();
+        let mut g = self.lock();
         let mut wake_gen = false;
         if !used.is_empty() {
             g.free.append(used);
@@ -110,7 +118,7 @@ impl<T> Pipe<T> {
                 self.free_cv.notify_one();
             }
             g.io_want = want - got;
-            g = self.ready_cv.wait(g).unwrap();
+            g = self.ready_cv.wait(g).unwrap_or_else(|p| p.into_inner());
         };
         // After unlocking, as in `put_ready_all`.
         drop(g);
@@ -122,7 +130,7 @@ impl<T> Pipe<T> {
 
     /// Ends the hand-off; both sides return at their next call.
     pub fn close(&self) {
-        let mut g = self.state.lock().unwrap();
+        let mut g = self.lock();
         g.closed = true;
         self.free_cv.notify_all();
         self.ready_cv.notify_all();
