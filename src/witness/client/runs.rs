@@ -117,7 +117,8 @@ fn utc(ns: u64) -> String {
         .to_string()
 }
 
-/// The latest verdict in a few words: "FAIL 11-30 14:02", or "not verified"; escaped
+/// The latest verdict in a few words: "FAIL 2026-11-30 14:02" (UTC, as the header
+/// says), or "not verified"; escaped
 /// (a witness older than the note checks may hold any string).
 fn verified(i: &RunInfo) -> String {
     let Some(m) = &i.verified else {
@@ -126,7 +127,7 @@ fn verified(i: &RunInfo) -> String {
     let when = chrono::DateTime::parse_from_rfc3339(&m.verified_at)
         .map(|t| {
             t.with_timezone(&chrono::Utc)
-                .format("%m-%d %H:%M")
+                .format("%Y-%m-%d %H:%M")
                 .to_string()
         })
         .unwrap_or_default();
@@ -142,8 +143,8 @@ pub fn runs_text(runs: &[RunInfo]) -> String {
         return "the witness holds no runs\n".into();
     }
     let mut o = format!(
-        "{:<32}  {:<20}  {:>10}  {:<24}  {:<12}  {:<14}  drive\n",
-        "run", "started (UTC)", "acks", "durable up to (UTC)", "host", "verified"
+        "{:<32}  {:<20}  {:>13}  {:<24}  {:<12}  {:<21}  drive\n",
+        "run", "started (UTC)", "acks", "durable up to (UTC)", "host", "verified (UTC)"
     );
     for i in runs {
         let d = &i.descriptor;
@@ -155,10 +156,10 @@ pub fn runs_text(runs: &[RunInfo]) -> String {
             })
             .unwrap_or_else(|_| shown(&d.started_at).into_owned());
         o += &format!(
-            "{:<32}  {:<20}  {:>10}  {:<24}  {:<12}  {:<14}  {}{}\n",
+            "{:<32}  {:<20}  {:>13}  {:<24}  {:<12}  {:<21}  {}{}\n",
             d.run_id.hex(),
             started,
-            i.acks,
+            crate::verify::plain::thousands(i.acks),
             i.last_flushed_ns.map(utc).unwrap_or_else(|| "-".into()),
             shown(&d.host),
             verified(i),
