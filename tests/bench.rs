@@ -706,8 +706,20 @@ fn binary_ctrl_c_prints_partial_tables_and_removes_its_file() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The sweep alone takes 15 s; interrupt it early.
-    std::thread::sleep(Duration::from_millis(2500));
+    // The sweep alone takes 15 s: interrupt it once it is under way. Its table is
+    // printed at the end (or at the interruption), so the event to wait for is bench's
+    // own file at its full size (16 MiB of region plus 8 MiB, filled before the sweep),
+    // then one size's second.
+    let file = dir.path().join("plugpull-bench.tmp");
+    let t0 = std::time::Instant::now();
+    while !std::fs::metadata(&file).is_ok_and(|m| m.len() >= 24 << 20) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "bench never filled its file"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

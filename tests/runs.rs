@@ -162,10 +162,7 @@ fn runs_show_which_runs_were_verified_and_how() {
     assert!(line("a.img").contains(" PASS "), "{t:?}");
     // The verdict's time carries its year (the header says UTC): "PASS 2026-12-02 02:52".
     let year = chrono::Utc::now().format("%Y").to_string();
-    assert!(
-        line("a.img").contains(&format!(" PASS {year}-")),
-        "{t:?}"
-    );
+    assert!(line("a.img").contains(&format!(" PASS {year}-")), "{t:?}");
     assert!(line("b.img").contains(" FAIL "), "{t:?}");
     assert!(line("c.img").contains("not verified"), "{t:?}");
 

@@ -526,8 +526,11 @@ fn witness_process_is_alive_after_all_that() {
         .collect();
     drop(idle);
 
-    // The process attacked is the one still running.
-    std::thread::sleep(Duration::from_millis(200));
+    // It still does its job: the run it held (a reply that comes after every attack
+    // above was taken), and a new writer.
+    let got = fetch(&w.addr, &RunSelector::Run(a.run_id)).unwrap();
+    assert_eq!(got.acks, (0..300).map(ack).collect::<Vec<_>>());
+    // And the process that answered is the one attacked.
     assert!(w.alive(), "the witness died: {}", w.log());
     assert_eq!(
         w.log().matches("listening on").count(),
@@ -535,9 +538,6 @@ fn witness_process_is_alive_after_all_that() {
         "the witness started more than once: {}",
         w.log()
     );
-    // And it still does its job: the run it held, and a new writer.
-    let got = fetch(&w.addr, &RunSelector::Run(a.run_id)).unwrap();
-    assert_eq!(got.acks, (0..300).map(ack).collect::<Vec<_>>());
     let b = descriptor(12, "host-after");
     send_run(&w.addr, &b, 100);
     let got = fetch(&w.addr, &RunSelector::Run(b.run_id)).unwrap();
@@ -647,7 +647,15 @@ fn in_process_takeover_and_silent_writer_events() {
     );
     // The writer falls silent without Bye (its host lost power).
     drop(c2);
-    std::thread::sleep(Duration::from_millis(200));
+    let closed = || {
+        let got = fetch(&addr, &RunSelector::Run(d.run_id)).unwrap();
+        got.events.last().is_some_and(|e| e.kind == "disconnect")
+    };
+    common::eventually(
+        Duration::from_secs(20),
+        "the witness logs the disconnect",
+        closed,
+    );
 
     let got = fetch(&addr, &RunSelector::Run(d.run_id)).unwrap();
     assert_eq!(got.acks, (0..20).map(ack).collect::<Vec<_>>());

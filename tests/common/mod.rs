@@ -186,6 +186,16 @@ pub fn umount(path: &Path) {
     }
 }
 
+/// Waits until `done` holds, polling every 20 ms; panics naming `what` after `limit`.
+/// For what a test must see happen, in place of a sleep that hopes it happened by then.
+pub fn eventually(limit: std::time::Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < limit, "not within {limit:?}: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Blocks until the witness holds at least `n` durable acks of the one run in its
 /// directory, so a test cuts on an event of the run, not after a wall-clock sleep that a
 /// loaded machine stretches. Panics if `writer` exits first or a minute passes.
