@@ -17,6 +17,7 @@ pub mod report;
 pub mod rng;
 pub mod sim;
 pub mod soak;
+pub mod sync;
 pub mod tree;
 pub mod units;
 pub mod userfile;

@@ -51,7 +51,7 @@ impl SimDrive {
     fn lock(&self) -> MutexGuard<'_, Model> {
         // A panic while holding the lock cannot leave the image inconsistent with the
         // invariant that matters (the image is what survives), so keep going.
-        self.model.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.model)
     }
 
     /// The seed that reproduces this drive's decisions.

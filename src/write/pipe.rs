@@ -49,12 +49,11 @@ impl<T> Pipe<T> {
         }
     }
 
-    /// The state, even if the other thread panicked while holding it: no code under this
-    /// lock can panic halfway through a change (moves of whole buffers and flags), and a
-    /// panic is the run's recorded failure (`engine` module docs), so the survivor only
-    /// needs to see `closed` and stop.
+    /// The state, even if the other thread panicked while holding it (`crate::sync`):
+    /// a panic is the run's recorded failure (`engine` module docs), so the survivor
+    /// only needs to see `closed` and stop.
     fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.state)
     }
 
     /// Generator: moves every free buffer into `out` (empty) at once, waiting until
@@ -65,7 +64,7 @@ impl<T> Pipe<T> {
         let mut g = self.lock();
         while !g.closed && g.free.len() < self.wake_free_at {
             g.gen_waiting = true;
-            g = self.free_cv.wait(g).unwrap_or_else(|p| p.into_inner());
+            g = crate::sync::wait(&self.free_cv, g);
         }
         g.gen_waiting = false;
         if g.closed {
@@ -118,7 +117,7 @@ impl<T> Pipe<T> {
                 self.free_cv.notify_one();
             }
             g.io_want = want - got;
-            g = self.ready_cv.wait(g).unwrap_or_else(|p| p.into_inner());
+            g = crate::sync::wait(&self.ready_cv, g);
         };
         // After unlocking, as in `put_ready_all`.
         drop(g);

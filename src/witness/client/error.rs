@@ -6,7 +6,7 @@
 
 use crate::wire::auth::KeyError;
 use crate::wire::msg::DecodeError;
-use crate::witness::store::error::{StoreError, chain_text};
+use crate::witness::store::error::StoreError;
 use std::fmt::Display;
 use std::io;
 
@@ -41,7 +41,7 @@ pub type ClientResult<T> = Result<T, ClientError>;
 impl Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if f.alternate() {
-            return f.write_str(&chain_text(self));
+            return f.write_str(&crate::exit::error_chain(self));
         }
         match self {
             ClientError::Witness(m) => f.write_str(m),

@@ -89,7 +89,7 @@ struct Shared {
 }
 
 fn lock(sh: &Shared) -> MutexGuard<'_, Inner> {
-    sh.inner.lock().unwrap_or_else(|p| p.into_inner())
+    crate::sync::lock(&sh.inner)
 }
 
 /// Streams a run's acks to the witness. `Send + Sync`: stream threads can share it.

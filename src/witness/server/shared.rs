@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -121,12 +121,9 @@ pub(super) struct ListedPrefix {
 /// How many bytes before [`ListedPrefix::len_bytes`] a listing checks before going on.
 pub(super) const LISTED_TAIL_BYTES: u64 = 4096;
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicked connection thread must not take the whole witness down with it; the
-    // code below changes the data behind each lock in steps that leave it consistent, so
-    // what a panicking holder left is still safe to use.
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+/// A panicked connection thread must not take the whole witness down with it
+/// (`crate::sync`).
+pub(super) use crate::sync::lock;
 
 impl Shared {
     pub(super) fn slot(&self, run: RunId) -> Arc<Mutex<RunSlot>> {

@@ -70,21 +70,8 @@ impl StoreError {
     /// The error with every cause after it, "outer: inner: cause" (a log line, an Error
     /// frame, a poisoned log's reason).
     pub fn detail(&self) -> String {
-        chain_text(self)
+        crate::exit::error_chain(self)
     }
-}
-
-/// `e` and every cause after it, "outer: inner: cause": what anyhow's `{:#}` prints, for
-/// typed errors that show their chain in a log line or under `{:#}`.
-pub fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        out.push_str(": ");
-        out.push_str(&cause.to_string());
-        next = cause.source();
-    }
-    out
 }
 
 /// Adds where an error happened, as `anyhow::Context` does, keeping the error typed.

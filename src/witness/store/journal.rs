@@ -33,6 +33,7 @@
 //! `journal_replay`.
 
 use crate::record::RunId;
+use crate::sync::lock;
 use crate::wire::frame::{self, FrameType};
 use crate::witness::store::error::{Context, StoreResult, invalid};
 use crate::witness::store::layout::{JOURNAL_EXTENSION, journal_path, log_path, sync_dir};
@@ -42,7 +43,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// Magic at the start of a JournalHeader payload.
 pub const JOURNAL_MAGIC: [u8; 8] = *b"PPJOURNL";
@@ -284,10 +285,6 @@ struct Checkpoint {
     next_generation: u64,
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Journal {
     /// Starts a fresh journal in `dir`. Call `journal_replay::replay` first: leftover journals would
     /// otherwise be replayed only at the next start, after logs were cut.
@@ -360,7 +357,7 @@ impl Journal {
             if let Some(why) = &st.failed {
                 invalid!("the witness journal failed: {why}");
             }
-            st = synced.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = crate::sync::wait(synced, st);
         }
     }
 
@@ -388,7 +385,7 @@ fn sync_loop(inner: Arc<Inner>, checkpoints: Sender<Checkpoint>) {
             return;
         }
         if st.pending.is_empty() || st.failed.is_some() {
-            st = inner.work.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = crate::sync::wait(&inner.work, st);
             continue;
         }
         let spare = std::mem::take(&mut st.spare);

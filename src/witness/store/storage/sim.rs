@@ -158,7 +158,7 @@ impl SimDisk {
     }
 
     fn lock(&self) -> MutexGuard<'_, Disk> {
-        self.disk.lock().unwrap_or_else(|p| p.into_inner())
+        crate::sync::lock(&self.disk)
     }
 
     /// Powers the disk on (cutting it first if it is still on) and returns its storage
