@@ -328,4 +328,30 @@ fn completions_and_man_pages_come_from_the_clap_definitions() {
     }
     let verify = std::fs::read_to_string(man.join("plugpull-verify.1")).unwrap();
     assert!(verify.contains("read\\-timeout"));
+    assert!(verify.contains("\n.SH EXAMPLES\n"), "{verify}");
+    for e in std::fs::read_dir(&man).unwrap() {
+        let page = std::fs::read_to_string(e.unwrap().path()).unwrap();
+        assert!(
+            !page.contains(".SH EXTRA"),
+            "a page with an EXTRA section: {page}"
+        );
+    }
+
+    // docs/GUIDE.md lists the pages `man --dir` writes: every one of them, no other.
+    let mut written: Vec<String> = std::fs::read_dir(&man)
+        .unwrap()
+        .map(|e| format!("man1/{}", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    written.sort();
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/GUIDE.md"),
+    )
+    .unwrap();
+    let mut listed: Vec<String> = guide
+        .lines()
+        .filter(|l| l.starts_with("man1/") && l.ends_with(".1"))
+        .map(str::to_string)
+        .collect();
+    listed.sort();
+    assert_eq!(listed, written, "docs/GUIDE.md's man page list");
 }

@@ -37,5 +37,19 @@ pub fn write_man_pages(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>>
         })
         .collect();
     files.sort();
+    for f in &files {
+        let page = std::fs::read_to_string(f)?;
+        std::fs::write(f, examples_section(&page))?;
+    }
     Ok(files)
+}
+
+/// clap_mangen puts the after-help text under ".SH EXTRA"; every command's starts with
+/// "Examples:", which is what man pages call EXAMPLES (man-pages(7)), so the section gets
+/// that name. Text that does not start so is left as NOTES.
+fn examples_section(page: &str) -> String {
+    match page.split_once("\n.SH EXTRA\nExamples:\n") {
+        Some((head, rest)) => format!("{head}\n.SH EXAMPLES\n{rest}"),
+        None => page.replace("\n.SH EXTRA\n", "\n.SH NOTES\n"),
+    }
 }
