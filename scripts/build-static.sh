@@ -5,7 +5,7 @@
 #
 # Usage: scripts/build-static.sh [OUTDIR]          (default OUTDIR: target/static)
 # Makes: OUTDIR/plugpull        stripped of debug info (symbol table kept, so a panic's
-#                               backtrace still names functions): about 7.5 MB
+#                               backtrace still names functions): about 8.4 MB
 #        OUTDIR/plugpull.debug  its debug info (objcopy --only-keep-debug), linked from
 #                               the binary by .gnu_debuglink: keep it beside a copy you
 #                               ship to symbolise a crash later (gdb, addr2line -e)
@@ -50,6 +50,7 @@ link=()
 for f in cfsetispeed cfsetospeed; do
   link+=(-C "link-arg=-Wl,--defsym=\"$f@$symver\"=$f")
 done
+echo "build-static.sh: building the static binary ($triple, dist profile); the first build takes several minutes" >&2
 RUSTFLAGS='-C target-feature=+crt-static' "$cargo" rustc --locked --quiet --bin plugpull \
   --profile dist --target "$triple" -- "${link[@]}"
 

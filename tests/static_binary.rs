@@ -89,6 +89,20 @@ fn the_static_binary_is_static_stripped_and_runs_with_nothing_installed() {
         size < 16 << 20,
         "{size} bytes: not what a stripped build weighs"
     );
+    // docs/install.md says what it weighs ("a static binary (8.4 MB)"): within 15%.
+    let install =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/install.md"))
+            .unwrap();
+    let said_mb: f64 = install
+        .split_once("a static binary (")
+        .and_then(|(_, rest)| rest.split_once(" MB)"))
+        .and_then(|(n, _)| n.parse().ok())
+        .expect("docs/install.md names the static binary's size as \"a static binary (N MB)\"");
+    let mb = size as f64 / 1e6;
+    assert!(
+        (mb - said_mb).abs() <= said_mb * 0.15,
+        "the static binary weighs {mb:.1} MB; docs/install.md says {said_mb} MB: update it"
+    );
 
     if !common::skip_unless(common::is_root(), "needs root for chroot") {
         return;
