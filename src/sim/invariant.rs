@@ -3,8 +3,9 @@
 //! Why: the model and its oracle are the yardstick verify is measured against, so a bug
 //! in them would pass for a bug in verify (or hide one). Like TigerBeetle's storage
 //! simulator, every structure states what must hold between operations in a
-//! `check_invariants(&self)` and the drive runs all of them after every operation in debug
-//! and test builds. In release builds the calls compile to nothing.
+//! `check_invariants(&self)` and the drive runs them after every operation, in every
+//! build: each check reads a window of each structure (`Sweep`), so they stay cheap, and
+//! a release-built simulated drive that breaks its own model must say so, not lie.
 
 /// One broken invariant: which one (a stable name tests match on) and what was found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,12 +32,10 @@ pub(crate) fn ensure(
     }
 }
 
-/// Runs `check` in debug and test builds and panics on a violation; nothing in release.
+/// Runs `check` and panics on a violation, in every build (module docs).
 #[inline(always)]
 pub(crate) fn assert_holds(check: impl FnOnce() -> Result<(), InvariantViolation>) {
-    if cfg!(debug_assertions)
-        && let Err(v) = check()
-    {
+    if let Err(v) = check() {
         panic!("simulated drive invariant broken: {v}");
     }
 }

@@ -72,6 +72,31 @@ struct Gate {
     bytes_acked: u64,
     failure: Option<Failure>,
     last_ack: Option<Ack>,
+    /// The last sequence number pushed per stream (index: stream).
+    last_seq_by_stream: Vec<u64>,
+}
+
+impl Gate {
+    /// Acks leave each stream in sequence order, each once: the witness refuses any
+    /// other order, and verify's ordering holes mean something only if it holds. Checked
+    /// in every build (a comparison per ack, under the lock the push takes anyway).
+    fn check_order(&mut self, acks: &[Ack]) {
+        let stream = acks[0].record.stream as usize;
+        if self.last_seq_by_stream.len() <= stream {
+            self.last_seq_by_stream.resize(stream + 1, 0);
+        }
+        let mut last = self.last_seq_by_stream[stream];
+        for a in acks {
+            assert!(
+                a.record.stream as usize == stream && a.record.seq > last,
+                "ack out of order: stream {} seq {} after stream {stream} seq {last}",
+                a.record.stream,
+                a.record.seq
+            );
+            last = a.record.seq;
+        }
+        self.last_seq_by_stream[stream] = last;
+    }
 }
 
 /// The first write or flush that failed, or the first stream thread that panicked.
@@ -122,6 +147,7 @@ impl Progress {
         if g.failure.is_some() {
             return false;
         }
+        g.check_order(acks);
         sink.push_all(acks);
         g.last_ack = Some(last);
         g.records_acked += acks.len() as u64;
@@ -469,17 +495,17 @@ mod tests {
         }
     }
 
-    fn acks(n: u64) -> Vec<Ack> {
-        let record = RecordId {
-            stream: 0,
-            seq: 1,
-            offset: 0,
-            sectors: 8,
-            write_time_ns: 0,
-        };
-        (0..n)
-            .map(|_| Ack {
-                record,
+    /// `n` acks of stream 0 from seq `from` on.
+    fn acks(from: u64, n: u64) -> Vec<Ack> {
+        (from..from + n)
+            .map(|seq| Ack {
+                record: RecordId {
+                    stream: 0,
+                    seq,
+                    offset: 0,
+                    sectors: 8,
+                    write_time_ns: 0,
+                },
                 flushed_ns: 0,
             })
             .collect()
@@ -491,18 +517,34 @@ mod tests {
     fn acked_counts_are_exact_at_once_and_refused_batches_count_nothing() {
         let p = Progress::default();
         let sink = Mutex::new(Vec::new());
-        assert!(p.ack(&sink, &acks(3)));
+        assert!(p.ack(&sink, &acks(1, 3)));
         assert_eq!((p.records_acked(), p.bytes_acked()), (3, 3 * 4096));
-        assert!(p.ack(&sink, &acks(1)));
+        assert!(p.ack(&sink, &acks(4, 1)));
         assert_eq!((p.records_acked(), p.bytes_acked()), (4, 4 * 4096));
         p.fail(failure(
             "flush",
-            acks(1)[0].record,
+            acks(5, 1)[0].record,
             std::io::Error::other("cut"),
         ));
-        assert!(!p.ack(&sink, &acks(5)));
+        assert!(!p.ack(&sink, &acks(5, 5)));
         assert_eq!((p.records_acked(), p.bytes_acked()), (4, 4 * 4096));
         assert_eq!(sink.lock().unwrap().len(), 4);
+    }
+
+    /// An ack that would leave its stream out of order (a seq again, or going back) is
+    /// a bug the gate stops in every build, before the witness sees it.
+    #[test]
+    fn an_ack_out_of_order_in_its_stream_is_stopped_at_the_gate() {
+        for (first, second) in [((1, 3), (3, 1)), ((1, 3), (2, 2)), ((5, 1), (1, 1))] {
+            let p = Progress::default();
+            let sink = Mutex::new(Vec::new());
+            assert!(p.ack(&sink, &acks(first.0, first.1)));
+            let again = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                p.ack(&sink, &acks(second.0, second.1))
+            }));
+            assert!(again.is_err(), "{first:?} then {second:?} was pushed");
+            assert_eq!(sink.lock().unwrap().len() as u64, first.1);
+        }
     }
 
     /// Writes like a memory drive, but panics at the `at`-th write of stream 1's share

@@ -450,6 +450,15 @@ impl AckLog {
         if self.pending.capacity() > 8 << 20 {
             self.pending.shrink_to(1 << 20);
         }
+        // The durable count is a promise to the writer: it never moves backwards.
+        // Checked in every build (one comparison per commit).
+        assert!(
+            self.appended_acks >= self.durable_acks,
+            "ack log {}: the durable count would move back from {} to {}",
+            self.path.display(),
+            self.durable_acks,
+            self.appended_acks
+        );
         self.durable_acks = self.appended_acks;
         Ok(self.durable_acks)
     }
