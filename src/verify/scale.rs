@@ -44,6 +44,14 @@ use std::time::{Duration, Instant};
 pub trait AckPasses {
     /// Calls `sink` with every ack, in ack order, in slices.
     fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), super::VerifyError>;
+
+    /// At least as many acks as a pass will give, if the source can tell before one
+    /// (None: it cannot). Verify starts reading the whole region before the first pass
+    /// only when this does not show the acks to be few for the region (`sparse_at_most`);
+    /// a bound too low costs only that overlap, never a wrong verdict.
+    fn ack_count_hint(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl AckPasses for Vec<Ack> {
@@ -365,7 +373,10 @@ pub fn verify_streamed_run(
     // Records of one size (the writer's settings say so): the whole region is read now
     // and kept as a summary per slot (`scan::summarise_early`); else only its first
     // chunks are read ahead.
-    let summarising = summary_grid(d).map(|grid| {
+    // Few acks for the region (the source can tell before the first pass): no early read
+    // of the whole region; the scan reads the live records' blocks (`scan::Reads`).
+    let sparse = !scan_region && sparse_at_most(d, acks.ack_count_hint());
+    let summarising = summary_grid(d).filter(|_| !sparse).map(|grid| {
         scan::summarise_early(
             dev.clone(),
             run.clone(),
@@ -376,8 +387,8 @@ pub fn verify_streamed_run(
         )
     });
     let early = match summarising {
-        None => Some(scan::read_early(dev.clone(), region.0, region.1)),
-        Some(_) => None,
+        None if !sparse => Some(scan::read_early(dev.clone(), region.0, region.1)),
+        _ => None,
     };
     let mut painted = first_pass(d, acks)?;
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
@@ -397,6 +408,18 @@ pub fn verify_streamed_run(
                 scan::scan_summarised(dev, run, scan_acks, sum, read_timeout, also, progress)
             }
             // Not the grid summarised (another size, or the map painted): read anew.
+            None if sparse => {
+                let r = scan::scan_visible_sparse(
+                    dev,
+                    run,
+                    &scan_acks,
+                    visible,
+                    read_timeout,
+                    also,
+                    progress,
+                );
+                (r, scan_acks)
+            }
             sum => {
                 drop(sum);
                 let r = scan::scan_visible(
@@ -541,6 +564,23 @@ fn summary_grid(d: &RunDescriptor) -> Option<scan::SlotGrid> {
     })
 }
 
+/// Whether `acks_at_most` acks (None: unknown) of records of at most the run's largest
+/// size cover at most 1/`scan::SPARSE_RATIO` of the run's region: then reading the whole
+/// region early would be mostly wasted.
+fn sparse_at_most(d: &RunDescriptor, acks_at_most: Option<u64>) -> bool {
+    let s = &d.settings;
+    let Some(n) = acks_at_most else { return false };
+    n.saturating_mul(s.record_bytes_max.max(1))
+        .saturating_mul(scan::SPARSE_RATIO)
+        <= s.region_bytes
+}
+
+/// [`sparse_at_most`], for the tests of sparse reads.
+#[cfg(test)]
+pub(super) fn sparse_for_tests(d: &RunDescriptor, acks_at_most: Option<u64>) -> bool {
+    sparse_at_most(d, acks_at_most)
+}
+
 /// The acks of a log file, read from the file at every pass (never held).
 pub struct FilePasses<'a> {
     pub path: &'a std::path::Path,
@@ -563,5 +603,12 @@ impl AckPasses for FilePasses<'_> {
             })?;
         *self.last.borrow_mut() = Some(got);
         Ok(())
+    }
+
+    /// From the file's size: an ack takes at least one bit of the log (its lane and
+    /// time deltas are bit-packed, docs/format.md), so the log holds at most 8 per byte.
+    fn ack_count_hint(&self) -> Option<u64> {
+        let bytes = std::fs::metadata(self.path).ok()?.len();
+        Some(bytes.saturating_mul(8))
     }
 }
