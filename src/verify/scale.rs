@@ -47,7 +47,8 @@ pub trait AckPasses {
 
     /// At least as many acks as a pass will give, if the source can tell before one
     /// (None: it cannot). Verify starts reading the whole region before the first pass
-    /// only when this does not show the acks to be few for the region (`sparse_at_most`);
+    /// only when this does not show the acks to be few for the region
+    /// (`scan::sparse_at_most`);
     /// a bound too low costs only that overlap, never a wrong verdict.
     fn ack_count_hint(&self) -> Option<u64> {
         None
@@ -375,7 +376,7 @@ pub fn verify_streamed_run(
     // chunks are read ahead.
     // Few acks for the region (the source can tell before the first pass): no early read
     // of the whole region; the scan reads the live records' blocks (`scan::Reads`).
-    let sparse = !scan_region && sparse_at_most(d, acks.ack_count_hint());
+    let sparse = !scan_region && scan::sparse_at_most(d, acks.ack_count_hint());
     let summarising = summary_grid(d).filter(|_| !sparse).map(|grid| {
         scan::summarise_early(
             dev.clone(),
@@ -562,23 +563,6 @@ fn summary_grid(d: &RunDescriptor) -> Option<scan::SlotGrid> {
         base: s.region_offset,
         len,
     })
-}
-
-/// Whether `acks_at_most` acks (None: unknown) of records of at most the run's largest
-/// size cover at most 1/`scan::SPARSE_RATIO` of the run's region: then reading the whole
-/// region early would be mostly wasted.
-fn sparse_at_most(d: &RunDescriptor, acks_at_most: Option<u64>) -> bool {
-    let s = &d.settings;
-    let Some(n) = acks_at_most else { return false };
-    n.saturating_mul(s.record_bytes_max.max(1))
-        .saturating_mul(scan::SPARSE_RATIO)
-        <= s.region_bytes
-}
-
-/// [`sparse_at_most`], for the tests of sparse reads.
-#[cfg(test)]
-pub(super) fn sparse_for_tests(d: &RunDescriptor, acks_at_most: Option<u64>) -> bool {
-    sparse_at_most(d, acks_at_most)
 }
 
 /// The acks of a log file, read from the file at every pass (never held).

@@ -15,7 +15,7 @@ mod summary;
 mod visible;
 
 pub use judge::ScanRun;
-pub use sparse::{Reads, SPARSE_RATIO};
+pub use sparse::{Reads, SPARSE_RATIO, sparse_at_most};
 pub use summary::{SlotGrid, SummaryRead, summarise_early};
 pub use visible::Visible;
 
@@ -299,7 +299,10 @@ fn scan_inner(
     // it (a few thousand records spread over a large drive: reading the span took two
     // minutes for 20,000 records over 200 GiB).
     let record_runs = match (reads, also) {
-        (Reads::Records, None) => sparse::record_runs(acks, &order, &span),
+        (Reads::Records, None) => {
+            let s = &span;
+            sparse::record_runs(acks, &order, (s.start, s.end, s.readable_end, s.block))
+        }
         _ => None,
     };
     // The reads first, so they run while the judge is set up (a sort of the acks).

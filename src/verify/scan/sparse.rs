@@ -7,8 +7,7 @@
 //! record of the run written away from its home into a skipped gap goes unseen, which
 //! `--scan-region` (the whole region read) is there for.
 
-use super::Span;
-use crate::model::Ack;
+use crate::model::{Ack, RunDescriptor};
 
 /// How a scan reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,22 +32,27 @@ pub const SPARSE_RATIO: u64 = 4;
 /// The runs of whole blocks holding the records at `order` in `acks` (sorted, disjoint,
 /// gaps of at most [`COALESCE_GAP_BYTES`] read through, cut at the device's end), or
 /// None if they cover more than 1/[`SPARSE_RATIO`] of `span` (read the span whole).
-pub(super) fn record_runs(acks: &[Ack], order: &[usize], span: &Span) -> Option<Vec<(u64, u64)>> {
-    let width = span.end - span.start;
+/// `span`: (start, end, readable_end, block) of the scan's span.
+pub(super) fn record_runs(
+    acks: &[Ack],
+    order: &[usize],
+    span: (u64, u64, u64, u64),
+) -> Option<Vec<(u64, u64)>> {
+    let (start, end, readable_end, block) = span;
+    let width = end - start;
     // A cheap bound first: records whose bytes alone fill the span cannot be sparse (no
     // list of extents is made for a dense region of a billion records).
     let bytes: u64 = order.iter().map(|&i| acks[i].record.len_bytes()).sum();
     if bytes.saturating_mul(SPARSE_RATIO) > width {
         return None;
     }
-    let block = span.block;
     let mut extents: Vec<(u64, u64)> = order
         .iter()
         .map(|&i| {
             let r = &acks[i].record;
             let s = r.offset / block * block;
             let e = r.end().div_ceil(block) * block;
-            (s.min(span.readable_end), e.min(span.readable_end))
+            (s.min(readable_end), e.min(readable_end))
         })
         .filter(|&(s, e)| s < e)
         .collect();
@@ -62,6 +66,17 @@ pub(super) fn record_runs(acks: &[Ack], order: &[usize], span: &Span) -> Option<
     }
     let covered: u64 = runs.iter().map(|&(s, e)| e - s).sum();
     (covered.saturating_mul(SPARSE_RATIO) <= width).then_some(runs)
+}
+
+/// Whether `acks_at_most` acks (None: unknown) of records of at most the run's largest
+/// size cover at most 1/[`SPARSE_RATIO`] of the run's region: then reading the whole
+/// region before the first pass (`verify::scale`) would be mostly wasted.
+pub fn sparse_at_most(d: &RunDescriptor, acks_at_most: Option<u64>) -> bool {
+    let s = &d.settings;
+    let Some(n) = acks_at_most else { return false };
+    n.saturating_mul(s.record_bytes_max.max(1))
+        .saturating_mul(SPARSE_RATIO)
+        <= s.region_bytes
 }
 
 #[cfg(test)]

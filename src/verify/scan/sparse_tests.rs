@@ -143,14 +143,8 @@ fn scan_region_and_dense_runs_still_read_the_whole_span() {
             a
         })
         .collect();
-    assert!(!super::super::super::scale::sparse_for_tests(
-        &d2,
-        Some(dense.len() as u64)
-    ));
-    assert!(super::super::super::scale::sparse_for_tests(
-        &d,
-        Some(acks.len() as u64)
-    ));
+    assert!(!super::sparse_at_most(&d2, Some(dense.len() as u64)));
+    assert!(super::sparse_at_most(&d, Some(acks.len() as u64)));
 }
 
 #[test]
