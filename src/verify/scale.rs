@@ -377,16 +377,18 @@ pub fn verify_streamed_run(
     // Few acks for the region (the source can tell before the first pass): no early read
     // of the whole region; the scan reads the live records' blocks (`scan::Reads`).
     let sparse = !scan_region && scan::sparse_at_most(d, acks.ack_count_hint());
-    let summarising = summary_grid(d).filter(|_| !sparse).map(|grid| {
-        scan::summarise_early(
-            dev.clone(),
-            run.clone(),
-            grid,
-            region.0,
-            region.1,
-            read_timeout,
-        )
-    });
+    let summarising = scan::summary_grid(d, super::slots::FREE_SLOTS)
+        .filter(|_| !sparse)
+        .map(|grid| {
+            scan::summarise_early(
+                dev.clone(),
+                run.clone(),
+                grid,
+                region.0,
+                region.1,
+                read_timeout,
+            )
+        });
     let early = match summarising {
         None if !sparse => Some(scan::read_early(dev.clone(), region.0, region.1)),
         _ => None,
@@ -395,6 +397,18 @@ pub fn verify_streamed_run(
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
     let latency = std::mem::take(&mut painted.latency);
     let mut live = painted.live();
+    // A source that can bound its acks (a log file) had its live records counted now: if
+    // they are few for the region after all (the bound was loose), the early reads stop
+    // and the scan reads only their blocks. A source that cannot (the in-process callers)
+    // keeps the whole-span reads.
+    let sparse = sparse
+        || (!scan_region
+            && acks.ack_count_hint().is_some()
+            && scan::sparse_at_most(d, Some(live.acks.len() as u64)));
+    let (summarising, early) = match sparse {
+        true => (None, None),
+        false => (summarising, early),
+    };
     let also = scan_region.then_some(region);
     let on_grid = live.find.as_ref().map(|f| f.grid());
     let mut judging = Judging::new(last_ack_ns, None, &latency);
@@ -546,23 +560,6 @@ fn class_in_ack_order<'a>(
         i += 1;
         c
     }
-}
-
-/// The slots to summarise the region by while the first pass runs: the writer's
-/// records are all one size, and the region holds at most `slots::FREE_SLOTS` of them
-/// (the summary's memory). Whether the acks really are those slots is known only after
-/// the first pass (`verify_streamed` checks the slot table's grid).
-fn summary_grid(d: &RunDescriptor) -> Option<scan::SlotGrid> {
-    let s = &d.settings;
-    let len = s.record_bytes_min;
-    let fits = len == s.record_bytes_max
-        && len > 0
-        && len % crate::record::SECTOR as u64 == 0
-        && s.region_bytes / len <= super::slots::FREE_SLOTS;
-    fits.then_some(scan::SlotGrid {
-        base: s.region_offset,
-        len,
-    })
 }
 
 /// The acks of a log file, read from the file at every pass (never held).

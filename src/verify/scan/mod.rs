@@ -16,7 +16,7 @@ mod visible;
 
 pub use judge::ScanRun;
 pub use sparse::{Reads, SPARSE_RATIO, sparse_at_most};
-pub use summary::{SlotGrid, SummaryRead, summarise_early};
+pub use summary::{SlotGrid, SummaryRead, summarise_early, summary_grid};
 pub use visible::Visible;
 
 use super::classify::SectorTally;
