@@ -17,7 +17,10 @@
 #   writer: scripts/perf-writer.sh (the writer half).
 # Usage: scripts/perf-scale.sh [ACKS] [SLOTS] [ROOT_DIR] [SPEED_MIB]
 #   defaults: 100000000 2097152 /var/tmp 1024
-#   SECTIONS="scale speed writer" chooses the parts (default: all three);
+#   sparse: verify of SPARSE_ACKS (default 20000) 4 KiB records over a SPARSE_GIB (default
+#           200) GiB sparse target, random and sequential placement: wall time, peak RSS
+#           and bytes read (reads that follow the records);
+#   SECTIONS="scale speed sparse writer" chooses the parts (default: all four);
 #   ROUNDS (default 3) alternating runs per speed figure; SMALL_MIB (default 1280) the
 #   region for 512 B records; PP=path/to/plugpull and SYN=path/to/synthacks use those
 #   binaries instead of building target/release.
@@ -33,7 +36,7 @@ ROOT_DIR=${3:-/var/tmp}
 SPEED_MIB=${4:-1024}
 SMALL_MIB=${SMALL_MIB:-1280}
 ROUNDS=${ROUNDS:-3}
-SECTIONS=${SECTIONS:-"scale speed writer"}
+SECTIONS=${SECTIONS:-"scale speed sparse writer"}
 if [ -z "${PP:-}" ] || [ -z "${SYN:-}" ]; then
     cargo build --release -q --bin plugpull --example synthacks
 fi
@@ -113,7 +116,29 @@ if has speed; then
     done
 fi
 
-# 3. The writer half (issue 15, s-write).
+# 3. Reads that follow the work: SPARSE_ACKS acks of 4 KiB records over a SPARSE_GIB GiB
+# sparse target (a loop device over a sparse file when root can make one, else the file),
+# random placement (verify reads only the records' blocks) and sequential (one span).
+if has sparse; then
+    SPARSE_ACKS=${SPARSE_ACKS:-20000}
+    SPARSE_GIB=${SPARSE_GIB:-200}
+    slots=$((SPARSE_GIB * 262144))
+    for placement in random sequential; do
+        "$SYN" "$WORK/p.img" "$WORK/p.acklog" "$SPARSE_ACKS" "$slots" "$placement" 4096 2>/dev/null
+        sync "$WORK/p.img"
+        dev=$(losetup -f --show "$WORK/p.img" 2>/dev/null || echo "$WORK/p.img")
+        /usr/bin/time -v "$PP" verify "$dev" --acks "$WORK/p.acklog" --rehearsal --json \
+            >"$WORK/out" 2>"$WORK/time" || true
+        [ "$dev" = "$WORK/p.img" ] || losetup -d "$dev"
+        rss=$(awk -F': ' '/Maximum resident/{print $2}' "$WORK/time")
+        wall=$(awk -F': ' '/Elapsed \(wall clock\)/{print $2}' "$WORK/time")
+        read_b=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['bytes_read'], r['verdict'])" "$WORK/out")
+        echo "verify $SPARSE_ACKS acks of 4 KiB, $placement over $SPARSE_GIB GiB ($dev): wall $wall, peak RSS $rss KiB, bytes read and verdict: $read_b"
+        rm -f "$WORK/p.img" "$WORK/p.acklog"
+    done
+fi
+
+# 4. The writer half (issue 15, s-write).
 if has writer && [ -x scripts/perf-writer.sh ]; then
     PLUGPULL=$PP scripts/perf-writer.sh
 fi

@@ -322,8 +322,9 @@ pub struct VerifyArgs {
     /// no damage seen in what was read, the verdict is then INCONCLUSIVE (exit 3).
     #[arg(long, value_parser = duration, default_value = "30s")]
     pub read_timeout: Duration,
-    /// Read the run's whole region, not just the span its acknowledged records cover, so
-    /// a misdirected write that landed outside that span is found (slower on big regions).
+    /// Read the run's whole region, not just what its acknowledged records cover (their
+    /// span, or only their own blocks when they are few for it), so a misdirected write
+    /// that landed anywhere in the region is found (slower on big regions).
     #[arg(long)]
     pub scan_region: bool,
 }

@@ -401,6 +401,10 @@ impl scale::AckPasses for LastOfEachStream<'_> {
         *self.last.borrow_mut() = last;
         Ok(())
     }
+
+    fn ack_count_hint(&self) -> Option<u64> {
+        self.inner.ack_count_hint()
+    }
 }
 
 /// The report for a target that is gone: the run is named explicitly, so a target that

@@ -24,7 +24,9 @@
 //! overlaps I/O: for records of one size (the writer's settings), the whole region is
 //! read and reduced to a summary per slot (`scan::summarise_early`), and only the slots
 //! the summary cannot judge are read again after it; otherwise its first 128 MiB are
-//! read ahead (`scan::read_early`).
+//! read ahead (`scan::read_early`). When the acks are few for the region (a log file's
+//! size bounds them; a 20,000-record random run on a 200 GiB drive), none of that: only
+//! the live records' blocks are read (`scan::Reads`, `scan::scan_visible_sparse`).
 //!
 //! The result is the same report as `verify_device` (tests: `scale_tests`).
 
@@ -44,6 +46,15 @@ use std::time::{Duration, Instant};
 pub trait AckPasses {
     /// Calls `sink` with every ack, in ack order, in slices.
     fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), super::VerifyError>;
+
+    /// At least as many acks as a pass will give, if the source can tell before one
+    /// (None: it cannot). Verify starts reading the whole region before the first pass
+    /// only when this does not show the acks to be few for the region
+    /// (`scan::sparse_at_most`);
+    /// a bound too low costs only that overlap, never a wrong verdict.
+    fn ack_count_hint(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl AckPasses for Vec<Ack> {
@@ -365,24 +376,41 @@ pub fn verify_streamed_run(
     // Records of one size (the writer's settings say so): the whole region is read now
     // and kept as a summary per slot (`scan::summarise_early`); else only its first
     // chunks are read ahead.
-    let summarising = summary_grid(d).map(|grid| {
-        scan::summarise_early(
-            dev.clone(),
-            run.clone(),
-            grid,
-            region.0,
-            region.1,
-            read_timeout,
-        )
-    });
+    // Few acks for the region (the source can tell before the first pass): no early read
+    // of the whole region; the scan reads the live records' blocks (`scan::Reads`).
+    let sparse = !scan_region && scan::sparse_at_most(d, acks.ack_count_hint());
+    let summarising = scan::summary_grid(d, super::slots::FREE_SLOTS)
+        .filter(|_| !sparse)
+        .map(|grid| {
+            scan::summarise_early(
+                dev.clone(),
+                run.clone(),
+                grid,
+                region.0,
+                region.1,
+                read_timeout,
+            )
+        });
     let early = match summarising {
-        None => Some(scan::read_early(dev.clone(), region.0, region.1)),
-        Some(_) => None,
+        None if !sparse => Some(scan::read_early(dev.clone(), region.0, region.1)),
+        _ => None,
     };
     let mut painted = first_pass(d, acks)?;
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
     let latency = std::mem::take(&mut painted.latency);
     let mut live = painted.live();
+    // A source that can bound its acks (a log file) had its live records counted now: if
+    // they are few for the region after all (the bound was loose), the early reads stop
+    // and the scan reads only their blocks. A source that cannot (the in-process callers)
+    // keeps the whole-span reads.
+    let sparse = sparse
+        || (!scan_region
+            && acks.ack_count_hint().is_some()
+            && scan::sparse_at_most(d, Some(live.acks.len() as u64)));
+    let (summarising, early) = match sparse {
+        true => (None, None),
+        false => (summarising, early),
+    };
     let also = scan_region.then_some(region);
     let on_grid = live.find.as_ref().map(|f| f.grid());
     let mut judging = Judging::new(last_ack_ns, None, &latency);
@@ -397,6 +425,18 @@ pub fn verify_streamed_run(
                 scan::scan_summarised(dev, run, scan_acks, sum, read_timeout, also, progress)
             }
             // Not the grid summarised (another size, or the map painted): read anew.
+            None if sparse => {
+                let r = scan::scan_visible_sparse(
+                    dev,
+                    run,
+                    &scan_acks,
+                    visible,
+                    read_timeout,
+                    also,
+                    progress,
+                );
+                (r, scan_acks)
+            }
             sum => {
                 drop(sum);
                 let r = scan::scan_visible(
@@ -524,23 +564,6 @@ fn class_in_ack_order<'a>(
     }
 }
 
-/// The slots to summarise the region by while the first pass runs: the writer's
-/// records are all one size, and the region holds at most `slots::FREE_SLOTS` of them
-/// (the summary's memory). Whether the acks really are those slots is known only after
-/// the first pass (`verify_streamed` checks the slot table's grid).
-fn summary_grid(d: &RunDescriptor) -> Option<scan::SlotGrid> {
-    let s = &d.settings;
-    let len = s.record_bytes_min;
-    let fits = len == s.record_bytes_max
-        && len > 0
-        && len % crate::record::SECTOR as u64 == 0
-        && s.region_bytes / len <= super::slots::FREE_SLOTS;
-    fits.then_some(scan::SlotGrid {
-        base: s.region_offset,
-        len,
-    })
-}
-
 /// The acks of a log file, read from the file at every pass (never held).
 pub struct FilePasses<'a> {
     pub path: &'a std::path::Path,
@@ -563,5 +586,12 @@ impl AckPasses for FilePasses<'_> {
             })?;
         *self.last.borrow_mut() = Some(got);
         Ok(())
+    }
+
+    /// From the file's size: an ack takes at least one bit of the log (its lane and
+    /// time deltas are bit-packed, docs/format.md), so the log holds at most 8 per byte.
+    fn ack_count_hint(&self) -> Option<u64> {
+        let bytes = std::fs::metadata(self.path).ok()?.len();
+        Some(bytes.saturating_mul(8))
     }
 }

@@ -27,6 +27,8 @@ const READERS: usize = 2;
 /// One chunk of the span, read and decoded.
 pub(super) struct Chunk {
     pub offset: u64,
+    /// Its place among the pipeline's chunks (which reader owns it).
+    pub index: usize,
     /// Bytes of `buf` in use (the last chunk may be short).
     pub len: usize,
     pub buf: AlignedBuf,
@@ -39,7 +41,6 @@ pub(super) struct Chunk {
 
 /// The running readers and decoder of one scan.
 pub(super) struct Pipeline {
-    start: u64,
     /// What it reads: (start, readable_end, block) as given to [`Pipeline::start`].
     pub(super) reads: (u64, u64, u64),
     from_decoder: mpsc::Receiver<Chunk>,
@@ -57,34 +58,45 @@ impl Pipeline {
         block: u64,
         pool: usize,
     ) -> Pipeline {
+        let runs = Arc::new(vec![(start, readable_end.max(start))]);
+        let mut p = Pipeline::start_runs(dev, runs, block, pool);
+        p.reads = (start, readable_end, block);
+        p
+    }
+
+    /// Starts reading `runs` of `dev` (sorted, disjoint, whole `block`s each, within the
+    /// device), chunk after chunk, no chunk crossing the end of a run: only the bytes
+    /// that hold records are read when they are sparse in their span (`super::Reads`).
+    pub fn start_runs(
+        dev: Arc<dyn Device>,
+        runs: Arc<Vec<(u64, u64)>>,
+        block: u64,
+        pool: usize,
+    ) -> Pipeline {
         let (to_judge, from_decoder) = mpsc::sync_channel::<Chunk>(pool);
         let mut from_readers = vec![];
         let mut give_backs = vec![];
-        for k in 0..READERS as u64 {
+        let widest = runs.iter().map(|&(s, e)| e - s).max().unwrap_or(0);
+        for k in 0..READERS {
             let (to_decoder, from_reader) = mpsc::sync_channel::<Chunk>(pool);
             let (give_back, recycled) = mpsc::channel::<Chunk>();
             for _ in 0..pool {
-                // No chunk is longer than the span: a small run (a test's few sectors)
-                // does not allocate and zero 12 MiB of buffers on every verify.
-                let n = CHUNK_BYTES.min(readable_end.saturating_sub(start)) as usize;
+                // No chunk is longer than the widest run: a small run (a test's few
+                // sectors) does not allocate and zero 12 MiB of buffers on every verify.
+                let n = CHUNK_BYTES.min(widest) as usize;
                 give_back.send(empty_chunk(n)).expect("fresh channel");
             }
             from_readers.push(from_reader);
             give_backs.push(give_back);
-            let first = start + k * CHUNK_BYTES;
-            spawn_reader(
-                dev.clone(),
-                first,
-                readable_end,
-                block,
-                recycled,
-                to_decoder,
-            );
+            spawn_reader(dev.clone(), runs.clone(), k, block, recycled, to_decoder);
         }
         spawn_decoder(from_readers, to_judge);
+        let (start, end) = match (runs.first(), runs.last()) {
+            (Some(f), Some(l)) => (f.0, l.1),
+            _ => (0, 0),
+        };
         Pipeline {
-            start,
-            reads: (start, readable_end, block),
+            reads: (start, end, block),
             from_decoder,
             give_backs,
         }
@@ -98,7 +110,7 @@ impl Pipeline {
     /// Gives a judged chunk back to the reader that owns it (reader k reads chunks k,
     /// k+READERS, ...).
     pub fn recycle(&self, c: Chunk) {
-        let owner = ((c.offset - self.start) / CHUNK_BYTES) as usize % READERS;
+        let owner = c.index % READERS;
         let _ = self.give_backs[owner].send(c);
     }
 }
@@ -106,6 +118,7 @@ impl Pipeline {
 pub(super) fn empty_chunk(n: usize) -> Chunk {
     Chunk {
         offset: 0,
+        index: 0,
         len: 0,
         buf: AlignedBuf::new(n),
         bad: vec![],
@@ -114,11 +127,20 @@ pub(super) fn empty_chunk(n: usize) -> Chunk {
     }
 }
 
-/// A reader: chunks `first`, `first + READERS * CHUNK_BYTES`, ... up to `readable_end`.
+/// The chunks of `runs` in file order: (offset, len), none crossing the end of a run.
+pub(super) fn chunks_of(runs: &[(u64, u64)]) -> impl Iterator<Item = (u64, u64)> + '_ {
+    runs.iter().flat_map(|&(s, e)| {
+        (s..e)
+            .step_by(CHUNK_BYTES as usize)
+            .map(move |at| (at, CHUNK_BYTES.min(e - at)))
+    })
+}
+
+/// A reader: chunks `k`, `k + READERS`, ... of `runs` ([`chunks_of`]).
 fn spawn_reader(
     dev: Arc<dyn Device>,
-    first: u64,
-    readable_end: u64,
+    runs: Arc<Vec<(u64, u64)>>,
+    k: usize,
     block: u64,
     recycled: mpsc::Receiver<Chunk>,
     to_decoder: mpsc::SyncSender<Chunk>,
@@ -126,17 +148,16 @@ fn spawn_reader(
     // Not scoped threads: if a read hangs we must be able to walk away from it.
     std::thread::spawn(move || {
         let dev = &*dev;
-        let mut at = first;
-        while at < readable_end {
-            let len = CHUNK_BYTES.min(readable_end - at);
+        let mine = chunks_of(&runs).enumerate().skip(k).step_by(READERS);
+        for (index, (at, len)) in mine {
             let Ok(mut c) = recycled.recv() else { return };
             c.offset = at;
+            c.index = index;
             c.len = len as usize;
             c.bad = read_chunk(dev, &mut c.buf[..c.len], at, block);
             if to_decoder.send(c).is_err() {
                 return;
             }
-            at += READERS as u64 * CHUNK_BYTES;
         }
     });
 }

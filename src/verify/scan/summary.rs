@@ -385,6 +385,23 @@ impl Reread<'_> {
     }
 }
 
+/// The slots to summarise the region by while verify's first pass runs: the writer's
+/// records are all one size, and the region holds at most `free_slots` of them (the
+/// summary's memory). Whether the acks really are those slots is known only after the
+/// first pass (`verify::scale` checks the slot table's grid).
+pub fn summary_grid(d: &crate::model::RunDescriptor, free_slots: u64) -> Option<SlotGrid> {
+    let s = &d.settings;
+    let len = s.record_bytes_min;
+    let fits = len == s.record_bytes_max
+        && len > 0
+        && len % SECTOR as u64 == 0
+        && s.region_bytes / len <= free_slots;
+    fits.then_some(SlotGrid {
+        base: s.region_offset,
+        len,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
