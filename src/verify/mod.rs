@@ -71,24 +71,31 @@ pub fn verify_device_with_progress(
     let mut report = match judged {
         Ok(scaled) => scaled.report,
         Err(e) => {
-            // Counted as a dead device's are (every ack named, none read; the log's
-            // damage noted), then the verdict withheld: the acks themselves are in doubt.
-            let why = crate::exit::error_chain(&e);
-            let mut r = dead_device_report(log, why.clone());
-            r.dead_device = None;
-            r.verdict = Verdict::Inconclusive;
-            r.loss_window = None;
-            r.ack_log.whole = false;
-            r.ack_log.wholeness = "the log holds what no plugpull writer can produce".into();
-            r.summary = why;
+            let mut r = refused_report(log, &e);
             r.superseded_by_runs = superseded_by_runs;
-            r.refresh_plain();
             return r;
         }
     };
     report.superseded_by_runs = superseded_by_runs;
     report.note_log_damage(crate::witness::store::checker::damage_details(log));
     report
+}
+
+/// The report on `log` when the engine gave no judgment (`e`: a log no writer could
+/// produce, one that changed between its passes, one that could not be read): counted
+/// as a dead device's are (every ack named, none read; the log's damage noted), then
+/// the verdict withheld, since the acks themselves are in doubt.
+pub fn refused_report(log: &RunLog, e: &VerifyError) -> Report {
+    let why = crate::exit::error_chain(e);
+    let mut r = dead_device_report(log, why.clone());
+    r.dead_device = None;
+    r.verdict = Verdict::Inconclusive;
+    r.loss_window = None;
+    r.ack_log.whole = false;
+    r.ack_log.wholeness = "the log holds what no plugpull writer can produce".into();
+    r.summary = why;
+    r.refresh_plain();
+    r
 }
 
 /// The report (and each record's class) from what a scan found for each ack: the
