@@ -3,15 +3,16 @@
 //! back on, and the real verify. The honest profile passes; `--profile lying` fails and
 //! shows what a drive that acknowledges flushes it has not done loses.
 
-use crate::cycle::{AfterCut, judge, write_until_cut};
+use crate::cycle::fetched::fetch_run;
+use crate::cycle::{AfterCut, write_until_cut};
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FlushMethod};
-use crate::model::{Placement, RunDescriptor, RunSelector, Verdict};
+use crate::model::{Placement, RunDescriptor, Verdict};
 use crate::record::RunId;
 use crate::sim::drive::SimDrive;
 use crate::sim::profile::Profile;
 use crate::verify::report::Report;
-use crate::witness::client::{AckSender, ClientOptions, fetch};
+use crate::witness::client::{AckSender, ClientOptions};
 use crate::witness::server::{Witness, WitnessOptions};
 use crate::write::plan::Plan;
 use crate::write::run_descriptor;
@@ -184,11 +185,11 @@ fn cut_and_verify(
     say("3/4 power restored".into());
     let powered = drive.power_on();
     say("4/4 verifying against the witness's acks".into());
-    let log = fetch(addr, &RunSelector::Run(plan.run)).map_err(witness_error)?;
+    let fetched = fetch_run(addr, plan.run).map_err(witness_error)?;
     let drive = powered
         .map(|()| drive.clone() as Arc<dyn Device>)
         .map_err(|e| e.to_string());
-    Ok(judge(drive, &log, Duration::from_secs(10)))
+    Ok(fetched.judge(drive, Duration::from_secs(10)).report)
 }
 
 fn print_outcome(o: &DemoOptions, seed: u64, report: &Report, oracle_faults: usize) {

@@ -5,8 +5,8 @@
 //! under a newer unacknowledged one, a sector reverted two generations back) can hide
 //! for ever. Here the traces are small enough to enumerate EVERY state a drive can leave
 //! after a cut, and the real verify (`verify::verify_device`, reading an in-memory
-//! device through the same scan and decision table as `plugpull verify`) must agree with
-//! a small oracle on every one of them.
+//! device through the streaming engine `plugpull verify` ships) must agree with a small
+//! oracle on every one of them.
 //!
 //! The state space. A trace is writes (stamped records of 1-3 sectors) and flushes. A cut
 //! lands after some prefix of it; the acknowledged records are the writes before the
@@ -390,7 +390,14 @@ fn run_log(t: &Trace, run: RunId, writes: &[Write]) -> RunLog {
     let mut descriptor = common::test_descriptor(run);
     descriptor.settings.region_bytes = t.sectors * SECTOR_U64;
     descriptor.settings.record_bytes_min = SECTOR_U64;
-    descriptor.settings.record_bytes_max = 3 * SECTOR_U64;
+    // The writer's settings must allow every record (a log holding a record no writer
+    // of the run could write is refused as impossible): `random_overlaps` draws up to 4.
+    let longest = writes
+        .iter()
+        .map(|w| w.rec.sectors as u64)
+        .max()
+        .unwrap_or(1);
+    descriptor.settings.record_bytes_max = longest.max(3) * SECTOR_U64;
     descriptor.settings.streams = 1 + writes.iter().map(|w| w.rec.stream).max().unwrap_or(0);
     RunLog {
         files: Default::default(),
@@ -462,10 +469,14 @@ fn check_trace(t: &Trace, tally: &mut Tally) {
         let writes = writes_of(t, prefix);
         let img = Image::new(t, &writes);
         let log = run_log(t, RUN, &writes);
-        // The witness keeps acks in arrival order; verify must not depend on it, so
-        // every other state is judged from the acks in reverse order.
+        // The witness keeps acks in arrival order; verify must not depend on how the
+        // streams' acks interleave, so every other state is judged from the acks with
+        // the streams in reverse order (each stream's own acks stay in seq order, as a
+        // writer sends them: a log where they go back is refused as impossible).
         let mut reversed = log.clone();
-        reversed.acks.reverse();
+        reversed
+            .acks
+            .sort_by_key(|a| std::cmp::Reverse(a.record.stream));
         let logs = [&log, &reversed];
         let gens = generations(t, &writes);
         // Only sectors some write covers can differ between states.
@@ -733,7 +744,7 @@ fn verify_agrees_with_the_oracle_on_every_crash_state_of_small_traces() {
         total.absorb(flying);
     }
     let msg = format!(
-        "verify_exhaustive: {} crash states ({} legal, {} with a lost acknowledged record), {} mismatches, {:.1} s; records expected per class: {:?}\n",
+        "verify_exhaustive: {} crash states checked ({} legal, {} with a lost acknowledged record), {} mismatches, {:.1} s; records expected per class: {:?}\n",
         total.states,
         total.legal,
         total.failing,
@@ -763,4 +774,38 @@ fn verify_agrees_with_the_oracle_on_every_crash_state_of_small_traces() {
             "no state made a record {c}: the traces do not cover it"
         );
     }
+}
+
+/// The check can fail: a state where the oracle sees a lost record, judged by the real
+/// verify (no mismatch), then the same report with every record called intact and the
+/// verdict PASS (a mismatch).
+#[test]
+fn a_wrong_judgment_is_caught() {
+    let t = ring("ring", 4, &[2, 2], &[2]);
+    let writes = writes_of(&t, t.ops.len());
+    let img = Image::new(&t, &writes);
+    let log = run_log(&t, RUN, &writes);
+    // Every sector as before the run: both acknowledged records lost.
+    let state = vec![Gen::Before; t.sectors as usize];
+    let all: Vec<usize> = (0..state.len()).collect();
+    img.paint(&state, &all, &writes);
+    let report = verify_device(img.dev.clone(), &log, Duration::from_secs(30));
+    let mut tally = Tally::default();
+    tally.record(&writes, &state, &report, String::new);
+    assert_eq!(
+        (tally.states, tally.mismatches),
+        (1, 0),
+        "{:?}",
+        tally.examples
+    );
+    assert_eq!(report.verdict, Verdict::Fail, "{}", report.to_text());
+    let mut wrong = report.clone();
+    wrong.verdict = Verdict::Pass;
+    wrong.findings.clear();
+    for n in wrong.counts.values_mut() {
+        *n = 0;
+    }
+    wrong.counts.insert("intact", report.acked_records);
+    tally.record(&writes, &state, &wrong, || "a wrong judgment".into());
+    assert_eq!(tally.mismatches, 1, "a wrong judgment went unseen");
 }

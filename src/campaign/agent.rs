@@ -16,17 +16,17 @@
 use super::agent_auth::AgentKey;
 use super::agent_proto::{AgentMsg, PreviousRun, ProtoError, Reply, RunOrder, request, retrying};
 use super::results::LastAcked;
-use crate::cycle::{AfterCut, NoAcks, judge, wait_for_acks, write_until_cut};
+use crate::cycle::{AfterCut, NoAcks, wait_for_acks, write_until_cut};
 use crate::device::{
     Device, DeviceError, FileDevice, FlushMethod, OpenOptions, identity, is_block_device,
 };
 use crate::exit::error_chain;
 use crate::model::Placement;
-use crate::model::{ReportSummary, RunSelector};
+use crate::model::ReportSummary;
 use crate::record::RunId;
 use crate::units::UnitError;
 use crate::witness::client::error::ClientError;
-use crate::witness::client::{AckSender, ClientOptions, fetch};
+use crate::witness::client::{AckSender, ClientOptions};
 use crate::write::plan::{Plan, PlanError};
 use crate::write::run_descriptor;
 use crate::write::target::TargetError;
@@ -410,18 +410,18 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
         error: None,
     };
     let t0 = Instant::now();
-    let log = match RunId::parse(&run_id)
+    // Into a temporary file, judged from there: the run may be hours of acks.
+    let fetched = match RunId::parse(&run_id)
         .ok_or(AgentError::BadRunId)
         .and_then(|r| fetch_retrying(&s.witness, r))
     {
-        Ok(l) => l,
+        Ok(f) => f,
         Err(e) => {
             p.error = Some(error_chain(&e));
             return p;
         }
     };
-    p.acked_records = log.acks.len() as u64;
-    p.last_acked = LastAcked::newest(&log.acks);
+    p.acked_records = fetched.acks;
     let found = cfg.wait_for_target().and_then(|path| {
         let d = FileDevice::open_read(&path)?;
         Ok((path, d))
@@ -440,17 +440,19 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
         }
         Err(e) => Err(error_chain(&e)),
     };
-    p.report = judge(drive, &log, Duration::from_secs(30)).to_summary();
+    let judged = fetched.judge(drive, Duration::from_secs(30));
+    p.last_acked = judged.newest_ack.as_ref().map(LastAcked::of);
+    p.report = judged.report.to_summary();
     p
 }
 
 /// The witness may still be coming up too (a shared outage): retry for a minute.
-fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::model::RunLog> {
+fn fetch_retrying(witness: &str, run: RunId) -> Result<crate::cycle::fetched::FetchedRun> {
     retrying(
         WITNESS_WAIT,
         Duration::from_millis(250),
         teller("the witness"),
-        || fetch(witness, &RunSelector::Run(run)),
+        || crate::cycle::fetched::fetch_run(witness, run),
     )
     .map_err(|source| AgentError::Fetch {
         run,

@@ -30,15 +30,16 @@ pub mod stats;
 pub mod target;
 pub mod witness_backing;
 
-use crate::cycle::{AfterCut, NoAcks, cut_delay, judge, wait_for_acks, write_until_cut};
+use crate::cycle::fetched::fetch_run;
+use crate::cycle::{AfterCut, NoAcks, cut_delay, wait_for_acks, write_until_cut};
 use crate::exit::error_chain;
-use crate::model::{RunSelector, Verdict};
+use crate::model::Verdict;
 use crate::power::{PowerError, PowerSwitch};
 use crate::record::RunId;
 use crate::sim::{Profile, ProfileError, SimDrive};
 use crate::units::UnitError;
 use crate::witness::client::error::ClientError;
-use crate::witness::client::{AckSender, ClientOptions, SenderStats, fetch};
+use crate::witness::client::{AckSender, ClientOptions, SenderStats};
 use crate::witness::server::{Witness, WitnessError};
 use crate::write::engine::Progress;
 use crate::write::plan::{Plan, PlanError};
@@ -394,11 +395,14 @@ fn cycle_inner(
     r.restore = Some(on);
     let a0 = Instant::now();
     let (dev, count_after) = target.reattach(s.wait_timeout);
-    let log = fetch(witness, &RunSelector::Run(plan.run)).map_err(CycleError::Fetch)?;
+    // Into a temporary file, judged from there: a cycle's run may be hours of acks.
+    let fetched = fetch_run(witness, plan.run).map_err(CycleError::Fetch)?;
     if dev.is_ok() {
         r.reattach_ms = Some(a0.elapsed().as_secs_f64() * 1e3);
     }
-    let report = judge(dev.map_err(|e| error_chain(&e)), &log, s.wait_timeout);
+    let report = fetched
+        .judge(dev.map_err(|e| error_chain(&e)), s.wait_timeout)
+        .report;
     r.unsafe_shutdowns_delta = match (count_before, count_after) {
         (Some(b), Some(a)) => Some(a as i64 - b as i64),
         _ => None,

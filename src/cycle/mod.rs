@@ -12,7 +12,11 @@
 //!   switch (campaign), tells the controller and waits to die (agent), or does nothing
 //!   because the drive trips itself at a chosen operation (soak);
 //! - how power comes back and the drive is found again: the caller's, ending in
-//!   [`judge`] with the drive or the reason it did not come back.
+//!   [`judge`] with the drive or the reason it did not come back; a run fetched from the
+//!   witness is judged from a temporary file instead ([`fetched`]), so a long run's acks
+//!   are never held.
+
+pub mod fetched;
 
 use crate::device::Device;
 use crate::model::RunLog;

@@ -232,7 +232,7 @@ pub fn run_plan<R: Read>(
     let judged = RunLog {
         files: Default::default(),
         descriptor: log.descriptor.clone(),
-        acks: pass.acks[..plan.acks].to_vec(),
+        acks: super::judge::in_writer_order(pass.acks[..plan.acks].to_vec()),
         events: vec![],
     };
     let report = verify_device(image.device(), &judged, read_timeout);

@@ -18,22 +18,8 @@ pub type FoundElsewhere = HashMap<(u16, u64), u64>;
 /// host may be starved of CPU (issue 11, defect 9: an honest drive was called FAIL under
 /// a CPU hog) or the drive slow. Records it left unread are still counted "unreadable",
 /// but unless a record verify did read was damaged, the verdict is INCONCLUSIVE (exit
-/// 3), not FAIL, and the summary says how to get a verdict.
-pub(super) fn timed_out(
-    report: &mut Report,
-    acks: &[Ack],
-    classes: &[RecordClass],
-    range: (u64, u64),
-    read_timeout: Duration,
-) {
-    let mut t = TimedOut::new(range);
-    for (a, c) in acks.iter().zip(classes) {
-        t.add(a, *c);
-    }
-    t.apply(report, read_timeout);
-}
-
-/// [`timed_out`] one ack at a time (verify at scale streams the acks).
+/// 3), not FAIL, and the summary says how to get a verdict. Fed one ack at a time:
+/// verify streams the acks.
 pub(super) struct TimedOut {
     from: u64,
     len: u64,

@@ -38,40 +38,64 @@ use report::Report;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Judges every ack of `log` against `dev`.
+/// Judges every ack of `log` against `dev`, through the engine `plugpull verify` ships
+/// (`scale::verify_streamed_run`, the log's acks as its passes).
 pub fn verify_device(dev: Arc<dyn Device>, log: &RunLog, read_timeout: Duration) -> Report {
     verify_device_with_progress(dev, log, read_timeout, false, &|_, _| {})
 }
 
 /// `verify_device`, reporting `(bytes_done, bytes_total)` of the scan as it goes.
+///
+/// A log no writer could produce gets no verdict (as `plugpull verify` refuses it): the
+/// report is INCONCLUSIVE and says why, since the callers (a campaign's cycle, the
+/// agent, a replay) record a report rather than stop on an error.
 pub fn verify_device_with_progress(
     dev: Arc<dyn Device>,
     log: &RunLog,
     read_timeout: Duration,
     scan_region: bool,
-    progress: &dyn Fn(u64, u64),
+    progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Report {
-    let t0 = Instant::now();
-    let acks = &log.acks;
-    let s = &log.descriptor.settings;
-    let also = scan_region.then_some((
-        s.region_offset,
-        s.region_offset.saturating_add(s.region_bytes),
-    ));
     let later = evidence::runs_after_the_end(&log.events);
     let run = scan::ScanRun::with_later_runs(&log.descriptor, &later);
-    let result = scan::scan_with_progress(dev, run, acks, read_timeout, also, progress);
-    let (mut report, classes) = judge_tallies(acks, &result.tallies, &result.found_elsewhere);
-    if let Some(range) = result.timed_out {
-        judge::timed_out(&mut report, acks, &classes, range, read_timeout);
-    }
-    report.unreadable_ranges = result.unreadable;
-    report.bytes_read = result.bytes_read;
-    report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
-    report.run = Some(log.descriptor.clone());
-    report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
+    let judged = scale::verify_streamed_run(
+        dev,
+        &log.descriptor,
+        run,
+        &log.acks,
+        read_timeout,
+        scan_region,
+        progress,
+    );
+    let superseded_by_runs = later.iter().map(|r| r.hex()).collect();
+    let mut report = match judged {
+        Ok(scaled) => scaled.report,
+        Err(e) => {
+            let mut r = refused_report(log, &e);
+            r.superseded_by_runs = superseded_by_runs;
+            return r;
+        }
+    };
+    report.superseded_by_runs = superseded_by_runs;
     report.note_log_damage(crate::witness::store::checker::damage_details(log));
     report
+}
+
+/// The report on `log` when the engine gave no judgment (`e`: a log no writer could
+/// produce, one that changed between its passes, one that could not be read): counted
+/// as a dead device's are (every ack named, none read; the log's damage noted), then
+/// the verdict withheld, since the acks themselves are in doubt.
+pub fn refused_report(log: &RunLog, e: &VerifyError) -> Report {
+    let why = crate::exit::error_chain(e);
+    let mut r = dead_device_report(log, why.clone());
+    r.dead_device = None;
+    r.verdict = Verdict::Inconclusive;
+    r.loss_window = None;
+    r.ack_log.whole = false;
+    r.ack_log.wholeness = "the log holds what no plugpull writer can produce".into();
+    r.summary = why;
+    r.refresh_plain();
+    r
 }
 
 /// The report (and each record's class) from what a scan found for each ack: the

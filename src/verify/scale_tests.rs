@@ -1,9 +1,10 @@
-//! Verify at scale (`scale`) must give the report the whole-run path
-//! (`verify_device`) gives: a differential test on random small runs, honest and
-//! damaged, with overlapping records of several streams and sizes.
+//! The streaming engine (`scale`) must judge as the slow reference judge
+//! (`reference`) does: a differential test on random small runs, honest and damaged,
+//! with overlapping records of several streams and sizes.
+
+pub(super) mod reference;
 
 use super::scale::{AckPasses, verify_streamed};
-use super::verify_device;
 use crate::device::Device;
 use crate::device::mem::{MemDevice, ReadHook};
 use crate::model::{Ack, RunDescriptor, RunLog};
@@ -17,6 +18,9 @@ const REGION: u64 = 64 << 10;
 fn descriptor(run: RunId, placement: &str) -> RunDescriptor {
     let mut d = crate::wire::msg::tests::sample_descriptor(0);
     d.run_id = run;
+    // The version the records are written in (`RunKey::new`), which the reference
+    // judge regenerates them by.
+    d.format_version = crate::record::FORMAT_VERSION;
     d.settings.region_bytes = REGION;
     d.settings.record_bytes_min = 512;
     d.settings.record_bytes_max = 8192;
@@ -142,43 +146,46 @@ fn without_time(r: &super::report::Report) -> serde_json::Value {
 }
 
 #[test]
-fn the_streamed_verify_gives_the_whole_run_s_report() {
+fn the_streamed_verify_judges_as_the_reference_does() {
     let t = Duration::from_secs(10);
     let mut failing = 0;
     for seed in 0..60u64 {
         let n = [1, 2, 5, 40, 200][seed as usize % 5];
         let (d, acks, dev) = random_run(seed, n);
         for scan_region in [false, true] {
+            let streamed =
+                verify_streamed(dev.clone(), &d, &acks, t, scan_region, &|_, _| {}).unwrap();
+            let want = reference::judge(dev.as_ref(), &d, &acks, scan_region);
+            let what = format!("seed {seed}, scan_region {scan_region}");
+            assert_eq!(reference::observed(&streamed.report), want, "{what}");
+            failing += (want.verdict == crate::model::Verdict::Fail) as u32;
+            // What every other caller judges through: the same engine, the same report.
             let log = RunLog {
                 files: Default::default(),
                 descriptor: d.clone(),
                 acks: acks.clone(),
                 events: vec![],
             };
-            let whole =
+            let wrapped =
                 super::verify_device_with_progress(dev.clone(), &log, t, scan_region, &|_, _| {});
-            let streamed =
-                verify_streamed(dev.clone(), &d, &acks, t, scan_region, &|_, _| {}).unwrap();
             assert_eq!(
-                without_time(&whole),
+                without_time(&wrapped),
                 without_time(&streamed.report),
-                "seed {seed}, scan_region {scan_region}"
+                "{what}"
             );
-            failing += (whole.verdict == crate::model::Verdict::Fail) as u32;
         }
     }
     // The runs exercise failures, not only PASS.
     assert!(failing > 10, "{failing}");
-    let _ = verify_device;
 }
 
-/// The slot table (`verify::slots`) paints runs of one record size; it must give the
-/// whole-run path's report (which paints with `scan::visible_ranges`) on random and
+/// The slot table (`verify::slots`) paints runs of one record size; it must judge as
+/// the reference does (which owns each sector by brute force) on random and
 /// ring placements, with streams interleaved so a later-arriving ack is often the
 /// earlier record, with the grid starting off the record size's alignment, and when
 /// one odd ack (another size, or off the grid) hands over to the map mid-run.
 #[test]
-fn the_slot_table_gives_the_whole_run_s_report() {
+fn the_slot_table_judges_as_the_reference_does() {
     let t = Duration::from_secs(10);
     let (mut failing, mut superseded) = (0, 0);
     for seed in 0..90u64 {
@@ -192,23 +199,12 @@ fn the_slot_table_gives_the_whole_run_s_report() {
         };
         let shape = Shape::Uniform { sectors, base, odd };
         let (d, acks, dev) = random_shaped_run(seed, n, shape);
-        let log = RunLog {
-            files: Default::default(),
-            descriptor: d.clone(),
-            acks: acks.clone(),
-            events: vec![],
-        };
         let scan_region = seed % 2 == 1;
-        let whole =
-            super::verify_device_with_progress(dev.clone(), &log, t, scan_region, &|_, _| {});
+        let want = reference::judge(dev.as_ref(), &d, &acks, scan_region);
         let streamed = verify_streamed(dev, &d, &acks, t, scan_region, &|_, _| {}).unwrap();
-        assert_eq!(
-            without_time(&whole),
-            without_time(&streamed.report),
-            "seed {seed}"
-        );
-        failing += (whole.verdict == crate::model::Verdict::Fail) as u32;
-        superseded += whole.counts.get("superseded").copied().unwrap_or(0);
+        assert_eq!(reference::observed(&streamed.report), want, "seed {seed}");
+        failing += (want.verdict == crate::model::Verdict::Fail) as u32;
+        superseded += want.counts.get("superseded").copied().unwrap_or(0);
     }
     assert!(failing > 20, "{failing}");
     assert!(superseded > 1000, "{superseded}");
@@ -309,8 +305,8 @@ fn only_the_latest_record_at_each_location_is_kept() {
 
 /// The region read while the first pass runs (`scan::read_early`) is the read the scan
 /// judges when it is the span the scan needs (a ring over the whole region): the
-/// device is read once, and the report is the whole-run path's. When the span is not
-/// the region, those reads are dropped and the report is still the same.
+/// device is read once, and the judgment is the reference's. When the span is not the
+/// region, those reads are dropped and the judgment is still the same.
 #[test]
 fn the_region_read_during_the_first_pass_is_judged_once() {
     let t = Duration::from_secs(10);
@@ -332,15 +328,9 @@ fn the_region_read_during_the_first_pass_is_judged_once() {
                 Ok(())
             },
         });
-        let log = RunLog {
-            files: Default::default(),
-            descriptor: d.clone(),
-            acks: acks.clone(),
-            events: vec![],
-        };
-        let whole = super::verify_device_with_progress(mem, &log, t, false, &|_, _| {});
+        let want = reference::judge(mem.as_ref(), &d, &acks, false);
         let streamed = verify_streamed(dev.clone(), &d, &acks, t, false, &|_, _| {}).unwrap();
-        assert_eq!(without_time(&whole), without_time(&streamed.report), "{n}");
+        assert_eq!(reference::observed(&streamed.report), want, "{n}");
         if whole_region {
             let read = read.load(std::sync::atomic::Ordering::SeqCst);
             assert_eq!(read, REGION, "{n} acks");

@@ -82,20 +82,27 @@ fn only_the_latest_acked_record_at_a_sector_is_judged() {
     assert_eq!(d.counts["superseded"], 1);
 }
 
-/// `inner` whose first read at or past `stall_from` takes `stall` (a host starved of
-/// CPU, a drive busy collecting garbage) and then returns the right data.
-fn slow_once(inner: Arc<MemDevice>, stall_from: u64, stall: Duration) -> Arc<dyn Device> {
-    let stalled = std::sync::atomic::AtomicBool::new(false);
-    Arc::new(ReadHook {
+/// `inner` whose every read at or past `stall_from` takes `stall` (a host starved of
+/// CPU, a drive busy collecting garbage) and then returns the right data, while the
+/// returned flag is set. Every read, not the first only: verify reads a span again when
+/// its early read timed out, and a drive slow once would then answer in time.
+fn slow_while(
+    inner: Arc<MemDevice>,
+    stall_from: u64,
+    stall: Duration,
+) -> (Arc<dyn Device>, Arc<std::sync::atomic::AtomicBool>) {
+    let slow = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flag = slow.clone();
+    let dev = Arc::new(ReadHook {
         inner,
         before: move |_, offset| {
-            let ordering = std::sync::atomic::Ordering::SeqCst;
-            if offset >= stall_from && !stalled.swap(true, ordering) {
+            if offset >= stall_from && flag.load(std::sync::atomic::Ordering::SeqCst) {
                 std::thread::sleep(stall);
             }
             Ok(())
         },
-    })
+    });
+    (dev, slow)
 }
 
 /// `n` intact 4 KiB records at `offsets` of a 4 MiB device, and their log.
@@ -124,13 +131,14 @@ fn intact_run(offsets: &[u64]) -> (Arc<MemDevice>, RunLog) {
 fn false_alarm_under_load_a_read_timeout_is_inconclusive_not_fail() {
     let offsets: Vec<u64> = (0..8).map(|i| i * 4096).collect();
     let (dev, l) = intact_run(&offsets);
-    let slow = slow_once(dev, 0, Duration::from_millis(1500));
+    let (slow, stalling) = slow_while(dev, 0, Duration::from_millis(1500));
     let r = verify_device(slow.clone(), &l, Duration::from_millis(200));
     assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.to_text());
     assert_eq!(r.verdict.exit_code(), crate::exit::INCONCLUSIVE);
     assert!(r.loss_window.is_none(), "nothing was shown lost");
     assert!(r.summary.contains("--read-timeout"), "{}", r.summary);
-    // The drive kept everything: once the read answers in time, PASS.
+    // The drive kept everything: once the reads answer in time, PASS.
+    stalling.store(false, std::sync::atomic::Ordering::SeqCst);
     let again = verify_device(slow, &l, Duration::from_millis(200));
     assert_eq!(again.verdict, Verdict::Pass, "{}", again.to_text());
     assert_eq!(again.counts["intact"], 8);
@@ -141,9 +149,12 @@ fn false_alarm_under_load_a_read_timeout_is_inconclusive_not_fail() {
 fn a_read_timeout_does_not_hide_a_loss_already_seen() {
     // Record 1 at 0 is lost (zeros); record 2 lies in the next 2 MiB chunk, whose
     // read stalls past the timeout.
-    let (dev, mut l) = intact_run(&[2 << 20]);
+    let (dev, l) = intact_run(&[2 << 20]);
+    // The region holds both records (the fixture's 64 KiB would make the log one no
+    // writer can produce).
+    let mut l = log_in(l.descriptor.run_id, (0, 4 << 20), l.acks);
     l.acks.insert(0, ack(0, 0));
-    let slow = slow_once(dev, 2 << 20, Duration::from_millis(1500));
+    let (slow, _) = slow_while(dev, 2 << 20, Duration::from_millis(1500));
     let r = verify_device(slow, &l, Duration::from_millis(200));
     assert_eq!(r.verdict, Verdict::Fail, "{}", r.to_text());
     assert_eq!(r.counts["lost"], 1);

@@ -1,0 +1,149 @@
+//! After power-on, a cycle's run fetched from the witness and judged without holding
+//! its acks: the fetch goes into a temporary log file and the streaming engine reads
+//! the acks from it at each pass (`verify::scale::FilePasses`), as `plugpull verify
+//! --witness` does. Why: a campaign's or the agent's cycle on a real drive can run for
+//! hours at a flush rate in the hundred thousands per second; held whole, its acks cost
+//! about 40 bytes each before the engine even starts, and the campaign's memory would
+//! grow with the run while the CLI's does not.
+
+use crate::device::Device;
+use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent};
+use crate::record::RunId;
+use crate::verify::report::Report;
+use crate::verify::{dead_device_report, evidence, refused_report, scale, scan};
+use crate::witness::client::error::ClientResult;
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A run fetched into a temporary log file, removed when this is dropped.
+pub struct FetchedRun {
+    path: PathBuf,
+    pub descriptor: RunDescriptor,
+    /// How many acks the witness sent.
+    pub acks: u64,
+    pub events: Vec<WitnessEvent>,
+}
+
+impl Drop for FetchedRun {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Fetches `run` from the witness at `addr` into a temporary file (in `TMPDIR`).
+pub fn fetch_run(addr: &str, run: RunId) -> ClientResult<FetchedRun> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let path = std::env::temp_dir().join(format!(
+        "plugpull-cycle-{}-{nanos}.acklog",
+        std::process::id()
+    ));
+    let f = crate::witness::client::fetch_into_file(addr, &RunSelector::Run(run), None, &path)?;
+    Ok(FetchedRun {
+        path,
+        descriptor: f.descriptor,
+        acks: f.acks,
+        events: f.events,
+    })
+}
+
+/// What judging a fetched run gives.
+pub struct Judged {
+    pub report: Report,
+    /// The ack flushed last (the campaign's record of where the writer was).
+    pub newest_ack: Option<Ack>,
+}
+
+/// Ack passes that also note the ack flushed last.
+struct NewestOf<'a> {
+    inner: &'a dyn scale::AckPasses,
+    newest: Cell<Option<Ack>>,
+}
+
+impl scale::AckPasses for NewestOf<'_> {
+    fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), crate::verify::VerifyError> {
+        let mut newest: Option<Ack> = None;
+        self.inner.pass(&mut |chunk| {
+            for a in chunk {
+                // The last of equals, as `max_by_key` picks.
+                if newest.is_none_or(|n| a.flushed_ns >= n.flushed_ns) {
+                    newest = Some(*a);
+                }
+            }
+            sink(chunk)
+        })?;
+        self.newest.set(newest);
+        Ok(())
+    }
+}
+
+impl FetchedRun {
+    /// Judges the drive (or, when it did not come back, `Err` says why) against the
+    /// fetched acks: the report `cycle::judge` gives on the same run held in memory.
+    pub fn judge(&self, drive: Result<Arc<dyn Device>, String>, read_timeout: Duration) -> Judged {
+        let dev = match drive {
+            Ok(d) => d,
+            // A dead drive's report names every ack: the log is loaded whole, once.
+            Err(why) => return self.judged_in_memory(|log| dead_device_report(log, why)),
+        };
+        let later = evidence::runs_after_the_end(&self.events);
+        let file = scale::FilePasses {
+            path: &self.path,
+            key: None,
+            last: Default::default(),
+        };
+        let passes = NewestOf {
+            inner: &file,
+            newest: Cell::new(None),
+        };
+        let run = scan::ScanRun::with_later_runs(&self.descriptor, &later);
+        let judged = scale::verify_streamed_run(
+            dev,
+            &self.descriptor,
+            run,
+            &passes,
+            read_timeout,
+            false,
+            &|_, _| {},
+        );
+        let mut report = match judged {
+            Ok(scaled) => scaled.report,
+            Err(e) => return self.judged_in_memory(|log| refused_report(log, &e)),
+        };
+        report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
+        report.note_log_damage(crate::witness::store::checker::damage_in(&self.events));
+        Judged {
+            report,
+            newest_ack: passes.newest.get(),
+        }
+    }
+
+    /// The rare reports that need every ack at once, from the log loaded whole.
+    fn judged_in_memory(&self, report: impl FnOnce(&crate::model::RunLog) -> Report) -> Judged {
+        match crate::witness::store::reader::read_log_file(&self.path) {
+            Ok(log) => Judged {
+                newest_ack: log.acks.iter().max_by_key(|a| a.flushed_ns).copied(),
+                report: report(&log),
+            },
+            Err(e) => {
+                let log = crate::model::RunLog {
+                    files: Default::default(),
+                    descriptor: self.descriptor.clone(),
+                    acks: vec![],
+                    events: self.events.clone(),
+                };
+                let e = crate::verify::VerifyError::ReadingAcks {
+                    path: self.path.clone(),
+                    source: e.into(),
+                };
+                Judged {
+                    report: refused_report(&log, &e),
+                    newest_ack: None,
+                }
+            }
+        }
+    }
+}
