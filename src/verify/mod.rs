@@ -27,6 +27,7 @@ mod slots;
 mod summary_tests;
 #[cfg(test)]
 mod tests;
+pub mod verdict;
 
 use crate::device::{Device, FileDevice, identity};
 use crate::model::{RecordClass, RunLog, Verdict};
