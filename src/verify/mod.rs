@@ -30,7 +30,7 @@ mod tests;
 pub mod verdict;
 
 use crate::device::{Device, FileDevice, identity};
-use crate::model::{RecordClass, RunLog, Verdict};
+use crate::model::{RecordClass, RunLog};
 use classify::classify_record;
 pub use judge::dead_device_report;
 pub use load::{LoadedRun, load_run, load_run_checked};
@@ -98,21 +98,29 @@ pub fn judge_tallies(
     (report, classes)
 }
 
-/// `plugpull verify`: loads the run, judges the target (or reports it dead), prints the
-/// report; the verdict decides the exit code.
-pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
+/// What `verify` found: the report, and the run it judged (for the verdict note to the
+/// witness, [`tell_the_witness`], sent after the report is shown).
+pub struct Verified {
+    pub report: Report,
+    pub run: crate::record::RunId,
+}
+
+/// `plugpull verify`: loads the run, judges the target (or reports it dead) and returns
+/// the report; the command renders it, then tells the witness. The verdict decides the
+/// exit code.
+pub fn run(o: &VerifyOptions) -> Result<Verified, VerifyError> {
     if !o.target.exists() && o.run.is_none() && matches!(o.acks, AckSource::Witness(_)) {
         return Err(VerifyError::TargetMissing(o.target.clone()));
     }
     if let AckSource::File(path) = &o.acks
-        && let Some(report) = run_streamed(o, path, None)?
+        && let Some(verified) = run_streamed(o, path, None)?
     {
-        return Ok(report.verdict);
+        return Ok(verified);
     }
     if let AckSource::Witness(addr) = &o.acks
-        && let Some(verdict) = run_witness_streamed(o, addr)?
+        && let Some(verified) = run_witness_streamed(o, addr)?
     {
-        return Ok(verdict);
+        return Ok(verified);
     }
     let LoadedRun {
         log,
@@ -137,9 +145,10 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
         ));
     }
     report.note_writer_end(&log.events, o.rehearsal);
-    print_report(o, &report)?;
-    tell_the_witness(o, &log, &report);
-    Ok(report.verdict)
+    Ok(Verified {
+        report,
+        run: log.descriptor.run_id,
+    })
 }
 
 /// Refuses a run whose records this build cannot regenerate: a newer writer's format.
@@ -155,15 +164,11 @@ fn refuse_unknown_format(d: &crate::model::RunDescriptor) -> Result<(), VerifyEr
     }
 }
 
-/// Tells the witness the verdict (when the acks came from one), so `plugpull runs` shows
-/// which runs were verified. A witness that cannot take it costs a warning, never the
-/// verdict: the note is for people, the verdict stands on the acks and the drive.
-pub fn tell_the_witness(o: &VerifyOptions, log: &RunLog, report: &Report) {
-    tell_the_witness_run(o, log.descriptor.run_id, report)
-}
-
-/// [`tell_the_witness`] by run id.
-fn tell_the_witness_run(o: &VerifyOptions, run: crate::record::RunId, report: &Report) {
+/// Tells the witness the verdict on `run` (when the acks came from one), so `plugpull
+/// runs` shows which runs were verified. A witness that cannot take it costs a warning,
+/// never the verdict: the note is for people, the verdict stands on the acks and the
+/// drive. Called after the report is shown, so a slow witness never delays it.
+pub fn tell_the_witness(o: &VerifyOptions, run: crate::record::RunId, report: &Report) {
     let AckSource::Witness(addr) = &o.acks else {
         return;
     };
@@ -194,7 +199,7 @@ fn tell_the_witness_run(o: &VerifyOptions, run: crate::record::RunId, report: &R
 /// writes, with the witness named as the source. None: [`run`] takes the case with the
 /// whole run in memory (no run under the drive's key at the witness, the run written to
 /// another medium: both searched for the run's stamps; a target that cannot be opened).
-fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verdict>, VerifyError> {
+fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verified>, VerifyError> {
     if !o.target.exists() {
         return Ok(None);
     }
@@ -243,11 +248,7 @@ fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verdict>
         }
     );
     let source = (format!("witness {addr}"), how);
-    let Some(report) = run_streamed(o, &tmp.0, Some(source))? else {
-        return Ok(None);
-    };
-    tell_the_witness_run(o, fetched.descriptor.run_id, &report);
-    Ok(Some(report.verdict))
+    run_streamed(o, &tmp.0, Some(source))
 }
 
 /// How long `verify --witness` waits for the witness to see a silent writer gone: past
@@ -286,7 +287,7 @@ fn run_streamed(
     o: &VerifyOptions,
     path: &std::path::Path,
     source: Option<(String, String)>,
-) -> Result<Option<Report>, VerifyError> {
+) -> Result<Option<Verified>, VerifyError> {
     if !o.target.exists() || !crate::witness::store::reader::streamable(path) {
         return Ok(None);
     }
@@ -381,8 +382,10 @@ fn run_streamed(
         &passes.last.borrow(),
     ));
     report.note_writer_end(&log.events, o.rehearsal);
-    print_report(o, &report)?;
-    Ok(Some(report))
+    Ok(Some(Verified {
+        report,
+        run: d.run_id,
+    }))
 }
 
 /// Ack passes that also keep each stream's last ack (of the latest pass), for
@@ -459,15 +462,4 @@ fn judge_target(o: &VerifyOptions, log: &RunLog) -> Result<Report, VerifyError> 
         eprintln!("plugpull verify: WARNING: {w}");
     }
     Ok(report)
-}
-
-fn print_report(o: &VerifyOptions, report: &Report) -> Result<(), serde_json::Error> {
-    if o.json {
-        println!("{}", serde_json::to_string_pretty(report)?);
-    } else if o.quiet {
-        println!("VERDICT: {} - {}", report.verdict.name(), report.summary);
-    } else {
-        print!("{}", report.to_text());
-    }
-    Ok(())
 }
