@@ -4,6 +4,9 @@
 //! text), and the formats of one report stay side by side where they can be compared.
 //! The HTML page of verify reports is `plugpull report` (`crate::report::html`).
 
+pub mod bench;
+pub mod fetch;
+pub mod report;
 pub mod verify;
 
 /// Which form a command's result takes on stdout.
