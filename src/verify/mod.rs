@@ -112,13 +112,15 @@ pub fn run(o: &VerifyOptions) -> Result<Verified, VerifyError> {
     if !o.target.exists() && o.run.is_none() && matches!(o.acks, AckSource::Witness(_)) {
         return Err(VerifyError::TargetMissing(o.target.clone()));
     }
-    if let AckSource::File(path) = &o.acks
-        && let Some(verified) = run_streamed(o, path, None)?
+    // The one identification of the target: every step below is given it.
+    let device = o.target.exists().then(|| identify_target(&o.target));
+    if let (AckSource::File(path), Some(device)) = (&o.acks, &device)
+        && let Some(verified) = run_streamed(o, device, path, None)?
     {
         return Ok(verified);
     }
-    if let AckSource::Witness(addr) = &o.acks
-        && let Some(verified) = run_witness_streamed(o, addr)?
+    if let (AckSource::Witness(addr), Some(device)) = (&o.acks, &device)
+        && let Some(verified) = run_witness_streamed(o, device, addr)?
     {
         return Ok(verified);
     }
@@ -126,13 +128,12 @@ pub fn run(o: &VerifyOptions) -> Result<Verified, VerifyError> {
         log,
         source,
         wholeness,
-    } = load_run_checked(o)?;
+    } = load::load_run_identified(o, device.as_ref())?;
     refuse_unknown_format(&log.descriptor)?;
     crate::witness::validate::refuse_impossible_run(&log)?;
-    let mut report = if o.target.exists() {
-        judge_target(o, &log)?
-    } else {
-        gone_target(o, &log)?
+    let mut report = match device {
+        Some(device) => judge_target(o, device, &log)?,
+        None => gone_target(o, &log)?,
     };
     report.note_log_wholeness(source, wholeness.whole, wholeness.how);
     if let Ok(dev) = FileDevice::open_read(&o.target) {
@@ -199,15 +200,16 @@ pub fn tell_the_witness(o: &VerifyOptions, run: crate::record::RunId, report: &R
 /// writes, with the witness named as the source. None: [`run`] takes the case with the
 /// whole run in memory (no run under the drive's key at the witness, the run written to
 /// another medium: both searched for the run's stamps; a target that cannot be opened).
-fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verified>, VerifyError> {
-    if !o.target.exists() {
-        return Ok(None);
-    }
+fn run_witness_streamed(
+    o: &VerifyOptions,
+    device: &identity::DeviceIdentity,
+    addr: &str,
+) -> Result<Option<Verified>, VerifyError> {
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
         .map_err(|e| VerifyError::Key(e.into()))?;
     let sel = match o.run {
         Some(r) => crate::model::RunSelector::Run(r),
-        None => crate::model::RunSelector::LatestForDevice(identity::identify(&o.target).key()),
+        None => crate::model::RunSelector::LatestForDevice(device.key()),
     };
     let tmp = TempLog::new();
     let t0 = Instant::now();
@@ -248,7 +250,7 @@ fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verified
         }
     );
     let source = (format!("witness {addr}"), how);
-    run_streamed(o, &tmp.0, Some(source))
+    run_streamed(o, device, &tmp.0, Some(source))
 }
 
 /// How long `verify --witness` waits for the witness to see a silent writer gone: past
@@ -285,10 +287,11 @@ impl Drop for TempLog {
 /// file's (a witness's fetch streamed into it).
 fn run_streamed(
     o: &VerifyOptions,
+    device: &identity::DeviceIdentity,
     path: &std::path::Path,
     source: Option<(String, String)>,
 ) -> Result<Option<Verified>, VerifyError> {
-    if !o.target.exists() || !crate::witness::store::reader::streamable(path) {
+    if !crate::witness::store::reader::streamable(path) {
         return Ok(None);
     }
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
@@ -311,8 +314,7 @@ fn run_streamed(
             asked: r,
         });
     }
-    let device = identity::identify(&o.target);
-    if !d.device.same_medium(&device) {
+    if !d.device.same_medium(device) {
         return Ok(None);
     }
     let Ok(dev) = FileDevice::open_read(&o.target) else {
@@ -365,7 +367,7 @@ fn run_streamed(
     let (log, wholeness) = file_passes.last.take().expect("verify read the log");
     report.note_log_damage(crate::witness::store::checker::damage_details(&log));
     report.target = o.target.display().to_string();
-    report.device = Some(device);
+    report.device = Some(device.clone());
     report.ram_warning = crate::device::safety::ram_warning(&o.target);
     if let Some(w) = &report.ram_warning {
         eprintln!("plugpull verify: WARNING: {w}");
@@ -431,8 +433,11 @@ fn gone_target(o: &VerifyOptions, log: &RunLog) -> Result<Report, VerifyError> {
 
 /// The report for a target that is there: checked to be the run's drive, then read
 /// back (or reported dead if it cannot be opened).
-fn judge_target(o: &VerifyOptions, log: &RunLog) -> Result<Report, VerifyError> {
-    let device = identity::identify(&o.target);
+fn judge_target(
+    o: &VerifyOptions,
+    device: identity::DeviceIdentity,
+    log: &RunLog,
+) -> Result<Report, VerifyError> {
     select::check_identity(
         log,
         &o.target,
@@ -463,3 +468,25 @@ fn judge_target(o: &VerifyOptions, log: &RunLog) -> Result<Report, VerifyError> 
     }
     Ok(report)
 }
+
+/// Identifies the target: once per verify (`identifications` counts them in tests).
+fn identify_target(target: &std::path::Path) -> identity::DeviceIdentity {
+    #[cfg(test)]
+    IDENTIFIED.with(|n| n.set(n.get() + 1));
+    identity::identify(target)
+}
+
+#[cfg(test)]
+thread_local! {
+    static IDENTIFIED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times this thread identified a target.
+#[cfg(test)]
+pub(crate) fn identifications() -> u32 {
+    IDENTIFIED.with(|n| n.get())
+}
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod run_tests;
