@@ -119,16 +119,18 @@ pub fn run(o: &VerifyOptions) -> Result<Verified, VerifyError> {
     {
         return Ok(verified);
     }
-    if let (AckSource::Witness(addr), Some(device)) = (&o.acks, &device)
-        && let Some(verified) = run_witness_streamed(o, device, addr)?
-    {
-        return Ok(verified);
+    let mut fetched = None;
+    if let (AckSource::Witness(addr), Some(device)) = (&o.acks, &device) {
+        match run_witness_streamed(o, device, addr)? {
+            Witnessed::Judged(verified) => return Ok(verified),
+            Witnessed::Fetched(log) => fetched = Some(log),
+        }
     }
     let LoadedRun {
         log,
         source,
         wholeness,
-    } = load::load_run_identified(o, device.as_ref())?;
+    } = load::load_run_identified(o, device.as_ref(), fetched)?;
     refuse_unknown_format(&log.descriptor)?;
     crate::witness::validate::refuse_impossible_run(&log)?;
     let mut report = match device {
@@ -197,14 +199,15 @@ pub fn tell_the_witness(o: &VerifyOptions, run: crate::record::RunId, report: &R
 /// streamed into a temporary log file (in the temporary directory, `TMPDIR`; removed
 /// after) and judged from it as `--acks FILE` is ([`run_streamed`]), so memory does not
 /// grow with the run either. The report is the one `--acks` gives on the file `fetch -o`
-/// writes, with the witness named as the source. None: [`run`] takes the case with the
-/// whole run in memory (no run under the drive's key at the witness, the run written to
-/// another medium: both searched for the run's stamps; a target that cannot be opened).
+/// writes, with the witness named as the source. Otherwise [`run`] takes the case with
+/// the whole run in memory, handed the fetch's answer so it never asks again (no run
+/// under the drive's key at the witness, the run written to another medium: both
+/// searched for the run's stamps; a target that cannot be opened).
 fn run_witness_streamed(
     o: &VerifyOptions,
     device: &identity::DeviceIdentity,
     addr: &str,
-) -> Result<Option<Verified>, VerifyError> {
+) -> Result<Witnessed, VerifyError> {
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
         .map_err(|e| VerifyError::Key(e.into()))?;
     let sel = match o.run {
@@ -218,7 +221,7 @@ fn run_witness_streamed(
             match crate::witness::client::fetch_into_file(addr, &sel, key.as_ref(), &tmp.0) {
                 Ok(f) => f,
                 Err(crate::witness::client::error::ClientError::NoRunForDevice { .. }) => {
-                    return Ok(None);
+                    return Ok(Witnessed::Fetched(None));
                 }
                 Err(e) => return Err(VerifyError::Fetch(e.into())),
             };
@@ -250,7 +253,24 @@ fn run_witness_streamed(
         }
     );
     let source = (format!("witness {addr}"), how);
-    run_streamed(o, device, &tmp.0, Some(source))
+    if let Some(verified) = run_streamed(o, device, &tmp.0, Some(source))? {
+        return Ok(Witnessed::Judged(verified));
+    }
+    let (log, _) = crate::witness::store::reader::read_log_file_checked(&tmp.0, key.as_ref())
+        .map_err(|e| VerifyError::ReadingAcks {
+            path: tmp.0.clone(),
+            source: e.into(),
+        })?;
+    Ok(Witnessed::Fetched(Some(log)))
+}
+
+/// What `verify --witness` made of its one fetch.
+enum Witnessed {
+    /// The run was judged from the fetch streamed to a file.
+    Judged(Verified),
+    /// The run fetched (None: the witness has no run under the drive's key), for the
+    /// path that holds the run in memory.
+    Fetched(Option<RunLog>),
 }
 
 /// How long `verify --witness` waits for the witness to see a silent writer gone: past

@@ -67,3 +67,118 @@ fn the_target_is_identified_once_when_it_is_another_medium() {
     assert_eq!(identifications() - before, 1);
     assert_eq!(v.report.verdict, Verdict::Fail, "{}", v.report.to_text());
 }
+
+/// A TCP proxy in front of the witness that counts the connections made through it.
+struct CountingProxy {
+    addr: String,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CountingProxy {
+    fn to(witness: std::net::SocketAddr) -> CountingProxy {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = connections.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                count.fetch_add(1, Ordering::SeqCst);
+                let Ok(server) = std::net::TcpStream::connect(witness) else {
+                    return;
+                };
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        CountingProxy { addr, connections }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A witness holding one run of one lost record on a blank target, written for the
+/// target's identity or another's; the proxy in front of it.
+fn witnessed(
+    same_medium: bool,
+) -> (
+    tempfile::TempDir,
+    crate::witness::server::Witness,
+    CountingProxy,
+    std::path::PathBuf,
+    RunId,
+) {
+    let (dir, target, acks) = fixture(same_medium);
+    let (log, _) = crate::witness::store::reader::read_log_file_checked(&acks, None).unwrap();
+    let options = crate::witness::server::WitnessOptions {
+        quiet: true,
+        ..Default::default()
+    };
+    let store = dir.path().join("witness");
+    std::fs::create_dir(&store).unwrap();
+    let w = crate::witness::server::Witness::start("127.0.0.1:0", &store, options).unwrap();
+    let sender = crate::witness::client::AckSender::connect(
+        &w.addr.to_string(),
+        &log.descriptor,
+        Default::default(),
+    )
+    .unwrap();
+    sender.push_all(&log.acks);
+    sender.finish(Duration::from_secs(10)).unwrap();
+    let proxy = CountingProxy::to(w.addr);
+    (dir, w, proxy, target, log.descriptor.run_id)
+}
+
+fn by_witness(
+    target: &std::path::Path,
+    proxy: &CountingProxy,
+    run: Option<RunId>,
+) -> VerifyOptions {
+    VerifyOptions {
+        acks: AckSource::Witness(proxy.addr.clone()),
+        run,
+        rehearsal: true,
+        ..options(target, target, true)
+    }
+}
+
+#[test]
+fn verify_by_witness_fetches_once_then_notes_the_verdict() {
+    let (_dir, w, proxy, target, run_id) = witnessed(true);
+    let o = by_witness(&target, &proxy, None);
+    let v = run(&o).unwrap();
+    assert_eq!(v.report.verdict, Verdict::Fail, "{}", v.report.to_text());
+    assert_eq!(proxy.connections(), 1, "one fetch");
+    tell_the_witness(&o, v.run, &v.report);
+    assert_eq!(proxy.connections(), 2, "then the verdict note");
+    let o = by_witness(&target, &proxy, Some(run_id));
+    run(&o).unwrap();
+    assert_eq!(proxy.connections(), 3, "one fetch with --run");
+    w.shutdown();
+}
+
+#[test]
+fn a_run_of_another_medium_is_fetched_once() {
+    let (_dir, w, proxy, target, run_id) = witnessed(false);
+    // The witness has no run under this drive's key, and the drive no stamp.
+    let e = run(&by_witness(&target, &proxy, None))
+        .err()
+        .expect("no run found");
+    assert!(matches!(e, VerifyError::Select(_)), "{e:#}");
+    assert_eq!(proxy.connections(), 1, "asked once for the drive's key");
+    // Named, on another medium, let through: judged from the one fetch.
+    let v = run(&by_witness(&target, &proxy, Some(run_id))).unwrap();
+    assert_eq!(v.report.verdict, Verdict::Fail, "{}", v.report.to_text());
+    assert_eq!(proxy.connections(), 2, "one fetch with --run");
+    w.shutdown();
+}
