@@ -264,7 +264,9 @@ fn run_witness_streamed(
     Ok(Witnessed::Fetched(Some(log)))
 }
 
-/// What `verify --witness` made of its one fetch.
+/// What `verify --witness` made of its one fetch. One value per verify, moved once: its
+/// size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Witnessed {
     /// The run was judged from the fetch streamed to a file.
     Judged(Verified),
