@@ -30,6 +30,10 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
     }
     match verify::run(&options) {
         Ok(v) => {
+            // Also on stderr: JSON and the verdict line do not show it to people.
+            if let Some(w) = &v.report.ram_warning {
+                eprintln!("plugpull verify: WARNING: {w}");
+            }
             render::out(&render::verify::report(format, &v.report)?);
             verify::tell_the_witness(&options, v.run, &v.report);
             Ok(v.report.verdict.exit_code())

@@ -391,9 +391,6 @@ fn run_streamed(
     report.target = o.target.display().to_string();
     report.device = Some(device.clone());
     report.ram_warning = crate::device::safety::ram_warning(&o.target);
-    if let Some(w) = &report.ram_warning {
-        eprintln!("plugpull verify: WARNING: {w}");
-    }
     match source {
         Some((name, how)) => report.note_log_wholeness(name, wholeness.whole, how),
         None => {
@@ -485,9 +482,6 @@ fn judge_target(
     report.target = o.target.display().to_string();
     report.device = Some(device);
     report.ram_warning = crate::device::safety::ram_warning(&o.target);
-    if let Some(w) = &report.ram_warning {
-        eprintln!("plugpull verify: WARNING: {w}");
-    }
     Ok(report)
 }
 
