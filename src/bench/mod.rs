@@ -146,7 +146,7 @@ pub fn run_with(
 }
 
 /// The `plugpull bench` command: prepares the target, runs the tables, prints them.
-pub fn run(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
+pub fn run(o: &BenchOptions) -> Result<BenchReport, BenchError> {
     let size = o
         .size_bytes
         .unwrap_or(if o.quick { 128 << 20 } else { 1 << 30 });
@@ -176,12 +176,12 @@ pub fn run(o: &BenchOptions) -> Result<BenchOutcome, BenchError> {
     let report = run_with(&opener, &id, &cfg, &info, &pb);
     pb.finish_and_clear();
     drop(t); // removes bench's own file from a directory target
-    let report = report?;
-    if o.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", output::text(&report));
-    }
+    report
+}
+
+/// The outcome of a bench whose report was shown: stopped by a signal (the rows done
+/// are in the report), or whether every row completed.
+pub fn outcome(report: &BenchReport) -> Result<BenchOutcome, BenchError> {
     if measure::stopped() {
         return Err(BenchError::Interrupted);
     }

@@ -179,11 +179,6 @@ pub fn run(o: &TreeBenchOptions) -> Result<TreeBenchReport, TreeBenchError> {
         reading: reading(&rows),
         rows,
     };
-    if o.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", text(&report));
-    }
     Ok(report)
 }
 

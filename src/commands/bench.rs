@@ -7,12 +7,18 @@
 use crate::bench::config::{Op, Pattern};
 use crate::bench::{self, BenchOptions, BenchOutcome, Table};
 use crate::commands::args::{BenchArgs, BenchTable, FlushArg, IopsOpArg, IopsPatternArg};
+use crate::commands::render::{self, Format};
 use crate::exit;
 
 pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
     if a.tree || (a.target.is_dir() && !a.in_file) {
         refuse_table_options(&a)?;
-        let report = bench::tree::run(&tree_options(a))?;
+        let o = tree_options(a);
+        let report = bench::tree::run(&o)?;
+        render::out(&render::bench::tree(
+            Format::from_flags(o.json, false),
+            &report,
+        )?);
         return Ok(if report.all_ok() {
             exit::PASS
         } else {
@@ -32,7 +38,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<i32> {
             a.target.display()
         );
     }
-    Ok(match bench::run(&options(a))? {
+    let o = options(a);
+    let report = bench::run(&o)?;
+    render::out(&render::bench::tables(
+        Format::from_flags(o.json, false),
+        &report,
+    )?);
+    Ok(match bench::outcome(&report)? {
         BenchOutcome::AllRowsOk => exit::PASS,
         BenchOutcome::SomeRowsFailed => exit::TARGET_FAILED,
     })

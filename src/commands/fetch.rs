@@ -1,11 +1,20 @@
-//! `plugpull fetch`: arguments to options, then the action.
+//! `plugpull fetch`: arguments to options, then the action, then what it wrote
+//! (`render::fetch`).
 
 use crate::commands::args::FetchArgs;
+use crate::commands::render;
 use crate::exit;
 use crate::witness::client::{FetchOptions, fetch_to_file};
 
 pub fn run(a: FetchArgs) -> anyhow::Result<i32> {
-    fetch_to_file(options(a))?;
+    let json = a.json;
+    let fetched = fetch_to_file(options(a))?;
+    eprint!("{}", render::fetch::warnings(&fetched));
+    if json {
+        render::out(&render::fetch::json(&fetched));
+    } else {
+        eprint!("{}", render::fetch::line(&fetched));
+    }
     Ok(exit::PASS)
 }
 

@@ -15,6 +15,7 @@ pub mod fetch;
 pub mod help;
 pub mod listen;
 pub mod man;
+pub mod render;
 pub mod replay;
 pub mod report;
 pub mod runs;

@@ -1,15 +1,20 @@
-//! `plugpull report`: arguments to options, then the action.
+//! `plugpull report`: arguments to options, then the action, then what it wrote
+//! (`render::report`).
 
 use crate::commands::args::ReportArgs;
+use crate::commands::render;
 use crate::report::ReportOptions;
 
 pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
-    crate::report::run(ReportOptions {
+    let (json, quiet) = (a.json, a.quiet);
+    let written = crate::report::run(ReportOptions {
         inputs: a.inputs,
         output: a.output,
         title: a.title,
-        json: a.json,
-        quiet: a.quiet,
+        json,
+        quiet,
     })?;
+    eprint!("{}", render::report::notes(&written, quiet));
+    render::out(&render::report::written(&written, json, quiet)?);
     Ok(crate::exit::PASS)
 }

@@ -1,19 +1,26 @@
-//! `plugpull verify`: arguments to [`VerifyOptions`], then the verdict to an exit code
-//! (PASS, FAIL, INCONCLUSIVE). A log that holds what no writer can produce gives no
+//! `plugpull verify`: arguments to [`VerifyOptions`], the report rendered on stdout
+//! (`render::verify`), the verdict noted at the witness, then the verdict to an exit
+//! code (PASS, FAIL, INCONCLUSIVE). A log that holds what no writer can produce gives no
 //! verdict: its error is printed and the exit code is INCONCLUSIVE, not ERROR. Ctrl-C
 //! says there is no verdict and exits INTERRUPTED (130).
 
 use crate::commands::ack_args;
 use crate::commands::args::VerifyArgs;
+use crate::commands::render::{self, Format};
 use crate::exit;
 use crate::verify::{self, VerifyError, VerifyOptions};
 
 pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
     let options = options(a)?;
     on_ctrl_c_say_interrupted();
+    let format = Format::from_flags(options.json, options.quiet);
     if options.target.is_dir() {
         return match crate::tree::verify_dir(&options) {
-            Ok(verdict) => Ok(verdict.exit_code()),
+            Ok(t) => {
+                render::out(&render::verify::tree(format, &t)?);
+                verify::tell_the_witness(&options, t.run, &t.report.report);
+                Ok(t.report.report.verdict.exit_code())
+            }
             Err(e) if e.is_impossible_run() => {
                 exit::print_error(&e);
                 Ok(exit::INCONCLUSIVE)
@@ -22,7 +29,15 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
         };
     }
     match verify::run(&options) {
-        Ok(verdict) => Ok(verdict.exit_code()),
+        Ok(v) => {
+            // Also on stderr: JSON and the verdict line do not show it to people.
+            if let Some(w) = &v.report.ram_warning {
+                eprintln!("plugpull verify: WARNING: {w}");
+            }
+            render::out(&render::verify::report(format, &v.report)?);
+            verify::tell_the_witness(&options, v.run, &v.report);
+            Ok(v.report.verdict.exit_code())
+        }
         Err(e @ VerifyError::ImpossibleRun(_)) => {
             exit::print_error(&e);
             eprintln!(

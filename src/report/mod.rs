@@ -41,8 +41,19 @@ pub enum ReportError {
     Json(#[from] serde_json::Error),
 }
 
-/// Reads the reports, writes the page, and says what it wrote.
-pub fn run(o: ReportOptions) -> Result<(), ReportError> {
+/// What `plugpull report` wrote, for the command to say.
+pub struct Written {
+    /// Where the page went; "-" for stdout.
+    pub output: PathBuf,
+    pub to_stdout: bool,
+    pub bytes: usize,
+    pub summary: aggregate::Summary,
+    /// Inputs skipped, and why.
+    pub notes: Vec<String>,
+}
+
+/// Reads the reports and writes the page; what it wrote is for the command to say.
+pub fn run(o: ReportOptions) -> Result<Written, ReportError> {
     let mut notes = vec![];
     let cycles = input::load(&o.inputs, &mut notes)?;
     let summary = aggregate::summarise(&cycles);
@@ -57,28 +68,11 @@ pub fn run(o: ReportOptions) -> Result<(), ReportError> {
         // Never through a link or into a device: a new file renamed over the name.
         crate::userfile::replace(&o.output, page.as_bytes(), 0o666)?;
     }
-    for n in &notes {
-        if !o.quiet {
-            eprintln!("plugpull: {n}");
-        }
-    }
-    if o.json && !to_stdout {
-        let v = serde_json::json!({
-            "format": "plugpull-report/1",
-            "output": o.output.display().to_string(),
-            "bytes": page.len(),
-            "summary": summary,
-            "skipped": notes,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else if !o.quiet && !to_stdout {
-        println!(
-            "wrote {} ({} cycle(s), verdict {}, {} KiB)",
-            o.output.display(),
-            summary.cycles,
-            summary.verdict,
-            page.len().div_ceil(1024)
-        );
-    }
-    Ok(())
+    Ok(Written {
+        output: o.output,
+        to_stdout,
+        bytes: page.len(),
+        summary,
+        notes,
+    })
 }

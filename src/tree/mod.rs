@@ -22,7 +22,7 @@ pub mod verify;
 mod verify_run;
 pub mod write;
 
-pub use verify_run::{TreeError, verify_dir};
+pub use verify_run::{TreeError, TreeVerified, for_a_tree, verify_dir};
 
 use crate::record::SECTOR;
 

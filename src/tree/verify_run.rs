@@ -27,9 +27,10 @@ impl TreeError {
     }
 }
 
-/// `plugpull verify DIR`: loads the run (as for a device), judges the tree, prints the
-/// report (text, `--quiet` verdict line, or JSON with a "tree" section).
-pub fn verify_dir(o: &crate::verify::VerifyOptions) -> Result<crate::model::Verdict, TreeError> {
+/// `plugpull verify DIR`: loads the run (as for a device) and judges the tree; the
+/// command renders the report (text, `--quiet` verdict line, or JSON with a "tree"
+/// section) and then tells the witness.
+pub fn verify_dir(o: &crate::verify::VerifyOptions) -> Result<TreeVerified, TreeError> {
     let loaded = crate::verify::load_run_checked(o)?;
     crate::witness::validate::refuse_impossible_run(&loaded.log)
         .map_err(crate::verify::VerifyError::from)?;
@@ -38,36 +39,26 @@ pub fn verify_dir(o: &crate::verify::VerifyOptions) -> Result<crate::model::Verd
         .note_log_wholeness(loaded.source, loaded.wholeness.whole, loaded.wholeness.how);
     r.report.note_writer_end(&loaded.log.events, o.rehearsal);
     // The plain words speak of a drive; here the whole stack under DIR was tested.
-    r.report.plain = r
-        .report
-        .plain
-        .replacen(
-            "This drive",
-            "The storage under this directory (file system and drive)",
-            1,
-        )
-        .replace("on this drive", "on this storage");
-    if o.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else if o.quiet {
-        println!(
-            "VERDICT: {} - {}",
-            r.report.verdict.name(),
-            r.report.summary
-        );
-    } else {
-        let text = r
-            .report
-            .to_text()
-            .replacen(
-                "In plain words: This drive",
-                "In plain words: The storage under this directory (file system and drive)",
-                1,
-            )
-            .replace("on this drive", "on this storage");
-        print!("{text}");
-        print!("{}", verify::tree_text(&r.tree));
-    }
-    crate::verify::tell_the_witness(o, &loaded.log, &r.report);
-    Ok(r.report.verdict)
+    r.report.plain = for_a_tree(&r.report.plain);
+    Ok(TreeVerified {
+        report: r,
+        run: loaded.log.descriptor.run_id,
+    })
+}
+
+/// What `verify DIR` found: the report and the run it judged.
+pub struct TreeVerified {
+    pub report: verify::TreeReport,
+    pub run: crate::record::RunId,
+}
+
+/// Words about a drive made words about the storage under a directory: the file system
+/// and the drive were tested together.
+pub fn for_a_tree(text: &str) -> String {
+    text.replacen(
+        "This drive",
+        "The storage under this directory (file system and drive)",
+        1,
+    )
+    .replace("on this drive", "on this storage")
 }

@@ -7,6 +7,7 @@ use super::classify::{SectorTally, classify_record};
 use super::distribution;
 use super::report::{AckLogCheck, Finding, MAX_FINDINGS, OrderingHoles, REPORT_FORMAT, Report};
 use super::scan;
+use super::verdict::{Facts, ReadTimeout};
 use crate::model::{Ack, LossWindow, RecordClass, RunLog, Verdict};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -47,20 +48,19 @@ impl TimedOut {
     }
 
     pub fn apply(self, report: &mut Report, read_timeout: Duration) {
+        // A damaged record among those read proves the loss: the verdict stands.
         if self.seen_damaged {
             return;
         }
-        let (from, n) = (self.from, self.unread);
-        report.verdict = Verdict::Inconclusive;
         report.loss_window = None;
-        report.summary = format!(
-            "a read at byte {from} did not complete within {read_timeout:?}, so {n} of {} \
-             acknowledged records could not be checked (no damage was seen in the rest); \
-             this is not a verdict on the drive: run verify again, with a longer \
-             --read-timeout if this machine is busy",
-            self.acks
-        );
-        report.refresh_plain();
+        report.facts.read_timeout = Some(ReadTimeout {
+            at_byte: self.from,
+            unread: self.unread,
+            acks: self.acks,
+            limit: read_timeout,
+            damage_seen: false,
+        });
+        report.conclude();
     }
 }
 
@@ -206,12 +206,17 @@ impl Judging {
 
     pub fn finish(self) -> Report {
         let losses = self.losses;
-        let (verdict, summary) = verdict(self.acked as usize, losses.records);
+        let facts = Facts {
+            acked: self.acked,
+            failing: losses.records,
+            intact: self.by_class[RecordClass::Intact as usize],
+            ..Default::default()
+        };
         let last_ack_ns = self.last_ack_ns;
         let mut report = Report {
             format: REPORT_FORMAT,
-            verdict,
-            summary,
+            verdict: Verdict::Inconclusive,
+            summary: String::new(),
             counts: RecordClass::ALL
                 .iter()
                 .map(|&c| (c.name(), self.by_class[c as usize]))
@@ -245,8 +250,9 @@ impl Judging {
             flush_latency: self.latency.finish(),
             plugpull_version: env!("CARGO_PKG_VERSION"),
             plain: String::new(),
+            facts,
         };
-        report.refresh_plain();
+        report.conclude();
         report
     }
 }
@@ -292,29 +298,6 @@ fn finding(
     }
 }
 
-/// The verdict and its one-line summary, from how many records were acked and lost.
-fn verdict(acked: usize, lost: u64) -> (Verdict, String) {
-    if acked == 0 {
-        (
-            Verdict::Inconclusive,
-            "the witness holds no acknowledged records for this run, so there is nothing to check"
-                .to_string(),
-        )
-    } else if lost > 0 {
-        (
-            Verdict::Fail,
-            format!("{lost} of {acked} acknowledged records did not survive intact"),
-        )
-    } else {
-        (
-            Verdict::Pass,
-            format!(
-                "all {acked} acknowledged records survived (intact or legitimately overwritten)"
-            ),
-        )
-    }
-}
-
 /// A report for a target that cannot be opened or read at all.
 pub fn dead_device_report(log: &RunLog, why: String) -> Report {
     // Sectors a later acknowledged record covers are that record's to lose: a record
@@ -338,15 +321,10 @@ pub fn dead_device_report(log: &RunLog, why: String) -> Report {
         .collect();
     let classes: Vec<RecordClass> = tallies.iter().map(|t| classify_record(t, false)).collect();
     let mut r = judge(&log.acks, &classes, &tallies, &Default::default());
-    r.verdict = if log.acks.is_empty() {
-        Verdict::Inconclusive
-    } else {
-        Verdict::Fail
-    };
-    r.summary = format!("the device is dead: {why}");
-    r.dead_device = Some(why);
+    r.dead_device = Some(why.clone());
+    r.facts.dead_device = Some(why);
     r.run = Some(log.descriptor.clone());
+    r.conclude();
     r.note_log_damage(crate::witness::store::checker::damage_details(log));
-    r.refresh_plain();
     r
 }

@@ -27,9 +27,10 @@ mod slots;
 mod summary_tests;
 #[cfg(test)]
 mod tests;
+pub mod verdict;
 
 use crate::device::{Device, FileDevice, identity};
-use crate::model::{RecordClass, RunLog, Verdict};
+use crate::model::{RecordClass, RunLog};
 use classify::classify_record;
 pub use judge::dead_device_report;
 pub use load::{LoadedRun, load_run, load_run_checked};
@@ -121,33 +122,44 @@ pub fn judge_tallies(
     (report, classes)
 }
 
-/// `plugpull verify`: loads the run, judges the target (or reports it dead), prints the
-/// report; the verdict decides the exit code.
-pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
+/// What `verify` found: the report, and the run it judged (for the verdict note to the
+/// witness, [`tell_the_witness`], sent after the report is shown).
+pub struct Verified {
+    pub report: Report,
+    pub run: crate::record::RunId,
+}
+
+/// `plugpull verify`: loads the run, judges the target (or reports it dead) and returns
+/// the report; the command renders it, then tells the witness. The verdict decides the
+/// exit code.
+pub fn run(o: &VerifyOptions) -> Result<Verified, VerifyError> {
     if !o.target.exists() && o.run.is_none() && matches!(o.acks, AckSource::Witness(_)) {
         return Err(VerifyError::TargetMissing(o.target.clone()));
     }
-    if let AckSource::File(path) = &o.acks
-        && let Some(report) = run_streamed(o, path, None)?
+    // The one identification of the target: every step below is given it.
+    let device = o.target.exists().then(|| identify_target(&o.target));
+    if let (AckSource::File(path), Some(device)) = (&o.acks, &device)
+        && let Some(verified) = run_streamed(o, device, path, None)?
     {
-        return Ok(report.verdict);
+        return Ok(verified);
     }
-    if let AckSource::Witness(addr) = &o.acks
-        && let Some(verdict) = run_witness_streamed(o, addr)?
-    {
-        return Ok(verdict);
+    let mut fetched = None;
+    if let (AckSource::Witness(addr), Some(device)) = (&o.acks, &device) {
+        match run_witness_streamed(o, device, addr)? {
+            Witnessed::Judged(verified) => return Ok(verified),
+            Witnessed::Fetched(log) => fetched = Some(log),
+        }
     }
     let LoadedRun {
         log,
         source,
         wholeness,
-    } = load_run_checked(o)?;
+    } = load::load_run_identified(o, device.as_ref(), fetched)?;
     refuse_unknown_format(&log.descriptor)?;
     crate::witness::validate::refuse_impossible_run(&log)?;
-    let mut report = if o.target.exists() {
-        judge_target(o, &log)?
-    } else {
-        gone_target(o, &log)?
+    let mut report = match device {
+        Some(device) => judge_target(o, device, &log)?,
+        None => gone_target(o, &log)?,
     };
     report.note_log_wholeness(source, wholeness.whole, wholeness.how);
     if let Ok(dev) = FileDevice::open_read(&o.target) {
@@ -160,9 +172,10 @@ pub fn run(o: &VerifyOptions) -> Result<Verdict, VerifyError> {
         ));
     }
     report.note_writer_end(&log.events, o.rehearsal);
-    print_report(o, &report)?;
-    tell_the_witness(o, &log, &report);
-    Ok(report.verdict)
+    Ok(Verified {
+        report,
+        run: log.descriptor.run_id,
+    })
 }
 
 /// Refuses a run whose records this build cannot regenerate: a newer writer's format.
@@ -178,15 +191,11 @@ fn refuse_unknown_format(d: &crate::model::RunDescriptor) -> Result<(), VerifyEr
     }
 }
 
-/// Tells the witness the verdict (when the acks came from one), so `plugpull runs` shows
-/// which runs were verified. A witness that cannot take it costs a warning, never the
-/// verdict: the note is for people, the verdict stands on the acks and the drive.
-pub fn tell_the_witness(o: &VerifyOptions, log: &RunLog, report: &Report) {
-    tell_the_witness_run(o, log.descriptor.run_id, report)
-}
-
-/// [`tell_the_witness`] by run id.
-fn tell_the_witness_run(o: &VerifyOptions, run: crate::record::RunId, report: &Report) {
+/// Tells the witness the verdict on `run` (when the acks came from one), so `plugpull
+/// runs` shows which runs were verified. A witness that cannot take it costs a warning,
+/// never the verdict: the note is for people, the verdict stands on the acks and the
+/// drive. Called after the report is shown, so a slow witness never delays it.
+pub fn tell_the_witness(o: &VerifyOptions, run: crate::record::RunId, report: &Report) {
     let AckSource::Witness(addr) = &o.acks else {
         return;
     };
@@ -214,18 +223,20 @@ fn tell_the_witness_run(o: &VerifyOptions, run: crate::record::RunId, report: &R
 /// streamed into a temporary log file (in the temporary directory, `TMPDIR`; removed
 /// after) and judged from it as `--acks FILE` is ([`run_streamed`]), so memory does not
 /// grow with the run either. The report is the one `--acks` gives on the file `fetch -o`
-/// writes, with the witness named as the source. None: [`run`] takes the case with the
-/// whole run in memory (no run under the drive's key at the witness, the run written to
-/// another medium: both searched for the run's stamps; a target that cannot be opened).
-fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verdict>, VerifyError> {
-    if !o.target.exists() {
-        return Ok(None);
-    }
+/// writes, with the witness named as the source. Otherwise [`run`] takes the case with
+/// the whole run in memory, handed the fetch's answer so it never asks again (no run
+/// under the drive's key at the witness, the run written to another medium: both
+/// searched for the run's stamps; a target that cannot be opened).
+fn run_witness_streamed(
+    o: &VerifyOptions,
+    device: &identity::DeviceIdentity,
+    addr: &str,
+) -> Result<Witnessed, VerifyError> {
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
         .map_err(|e| VerifyError::Key(e.into()))?;
     let sel = match o.run {
         Some(r) => crate::model::RunSelector::Run(r),
-        None => crate::model::RunSelector::LatestForDevice(identity::identify(&o.target).key()),
+        None => crate::model::RunSelector::LatestForDevice(device.key()),
     };
     let tmp = TempLog::new();
     let t0 = Instant::now();
@@ -234,7 +245,7 @@ fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verdict>
             match crate::witness::client::fetch_into_file(addr, &sel, key.as_ref(), &tmp.0) {
                 Ok(f) => f,
                 Err(crate::witness::client::error::ClientError::NoRunForDevice { .. }) => {
-                    return Ok(None);
+                    return Ok(Witnessed::Fetched(None));
                 }
                 Err(e) => return Err(VerifyError::Fetch(e.into())),
             };
@@ -266,11 +277,26 @@ fn run_witness_streamed(o: &VerifyOptions, addr: &str) -> Result<Option<Verdict>
         }
     );
     let source = (format!("witness {addr}"), how);
-    let Some(report) = run_streamed(o, &tmp.0, Some(source))? else {
-        return Ok(None);
-    };
-    tell_the_witness_run(o, fetched.descriptor.run_id, &report);
-    Ok(Some(report.verdict))
+    if let Some(verified) = run_streamed(o, device, &tmp.0, Some(source))? {
+        return Ok(Witnessed::Judged(verified));
+    }
+    let (log, _) = crate::witness::store::reader::read_log_file_checked(&tmp.0, key.as_ref())
+        .map_err(|e| VerifyError::ReadingAcks {
+            path: tmp.0.clone(),
+            source: e.into(),
+        })?;
+    Ok(Witnessed::Fetched(Some(log)))
+}
+
+/// What `verify --witness` made of its one fetch. One value per verify, moved once: its
+/// size does not matter.
+#[allow(clippy::large_enum_variant)]
+enum Witnessed {
+    /// The run was judged from the fetch streamed to a file.
+    Judged(Verified),
+    /// The run fetched (None: the witness has no run under the drive's key), for the
+    /// path that holds the run in memory.
+    Fetched(Option<RunLog>),
 }
 
 /// How long `verify --witness` waits for the witness to see a silent writer gone: past
@@ -307,10 +333,11 @@ impl Drop for TempLog {
 /// file's (a witness's fetch streamed into it).
 fn run_streamed(
     o: &VerifyOptions,
+    device: &identity::DeviceIdentity,
     path: &std::path::Path,
     source: Option<(String, String)>,
-) -> Result<Option<Report>, VerifyError> {
-    if !o.target.exists() || !crate::witness::store::reader::streamable(path) {
+) -> Result<Option<Verified>, VerifyError> {
+    if !crate::witness::store::reader::streamable(path) {
         return Ok(None);
     }
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
@@ -333,8 +360,7 @@ fn run_streamed(
             asked: r,
         });
     }
-    let device = identity::identify(&o.target);
-    if !d.device.same_medium(&device) {
+    if !d.device.same_medium(device) {
         return Ok(None);
     }
     let Ok(dev) = FileDevice::open_read(&o.target) else {
@@ -387,11 +413,8 @@ fn run_streamed(
     let (log, wholeness) = file_passes.last.take().expect("verify read the log");
     report.note_log_damage(crate::witness::store::checker::damage_details(&log));
     report.target = o.target.display().to_string();
-    report.device = Some(device);
+    report.device = Some(device.clone());
     report.ram_warning = crate::device::safety::ram_warning(&o.target);
-    if let Some(w) = &report.ram_warning {
-        eprintln!("plugpull verify: WARNING: {w}");
-    }
     match source {
         Some((name, how)) => report.note_log_wholeness(name, wholeness.whole, how),
         None => {
@@ -404,8 +427,10 @@ fn run_streamed(
         &passes.last.borrow(),
     ));
     report.note_writer_end(&log.events, o.rehearsal);
-    print_report(o, &report)?;
-    Ok(Some(report))
+    Ok(Some(Verified {
+        report,
+        run: d.run_id,
+    }))
 }
 
 /// Ack passes that also keep each stream's last ack (of the latest pass), for
@@ -455,8 +480,11 @@ fn gone_target(o: &VerifyOptions, log: &RunLog) -> Result<Report, VerifyError> {
 
 /// The report for a target that is there: checked to be the run's drive, then read
 /// back (or reported dead if it cannot be opened).
-fn judge_target(o: &VerifyOptions, log: &RunLog) -> Result<Report, VerifyError> {
-    let device = identity::identify(&o.target);
+fn judge_target(
+    o: &VerifyOptions,
+    device: identity::DeviceIdentity,
+    log: &RunLog,
+) -> Result<Report, VerifyError> {
     select::check_identity(
         log,
         &o.target,
@@ -482,19 +510,27 @@ fn judge_target(o: &VerifyOptions, log: &RunLog) -> Result<Report, VerifyError> 
     report.target = o.target.display().to_string();
     report.device = Some(device);
     report.ram_warning = crate::device::safety::ram_warning(&o.target);
-    if let Some(w) = &report.ram_warning {
-        eprintln!("plugpull verify: WARNING: {w}");
-    }
     Ok(report)
 }
 
-fn print_report(o: &VerifyOptions, report: &Report) -> Result<(), serde_json::Error> {
-    if o.json {
-        println!("{}", serde_json::to_string_pretty(report)?);
-    } else if o.quiet {
-        println!("VERDICT: {} - {}", report.verdict.name(), report.summary);
-    } else {
-        print!("{}", report.to_text());
-    }
-    Ok(())
+/// Identifies the target: once per verify (`identifications` counts them in tests).
+fn identify_target(target: &std::path::Path) -> identity::DeviceIdentity {
+    #[cfg(test)]
+    IDENTIFIED.with(|n| n.set(n.get() + 1));
+    identity::identify(target)
 }
+
+#[cfg(test)]
+thread_local! {
+    static IDENTIFIED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times this thread identified a target.
+#[cfg(test)]
+pub(crate) fn identifications() -> u32 {
+    IDENTIFIED.with(|n| n.get())
+}
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod run_tests;

@@ -9,6 +9,7 @@ use crate::model::{
 use crate::units::fmt_bytes;
 use crate::verify::evidence::{WriterEnd, writer_end};
 use crate::verify::plain::{self, Facts, NoVerdictReason};
+use crate::verify::verdict;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -105,7 +106,7 @@ pub struct Report {
     pub dead_device: Option<String>,
     /// Whether the ack log was whole and undamaged. A damaged log or one that cannot
     /// prove it is whole never gives PASS; a FAIL stays FAIL (the readable acks prove
-    /// the loss).
+    /// the loss). Derived from the facts by [`Report::conclude`].
     pub ack_log: AckLogCheck,
     /// How the run's writer stopped, from the witness's events (`verify::evidence`):
     /// null where nobody asked (a campaign cycle proves its cut itself).
@@ -131,6 +132,9 @@ pub struct Report {
     /// Write+flush latency of every acknowledged record (for charts); null without acks.
     pub flush_latency: Option<super::distribution::LatencySummary>,
     pub plugpull_version: &'static str,
+    /// What the verdict was decided from (`verify::verdict`); each `note_*` adds one.
+    #[serde(skip)]
+    pub facts: verdict::Facts,
 }
 
 impl Report {
@@ -188,113 +192,69 @@ impl Report {
         self.plain = self.plain_sentence();
     }
 
+    /// Decides the verdict, its summary and the plain words from the facts recorded so
+    /// far (`verify::verdict`), and what the ack log proved with them. Called wherever a
+    /// fact is recorded, so the report always shows the verdict of all its facts.
+    pub fn conclude(&mut self) {
+        let f = &self.facts;
+        let (verdict, reason) = verdict::decide(f);
+        self.verdict = verdict;
+        self.summary = verdict::summary(f, reason);
+        let still_connected = reason == verdict::Reason::WriterStillConnected;
+        self.ack_log.damage = f.log_damage.clone();
+        self.ack_log.whole = f.log_damage.is_empty()
+            && f.log_whole.as_ref().is_none_or(|(whole, _)| *whole)
+            && f.log_cannot_be_complete.is_none()
+            && !still_connected;
+        self.ack_log.wholeness = if let Some(why) = &f.log_cannot_be_complete {
+            why.clone()
+        } else if !f.log_damage.is_empty() {
+            "the log is damaged".into()
+        } else if still_connected {
+            let how = f.writer_end.as_ref().map(WriterEnd::describe);
+            format!(
+                "the log cannot be complete: the writer {}",
+                how.unwrap_or_default()
+            )
+        } else if let Some((_, how)) = &f.log_whole {
+            how.clone()
+        } else {
+            AckLogCheck::default().wholeness
+        };
+        self.refresh_plain();
+    }
+
     /// Records damage found in the ack log. Without a FAIL, the verdict becomes
     /// INCONCLUSIVE: the acks lost to the damage were never checked.
     pub fn note_log_damage(&mut self, damage: Vec<String>) {
         if damage.is_empty() {
             return;
         }
-        let first = damage[0].clone();
-        let more = match damage.len() {
-            1 => String::new(),
-            n => format!(" (and {} more places)", n - 1),
-        };
-        self.ack_log.damage = damage;
-        self.ack_log.whole = false;
-        self.ack_log.wholeness = "the log is damaged".into();
-        if self.verdict == Verdict::Fail {
-            self.summary += &format!("; the ack log is also damaged: {first}{more}");
-        } else {
-            self.verdict = Verdict::Inconclusive;
-            self.summary = format!(
-                "the ack log is damaged, so acknowledged records it lost were not checked: \
-                 {first}{more} (of the {} records it still holds, none failed)",
-                self.acked_records
-            );
-        }
-        self.refresh_plain();
+        self.facts.log_damage = damage;
+        self.conclude();
     }
 
-    /// Records whether the ack log proved it is whole. Without a FAIL, a log that
-    /// cannot prove it is whole gives INCONCLUSIVE.
+    /// Records where the acks came from and whether the ack log proved it is whole.
+    /// Without a FAIL, a log that cannot prove it is whole gives INCONCLUSIVE.
     pub fn note_log_wholeness(&mut self, source: String, whole: bool, how: String) {
         self.ack_log.source = source;
-        if !self.ack_log.damage.is_empty() {
-            return;
-        }
-        self.ack_log.whole = whole;
-        self.ack_log.wholeness = how.clone();
-        if !whole && self.verdict == Verdict::Pass {
-            self.verdict = Verdict::Inconclusive;
-            self.summary = format!(
-                "all {} acknowledged records in the ack log survived, but the log cannot \
-                 prove it holds every ack: {how}",
-                self.acked_records
-            );
-        }
-        self.refresh_plain();
+        self.facts.log_whole = Some((whole, how));
+        self.conclude();
     }
 
-    /// Records how the writer stopped (from the run's events, `verify::evidence`) and
-    /// holds the rule "no PASS without evidence of a cut": a PASS for a run whose writer
-    /// finished or was stopped before the power went, or whose end the log does not
-    /// show, becomes INCONCLUSIVE, unless `rehearsal` (the user checks a clean run on
-    /// purpose). A run whose writer was still connected when its acks were fetched is
-    /// INCONCLUSIVE even then: the acks cannot be all of them. A FAIL stays FAIL.
+    /// Records how the writer stopped (from the run's events, `verify::evidence`): no
+    /// PASS without evidence of a cut unless `rehearsal`, none while the writer was
+    /// still connected, none without a record read back (`verify::verdict`).
     pub fn note_writer_end(&mut self, events: &[WitnessEvent], rehearsal: bool) {
         let end = writer_end(events);
-        let cut_evidence = end.is_cut_evidence();
-        let how = end.describe();
-        if self.verdict == Verdict::Pass {
-            match &end {
-                WriterEnd::StillConnected(_) => {
-                    self.verdict = Verdict::Inconclusive;
-                    self.ack_log.whole = false;
-                    self.ack_log.wholeness =
-                        format!("the log cannot be complete: the writer {how}");
-                    self.summary = format!(
-                        "all {} acknowledged records in the ack log survived, but the log \
-                         cannot hold every ack: the writer {how}; verify after the power \
-                         cut, once the writer is gone",
-                        self.acked_records
-                    );
-                }
-                _ if cut_evidence || rehearsal => {}
-                _ => {
-                    self.verdict = Verdict::Inconclusive;
-                    self.summary = format!(
-                        "no power cut during writing: the writer {how}, so no acknowledged \
-                         write was put at risk by a power cut. Cut the power while \
-                         `plugpull write` runs; to judge a clean run on purpose, pass \
-                         --rehearsal"
-                    );
-                }
-            }
-        } else if self.verdict == Verdict::Fail && !cut_evidence {
-            self.summary += &format!("; no power cut was seen during writing: the writer {how}");
-        }
-        // A PASS must rest on records read back: when every acknowledged record was
-        // superseded (later runs overwrote them all), nothing of this run was checked.
-        let intact = self
-            .counts
-            .get(RecordClass::Intact.name())
-            .copied()
-            .unwrap_or(0);
-        if self.verdict == Verdict::Pass && self.acked_records > 0 && intact == 0 {
-            self.verdict = Verdict::Inconclusive;
-            self.summary = format!(
-                "none of the {} acknowledged records could be checked: all of them were \
-                 overwritten later (by later records or later runs), so nothing says \
-                 whether the drive kept them",
-                self.acked_records
-            );
-        }
         self.writer_end = Some(WriterEndCheck {
-            end,
-            cut_evidence,
+            cut_evidence: end.is_cut_evidence(),
+            end: end.clone(),
             rehearsal,
         });
-        self.refresh_plain();
+        self.facts.writer_end = Some(end);
+        self.facts.rehearsal = rehearsal;
+        self.conclude();
     }
 
     /// Records that the medium proves the log cannot hold every ack (`verify::beyond`):
@@ -303,17 +263,8 @@ impl Report {
         let Some(why) = why else {
             return;
         };
-        self.ack_log.whole = false;
-        self.ack_log.wholeness = why.clone();
-        if self.verdict == Verdict::Pass {
-            self.verdict = Verdict::Inconclusive;
-            self.summary = format!(
-                "all {} acknowledged records in the ack log survived, but the log cannot \
-                 hold every ack: {why}",
-                self.acked_records
-            );
-        }
-        self.refresh_plain();
+        self.facts.log_cannot_be_complete = Some(why);
+        self.conclude();
     }
 
     /// The human summary.

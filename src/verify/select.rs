@@ -69,17 +69,22 @@ pub struct Witness<'a> {
 /// drive's identity key, if it was written to this medium; else the run of the newest
 /// stamp found on the medium; else the key's run (which [`check_identity`] then refuses
 /// with both identities named). An error that says to pass --run when nothing names one.
+/// `fetched`: the witness's answer for the drive's key when already asked (None: ask).
 pub fn latest_for_target(
     w: &Witness,
     target: &Path,
     device: &DeviceIdentity,
     read_timeout: Duration,
+    fetched: Option<Option<RunLog>>,
 ) -> Result<RunLog, SelectError> {
     let key = device.key();
-    let by_key = match fetch_with_key(w.addr, &RunSelector::LatestForDevice(key.clone()), w.key) {
-        Ok(log) => Some(log),
-        Err(ClientError::NoRunForDevice { .. }) => None,
-        Err(e) => return Err(SelectError::Fetch(e.into())),
+    let by_key = match fetched {
+        Some(answer) => answer,
+        None => match fetch_with_key(w.addr, &RunSelector::LatestForDevice(key.clone()), w.key) {
+            Ok(log) => Some(log),
+            Err(ClientError::NoRunForDevice { .. }) => None,
+            Err(e) => return Err(SelectError::Fetch(e.into())),
+        },
     };
     if let Some(log) = &by_key {
         if log.descriptor.device.same_medium(device) {

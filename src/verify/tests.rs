@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::device::mem::{MemDevice, ReadHook};
-use crate::model::{Ack, RunDescriptor, WriterSettings};
+use crate::model::{Ack, RunDescriptor, Verdict, WriterSettings};
 use crate::record::RunKey;
 use crate::record::{RecordId, RunId, fill_record};
 

@@ -1,5 +1,6 @@
 //! Fetching a run from the witness (what `verify` does without `--acks`), and the
-//! `fetch` command's action: the run into a self-checking log file.
+//! `fetch` command's action: the run into a self-checking log file (what it wrote is
+//! said by `commands::render::fetch`).
 //!
 //! Why the fetch stream is checked here too: a witness (or anyone on the path without a
 //! key) could send acks out of order or skip some; a skip is accepted only when the
@@ -198,7 +199,7 @@ fn in_order(next_ack: &mut u64, skipped: &mut u64, first: u64, n: usize) -> Clie
 }
 
 /// `plugpull fetch`: copies a run's ack log from the witness into a file.
-pub fn fetch_to_file(a: FetchOptions) -> ClientResult<()> {
+pub fn fetch_to_file(a: FetchOptions) -> ClientResult<FetchedRun> {
     let sel = match (&a.run, &a.target) {
         (Some(r), _) => RunSelector::Run(RunId::parse(r).ok_or_else(|| {
             ClientError::Witness(format!(
@@ -215,27 +216,17 @@ pub fn fetch_to_file(a: FetchOptions) -> ClientResult<()> {
     // with the key if any.
     let got = fetch_into_file(&a.witness, &sel, key.as_ref(), &a.output)?;
     let damage = checker::damage_in(&got.events);
-    for d in &damage {
-        eprintln!("warning: {}", crate::model::peer_text::shown(d));
-    }
-    if a.json {
-        let out = serde_json::json!({
-            "format": "plugpull-fetch/1",
-            "run_id": got.descriptor.run_id.hex(),
-            "acks": got.acks,
-            "witness_events": got.events.len(),
-            "output": a.output.display().to_string(),
-            "damage": damage,
-        });
-        println!("{out}");
-    } else {
-        eprintln!(
-            "fetched run {} ({} acks, {} witness events) into {}",
-            got.descriptor.run_id,
-            got.acks,
-            got.events.len(),
-            a.output.display()
-        );
-    }
-    Ok(())
+    Ok(FetchedRun {
+        got,
+        damage,
+        output: a.output,
+    })
+}
+
+/// What `plugpull fetch` wrote, for the command to say.
+pub struct FetchedRun {
+    pub got: FetchedFile,
+    /// Damage the witness named in its log.
+    pub damage: Vec<String>,
+    pub output: PathBuf,
 }
