@@ -395,7 +395,7 @@ fn hung_reads_time_out_as_unreadable_and_inconclusive() {
         "verify must give up on a hung read"
     );
     assert_eq!(count(&r, "unreadable"), 64);
-    // A timeout proves no damage (issue 11, defect 9): not a verdict on the drive.
+    // A timeout proves no damage: not a verdict on the drive.
     assert_eq!(r.verdict, Verdict::Inconclusive, "{}", r.to_text());
 }
 

@@ -16,8 +16,8 @@ use std::time::Duration;
 pub type FoundElsewhere = HashMap<(u16, u64), u64>;
 
 /// A read that did not complete within the timeout proves nothing about the data: the
-/// host may be starved of CPU (issue 11, defect 9: an honest drive was called FAIL under
-/// a CPU hog) or the drive slow. Records it left unread are still counted "unreadable",
+/// host may be starved of CPU (an honest drive was once called FAIL under a CPU
+/// hog) or the drive slow. Records it left unread are still counted "unreadable",
 /// but unless a record verify did read was damaged, the verdict is INCONCLUSIVE (exit
 /// 3), not FAIL, and the summary says how to get a verdict. Fed one ack at a time:
 /// verify streams the acks.

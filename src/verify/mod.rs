@@ -90,12 +90,12 @@ pub fn refused_report(log: &RunLog, e: &VerifyError) -> Report {
     let why = crate::exit::error_chain(e);
     let mut r = dead_device_report(log, why.clone());
     r.dead_device = None;
-    r.verdict = Verdict::Inconclusive;
     r.loss_window = None;
-    r.ack_log.whole = false;
-    r.ack_log.wholeness = "the log holds what no plugpull writer can produce".into();
-    r.summary = why;
-    r.refresh_plain();
+    r.facts.dead_device = None;
+    r.facts.log_damage.push(format!(
+        "the log holds what no plugpull writer can produce: {why}"
+    ));
+    r.conclude();
     r
 }
 

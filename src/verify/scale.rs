@@ -1,5 +1,6 @@
 //! Verify at scale: judge a run of any length in memory that grows with the region, not
-//! with the run (issue 15: 100 M acks in <= 1 GiB with sequential placement).
+//! with the run (100 M acks in well under 1 GiB with sequential placement). This is the
+//! one engine every caller judges a device through (`verify_device` wraps it).
 //!
 //! Why: holding every ack, its sector tally and its visible ranges cost about 200 bytes
 //! per ack (2.6 M acks, 513 MB RSS); an hour of a drive answering 100k flushes/s is
@@ -28,7 +29,8 @@
 //! size bounds them; a 20,000-record random run on a 200 GiB drive), none of that: only
 //! the live records' blocks are read (`scan::Reads`, `scan::scan_visible_sparse`).
 //!
-//! The result is the same report as `verify_device` (tests: `scale_tests`).
+//! Tests: `scale_tests` compare its report with a slow reference judge written apart
+//! from it (`scale_tests/reference.rs`).
 
 use super::classify::{SectorTally, classify_record};
 use super::judge::{Judging, TimedOut};

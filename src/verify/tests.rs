@@ -123,7 +123,7 @@ fn intact_run(offsets: &[u64]) -> (Arc<MemDevice>, RunLog) {
     (dev, log(run, acks))
 }
 
-/// Issue 11, defect 9 (a false alarm under load): a read slower than
+/// A false alarm under load: a read slower than
 /// `--read-timeout` on an honest drive made verify say FAIL, "8 of 8 acknowledged
 /// records did not survive intact", about records it never saw. A timeout proves
 /// nothing about the data: INCONCLUSIVE (exit 3), and the next verify decides.

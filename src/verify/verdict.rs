@@ -18,7 +18,7 @@
 //!    timed out, no acks at all;
 //! 4. otherwise a PASS needs a log that proves it is whole and that the medium does not
 //!    contradict, a writer no longer connected, evidence of a cut (or `--rehearsal`),
-//!    and, where the writer's end is known, a record read back intact.
+//!    and, for every caller, a record read back intact.
 
 use super::evidence::WriterEnd;
 use crate::model::Verdict;
@@ -126,9 +126,10 @@ pub fn decide(f: &Facts) -> (Verdict, Reason) {
         if !end.is_cut_evidence() && !f.rehearsal {
             return no_verdict(Reason::NoCut);
         }
-        if f.intact == 0 {
-            return no_verdict(Reason::NothingChecked);
-        }
+    }
+    // Whoever asks (verify, a campaign cycle, replay): a PASS rests on records read back.
+    if f.intact == 0 {
+        return no_verdict(Reason::NothingChecked);
     }
     (Verdict::Pass, Reason::AllSurvived)
 }

@@ -96,12 +96,12 @@ fn by_adjustments(f: &Facts) -> (Verdict, String) {
         } else if v == Verdict::Fail && !end.is_cut_evidence() {
             s += &format!("; no power cut was seen during writing: the writer {how}");
         }
-        if v == Verdict::Pass && n > 0 && f.intact == 0 {
-            v = Verdict::Inconclusive;
-            s = format!(
-                "none of the {n} acknowledged records could be checked: all of them were overwritten later (by later records or later runs), so nothing says whether the drive kept them"
-            );
-        }
+    }
+    if v == Verdict::Pass && n > 0 && f.intact == 0 {
+        v = Verdict::Inconclusive;
+        s = format!(
+            "none of the {n} acknowledged records could be checked: all of them were overwritten later (by later records or later runs), so nothing says whether the drive kept them"
+        );
     }
     (v, s)
 }
@@ -332,11 +332,21 @@ fn the_rows_that_matter() {
             NothingChecked,
         ),
         (
-            "a caller's log, no writer end asked for",
+            "a caller's log, no writer end asked for, nothing read back",
             Facts {
                 writer_end: None,
                 log_whole: None,
                 ..facts(5, 0, 0)
+            },
+            Inconclusive,
+            NothingChecked,
+        ),
+        (
+            "a caller's log, no writer end asked for, records read back",
+            Facts {
+                writer_end: None,
+                log_whole: None,
+                ..facts(5, 0, 5)
             },
             Pass,
             AllSurvived,

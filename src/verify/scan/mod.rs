@@ -41,7 +41,9 @@ pub struct ScanResult {
     pub timed_out: Option<(u64, u64)>,
 }
 
-/// Reads [start, end) of `dev` and judges every ack against it.
+/// Reads [start, end) of `dev` and judges every ack against it: the scan's own tests.
+/// Verify judges through `verify::scale`, which calls [`scan_visible`].
+#[cfg(test)]
 pub fn scan(
     dev: Arc<dyn Device>,
     run: impl Into<ScanRun>,
@@ -55,6 +57,7 @@ pub fn scan(
 /// bar). `also`: a byte range to read as well as the records' span (the run's whole
 /// region, so a misdirected copy that landed outside the span is found), clamped to
 /// the device.
+#[cfg(test)]
 pub fn scan_with_progress(
     dev: Arc<dyn Device>,
     run: impl Into<ScanRun>,
