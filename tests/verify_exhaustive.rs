@@ -297,7 +297,10 @@ fn oracle(writes: &[Write], state: &[Gen]) -> Expected {
         }
     }
     e.failing.sort();
-    e.verdict = if acked.is_empty() {
+    // No record read back intact (all of them overwritten later): nothing says whether
+    // the drive kept them, so no PASS.
+    let read_back = classes.iter().any(|&(_, c)| c == "intact");
+    e.verdict = if acked.is_empty() || (e.failing.is_empty() && !read_back) {
         Verdict::Inconclusive
     } else if e.failing.is_empty() {
         Verdict::Pass
