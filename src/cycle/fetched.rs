@@ -42,6 +42,13 @@ pub fn fetch_run(addr: &str, run: RunId) -> ClientResult<FetchedRun> {
         std::process::id()
     ));
     let f = crate::witness::client::fetch_into_file(addr, &RunSelector::Run(run), None, &path)?;
+    if f.descriptor.run_id != run {
+        let _ = std::fs::remove_file(&path);
+        crate::witness::client::error::refuse!(
+            "asked the witness for run {run} and it sent run {}: not judged",
+            f.descriptor.run_id
+        );
+    }
     Ok(FetchedRun {
         path,
         descriptor: f.descriptor,
@@ -77,6 +84,10 @@ impl scale::AckPasses for NewestOf<'_> {
         })?;
         self.newest.set(newest);
         Ok(())
+    }
+
+    fn ack_count_hint(&self) -> Option<u64> {
+        self.inner.ack_count_hint()
     }
 }
 

@@ -182,9 +182,24 @@ impl PointJudge {
 /// `acks` (in the order they became ackable in the log) in an order a writer sends
 /// them: each stream's by seq. Why: verify refuses a log where a stream's seqs go back
 /// as one no writer produced, and the log can make a record durable before an earlier
-/// one of its stream (a split write). A stream's flushes complete in order, so sorting by
-/// flush time, then seq, keeps the streams interleaved as they were acked.
+/// one of its stream (a split write). Each stream's acks are sorted by seq into the
+/// places that stream's acks held, so the streams stay interleaved as they were acked.
+/// Not by flush time: that is the writer's wall clock, which a clock step (NTP just after
+/// boot) can move back mid-run, and sorting by it would put seqs out of order.
 pub fn in_writer_order(mut acks: Vec<Ack>) -> Vec<Ack> {
-    acks.sort_by_key(|a| (a.flushed_ns, a.record.stream, a.record.seq));
+    let mut by_stream: std::collections::BTreeMap<u16, Vec<Ack>> = Default::default();
+    for a in &acks {
+        by_stream.entry(a.record.stream).or_default().push(*a);
+    }
+    for list in by_stream.values_mut() {
+        // Reversed so `pop` hands them out lowest seq first.
+        list.sort_by_key(|a| std::cmp::Reverse(a.record.seq));
+    }
+    for slot in acks.iter_mut() {
+        let list = by_stream
+            .get_mut(&slot.record.stream)
+            .expect("counted above");
+        *slot = list.pop().expect("one per place");
+    }
     acks
 }

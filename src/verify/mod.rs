@@ -92,9 +92,7 @@ pub fn refused_report(log: &RunLog, e: &VerifyError) -> Report {
     r.dead_device = None;
     r.loss_window = None;
     r.facts.dead_device = None;
-    r.facts.log_damage.push(format!(
-        "the log holds what no plugpull writer can produce: {why}"
-    ));
+    r.facts.refused = Some(why);
     r.conclude();
     r
 }
@@ -306,15 +304,25 @@ const WAIT_FOR_THE_WITNESS: Duration = Duration::from_secs(75);
 /// A temporary log file's path, removed when dropped.
 struct TempLog(std::path::PathBuf);
 
+/// The first temporary log of this process, for the Ctrl-C handler to remove
+/// (`commands::verify`): the handler exits at once, so no `Drop` runs.
+pub static TEMP_LOG_PATH: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+
 impl TempLog {
     fn new() -> TempLog {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        TempLog(std::env::temp_dir().join(format!(
+        let path = std::env::temp_dir().join(format!(
             "plugpull-verify-{}-{nanos}.acklog",
             std::process::id()
-        )))
+        ));
+        if let Ok(c) =
+            std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
+        {
+            let _ = TEMP_LOG_PATH.set(c);
+        }
+        TempLog(path)
     }
 }
 

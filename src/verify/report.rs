@@ -203,10 +203,13 @@ impl Report {
         let still_connected = reason == verdict::Reason::WriterStillConnected;
         self.ack_log.damage = f.log_damage.clone();
         self.ack_log.whole = f.log_damage.is_empty()
+            && f.refused.is_none()
             && f.log_whole.as_ref().is_none_or(|(whole, _)| *whole)
             && f.log_cannot_be_complete.is_none()
             && !still_connected;
-        self.ack_log.wholeness = if let Some(why) = &f.log_cannot_be_complete {
+        self.ack_log.wholeness = if f.refused.is_some() {
+            "the log holds what no plugpull writer can produce".into()
+        } else if let Some(why) = &f.log_cannot_be_complete {
             why.clone()
         } else if !f.log_damage.is_empty() {
             "the log is damaged".into()

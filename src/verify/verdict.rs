@@ -62,6 +62,9 @@ pub struct Facts {
     pub writer_end: Option<WriterEnd>,
     /// `--rehearsal`: the user checks a run without a cut on purpose.
     pub rehearsal: bool,
+    /// Why the acks themselves are refused (a log no writer could produce, one that
+    /// changed between the engine's passes): nothing was judged, whatever else is known.
+    pub refused: Option<String>,
 }
 
 /// Which rule decided the verdict.
@@ -89,10 +92,17 @@ pub enum Reason {
     NoCut,
     /// Every acknowledged record was overwritten later: nothing was read back.
     NothingChecked,
+    /// The acks were refused before any was judged.
+    Refused,
 }
 
 /// The verdict and the rule that gave it.
 pub fn decide(f: &Facts) -> (Verdict, Reason) {
+    // Refused acks were never judged: nothing below, not even a count of failures made
+    // before the refusal, speaks about the drive.
+    if f.refused.is_some() {
+        return (Verdict::Inconclusive, Reason::Refused);
+    }
     let timed_out_clean = f.read_timeout.as_ref().is_some_and(|t| !t.damage_seen);
     if f.dead_device.is_some() && f.acked > 0 {
         return (Verdict::Fail, Reason::DeadDevice);
@@ -155,6 +165,10 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
         Reason::DeadDevice => format!(
             "the device is dead: {}",
             f.dead_device.as_deref().unwrap_or_default()
+        ),
+        Reason::Refused => format!(
+            "no verdict on the drive: the list of acknowledged writes was refused: {}",
+            f.refused.as_deref().unwrap_or_default()
         ),
         Reason::NoAcks => {
             "the witness holds no acknowledged records for this run, so there is nothing to check"

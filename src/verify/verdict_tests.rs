@@ -162,6 +162,7 @@ fn every_combination() -> Vec<Facts> {
                                         log_cannot_be_complete: b.clone(),
                                         writer_end: e.clone(),
                                         rehearsal,
+                                        refused: None,
                                     });
                                 }
                             }
@@ -186,6 +187,21 @@ fn every_combination_of_facts_gets_the_verdict_the_adjustments_gave() {
     }
     // Every rule decides some combination.
     assert_eq!(seen.len(), 12, "{seen:?}");
+}
+
+/// Refused acks were never judged: whatever else the facts say (failures counted
+/// before the refusal, a dead device, a cut), no combination gives PASS or FAIL.
+#[test]
+fn refused_acks_give_no_verdict_in_every_combination() {
+    for f in every_combination() {
+        let f = Facts {
+            refused: Some("ack 8 does not follow seq 16".into()),
+            ..f
+        };
+        let (v, r) = decide(&f);
+        assert_eq!((v, r), (Verdict::Inconclusive, Reason::Refused), "{f:#?}");
+        assert!(summary(&f, r).contains("does not follow seq 16"));
+    }
 }
 
 fn facts(acked: u64, failing: u64, intact: u64) -> Facts {
