@@ -153,6 +153,25 @@ impl Report {
     /// What the plain sentence is built from.
     pub fn plain_facts(&self) -> (ClassCounts, NoVerdictReason) {
         let counts = ClassCounts::from(&self.counts);
+        // The rule that decided, when this report was judged here (a report read back
+        // from JSON has no facts: then the counts and fields below tell).
+        if self.facts != verdict::Facts::default() {
+            use verdict::Reason as R;
+            let reason = match verdict::decide(&self.facts).1 {
+                R::NoAcks => NoVerdictReason::NoAcks,
+                R::ReadTimedOut => NoVerdictReason::ReadTimedOut,
+                R::NoCut => NoVerdictReason::NoCut,
+                R::LogDamaged
+                | R::LogNotProvenWhole
+                | R::LogCannotBeComplete
+                | R::WriterStillConnected
+                | R::Refused => NoVerdictReason::LogNotTrusted,
+                R::AllSurvived | R::Lost | R::DeadDevice | R::NothingChecked => {
+                    NoVerdictReason::Unknown
+                }
+            };
+            return (counts, reason);
+        }
         let no_cut = self
             .writer_end
             .as_ref()

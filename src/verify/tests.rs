@@ -208,3 +208,23 @@ fn each_format_version_is_judged_by_its_own_generator() {
     );
     assert!(e.to_string().contains("version 3"), "{e}");
 }
+
+/// The plain words name the rule that decided, not a guess from the counts: a
+/// rehearsal whose records were all overwritten later is "nothing checked", never "cut
+/// the power while the writer runs" (the rehearsal says there was no cut on purpose).
+#[test]
+fn the_plain_words_follow_the_rule_that_decided() {
+    let (dev, l) = intact_run(&[0, 4096]);
+    let mut r = verify_device(dev, &l, Duration::from_secs(5));
+    assert_eq!(r.verdict, Verdict::Pass);
+    r.facts.intact = 0;
+    r.facts.writer_end = Some(evidence::WriterEnd::Finished("done".into()));
+    r.facts.rehearsal = true;
+    r.conclude();
+    assert_eq!(r.verdict, Verdict::Inconclusive);
+    assert_eq!(r.plain_facts().1, plain::NoVerdictReason::Unknown);
+    // Without the rehearsal the same run had no cut: that is what the words say then.
+    r.facts.rehearsal = false;
+    r.conclude();
+    assert_eq!(r.plain_facts().1, plain::NoVerdictReason::NoCut);
+}
