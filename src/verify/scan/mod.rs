@@ -73,7 +73,7 @@ pub fn scan_with_progress(
     scan_inner(dev, run, acks, how, read_timeout, progress)
 }
 
-/// [`scan_with_progress`] with each ack's visible ranges already known (as
+/// The scan with each ack's visible ranges already known (as
 /// [`visible_ranges`] gives them over the whole run): verify at scale (`verify::scale`)
 /// passes only the acks still visible somewhere, the latest at each location, so the
 /// scan holds a region's worth of records however long the run was.
