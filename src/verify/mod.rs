@@ -14,6 +14,7 @@ pub mod judge;
 pub mod load;
 pub mod medium;
 pub mod options;
+mod paint;
 pub mod plain;
 pub mod progress;
 pub mod report;

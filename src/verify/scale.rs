@@ -34,13 +34,13 @@
 
 use super::classify::{SectorTally, classify_record};
 use super::judge::{Judging, TimedOut};
+use super::paint::{Live, Paint};
 use super::report::Report;
-use super::scan::{self, Visible};
-use super::slots::{LiveSlots, SlotFinder, SlotTable};
+use super::scan;
+use super::slots::SlotTable;
 use crate::device::Device;
 use crate::model::{Ack, RecordClass, RunDescriptor};
 use crate::witness::validate::{AckRules, ImpossibleRun, LogViolations, SeqTracker};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -66,23 +66,10 @@ impl AckPasses for Vec<Ack> {
     }
 }
 
-/// One piece of the painted map: [start, end) belongs to ack number `idx`.
-struct Piece {
-    end: u64,
-    idx: u64,
-    ack: Ack,
-}
-
-fn later(a: &Ack, b: &Ack) -> bool {
-    (a.record.stream, a.record.seq) > (b.record.stream, b.record.seq)
-}
-
-/// What the first pass keeps.
+/// What the first pass keeps: the log's checks, its counts, and (unless the run is
+/// judged a part at a time, `partition`) the painted map.
 struct Painted {
-    /// The latest ack per slot while the records fit one (`slots` module docs); None
-    /// once one did not, and `pieces` paints.
-    slots: Option<SlotTable>,
-    pieces: BTreeMap<u64, Piece>,
+    paint: Option<Paint>,
     acks: u64,
     last_ack_ns: u64,
     latency: super::distribution::LatencyCoarse,
@@ -92,15 +79,10 @@ struct Painted {
 }
 
 impl Painted {
-    fn new(d: &RunDescriptor) -> Painted {
-        Painted::with_slots(d, Some(SlotTable::new(d.settings.region_offset)))
-    }
-
-    /// `slots`: the table to paint into first, or None to paint only the map.
-    fn with_slots(d: &RunDescriptor, slots: Option<SlotTable>) -> Painted {
+    /// `paint`: the map to paint into, or None to check and count only.
+    fn new(d: &RunDescriptor, paint: Option<Paint>) -> Painted {
         Painted {
-            slots,
-            pieces: BTreeMap::new(),
+            paint,
             acks: 0,
             last_ack_ns: 0,
             latency: Default::default(),
@@ -140,174 +122,8 @@ impl Painted {
                 None => self.violations = Some(LogViolations { first: v, count: 1 }),
             }
         }
-        self.paint(idx, a);
-    }
-
-    /// Paints [offset, end) of `a`, except where a later record already holds a byte.
-    fn paint(&mut self, idx: u64, a: &Ack) {
-        let (s, e) = (a.record.offset, a.record.end());
-        if s >= e {
-            return;
-        }
-        if let Some(t) = &mut self.slots {
-            if t.paint(idx, a, later) {
-                return;
-            }
-            // Not one slot of the table: the map takes over, from every slot painted.
-            let t = self.slots.take().expect("just matched");
-            for (s, end, idx, ack) in t.into_pieces() {
-                self.pieces.insert(s, Piece { end, idx, ack });
-            }
-        }
-        // The common case, a record exactly over one earlier piece (a ring, or random
-        // placement of fixed-size records): replaced in place, one lookup.
-        if let Some(p) = self.pieces.get_mut(&s)
-            && p.end == e
-        {
-            if !later(&p.ack, a) {
-                *p = Piece {
-                    end: e,
-                    idx,
-                    ack: *a,
-                };
-            }
-            return;
-        }
-        // A record past every piece (the first lap of a ring): nothing to split. Pieces
-        // are disjoint, so the last one ends last.
-        if self.pieces.last_key_value().is_none_or(|(_, p)| p.end <= s) {
-            self.put(s, e, idx, a);
-            return;
-        }
-        // Every piece overlapping [s, e), taken out.
-        let mut old: Vec<(u64, Piece)> = vec![];
-        if let Some((&ps, p)) = self.pieces.range(..s).next_back()
-            && p.end > s
-        {
-            old.push((ps, self.pieces.remove(&ps).expect("just seen")));
-        }
-        let inside: Vec<u64> = self.pieces.range(s..e).map(|(&k, _)| k).collect();
-        for k in inside {
-            old.push((k, self.pieces.remove(&k).expect("just listed")));
-        }
-        // Put back what lies outside [s, e) and what a later record holds; `a` gets
-        // the gaps.
-        let mut at = s;
-        for (ps, p) in old {
-            if ps < s {
-                self.pieces.insert(ps, Piece { end: s, ..p });
-            }
-            let (is, ie) = (ps.max(s), p.end.min(e));
-            if later(&p.ack, a) {
-                if at < is {
-                    self.put(at, is, idx, a);
-                }
-                at = ie;
-                self.pieces.insert(is, Piece { end: ie, ..p });
-            }
-            if p.end > e {
-                self.pieces.insert(e, Piece { end: p.end, ..p });
-            }
-        }
-        if at < e {
-            self.put(at, e, idx, a);
-        }
-    }
-
-    fn put(&mut self, s: u64, e: u64, idx: u64, a: &Ack) {
-        self.pieces.insert(
-            s,
-            Piece {
-                end: e,
-                idx,
-                ack: *a,
-            },
-        );
-    }
-
-    /// The live acks (at least one byte still theirs) with their visible ranges (sorted,
-    /// touching ranges merged) and numbers: in slot order from the table (no sort: slot
-    /// order is offset order, the scan's own), in ack order from the map.
-    fn live(self) -> Live {
-        let Some(t) = self.slots else {
-            return live_of_pieces(self.pieces);
-        };
-        let LiveSlots { idx, acks, find } = t.into_live();
-        Live {
-            visible: Visible::whole_records(acks.len()),
-            idx,
-            acks,
-            find: Some(find),
-        }
-    }
-}
-
-/// [`Painted::live`] from the map's pieces.
-fn live_of_pieces(pieces: BTreeMap<u64, Piece>) -> Live {
-    // Drained into a flat vector and sorted by ack: a second tree keyed by ack would
-    // double the peak (a tree costs about twice its entries).
-    let mut flat: Vec<(u64, u64, u64, Ack)> = Vec::with_capacity(pieces.len());
-    flat.extend(pieces.into_iter().map(|(s, p)| (p.idx, s, p.end, p.ack)));
-    flat.sort_unstable_by_key(|&(idx, s, _, _)| (idx, s));
-    let mut live = Live::default();
-    for (idx, s, e, ack) in flat {
-        if live.idx.last() != Some(&idx) {
-            live.idx.push(idx);
-            live.acks.push(ack);
-            live.visible.push_ack();
-        }
-        live.visible.push_range(s, e);
-    }
-    live
-}
-
-/// One live ack as (ack number, ack, visible ranges).
-#[cfg(test)]
-pub(super) type LiveRow = (u64, Ack, Vec<(u64, u64)>);
-
-/// The live acks of `acks` as [`LiveRow`]s, painted with `slots`
-/// first (None: the map only), to compare the two paintings.
-#[cfg(test)]
-pub(super) fn live_for_tests(
-    d: &RunDescriptor,
-    acks: &[Ack],
-    slots: Option<SlotTable>,
-) -> Vec<LiveRow> {
-    let mut p = Painted::with_slots(d, slots);
-    p.add_chunk(acks);
-    let live = p.live();
-    let rows = live.idx.into_iter().zip(live.acks).enumerate();
-    let v = &live.visible;
-    let ranges = |k, a: &Ack| v.ranges_of(k, (a.record.offset, a.record.end()));
-    let mut rows: Vec<LiveRow> = rows.map(|(k, (i, a))| (i, a, ranges(k, &a))).collect();
-    // In ack order, whichever order the painting keeps.
-    rows.sort_by_key(|r| r.0);
-    rows
-}
-
-/// The acks still visible somewhere: in ack order (`find` None), or in slot order.
-#[derive(Default)]
-struct Live {
-    idx: Vec<u64>,
-    acks: Vec<Ack>,
-    visible: Visible,
-    /// Finds a live ack by its slot when the list is in slot order.
-    find: Option<SlotFinder>,
-}
-
-impl Live {
-    /// The place in the list of ack number `i` (the ack `a`), if it is live. The second
-    /// pass asks for every ack in ack order; `next`, where the next live ack in ack order
-    /// sits when the list is in ack order, moves past a found one.
-    #[inline]
-    fn place_of(&self, i: u64, a: &Ack, next: &mut usize) -> Option<usize> {
-        match &self.find {
-            Some(f) => f.place_of(&self.idx, i, a),
-            None if self.idx.get(*next) == Some(&i) => {
-                *next += 1;
-                Some(*next - 1)
-            }
-            None => None,
+        if let Some(p) = &mut self.paint {
+            p.paint(idx, a);
         }
     }
 }
@@ -324,8 +140,15 @@ pub struct Scaled {
 /// Checks every ack of `acks` (one pass): the same refusal as
 /// `witness::validate::refuse_impossible_run`, then paints them.
 fn first_pass(d: &RunDescriptor, acks: &dyn AckPasses) -> Result<Painted, super::VerifyError> {
-    let mut painted = Painted::new(d);
+    let paint = Paint::new(Some(SlotTable::new(d.settings.region_offset)));
+    let mut painted = Painted::new(d, Some(paint));
     acks.pass(&mut |chunk| painted.add_chunk(chunk))?;
+    refuse_impossible(d, painted)
+}
+
+/// The log's checks of the first pass: `painted` back if every ack could come from a
+/// plugpull writer, else the refusal (`witness::validate::refuse_impossible_run`'s).
+fn refuse_impossible(d: &RunDescriptor, painted: Painted) -> Result<Painted, super::VerifyError> {
     let why = match (&painted.rules, &painted.violations) {
         (Some(_), None) => return Ok(painted),
         (Some(_), Some(v)) => format!(
@@ -400,7 +223,7 @@ pub fn verify_streamed_run(
     let mut painted = first_pass(d, acks)?;
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
     let latency = std::mem::take(&mut painted.latency);
-    let mut live = painted.live();
+    let mut live = painted.paint.take().expect("first_pass paints").live();
     // A source that can bound its acks (a log file) had its live records counted now: if
     // they are few for the region after all (the bound was loose), the early reads stop
     // and the scan reads only their blocks. A source that cannot (the in-process callers)

@@ -222,10 +222,10 @@ fn the_slot_table_and_the_map_leave_the_same_live_acks() {
             odd: (seed % 3 == 0).then_some(n / 3),
         };
         let (d, acks, _) = random_shaped_run(seed, n, shape);
-        let map = super::scale::live_for_tests(&d, &acks, None);
+        let map = super::paint::live_for_tests(&acks, None);
         for free in [0, 4, 1 << 20] {
             let table = super::slots::SlotTable::with_free_slots(0, free);
-            let got = super::scale::live_for_tests(&d, &acks, Some(table));
+            let got = super::paint::live_for_tests(&acks, Some(table));
             assert_eq!(got, map, "seed {seed}, free slots {free}");
         }
     }

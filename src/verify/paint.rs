@@ -1,0 +1,209 @@
+//! The first pass's painting: which acknowledged record holds each byte of the region
+//! once every ack is painted, the later record (in (stream, seq) order, as in
+//! `scan::visible_ranges`) winning a byte. What is left are the live records, the only
+//! ones verify reads back: every other one is superseded where it lies.
+//!
+//! Why apart from `scale`: verify paints the whole run at once when it fits its memory
+//! budget, and one part of the region at a time when it does not (`partition`); both
+//! paint the same way.
+
+use super::scan::Visible;
+use super::slots::{LiveSlots, SlotFinder, SlotTable};
+use crate::model::Ack;
+use std::collections::BTreeMap;
+
+/// One piece of the painted map: [start, end) belongs to ack number `idx`.
+struct Piece {
+    end: u64,
+    idx: u64,
+    ack: Ack,
+}
+
+/// Whether `a` is a later record than `b` (wins the bytes both cover).
+pub(super) fn later(a: &Ack, b: &Ack) -> bool {
+    (a.record.stream, a.record.seq) > (b.record.stream, b.record.seq)
+}
+
+/// The painted map of a run or of one part of its region.
+pub(super) struct Paint {
+    /// The latest ack per slot while the records fit one (`slots` module docs); None
+    /// once one did not, and `pieces` paints.
+    slots: Option<SlotTable>,
+    pieces: BTreeMap<u64, Piece>,
+}
+
+impl Paint {
+    /// `slots`: the table to paint into first, or None to paint only the map.
+    pub(super) fn new(slots: Option<SlotTable>) -> Paint {
+        Paint {
+            slots,
+            pieces: BTreeMap::new(),
+        }
+    }
+
+    /// Paints [offset, end) of `a`, except where a later record already holds a byte.
+    pub(super) fn paint(&mut self, idx: u64, a: &Ack) {
+        let (s, e) = (a.record.offset, a.record.end());
+        if s >= e {
+            return;
+        }
+        if let Some(t) = &mut self.slots {
+            if t.paint(idx, a, later) {
+                return;
+            }
+            // Not one slot of the table: the map takes over, from every slot painted.
+            let t = self.slots.take().expect("just matched");
+            for (s, end, idx, ack) in t.into_pieces() {
+                self.pieces.insert(s, Piece { end, idx, ack });
+            }
+        }
+        // The common case, a record exactly over one earlier piece (a ring, or random
+        // placement of fixed-size records): replaced in place, one lookup.
+        if let Some(p) = self.pieces.get_mut(&s)
+            && p.end == e
+        {
+            if !later(&p.ack, a) {
+                *p = Piece {
+                    end: e,
+                    idx,
+                    ack: *a,
+                };
+            }
+            return;
+        }
+        // A record past every piece (the first lap of a ring): nothing to split. Pieces
+        // are disjoint, so the last one ends last.
+        if self.pieces.last_key_value().is_none_or(|(_, p)| p.end <= s) {
+            self.put(s, e, idx, a);
+            return;
+        }
+        // Every piece overlapping [s, e), taken out.
+        let mut old: Vec<(u64, Piece)> = vec![];
+        if let Some((&ps, p)) = self.pieces.range(..s).next_back()
+            && p.end > s
+        {
+            old.push((ps, self.pieces.remove(&ps).expect("just seen")));
+        }
+        let inside: Vec<u64> = self.pieces.range(s..e).map(|(&k, _)| k).collect();
+        for k in inside {
+            old.push((k, self.pieces.remove(&k).expect("just listed")));
+        }
+        // Put back what lies outside [s, e) and what a later record holds; `a` gets
+        // the gaps.
+        let mut at = s;
+        for (ps, p) in old {
+            if ps < s {
+                self.pieces.insert(ps, Piece { end: s, ..p });
+            }
+            let (is, ie) = (ps.max(s), p.end.min(e));
+            if later(&p.ack, a) {
+                if at < is {
+                    self.put(at, is, idx, a);
+                }
+                at = ie;
+                self.pieces.insert(is, Piece { end: ie, ..p });
+            }
+            if p.end > e {
+                self.pieces.insert(e, Piece { end: p.end, ..p });
+            }
+        }
+        if at < e {
+            self.put(at, e, idx, a);
+        }
+    }
+
+    fn put(&mut self, s: u64, e: u64, idx: u64, a: &Ack) {
+        self.pieces.insert(
+            s,
+            Piece {
+                end: e,
+                idx,
+                ack: *a,
+            },
+        );
+    }
+
+    /// The live acks (at least one byte still theirs) with their visible ranges (sorted,
+    /// touching ranges merged) and numbers: in slot order from the table (no sort: slot
+    /// order is offset order, the scan's own), in ack order from the map.
+    pub(super) fn live(self) -> Live {
+        let Some(t) = self.slots else {
+            return live_of_pieces(self.pieces);
+        };
+        let LiveSlots { idx, acks, find } = t.into_live();
+        Live {
+            visible: Visible::whole_records(acks.len()),
+            idx,
+            acks,
+            find: Some(find),
+        }
+    }
+}
+
+/// [`Paint::live`] from the map's pieces.
+fn live_of_pieces(pieces: BTreeMap<u64, Piece>) -> Live {
+    // Drained into a flat vector and sorted by ack: a second tree keyed by ack would
+    // double the peak (a tree costs about twice its entries).
+    let mut flat: Vec<(u64, u64, u64, Ack)> = Vec::with_capacity(pieces.len());
+    flat.extend(pieces.into_iter().map(|(s, p)| (p.idx, s, p.end, p.ack)));
+    flat.sort_unstable_by_key(|&(idx, s, _, _)| (idx, s));
+    let mut live = Live::default();
+    for (idx, s, e, ack) in flat {
+        if live.idx.last() != Some(&idx) {
+            live.idx.push(idx);
+            live.acks.push(ack);
+            live.visible.push_ack();
+        }
+        live.visible.push_range(s, e);
+    }
+    live
+}
+
+/// One live ack as (ack number, ack, visible ranges).
+#[cfg(test)]
+pub(super) type LiveRow = (u64, Ack, Vec<(u64, u64)>);
+
+/// The live acks of `acks` as [`LiveRow`]s, painted with `slots`
+/// first (None: the map only), to compare the two paintings.
+#[cfg(test)]
+pub(super) fn live_for_tests(acks: &[Ack], slots: Option<SlotTable>) -> Vec<LiveRow> {
+    let mut p = Paint::new(slots);
+    for (i, a) in acks.iter().enumerate() {
+        p.paint(i as u64, a);
+    }
+    let live = p.live();
+    let rows = live.idx.into_iter().zip(live.acks).enumerate();
+    let v = &live.visible;
+    let ranges = |k, a: &Ack| v.ranges_of(k, (a.record.offset, a.record.end()));
+    let mut rows: Vec<LiveRow> = rows.map(|(k, (i, a))| (i, a, ranges(k, &a))).collect();
+    // In ack order, whichever order the painting keeps.
+    rows.sort_by_key(|r| r.0);
+    rows
+}
+
+/// The acks still visible somewhere: in ack order (`find` None), or in slot order.
+#[derive(Default)]
+pub(super) struct Live {
+    pub idx: Vec<u64>,
+    pub acks: Vec<Ack>,
+    pub visible: Visible,
+    /// Finds a live ack by its slot when the list is in slot order.
+    pub find: Option<SlotFinder>,
+}
+
+impl Live {
+    /// The place in the list of ack number `i` (the ack `a`), if it is live. The second
+    /// pass asks for every ack in ack order; `next`, where the next live ack in ack order
+    /// sits when the list is in ack order, moves past a found one.
+    #[inline]
+    pub(super) fn place_of(&self, i: u64, a: &Ack, next: &mut usize) -> Option<usize> {
+        match &self.find {
+            Some(f) => f.place_of(&self.idx, i, a),
+            None if self.idx.get(*next) == Some(&i) => {
+                *next += 1;
+                Some(*next - 1)
+            }
+            None => None,
+        }
+    }
+}
