@@ -327,7 +327,31 @@ pub struct VerifyArgs {
     /// that landed anywhere in the region is found (slower on big regions).
     #[arg(long)]
     pub scan_region: bool,
+    /// Peak memory verify may use (e.g. 512M, 2G). A run whose live records would not
+    /// fit is judged one part of its region at a time, each part's acks kept in a work
+    /// file (docs/verify.md "Memory").
+    #[arg(long, value_parser = memory, default_value = "512M", value_name = "SIZE")]
+    pub memory: u64,
+    /// Where verify keeps its work files when a run is judged in parts (default: TMPDIR,
+    /// else /tmp). The files have no name there and are gone when verify ends.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
 }
+
+/// `--memory`: a size of at least [`MIN_MEMORY`].
+fn memory(s: &str) -> Result<u64, String> {
+    let b = parse_size(s).map_err(|e| e.to_string())?;
+    if b < MIN_MEMORY {
+        return Err(format!(
+            "{s} is too little: verify needs at least {} (give e.g. 128M)",
+            crate::units::fmt_bytes(MIN_MEMORY)
+        ));
+    }
+    Ok(b)
+}
+
+/// The least `--memory`: the fixed buffers and a part of some use.
+pub const MIN_MEMORY: u64 = 64 << 20;
 
 #[derive(Args, Debug, Clone)]
 pub struct ReplayArgs {

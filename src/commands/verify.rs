@@ -64,6 +64,10 @@ pub fn options(a: VerifyArgs) -> anyhow::Result<VerifyOptions> {
         quiet: a.quiet,
         read_timeout: a.read_timeout,
         scan_region: a.scan_region,
+        budget: crate::verify::partition::Budget {
+            memory_bytes: a.memory,
+            work_dir: a.work_dir,
+        },
     })
 }
 

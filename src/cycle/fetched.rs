@@ -119,6 +119,7 @@ impl FetchedRun {
             read_timeout,
             false,
             &|_, _| {},
+            &crate::verify::partition::Budget::default(),
         );
         let mut report = match judged {
             Ok(scaled) => scaled.report,

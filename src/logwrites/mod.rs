@@ -237,6 +237,7 @@ fn load_acks(o: &ReplayOptions, run: RunId) -> Result<RunLog, ReplayError> {
         quiet: true,
         read_timeout: o.read_timeout,
         scan_region: false,
+        budget: Default::default(),
     };
     let log = crate::verify::load_run(&vo)?;
     crate::witness::validate::refuse_impossible_run(&log).map_err(VerifyError::from)?;

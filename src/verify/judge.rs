@@ -41,10 +41,24 @@ impl TimedOut {
     }
 
     pub fn add(&mut self, a: &Ack, c: RecordClass) {
-        let unread = a.record.offset < self.from + self.len && a.record.end() > self.from;
-        self.seen_damaged |= c.is_failure() && !unread;
-        self.unread += unread as u64;
+        self.note_ack(a);
+        self.note_damage(a, c);
+    }
+
+    fn is_unread(&self, a: &Ack) -> bool {
+        a.record.offset < self.from + self.len && a.record.end() > self.from
+    }
+
+    /// [`TimedOut::add`] in two halves, for a run judged in parts (`partition`), which
+    /// knows the classes of its failures only: every ack once to `note_ack`, ...
+    pub fn note_ack(&mut self, a: &Ack) {
+        self.unread += self.is_unread(a) as u64;
         self.acks += 1;
+    }
+
+    /// ... and at least every failed one to `note_damage`.
+    pub fn note_damage(&mut self, a: &Ack, c: RecordClass) {
+        self.seen_damaged |= c.is_failure() && !self.is_unread(a);
     }
 
     pub fn apply(self, report: &mut Report, read_timeout: Duration) {
@@ -202,6 +216,11 @@ impl Judging {
             l.findings
                 .push(finding(a, c, t, elsewhere, self.last_ack_ns, hole));
         }
+    }
+
+    /// Acks counted so far ([`Judging::count_ack`]).
+    pub fn acked(&self) -> u64 {
+        self.acked
     }
 
     pub fn finish(self) -> Report {

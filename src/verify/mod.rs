@@ -15,6 +15,7 @@ pub mod load;
 pub mod medium;
 pub mod options;
 mod paint;
+pub mod partition;
 pub mod plain;
 pub mod progress;
 pub mod report;
@@ -68,6 +69,7 @@ pub fn verify_device_with_progress(
         read_timeout,
         scan_region,
         progress,
+        &partition::Budget::default(),
     );
     let superseded_by_runs = later.iter().map(|r| r.hex()).collect();
     let mut report = match judged {
@@ -395,6 +397,7 @@ fn run_streamed(
             o.read_timeout,
             o.scan_region,
             &|d, t| bar.update(d, t),
+            &o.budget,
         );
         bar.finish();
         scaled.map(|s| s.report)

@@ -41,6 +41,8 @@ pub struct VerifyOptions {
     pub read_timeout: Duration,
     /// Read the run's whole region, not just the span its acknowledged records cover.
     pub scan_region: bool,
+    /// The memory verify may hold and where its work files go.
+    pub budget: super::partition::Budget,
 }
 
 /// Why verify gave no report.
@@ -90,4 +92,41 @@ pub enum VerifyError {
         "the ack log held {first} acks when first read and {second} when read again: it changed while verify read it"
     )]
     AcksChanged { first: u64, second: u64 },
+    /// The memory budget cannot hold even one part of the region.
+    #[error(
+        "--memory {} is too little to verify this run: its region ({}) needs at least {} in {} parts. Give --memory {} or more",
+        crate::units::fmt_bytes(*.budget), crate::units::fmt_bytes(*.region_bytes),
+        crate::units::fmt_bytes(*.needed), .parts, crate::units::fmt_bytes(*.needed)
+    )]
+    MemoryTooSmall {
+        budget: u64,
+        region_bytes: u64,
+        needed: u64,
+        parts: u64,
+    },
+    /// The work directory could not hold the acks of the run's parts.
+    #[error(
+        "the work directory {} has {} free, too little for this run's parts (verify has written {} of them and keeps {} free): choose a directory on a disk with more space with --work-dir, or give more --memory (fewer parts on disk). Nothing was read from the target",
+        .dir.display(), crate::units::fmt_bytes(*.free), crate::units::fmt_bytes(*.written),
+        crate::units::fmt_bytes(*.margin)
+    )]
+    WorkDirFull {
+        dir: PathBuf,
+        free: u64,
+        written: u64,
+        margin: u64,
+    },
+    /// The work directory cannot be written.
+    #[error(
+        "verify cannot write its work files in {}: choose a writable directory with --work-dir",
+        .dir.display()
+    )]
+    WorkDir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A work file did not read back.
+    #[error(transparent)]
+    WorkFile(std::io::Error),
 }

@@ -18,6 +18,7 @@ fn options(target: &std::path::Path, acks: &std::path::Path, allow: bool) -> Ver
         quiet: true,
         read_timeout: Duration::from_secs(10),
         scan_region: false,
+        budget: Default::default(),
     }
 }
 

@@ -35,6 +35,7 @@
 use super::classify::{SectorTally, classify_record};
 use super::judge::{Judging, TimedOut};
 use super::paint::{Live, Paint};
+use super::partition::{self, Budget};
 use super::report::Report;
 use super::scan;
 use super::slots::SlotTable;
@@ -64,15 +65,19 @@ impl AckPasses for Vec<Ack> {
         self.chunks(4096).for_each(sink);
         Ok(())
     }
+
+    fn ack_count_hint(&self) -> Option<u64> {
+        Some(self.len() as u64)
+    }
 }
 
 /// What the first pass keeps: the log's checks, its counts, and (unless the run is
 /// judged a part at a time, `partition`) the painted map.
-struct Painted {
+pub(super) struct Painted {
     paint: Option<Paint>,
-    acks: u64,
-    last_ack_ns: u64,
-    latency: super::distribution::LatencyCoarse,
+    pub acks: u64,
+    pub last_ack_ns: u64,
+    pub latency: super::distribution::LatencyCoarse,
     rules: Option<AckRules>,
     seqs: SeqTracker,
     violations: Option<LogViolations>,
@@ -80,7 +85,7 @@ struct Painted {
 
 impl Painted {
     /// `paint`: the map to paint into, or None to check and count only.
-    fn new(d: &RunDescriptor, paint: Option<Paint>) -> Painted {
+    pub(super) fn new(d: &RunDescriptor, paint: Option<Paint>) -> Painted {
         Painted {
             paint,
             acks: 0,
@@ -93,7 +98,7 @@ impl Painted {
     }
 
     /// Takes the next acks, in ack order.
-    fn add_chunk(&mut self, chunk: &[Ack]) {
+    pub(super) fn add_chunk(&mut self, chunk: &[Ack]) {
         // The log's checks a chunk at a time (one per-stream lookup table pass instead
         // of one per ack); a chunk that breaks a rule is checked again ack by ack, from
         // the same state (`check_batch` changes nothing on a violation), to count every
@@ -148,7 +153,10 @@ fn first_pass(d: &RunDescriptor, acks: &dyn AckPasses) -> Result<Painted, super:
 
 /// The log's checks of the first pass: `painted` back if every ack could come from a
 /// plugpull writer, else the refusal (`witness::validate::refuse_impossible_run`'s).
-fn refuse_impossible(d: &RunDescriptor, painted: Painted) -> Result<Painted, super::VerifyError> {
+pub(super) fn refuse_impossible(
+    d: &RunDescriptor,
+    painted: Painted,
+) -> Result<Painted, super::VerifyError> {
     let why = match (&painted.rules, &painted.violations) {
         (Some(_), None) => return Ok(painted),
         (Some(_), Some(v)) => format!(
@@ -176,10 +184,23 @@ pub fn verify_streamed(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Result<Scaled, super::VerifyError> {
     let run = scan::ScanRun::from(d);
-    verify_streamed_run(dev, d, run, acks, read_timeout, scan_region, progress)
+    let budget = Budget::default();
+    verify_streamed_run(
+        dev,
+        d,
+        run,
+        acks,
+        read_timeout,
+        scan_region,
+        progress,
+        &budget,
+    )
 }
 
-/// [`verify_streamed`] with the runs that superseded this one (`scan::ScanRun`).
+/// [`verify_streamed`] with the runs that superseded this one (`scan::ScanRun`), within
+/// `budget`: a run whose live records may not fit it is judged in parts
+/// (`partition`).
+#[allow(clippy::too_many_arguments)]
 pub fn verify_streamed_run(
     dev: Arc<dyn Device>,
     d: &RunDescriptor,
@@ -188,7 +209,20 @@ pub fn verify_streamed_run(
     read_timeout: Duration,
     scan_region: bool,
     progress: &(dyn Fn(u64, u64) + Sync),
+    budget: &Budget,
 ) -> Result<Scaled, super::VerifyError> {
+    if !partition::whole_run_fits(d, acks.ack_count_hint(), budget) {
+        return partition::verify_in_parts(
+            dev,
+            d,
+            run,
+            acks,
+            read_timeout,
+            scan_region,
+            progress,
+            budget,
+        );
+    }
     let t0 = Instant::now();
     // The run's region is read while the acks are painted: in the common case (a ring
     // over the whole region, or `scan_region`) it is exactly the span the scan needs;
@@ -363,7 +397,10 @@ fn count_the_superseded(
 
 /// `classify_record`, asking whether the record was found elsewhere only when that
 /// decides the class (a lookup per ack showed in verify's profile).
-fn classify_record_lazily(t: &SectorTally, found_elsewhere: impl FnOnce() -> bool) -> RecordClass {
+pub(super) fn classify_record_lazily(
+    t: &SectorTally,
+    found_elsewhere: impl FnOnce() -> bool,
+) -> RecordClass {
     match classify_record(t, false) {
         RecordClass::Stale | RecordClass::Lost => classify_record(t, found_elsewhere()),
         c => c,

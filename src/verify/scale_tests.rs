@@ -13,7 +13,7 @@ use crate::rng::Rng;
 use std::sync::Arc;
 use std::time::Duration;
 
-const REGION: u64 = 64 << 10;
+pub(super) const REGION: u64 = 64 << 10;
 
 fn descriptor(run: RunId, placement: &str) -> RunDescriptor {
     let mut d = crate::wire::msg::tests::sample_descriptor(0);
@@ -37,7 +37,7 @@ fn random_run(seed: u64, n: usize) -> (RunDescriptor, Vec<Ack>, Arc<MemDevice>) 
 
 /// The sizes and places of a random run's records.
 #[derive(Clone, Copy)]
-enum Shape {
+pub(super) enum Shape {
     /// 1 to 16 sectors, at any sector.
     Mixed,
     /// `sectors` each, at whole multiples of that from the region's start (`base`), as
@@ -51,7 +51,7 @@ enum Shape {
     },
 }
 
-fn random_shaped_run(
+pub(super) fn random_shaped_run(
     seed: u64,
     n: usize,
     shape: Shape,
@@ -139,7 +139,7 @@ fn random_shaped_run(
     (d, acks, dev)
 }
 
-fn without_time(r: &super::report::Report) -> serde_json::Value {
+pub(super) fn without_time(r: &super::report::Report) -> serde_json::Value {
     let mut v = serde_json::to_value(r).unwrap();
     v.as_object_mut().unwrap().remove("verify_ms");
     v
@@ -221,7 +221,7 @@ fn the_slot_table_and_the_map_leave_the_same_live_acks() {
             base: 0,
             odd: (seed % 3 == 0).then_some(n / 3),
         };
-        let (d, acks, _) = random_shaped_run(seed, n, shape);
+        let (_, acks, _) = random_shaped_run(seed, n, shape);
         let map = super::paint::live_for_tests(&acks, None);
         for free in [0, 4, 1 << 20] {
             let table = super::slots::SlotTable::with_free_slots(0, free);

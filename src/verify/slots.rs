@@ -70,7 +70,7 @@ impl Grid {
     pub fn slot_of(&self, s: u64, e: u64) -> Option<u64> {
         let from = s.checked_sub(self.base)?;
         (self.len > 0 && e.checked_sub(s) == Some(self.len) && from % self.len == 0)
-            .then_some(from / self.len)
+            .then(|| from / self.len)
     }
 }
 

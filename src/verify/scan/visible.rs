@@ -40,8 +40,7 @@ impl Visible {
         self.whole.is_some() || self.of(i).iter().any(|&(s, e)| s <= p && p < e)
     }
 
-    /// Ack `i`'s visible ranges, given its record's range `rec` (tests).
-    #[cfg(test)]
+    /// Ack `i`'s visible ranges, given its record's range `rec`.
     pub fn ranges_of(&self, i: usize, rec: (u64, u64)) -> Vec<(u64, u64)> {
         match self.whole {
             Some(_) => vec![rec],
