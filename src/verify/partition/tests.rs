@@ -97,7 +97,7 @@ fn every_part_is_read_once() {
     let want = reference::judge(mem.as_ref(), &d, &acks, false);
     assert_eq!(reference::observed(&got.report), want);
     let read = read.load(std::sync::atomic::Ordering::SeqCst);
-    assert!(read >= REGION && read <= REGION + REGION / 4, "{read}");
+    assert!((REGION..=REGION + REGION / 4).contains(&read), "{read}");
 }
 
 /// The plan never cuts a record of the run's one size in two, and every ack's own part
