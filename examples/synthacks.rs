@@ -10,8 +10,12 @@
 //! zero, so the file stays sparse there); the log is written as `plugpull fetch -o`
 //! writes one (with its end mark), frame by frame, never holding the acks.
 //!
+//! With `blank` last, the target is left all holes (a drive that lost everything): for
+//! runs whose target would not fit on disk (1 G records of 512 B is 512 GB), so every
+//! record reads back lost and verify's failure path is measured at full size.
+//!
 //! Usage: cargo run --release --example synthacks -- TARGET LOG ACKS SLOTS
-//!        [sequential|random] [RECORD_BYTES]
+//!        [sequential|random] [RECORD_BYTES] [blank]
 //! Then:  plugpull verify TARGET --acks LOG
 use plugpull::device::FlushMethod;
 use plugpull::device::identity;
@@ -47,10 +51,15 @@ fn main() {
         seed: 15,
     };
     let run = RunId([0x15; 16]);
+    let blank = a.get(7).map(String::as_str) == Some("blank");
 
     // The target: the latest ack of every slot, written in slot order.
-    let mut latest = vec![u64::MAX; slots as usize];
-    for (i, slot) in g.slots().take(acks as usize).enumerate() {
+    let mut latest = vec![u64::MAX; if blank { 0 } else { slots as usize }];
+    for (i, slot) in g
+        .slots()
+        .take(if blank { 0 } else { acks as usize })
+        .enumerate()
+    {
         latest[slot as usize] = i as u64;
     }
     let f = std::fs::OpenOptions::new()

@@ -106,15 +106,18 @@ pub enum VerifyError {
     },
     /// The work directory could not hold the acks of the run's parts.
     #[error(
-        "the work directory {} has {} free, too little for this run's parts (verify has written {} of them and keeps {} free): choose a directory on a disk with more space with --work-dir, or give more --memory (fewer parts on disk). Nothing was read from the target",
+        "the work directory {} has {} free, too little for this run's parts (verify has written {} of them and keeps {} free): choose a directory on a disk with more space with --work-dir, or give more --memory (fewer parts on disk). {}",
         .dir.display(), crate::units::fmt_bytes(*.free), crate::units::fmt_bytes(*.written),
-        crate::units::fmt_bytes(*.margin)
+        crate::units::fmt_bytes(*.margin),
+        if *.before_reading { "Nothing was read from the target" } else { "No verdict: verify stopped while it read the target" }
     )]
     WorkDirFull {
         dir: PathBuf,
         free: u64,
         written: u64,
         margin: u64,
+        /// Whether verify stopped before it read anything from the target.
+        before_reading: bool,
     },
     /// The work directory cannot be written.
     #[error(

@@ -350,15 +350,21 @@ fn judge_in_parts(
         for &(idx, j) in &failed {
             failures
                 .push(idx, &live.acks[j], Some(&result.tallies[j]))
-                .map_err(|e| spill_error(e, &dir))?;
+                .map_err(|e| failure_spill_error(e, &dir))?;
         }
-        failure_segments.push(failures.end_segment().map_err(|e| spill_error(e, &dir))?);
+        failure_segments.push(
+            failures
+                .end_segment()
+                .map_err(|e| failure_spill_error(e, &dir))?,
+        );
         for (&k, &at) in &result.found_elsewhere {
             elsewhere.entry(k).or_insert(at);
         }
         totals.add(result, region_end);
     }
-    let (failures_file, _) = failures.finish().map_err(|e| spill_error(e, &dir))?;
+    let (failures_file, _) = failures
+        .finish()
+        .map_err(|e| failure_spill_error(e, &dir))?;
     judging.set_newest_survivor(newest_survivor);
     let mut timed_out = totals.timed_out.map(TimedOut::new);
     let readers = failure_segments
@@ -521,10 +527,12 @@ fn full(dir: &Path, free: u64, written: u64) -> VerifyError {
         free,
         written,
         margin: FREE_MARGIN_BYTES,
+        before_reading: true,
     }
 }
 
-/// A work file that could not be written: a full disk said as such.
+/// A work file that could not be written before the target is read: a full disk
+/// said as such.
 fn spill_error(e: std::io::Error, dir: &Path) -> VerifyError {
     if e.raw_os_error() == Some(libc::ENOSPC) {
         return full(dir, free_bytes(dir).unwrap_or(0), 0);
@@ -532,6 +540,26 @@ fn spill_error(e: std::io::Error, dir: &Path) -> VerifyError {
     VerifyError::WorkDir {
         dir: dir.to_path_buf(),
         source: e,
+    }
+}
+
+/// [`spill_error`] for the failed records, spilled while the target is read.
+fn failure_spill_error(e: std::io::Error, dir: &Path) -> VerifyError {
+    match spill_error(e, dir) {
+        VerifyError::WorkDirFull {
+            dir,
+            free,
+            written,
+            margin,
+            ..
+        } => VerifyError::WorkDirFull {
+            dir,
+            free,
+            written,
+            margin,
+            before_reading: false,
+        },
+        e => e,
     }
 }
 
