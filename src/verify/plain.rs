@@ -37,6 +37,9 @@ pub struct Facts<'a> {
     /// A PASS the user asked for on a run without a power cut (`verify --rehearsal`):
     /// its sentence must not speak of a power cut.
     pub rehearsal: bool,
+    /// For a FAIL: acknowledged records a hung read left unread, in no count of
+    /// `counts` (`judge::TimedOut`). They were not checked, so they are not lost.
+    pub unread: u64,
 }
 
 impl<'a> Facts<'a> {
@@ -58,6 +61,7 @@ impl<'a> Facts<'a> {
             dead_device: s.dead_device.is_some(),
             reason,
             rehearsal: false,
+            unread: 0,
         }
     }
 }
@@ -81,7 +85,7 @@ pub fn sentence(f: &Facts) -> String {
             thousands(acked),
             writes(acked)
         ),
-        Verdict::Fail => fail_sentence(f, acked),
+        Verdict::Fail => fail_sentence(f, acked + f.unread),
         Verdict::Inconclusive => match f.reason {
             NoVerdictReason::NoAcks => "This test says nothing about the drive: no write had been confirmed as saved when the power went out, so there was nothing to check.".into(),
             NoVerdictReason::ReadTimedOut => "This test says nothing about the drive yet: part of it could not be read in time (the drive was slow or the computer too busy), and nothing that was read was damaged. Run verify again.".into(),
@@ -115,6 +119,12 @@ fn fail_sentence(f: &Facts, acked: u64) -> String {
             )
         }
         _ => s += ", the newest ones just before the power went out.",
+    }
+    if f.unread > 0 {
+        s += &format!(
+            " {} more of them could not be read in time, so they were not checked.",
+            thousands(f.unread)
+        );
     }
     let has = |cs: &[RecordClass]| cs.iter().any(|c| f.counts.get(*c) > 0);
     use RecordClass::*;
@@ -305,6 +315,7 @@ mod tests {
             dead_device: false,
             reason: NoVerdictReason::Unknown,
             rehearsal: false,
+            unread: 0,
         }
     }
 
@@ -345,6 +356,21 @@ mod tests {
             "{s}"
         );
         assert!(!s.contains("database"), "{s}");
+    }
+
+    /// Records a hung read left unread are not lost: they are named apart, and the
+    /// writes confirmed count them.
+    #[test]
+    fn a_fail_after_a_read_timeout_names_the_unread_apart() {
+        let c = counts(&[(RecordClass::Intact, 6), (RecordClass::Lost, 1)]);
+        let f = Facts {
+            unread: 3,
+            ..facts(Verdict::Fail, &c, None)
+        };
+        assert_eq!(
+            sentence(&f),
+            "This drive lost 1 of the 10 writes it had confirmed as saved, the newest ones just before the power went out. 3 more of them could not be read in time, so they were not checked. A database on this drive can lose committed transactions."
+        );
     }
 
     #[test]

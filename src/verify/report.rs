@@ -203,7 +203,18 @@ impl Report {
                 .writer_end
                 .as_ref()
                 .is_some_and(|w| w.rehearsal && !w.cut_evidence),
+            unread: self.unread_not_counted(),
         })
+    }
+
+    /// Acknowledged records a hung read left unread that are in no count: after a
+    /// FAIL (`judge::TimedOut`); after an INCONCLUSIVE timeout they count as unreadable.
+    pub fn unread_not_counted(&self) -> u64 {
+        self.facts
+            .read_timeout
+            .as_ref()
+            .filter(|t| t.damage_seen)
+            .map_or(0, |t| t.unread)
     }
 
     /// Sets `plain` from the verdict and counts; called wherever those change.
@@ -396,6 +407,13 @@ impl Report {
                 }
                 *o += "\n";
             }
+        }
+        let unread = self.unread_not_counted();
+        if unread > 0 {
+            *o += &format!(
+                "  {:<12} {unread:>10}   (a read timed out: not judged, in no count above)\n",
+                "unread"
+            );
         }
         let counts = ClassCounts::from(&self.counts);
         for (c, m) in plain::legend(&counts) {

@@ -29,7 +29,8 @@ use std::time::Duration;
 pub struct ReadTimeout {
     /// Where the read that hung started.
     pub at_byte: u64,
-    /// Acknowledged records it left unread.
+    /// Acknowledged records it left unread that would otherwise have counted as
+    /// failing (after a FAIL they are in no count: `judge::TimedOut`).
     pub unread: u64,
     /// Acknowledged records of the run.
     pub acks: u64,
@@ -158,10 +159,27 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
         Reason::AllSurvived => format!(
             "all {acked} acknowledged records survived (intact or legitimately overwritten)"
         ),
-        Reason::Lost => format!(
-            "{} of {acked} acknowledged records did not survive intact",
-            f.failing
-        ),
+        Reason::Lost => {
+            let mut s = format!(
+                "{} of {acked} acknowledged records did not survive intact",
+                f.failing
+            );
+            // The FAIL stands on the records read; those a hung read left were never
+            // judged, and are in no count.
+            if let Some(t) = f.read_timeout.as_ref().filter(|t| t.damage_seen) {
+                let were = if t.unread == 1 {
+                    "record was"
+                } else {
+                    "records were"
+                };
+                s += &format!(
+                    "; {} other acknowledged {were} left unread and not judged: a read at \
+                     byte {} did not complete within {:?}",
+                    t.unread, t.at_byte, t.limit
+                );
+            }
+            s
+        }
         Reason::DeadDevice => format!(
             "the device is dead: {}",
             f.dead_device.as_deref().unwrap_or_default()

@@ -18,13 +18,22 @@ fn by_adjustments(f: &Facts) -> (Verdict, String) {
                 .to_string(),
         )
     } else if f.failing > 0 {
-        (
-            Verdict::Fail,
-            format!(
-                "{} of {n} acknowledged records did not survive intact",
-                f.failing
-            ),
-        )
+        let mut s = format!(
+            "{} of {n} acknowledged records did not survive intact",
+            f.failing
+        );
+        // The records a hung read left are in no count: the summary says how many.
+        if let Some(t) = f.read_timeout.as_ref().filter(|t| t.damage_seen) {
+            let were = match t.unread {
+                1 => "record was",
+                _ => "records were",
+            };
+            s += &format!(
+                "; {} other acknowledged {were} left unread and not judged: a read at byte {} did not complete within {:?}",
+                t.unread, t.at_byte, t.limit
+            );
+        }
+        (Verdict::Fail, s)
     } else {
         (
             Verdict::Pass,
