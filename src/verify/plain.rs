@@ -89,6 +89,7 @@ pub fn sentence(f: &Facts) -> String {
         Verdict::Inconclusive => match f.reason {
             NoVerdictReason::NoAcks => "This test says nothing about the drive: no write had been confirmed as saved when the power went out, so there was nothing to check.".into(),
             NoVerdictReason::ReadTimedOut => "This test says nothing about the drive yet: part of it could not be read in time (the drive was slow or the computer too busy), and nothing that was read was damaged. Run verify again.".into(),
+            NoVerdictReason::LogNotTrusted if acked == 0 => "This test cannot vouch for the drive: the list of confirmed writes kept on the other machine is damaged or incomplete, and no write it lists could be read from it, so nothing was checked.".into(),
             NoVerdictReason::LogNotTrusted => format!(
                 "This test cannot vouch for the drive: the list of confirmed writes kept on the other machine is damaged or incomplete, although none of the {} {} it does list were lost.",
                 thousands(acked),
@@ -394,6 +395,12 @@ mod tests {
         assert!(sentence(&f).contains("nothing to check"));
         f.reason = NoVerdictReason::ReadTimedOut;
         assert!(sentence(&f).contains("Run verify again"));
+        f.reason = NoVerdictReason::LogNotTrusted;
+        assert!(
+            sentence(&f).contains("no write it lists could be read from it"),
+            "{}",
+            sentence(&f)
+        );
         let mut f = facts(Verdict::Inconclusive, &some, None);
         f.reason = NoVerdictReason::LogNotTrusted;
         assert!(sentence(&f).contains("none of the 5 writes it does list were lost"));

@@ -176,10 +176,12 @@ impl Report {
             .writer_end
             .as_ref()
             .is_some_and(|w| !w.cut_evidence && !matches!(w.end, WriterEnd::StillConnected(_)));
-        let reason = if self.acked_records == 0 {
-            NoVerdictReason::NoAcks
-        } else if !self.ack_log.whole {
+        // A log not proven whole first, as `verdict::decide` does: one holding no acks
+        // may be cut short.
+        let reason = if !self.ack_log.whole {
             NoVerdictReason::LogNotTrusted
+        } else if self.acked_records == 0 {
+            NoVerdictReason::NoAcks
         } else if counts.get(RecordClass::Unreadable) > 0 {
             NoVerdictReason::ReadTimedOut
         } else if no_cut {

@@ -15,10 +15,12 @@
 //! 2. otherwise damage in the ack log is INCONCLUSIVE (the acks it lost were not
 //!    checked);
 //! 3. otherwise the drive's own no-verdicts: a dead device without acks, a read that
-//!    timed out, no acks at all;
-//! 4. otherwise a PASS needs a log that proves it is whole and that the medium does not
-//!    contradict, a writer no longer connected, evidence of a cut (or `--rehearsal`),
-//!    and, for every caller, a record read back intact.
+//!    timed out;
+//! 4. otherwise a log that cannot prove it is whole, even one holding no acks (it may
+//!    be cut short inside its first frame of acks); then no acks at all;
+//! 5. otherwise a PASS needs a log that the medium does not contradict, a writer no
+//!    longer connected, evidence of a cut (or `--rehearsal`), and, for every caller, a
+//!    record read back intact.
 
 use super::evidence::WriterEnd;
 use crate::model::Verdict;
@@ -121,11 +123,13 @@ pub fn decide(f: &Facts) -> (Verdict, Reason) {
     if timed_out_clean {
         return no_verdict(Reason::ReadTimedOut);
     }
-    if f.acked == 0 {
-        return no_verdict(Reason::NoAcks);
-    }
+    // Before "no acks": a log cut short inside its first frame of acks holds none, and
+    // saying the run has no acks would hide that the log is not whole.
     if f.log_whole.as_ref().is_some_and(|(whole, _)| !whole) {
         return no_verdict(Reason::LogNotProvenWhole);
+    }
+    if f.acked == 0 {
+        return no_verdict(Reason::NoAcks);
     }
     if f.log_cannot_be_complete.is_some() {
         return no_verdict(Reason::LogCannotBeComplete);
@@ -206,6 +210,12 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
             "the ack log is damaged, so acknowledged records it lost were not checked: \
              {} (of the {acked} records it still holds, none failed)",
             damage_text(&f.log_damage)
+        ),
+        Reason::LogNotProvenWhole if acked == 0 => format!(
+            "the ack log holds no acknowledged records it can read, and cannot prove it \
+             holds every ack (it may be cut short or damaged), so nothing could be \
+             checked: {}",
+            f.log_whole.as_ref().map_or("", |(_, how)| how.as_str())
         ),
         Reason::LogNotProvenWhole => format!(
             "all {acked} acknowledged records in the ack log survived, but the log cannot \

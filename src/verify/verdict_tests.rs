@@ -71,14 +71,24 @@ fn by_adjustments(f: &Facts) -> (Verdict, String) {
             );
         }
     }
+    // An empty log that is not proven whole may be cut short: that is what it says, not
+    // "no acks" (unless the drive's own no-verdict came first).
+    let no_acks_only =
+        n == 0 && f.dead_device.is_none() && f.read_timeout.as_ref().is_none_or(|t| t.damage_seen);
     if let Some((false, how)) = &f.log_whole
         && damage.is_empty()
-        && v == Verdict::Pass
+        && (v == Verdict::Pass || no_acks_only)
     {
         v = Verdict::Inconclusive;
-        s = format!(
-            "all {n} acknowledged records in the ack log survived, but the log cannot prove it holds every ack: {how}"
-        );
+        s = if n == 0 {
+            format!(
+                "the ack log holds no acknowledged records it can read, and cannot prove it holds every ack (it may be cut short or damaged), so nothing could be checked: {how}"
+            )
+        } else {
+            format!(
+                "all {n} acknowledged records in the ack log survived, but the log cannot prove it holds every ack: {how}"
+            )
+        };
     }
     if let Some(why) = &f.log_cannot_be_complete
         && v == Verdict::Pass
@@ -303,6 +313,15 @@ fn the_rows_that_matter() {
             DeadDevice,
         ),
         ("no acks", facts(0, 0, 0), Inconclusive, NoAcks),
+        (
+            "no acks in a log cut short inside its first frame of acks",
+            Facts {
+                log_whole: Some((false, "no end mark".into())),
+                ..facts(0, 0, 0)
+            },
+            Inconclusive,
+            LogNotProvenWhole,
+        ),
         (
             "a log without its end mark",
             Facts {
