@@ -206,7 +206,17 @@ impl Report {
                 .as_ref()
                 .is_some_and(|w| w.rehearsal && !w.cut_evidence),
             unread: self.unread_not_counted(),
+            region_unread: self.region_unread(),
         })
+    }
+
+    /// Whether verify read less than the run's whole region (the live records' blocks
+    /// only, without `--scan-region`): a write put in the wrong place there was not
+    /// seen. The scan counts each byte it read once (`scan::ScanResult::bytes_read`).
+    pub fn region_unread(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|r| self.bytes_read < r.settings.region_bytes)
     }
 
     /// Acknowledged records a hung read left unread that are in no count: after a

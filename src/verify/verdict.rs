@@ -150,7 +150,8 @@ pub fn decide(f: &Facts) -> (Verdict, Reason) {
 }
 
 /// The one-sentence summary for the verdict `reason` gave on `f`. A FAIL also says
-/// what else is wrong (a damaged log, no cut seen), which does not change it.
+/// what else is wrong (a damaged log, no cut seen unless `--rehearsal` said so), which
+/// does not change it.
 pub fn summary(f: &Facts, reason: Reason) -> String {
     let acked = f.acked;
     let how = || {
@@ -253,7 +254,8 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
                 damage_text(&f.log_damage)
             );
         }
-        if f.writer_end.as_ref().is_some_and(|e| !e.is_cut_evidence()) {
+        // With --rehearsal the user said there was no cut: no need to say so again.
+        if !f.rehearsal && f.writer_end.as_ref().is_some_and(|e| !e.is_cut_evidence()) {
             s += &format!(
                 "; no power cut was seen during writing: the writer {}",
                 how()

@@ -112,7 +112,7 @@ fn by_adjustments(f: &Facts) -> (Verdict, String) {
                     "no power cut during writing: the writer {how}, so no acknowledged write was put at risk by a power cut. Cut the power while `plugpull write` runs; to judge a clean run on purpose, pass --rehearsal"
                 );
             }
-        } else if v == Verdict::Fail && !end.is_cut_evidence() {
+        } else if v == Verdict::Fail && !end.is_cut_evidence() && !f.rehearsal {
             s += &format!("; no power cut was seen during writing: the writer {how}");
         }
     }
@@ -415,5 +415,15 @@ fn a_fail_says_what_else_is_wrong() {
         "1 of 5 acknowledged records did not survive intact; the ack log is also damaged: \
          at byte 9 (and 1 more places); no power cut was seen during writing: the writer \
          finished by itself (done)"
+    );
+    // With --rehearsal the user said there was no cut: the FAIL does not say it again.
+    let f = Facts {
+        rehearsal: true,
+        ..f
+    };
+    assert_eq!(
+        summary(&f, decide(&f).1),
+        "1 of 5 acknowledged records did not survive intact; the ack log is also damaged: \
+         at byte 9 (and 1 more places)"
     );
 }
