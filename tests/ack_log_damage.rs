@@ -245,6 +245,48 @@ fn log_cut_short_at_frame_boundary_is_detected() {
     }
 }
 
+/// A log cut inside its first frame of acks reads as holding none: it must say the log
+/// is not proven whole (it may be cut short), never that the run has no acks.
+#[test]
+fn log_cut_inside_its_first_acks_frame_is_not_proven_whole() {
+    let d = ram_tempdir();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let target = d.path().join("t.img");
+    let run_id = counted_run(&w, &target, 200);
+    let log = d.path().join("run.acklog");
+    fetch_to(&w.addr, &run_id, &log);
+    let full = fs::read(&log).unwrap();
+    let fr = frames(&full);
+    let first = fr
+        .iter()
+        .find(|f| holds_acks(f.2))
+        .expect("a frame of acks");
+    let cut = first.0 + first.1 / 2;
+    fs::write(&log, &full[..cut]).unwrap();
+    let v = verify_file(&target, &log);
+    assert_eq!(v.code, 3, "cut at {cut}: {v:?}");
+    let j = v.json();
+    assert_eq!(j["acked_records"], 0, "{v:?}");
+    assert_eq!(j["ack_log"]["whole"], false, "{v:?}");
+    let summary = j["summary"].as_str().unwrap();
+    assert!(
+        !summary.contains("holds no acknowledged records for this run"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("the ack log holds no acknowledged records it can read, and cannot prove it holds every ack"),
+        "{summary}"
+    );
+    let plain = j["plain"].as_str().unwrap();
+    assert!(!plain.contains("no write had been confirmed"), "{plain}");
+    assert!(
+        plain.contains(
+            "the list of confirmed writes kept on the other machine is damaged or incomplete"
+        ),
+        "{plain}"
+    );
+}
+
 #[test]
 fn spliced_log_is_detected() {
     let d = ram_tempdir();

@@ -117,3 +117,65 @@ fn verify_help_explains_every_class_and_ordering_holes() {
     }
     assert!(r.stdout.contains("130"), "the exit codes list 130");
 }
+
+/// A run of 16 records over 8 MiB whose sixth record is gone (zeros where it was): the
+/// witness, the target.
+fn a_run_with_a_lost_record(dir: &std::path::Path) -> (common::WitnessProc, std::path::PathBuf) {
+    let w = common::WitnessProc::start(&dir.join("w"));
+    let t = dir.join("t.img");
+    let wr = common::write(&w, &t, &["--size", "8M", "--count", "16"]);
+    assert_eq!(wr.code, 0, "{wr:?}");
+    common::edit(&t, 5 * 4096, 4096, |b| b.fill(0));
+    (w, t)
+}
+
+const ELSEWHERE: &str = "--scan-region reads the whole region";
+
+/// Verify reads only the records' own blocks: a lost write may have landed where it did
+/// not read, and the words say how to look. With --scan-region it read everything, so
+/// they do not.
+#[test]
+fn a_lost_write_points_to_scan_region_unless_the_region_was_read() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (w, t) = a_run_with_a_lost_record(d.path());
+    let v = common::verify(&w, &t, &[]);
+    assert_eq!(v.code, 1, "{v:?}");
+    let j = v.json();
+    assert_eq!(j["counts"]["lost"], 1, "{v:?}");
+    let plain = j["plain"].as_str().unwrap();
+    assert!(
+        plain.contains("A lost write may have been written elsewhere on the drive"),
+        "{plain}"
+    );
+    assert!(plain.contains(ELSEWHERE), "{plain}");
+    let whole = common::verify(&w, &t, &["--scan-region"]);
+    assert_eq!(whole.code, 1, "{whole:?}");
+    let j = whole.json();
+    assert_eq!(j["counts"]["lost"], 1, "{whole:?}");
+    assert!(j["bytes_read"].as_u64().unwrap() >= 8 << 20, "{whole:?}");
+    let plain = j["plain"].as_str().unwrap();
+    assert!(!plain.contains(ELSEWHERE), "{plain}");
+}
+
+/// `--rehearsal` says there was no cut on purpose: a FAIL then does not add that no
+/// power cut was seen. Without it, the same FAIL does.
+#[test]
+fn a_rehearsal_that_fails_does_not_add_that_no_cut_was_seen() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (w, t) = a_run_with_a_lost_record(d.path());
+    let no_cut = "no power cut was seen";
+    let rehearsal = common::verify(&w, &t, &[]);
+    assert_eq!(rehearsal.code, 1, "{rehearsal:?}");
+    let summary = rehearsal.json()["summary"].as_str().unwrap().to_string();
+    assert!(
+        summary.starts_with("1 of 16 acknowledged records did not survive intact"),
+        "{summary}"
+    );
+    assert!(!summary.contains(no_cut), "{summary}");
+    let plain = rehearsal.json()["plain"].as_str().unwrap().to_string();
+    assert!(!plain.contains("power went out"), "{plain}");
+    let after_a_cut = common::verify_as_after_a_cut(&w, &t, &[]);
+    assert_eq!(after_a_cut.code, 1, "{after_a_cut:?}");
+    let summary = after_a_cut.json()["summary"].as_str().unwrap().to_string();
+    assert!(summary.contains(no_cut), "{summary}");
+}

@@ -77,13 +77,8 @@ fn on_ctrl_c_say_interrupted() {
     extern "C" fn on_sigint(_: libc::c_int) {
         const MSG: &[u8] =
             b"\nplugpull verify: interrupted (Ctrl-C): no verdict. Verify only reads the drive; run it again.\n";
-        // The fetched ack log, if verify made one: nothing else would remove it. Reading
-        // a set OnceLock is one atomic load, and its string is never freed.
-        if let Some(path) = crate::verify::TEMP_LOG_PATH.get() {
-            // SAFETY: unlink(2) is async-signal-safe; `path` is a NUL-terminated string
-            // that lives as long as the process.
-            unsafe { libc::unlink(path.as_ptr()) };
-        }
+        // The fetched ack log, if verify made one: nothing else would remove it.
+        crate::verify::temp_log::unlink_current();
         // SAFETY: write(2) and _exit(2) are async-signal-safe; MSG is a static buffer.
         unsafe {
             libc::write(2, MSG.as_ptr().cast(), MSG.len());

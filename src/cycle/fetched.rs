@@ -10,47 +10,45 @@ use crate::device::Device;
 use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent};
 use crate::record::RunId;
 use crate::verify::report::Report;
+use crate::verify::temp_log::TempLog;
 use crate::verify::{dead_device_report, evidence, refused_report, scale, scan};
 use crate::witness::client::error::ClientResult;
 use std::cell::Cell;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A run fetched into a temporary log file, removed when this is dropped.
+/// A run fetched into a temporary log file, removed when this is dropped (and by
+/// Ctrl-C where a handler removes it: `verify::temp_log`).
 pub struct FetchedRun {
-    path: PathBuf,
+    log: TempLog,
     pub descriptor: RunDescriptor,
     /// How many acks the witness sent.
     pub acks: u64,
     pub events: Vec<WitnessEvent>,
 }
 
-impl Drop for FetchedRun {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+impl FetchedRun {
+    /// Where the fetched log is, until this is dropped.
+    pub fn path(&self) -> &std::path::Path {
+        &self.log.0
     }
 }
 
-/// Fetches `run` from the witness at `addr` into a temporary file (in `TMPDIR`).
+/// Fetches `run` from the witness at `addr` into a temporary file (in `TMPDIR`); a
+/// witness that sends another run is refused.
 pub fn fetch_run(addr: &str, run: RunId) -> ClientResult<FetchedRun> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let path = std::env::temp_dir().join(format!(
-        "plugpull-cycle-{}-{nanos}.acklog",
-        std::process::id()
-    ));
-    let f = crate::witness::client::fetch_into_file(addr, &RunSelector::Run(run), None, &path)?;
+    let log = TempLog::new("cycle");
+    let f = crate::witness::client::fetch_into_file(addr, &RunSelector::Run(run), None, &log.0)?;
+    // Another run's acks would judge the drive against promises this cycle never made
+    // (the file goes with `log`).
     if f.descriptor.run_id != run {
-        let _ = std::fs::remove_file(&path);
         crate::witness::client::error::refuse!(
             "asked the witness for run {run} and it sent run {}: not judged",
             f.descriptor.run_id
         );
     }
     Ok(FetchedRun {
-        path,
+        log,
         descriptor: f.descriptor,
         acks: f.acks,
         events: f.events,
@@ -102,7 +100,7 @@ impl FetchedRun {
         };
         let later = evidence::runs_after_the_end(&self.events);
         let file = scale::FilePasses {
-            path: &self.path,
+            path: &self.log.0,
             key: None,
             last: Default::default(),
         };
@@ -135,7 +133,7 @@ impl FetchedRun {
 
     /// The rare reports that need every ack at once, from the log loaded whole.
     fn judged_in_memory(&self, report: impl FnOnce(&crate::model::RunLog) -> Report) -> Judged {
-        match crate::witness::store::reader::read_log_file(&self.path) {
+        match crate::witness::store::reader::read_log_file(&self.log.0) {
             Ok(log) => Judged {
                 newest_ack: log.acks.iter().max_by_key(|a| a.flushed_ns).copied(),
                 report: report(&log),
@@ -148,7 +146,7 @@ impl FetchedRun {
                     events: self.events.clone(),
                 };
                 let e = crate::verify::VerifyError::ReadingAcks {
-                    path: self.path.clone(),
+                    path: self.log.0.clone(),
                     source: e.into(),
                 };
                 Judged {

@@ -17,16 +17,27 @@ pub type FoundElsewhere = HashMap<(u16, u64), u64>;
 
 /// A read that did not complete within the timeout proves nothing about the data: the
 /// host may be starved of CPU (an honest drive was once called FAIL under a CPU
-/// hog) or the drive slow. Records it left unread are still counted "unreadable",
-/// but unless a record verify did read was damaged, the verdict is INCONCLUSIVE (exit
-/// 3), not FAIL, and the summary says how to get a verdict. Fed one ack at a time:
-/// verify streams the acks.
+/// hog) or the drive slow. Unless a record verify did read was damaged, the verdict is
+/// INCONCLUSIVE (exit 3), not FAIL, the records left unread still counted "unreadable",
+/// and the summary says how to get a verdict. When one was damaged, the FAIL stands on
+/// the records read: those left unread were never judged, so they are taken out of
+/// every count, finding, loss window, ordering hole and the timeline, and the summary
+/// and the plain words say how many were left unread. Fed one ack at a time, in ack
+/// order: verify streams the acks.
 pub(super) struct TimedOut {
     from: u64,
     len: u64,
-    seen_damaged: bool,
-    unread: u64,
     acks: u64,
+    last_ack_ns: u64,
+    /// Failing records that were read: the loss the drive proves.
+    read_failing: u64,
+    read_failing_bytes: u64,
+    earliest_read_failing_ns: u64,
+    /// Records of a failing class the hung read left unread: (flushed_ns, class). Kept
+    /// one by one because where each sits in the timeline and whether it was counted as
+    /// an ordering hole depend on the last ack and the newest survivor, known only
+    /// after the pass; 16 bytes each, fewer than the live acks verify holds anyway.
+    unread: Vec<(u64, RecordClass)>,
 }
 
 impl TimedOut {
@@ -34,47 +45,98 @@ impl TimedOut {
         TimedOut {
             from,
             len,
-            seen_damaged: false,
-            unread: 0,
             acks: 0,
+            last_ack_ns: 0,
+            read_failing: 0,
+            read_failing_bytes: 0,
+            earliest_read_failing_ns: u64::MAX,
+            unread: vec![],
         }
     }
 
+    /// Ack `a`, judged `c`: every ack of the run, in ack order.
     pub fn add(&mut self, a: &Ack, c: RecordClass) {
-        self.note_ack(a);
-        self.note_damage(a, c);
-    }
-
-    fn is_unread(&self, a: &Ack) -> bool {
-        a.record.offset < self.from + self.len && a.record.end() > self.from
-    }
-
-    /// [`TimedOut::add`] in two halves, for a run judged in parts (`partition`), which
-    /// knows the classes of its failures only: every ack once to `note_ack`, ...
-    pub fn note_ack(&mut self, a: &Ack) {
-        self.unread += self.is_unread(a) as u64;
         self.acks += 1;
+        self.last_ack_ns = self.last_ack_ns.max(a.flushed_ns);
+        if !c.is_failure() {
+            return;
+        }
+        if self.left_unread(a.record.offset, a.record.len_bytes()) {
+            self.unread.push((a.flushed_ns, c));
+        } else {
+            self.read_failing += 1;
+            self.read_failing_bytes += a.record.len_bytes();
+            self.earliest_read_failing_ns = self.earliest_read_failing_ns.min(a.flushed_ns);
+        }
     }
 
-    /// ... and at least every failed one to `note_damage`.
-    pub fn note_damage(&mut self, a: &Ack, c: RecordClass) {
-        self.seen_damaged |= c.is_failure() && !self.is_unread(a);
+    /// Whether the record at `offset` of `len` bytes lies (in part) where the hung read
+    /// left the device unread.
+    fn left_unread(&self, offset: u64, len: u64) -> bool {
+        offset < self.from + self.len && offset + len > self.from
+    }
+
+    /// For a run judged in parts (`partition`), which sees only its failures in ack
+    /// order: `acks` more acks of the run that are not failures, the latest flushed at
+    /// `last_ack_ns`, as if each was [`TimedOut::add`]ed.
+    pub fn add_others(&mut self, acks: u64, last_ack_ns: u64) {
+        self.acks += acks;
+        self.last_ack_ns = self.last_ack_ns.max(last_ack_ns);
     }
 
     pub fn apply(self, report: &mut Report, read_timeout: Duration) {
-        // A damaged record among those read proves the loss: the verdict stands.
-        if self.seen_damaged {
-            return;
+        let damage_seen = self.read_failing > 0;
+        if damage_seen {
+            self.leave_out_the_unread(report);
+        } else {
+            report.loss_window = None;
         }
-        report.loss_window = None;
         report.facts.read_timeout = Some(ReadTimeout {
             at_byte: self.from,
-            unread: self.unread,
+            unread: self.unread.len() as u64,
             acks: self.acks,
             limit: read_timeout,
-            damage_seen: false,
+            damage_seen,
         });
         report.conclude();
+    }
+
+    /// Takes the records left unread out of what [`Judging`] made of them as failures:
+    /// the counts, the failing count, the loss window, the findings, the ordering holes
+    /// and the timeline then speak of the records read only.
+    fn leave_out_the_unread(&self, report: &mut Report) {
+        let survivor = report.ordering_holes.newest_survivor_submitted_ns;
+        for &(flushed_ns, c) in &self.unread {
+            if let Some(n) = report.counts.get_mut(c.name()) {
+                *n -= 1;
+            }
+            let hole = survivor.is_some_and(|s| s > flushed_ns);
+            report.ordering_holes.count -= hole as u64;
+            let ms = self.last_ack_ns.saturating_sub(flushed_ns) as f64 / 1e6;
+            let to_ms = distribution::edge_125(distribution::bucket_125(ms));
+            if let Some(b) = report.ack_timeline.iter_mut().find(|b| b.to_ms == to_ms)
+                && let Some(n) = b.counts.get_mut(c.name())
+            {
+                *n -= 1;
+                if *n == 0 {
+                    b.counts.remove(c.name());
+                }
+            }
+        }
+        report.ack_timeline.retain(|b| !b.counts.is_empty());
+        report.facts.failing = self.read_failing;
+        report.loss_window = Some(LossWindow {
+            records: self.read_failing,
+            bytes: self.read_failing_bytes,
+            ms: self
+                .last_ack_ns
+                .saturating_sub(self.earliest_read_failing_ns) as f64
+                / 1e6,
+        });
+        report
+            .findings
+            .retain(|f| !self.left_unread(f.offset, f.len_bytes));
+        report.findings_truncated = self.read_failing as usize > report.findings.len();
     }
 }
 
@@ -347,3 +409,7 @@ pub fn dead_device_report(log: &RunLog, why: String) -> Report {
     r.note_log_damage(crate::witness::store::checker::damage_details(log));
     r
 }
+
+#[cfg(test)]
+#[path = "judge_tests.rs"]
+mod tests;

@@ -27,6 +27,7 @@ pub mod select;
 mod slots;
 #[cfg(test)]
 mod summary_tests;
+pub mod temp_log;
 #[cfg(test)]
 mod tests;
 pub mod verdict;
@@ -40,6 +41,7 @@ pub use options::{AckSource, VerifyError, VerifyOptions};
 use report::Report;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use temp_log::TempLog;
 
 /// Judges every ack of `log` against `dev`, through the engine `plugpull verify` ships
 /// (`scale::verify_streamed_run`, the log's acks as its passes).
@@ -239,7 +241,7 @@ fn run_witness_streamed(
         Some(r) => crate::model::RunSelector::Run(r),
         None => crate::model::RunSelector::LatestForDevice(device.key()),
     };
-    let tmp = TempLog::new();
+    let tmp = TempLog::new("verify");
     let t0 = Instant::now();
     let fetched = loop {
         let fetched =
@@ -303,37 +305,6 @@ enum Witnessed {
 /// How long `verify --witness` waits for the witness to see a silent writer gone: past
 /// the witness's default `--idle-timeout` (60 s).
 const WAIT_FOR_THE_WITNESS: Duration = Duration::from_secs(75);
-
-/// A temporary log file's path, removed when dropped.
-struct TempLog(std::path::PathBuf);
-
-/// The first temporary log of this process, for the Ctrl-C handler to remove
-/// (`commands::verify`): the handler exits at once, so no `Drop` runs.
-pub static TEMP_LOG_PATH: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
-
-impl TempLog {
-    fn new() -> TempLog {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let path = std::env::temp_dir().join(format!(
-            "plugpull-verify-{}-{nanos}.acklog",
-            std::process::id()
-        ));
-        if let Ok(c) =
-            std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
-        {
-            let _ = TEMP_LOG_PATH.set(c);
-        }
-        TempLog(path)
-    }
-}
-
-impl Drop for TempLog {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 /// `plugpull verify --acks FILE` on a target that is there and is the run's drive: the
 /// acks are streamed from the file, never held (`scale`), so a run of 100 M acks fits in

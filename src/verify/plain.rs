@@ -34,9 +34,15 @@ pub struct Facts<'a> {
     pub dead_device: bool,
     /// Only read for INCONCLUSIVE.
     pub reason: NoVerdictReason,
-    /// A PASS the user asked for on a run without a power cut (`verify --rehearsal`):
-    /// its sentence must not speak of a power cut.
+    /// A run the user says had no power cut (`verify --rehearsal`): a PASS or a FAIL
+    /// must not speak of one.
     pub rehearsal: bool,
+    /// For a FAIL: acknowledged records a hung read left unread, in no count of
+    /// `counts` (`judge::TimedOut`). They were not checked, so they are not lost.
+    pub unread: u64,
+    /// Verify did not read the whole region (it reads the live records' blocks unless
+    /// `--scan-region`): a lost write may have landed where it did not look.
+    pub region_unread: bool,
 }
 
 impl<'a> Facts<'a> {
@@ -58,6 +64,8 @@ impl<'a> Facts<'a> {
             dead_device: s.dead_device.is_some(),
             reason,
             rehearsal: false,
+            unread: 0,
+            region_unread: false,
         }
     }
 }
@@ -81,10 +89,11 @@ pub fn sentence(f: &Facts) -> String {
             thousands(acked),
             writes(acked)
         ),
-        Verdict::Fail => fail_sentence(f, acked),
+        Verdict::Fail => fail_sentence(f, acked + f.unread),
         Verdict::Inconclusive => match f.reason {
             NoVerdictReason::NoAcks => "This test says nothing about the drive: no write had been confirmed as saved when the power went out, so there was nothing to check.".into(),
             NoVerdictReason::ReadTimedOut => "This test says nothing about the drive yet: part of it could not be read in time (the drive was slow or the computer too busy), and nothing that was read was damaged. Run verify again.".into(),
+            NoVerdictReason::LogNotTrusted if acked == 0 => "This test cannot vouch for the drive: the list of confirmed writes kept on the other machine is damaged or incomplete, and no write it lists could be read from it, so nothing was checked.".into(),
             NoVerdictReason::LogNotTrusted => format!(
                 "This test cannot vouch for the drive: the list of confirmed writes kept on the other machine is damaged or incomplete, although none of the {} {} it does list were lost.",
                 thousands(acked),
@@ -105,16 +114,24 @@ fn fail_sentence(f: &Facts, acked: u64) -> String {
         thousands(acked),
         writes(acked)
     );
+    // A rehearsal had no power cut: the losses are dated from the writer's end instead.
+    let end = match f.rehearsal {
+        true => "the writer stopped",
+        false => "the power went out",
+    };
     match f.loss_window {
         // `ms` runs from the oldest failing record's ack to the run's last ack, and the
         // power went out after that last ack: so "at least".
         Some(w) if w.ms >= 0.05 => {
-            s += &format!(
-                ", reaching back at least {} before the power went out.",
-                fmt_ms(w.ms)
-            )
+            s += &format!(", reaching back at least {} before {end}.", fmt_ms(w.ms))
         }
-        _ => s += ", the newest ones just before the power went out.",
+        _ => s += &format!(", the newest ones just before {end}."),
+    }
+    if f.unread > 0 {
+        s += &format!(
+            " {} more of them could not be read in time, so they were not checked.",
+            thousands(f.unread)
+        );
     }
     let has = |cs: &[RecordClass]| cs.iter().any(|c| f.counts.get(*c) > 0);
     use RecordClass::*;
@@ -126,6 +143,10 @@ fn fail_sentence(f: &Facts, acked: u64) -> String {
     }
     if has(&[Misdirected]) {
         s += " It also put data in the wrong place, which can damage other files.";
+    }
+    if f.region_unread && has(&[Lost]) {
+        s += " A lost write may have been written elsewhere on the drive: verify \
+              --scan-region reads the whole region to find writes put in the wrong place.";
     }
     s
 }
@@ -305,6 +326,8 @@ mod tests {
             dead_device: false,
             reason: NoVerdictReason::Unknown,
             rehearsal: false,
+            unread: 0,
+            region_unread: false,
         }
     }
 
@@ -347,6 +370,60 @@ mod tests {
         assert!(!s.contains("database"), "{s}");
     }
 
+    /// Records a hung read left unread are not lost: they are named apart, and the
+    /// writes confirmed count them.
+    #[test]
+    fn a_fail_after_a_read_timeout_names_the_unread_apart() {
+        let c = counts(&[(RecordClass::Intact, 6), (RecordClass::Lost, 1)]);
+        let f = Facts {
+            unread: 3,
+            ..facts(Verdict::Fail, &c, None)
+        };
+        assert_eq!(
+            sentence(&f),
+            "This drive lost 1 of the 10 writes it had confirmed as saved, the newest ones just before the power went out. 3 more of them could not be read in time, so they were not checked. A database on this drive can lose committed transactions."
+        );
+    }
+
+    /// A rehearsal had no power cut: a FAIL dates its losses from the writer's end.
+    #[test]
+    fn a_rehearsal_fail_does_not_speak_of_a_power_cut() {
+        let c = counts(&[(RecordClass::Intact, 9), (RecordClass::Lost, 1)]);
+        let w = LossWindow {
+            records: 1,
+            bytes: 4096,
+            ms: 24.3,
+        };
+        let f = Facts {
+            rehearsal: true,
+            ..facts(Verdict::Fail, &c, Some(&w))
+        };
+        let s = sentence(&f);
+        assert!(
+            s.starts_with("This drive lost 1 of the 10 writes it had confirmed as saved, reaching back at least 24 ms before the writer stopped."),
+            "{s}"
+        );
+        assert!(!s.contains("power"), "{s}");
+    }
+
+    /// Lost writes when verify did not read the whole region: the words say how to look
+    /// for them elsewhere; never when it did, nor for other failures.
+    #[test]
+    fn a_lost_write_points_to_scan_region_only_when_the_region_was_not_read() {
+        let lost = counts(&[(RecordClass::Intact, 9), (RecordClass::Lost, 1)]);
+        let shorn = counts(&[(RecordClass::Intact, 9), (RecordClass::Shorn, 1)]);
+        let hint = "verify --scan-region reads the whole region";
+        let f = |c, region_unread| Facts {
+            region_unread,
+            ..facts(Verdict::Fail, c, None)
+        };
+        assert!(sentence(&f(&lost, true)).ends_with(
+            " A lost write may have been written elsewhere on the drive: verify --scan-region reads the whole region to find writes put in the wrong place."
+        ));
+        assert!(!sentence(&f(&lost, false)).contains(hint));
+        assert!(!sentence(&f(&shorn, true)).contains(hint));
+    }
+
     #[test]
     fn a_dead_drive_is_out_of_reach() {
         let c = counts(&[(RecordClass::Unreadable, 1)]);
@@ -368,6 +445,12 @@ mod tests {
         assert!(sentence(&f).contains("nothing to check"));
         f.reason = NoVerdictReason::ReadTimedOut;
         assert!(sentence(&f).contains("Run verify again"));
+        f.reason = NoVerdictReason::LogNotTrusted;
+        assert!(
+            sentence(&f).contains("no write it lists could be read from it"),
+            "{}",
+            sentence(&f)
+        );
         let mut f = facts(Verdict::Inconclusive, &some, None);
         f.reason = NoVerdictReason::LogNotTrusted;
         assert!(sentence(&f).contains("none of the 5 writes it does list were lost"));

@@ -176,10 +176,12 @@ impl Report {
             .writer_end
             .as_ref()
             .is_some_and(|w| !w.cut_evidence && !matches!(w.end, WriterEnd::StillConnected(_)));
-        let reason = if self.acked_records == 0 {
-            NoVerdictReason::NoAcks
-        } else if !self.ack_log.whole {
+        // A log not proven whole first, as `verdict::decide` does: one holding no acks
+        // may be cut short.
+        let reason = if !self.ack_log.whole {
             NoVerdictReason::LogNotTrusted
+        } else if self.acked_records == 0 {
+            NoVerdictReason::NoAcks
         } else if counts.get(RecordClass::Unreadable) > 0 {
             NoVerdictReason::ReadTimedOut
         } else if no_cut {
@@ -203,7 +205,28 @@ impl Report {
                 .writer_end
                 .as_ref()
                 .is_some_and(|w| w.rehearsal && !w.cut_evidence),
+            unread: self.unread_not_counted(),
+            region_unread: self.region_unread(),
         })
+    }
+
+    /// Whether verify read less than the run's whole region (the live records' blocks
+    /// only, without `--scan-region`): a write put in the wrong place there was not
+    /// seen. The scan counts each byte it read once (`scan::ScanResult::bytes_read`).
+    pub fn region_unread(&self) -> bool {
+        self.run
+            .as_ref()
+            .is_some_and(|r| self.bytes_read < r.settings.region_bytes)
+    }
+
+    /// Acknowledged records a hung read left unread that are in no count: after a
+    /// FAIL (`judge::TimedOut`); after an INCONCLUSIVE timeout they count as unreadable.
+    pub fn unread_not_counted(&self) -> u64 {
+        self.facts
+            .read_timeout
+            .as_ref()
+            .filter(|t| t.damage_seen)
+            .map_or(0, |t| t.unread)
     }
 
     /// Sets `plain` from the verdict and counts; called wherever those change.
@@ -396,6 +419,13 @@ impl Report {
                 }
                 *o += "\n";
             }
+        }
+        let unread = self.unread_not_counted();
+        if unread > 0 {
+            *o += &format!(
+                "  {:<12} {unread:>10}   (a read timed out: not judged, in no count above)\n",
+                "unread"
+            );
         }
         let counts = ClassCounts::from(&self.counts);
         for (c, m) in plain::legend(&counts) {

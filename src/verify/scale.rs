@@ -365,6 +365,7 @@ pub fn verify_streamed_run(
     report.bytes_read = result.bytes_read;
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.run = Some(d.clone());
+    report.refresh_plain();
     let every = (live.acks.len() / 256).max(1);
     let sample = live.acks.iter().step_by(every).copied().collect();
     Ok(Scaled { report, sample })

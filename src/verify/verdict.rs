@@ -15,10 +15,12 @@
 //! 2. otherwise damage in the ack log is INCONCLUSIVE (the acks it lost were not
 //!    checked);
 //! 3. otherwise the drive's own no-verdicts: a dead device without acks, a read that
-//!    timed out, no acks at all;
-//! 4. otherwise a PASS needs a log that proves it is whole and that the medium does not
-//!    contradict, a writer no longer connected, evidence of a cut (or `--rehearsal`),
-//!    and, for every caller, a record read back intact.
+//!    timed out;
+//! 4. otherwise a log that cannot prove it is whole, even one holding no acks (it may
+//!    be cut short inside its first frame of acks); then no acks at all;
+//! 5. otherwise a PASS needs a log that the medium does not contradict, a writer no
+//!    longer connected, evidence of a cut (or `--rehearsal`), and, for every caller, a
+//!    record read back intact.
 
 use super::evidence::WriterEnd;
 use crate::model::Verdict;
@@ -29,7 +31,8 @@ use std::time::Duration;
 pub struct ReadTimeout {
     /// Where the read that hung started.
     pub at_byte: u64,
-    /// Acknowledged records it left unread.
+    /// Acknowledged records it left unread that would otherwise have counted as
+    /// failing (after a FAIL they are in no count: `judge::TimedOut`).
     pub unread: u64,
     /// Acknowledged records of the run.
     pub acks: u64,
@@ -120,11 +123,13 @@ pub fn decide(f: &Facts) -> (Verdict, Reason) {
     if timed_out_clean {
         return no_verdict(Reason::ReadTimedOut);
     }
-    if f.acked == 0 {
-        return no_verdict(Reason::NoAcks);
-    }
+    // Before "no acks": a log cut short inside its first frame of acks holds none, and
+    // saying the run has no acks would hide that the log is not whole.
     if f.log_whole.as_ref().is_some_and(|(whole, _)| !whole) {
         return no_verdict(Reason::LogNotProvenWhole);
+    }
+    if f.acked == 0 {
+        return no_verdict(Reason::NoAcks);
     }
     if f.log_cannot_be_complete.is_some() {
         return no_verdict(Reason::LogCannotBeComplete);
@@ -145,7 +150,8 @@ pub fn decide(f: &Facts) -> (Verdict, Reason) {
 }
 
 /// The one-sentence summary for the verdict `reason` gave on `f`. A FAIL also says
-/// what else is wrong (a damaged log, no cut seen), which does not change it.
+/// what else is wrong (a damaged log, no cut seen unless `--rehearsal` said so), which
+/// does not change it.
 pub fn summary(f: &Facts, reason: Reason) -> String {
     let acked = f.acked;
     let how = || {
@@ -158,10 +164,27 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
         Reason::AllSurvived => format!(
             "all {acked} acknowledged records survived (intact or legitimately overwritten)"
         ),
-        Reason::Lost => format!(
-            "{} of {acked} acknowledged records did not survive intact",
-            f.failing
-        ),
+        Reason::Lost => {
+            let mut s = format!(
+                "{} of {acked} acknowledged records did not survive intact",
+                f.failing
+            );
+            // The FAIL stands on the records read; those a hung read left were never
+            // judged, and are in no count.
+            if let Some(t) = f.read_timeout.as_ref().filter(|t| t.damage_seen) {
+                let were = if t.unread == 1 {
+                    "record was"
+                } else {
+                    "records were"
+                };
+                s += &format!(
+                    "; {} other acknowledged {were} left unread and not judged: a read at \
+                     byte {} did not complete within {:?}",
+                    t.unread, t.at_byte, t.limit
+                );
+            }
+            s
+        }
         Reason::DeadDevice => format!(
             "the device is dead: {}",
             f.dead_device.as_deref().unwrap_or_default()
@@ -188,6 +211,12 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
             "the ack log is damaged, so acknowledged records it lost were not checked: \
              {} (of the {acked} records it still holds, none failed)",
             damage_text(&f.log_damage)
+        ),
+        Reason::LogNotProvenWhole if acked == 0 => format!(
+            "the ack log holds no acknowledged records it can read, and cannot prove it \
+             holds every ack (it may be cut short or damaged), so nothing could be \
+             checked: {}",
+            f.log_whole.as_ref().map_or("", |(_, how)| how.as_str())
         ),
         Reason::LogNotProvenWhole => format!(
             "all {acked} acknowledged records in the ack log survived, but the log cannot \
@@ -225,7 +254,8 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
                 damage_text(&f.log_damage)
             );
         }
-        if f.writer_end.as_ref().is_some_and(|e| !e.is_cut_evidence()) {
+        // With --rehearsal the user said there was no cut: no need to say so again.
+        if !f.rehearsal && f.writer_end.as_ref().is_some_and(|e| !e.is_cut_evidence()) {
             s += &format!(
                 "; no power cut was seen during writing: the writer {}",
                 how()

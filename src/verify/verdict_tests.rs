@@ -18,13 +18,22 @@ fn by_adjustments(f: &Facts) -> (Verdict, String) {
                 .to_string(),
         )
     } else if f.failing > 0 {
-        (
-            Verdict::Fail,
-            format!(
-                "{} of {n} acknowledged records did not survive intact",
-                f.failing
-            ),
-        )
+        let mut s = format!(
+            "{} of {n} acknowledged records did not survive intact",
+            f.failing
+        );
+        // The records a hung read left are in no count: the summary says how many.
+        if let Some(t) = f.read_timeout.as_ref().filter(|t| t.damage_seen) {
+            let were = match t.unread {
+                1 => "record was",
+                _ => "records were",
+            };
+            s += &format!(
+                "; {} other acknowledged {were} left unread and not judged: a read at byte {} did not complete within {:?}",
+                t.unread, t.at_byte, t.limit
+            );
+        }
+        (Verdict::Fail, s)
     } else {
         (
             Verdict::Pass,
@@ -62,14 +71,24 @@ fn by_adjustments(f: &Facts) -> (Verdict, String) {
             );
         }
     }
+    // An empty log that is not proven whole may be cut short: that is what it says, not
+    // "no acks" (unless the drive's own no-verdict came first).
+    let no_acks_only =
+        n == 0 && f.dead_device.is_none() && f.read_timeout.as_ref().is_none_or(|t| t.damage_seen);
     if let Some((false, how)) = &f.log_whole
         && damage.is_empty()
-        && v == Verdict::Pass
+        && (v == Verdict::Pass || no_acks_only)
     {
         v = Verdict::Inconclusive;
-        s = format!(
-            "all {n} acknowledged records in the ack log survived, but the log cannot prove it holds every ack: {how}"
-        );
+        s = if n == 0 {
+            format!(
+                "the ack log holds no acknowledged records it can read, and cannot prove it holds every ack (it may be cut short or damaged), so nothing could be checked: {how}"
+            )
+        } else {
+            format!(
+                "all {n} acknowledged records in the ack log survived, but the log cannot prove it holds every ack: {how}"
+            )
+        };
     }
     if let Some(why) = &f.log_cannot_be_complete
         && v == Verdict::Pass
@@ -93,7 +112,7 @@ fn by_adjustments(f: &Facts) -> (Verdict, String) {
                     "no power cut during writing: the writer {how}, so no acknowledged write was put at risk by a power cut. Cut the power while `plugpull write` runs; to judge a clean run on purpose, pass --rehearsal"
                 );
             }
-        } else if v == Verdict::Fail && !end.is_cut_evidence() {
+        } else if v == Verdict::Fail && !end.is_cut_evidence() && !f.rehearsal {
             s += &format!("; no power cut was seen during writing: the writer {how}");
         }
     }
@@ -295,6 +314,15 @@ fn the_rows_that_matter() {
         ),
         ("no acks", facts(0, 0, 0), Inconclusive, NoAcks),
         (
+            "no acks in a log cut short inside its first frame of acks",
+            Facts {
+                log_whole: Some((false, "no end mark".into())),
+                ..facts(0, 0, 0)
+            },
+            Inconclusive,
+            LogNotProvenWhole,
+        ),
+        (
             "a log without its end mark",
             Facts {
                 log_whole: Some((false, "no end mark".into())),
@@ -387,5 +415,15 @@ fn a_fail_says_what_else_is_wrong() {
         "1 of 5 acknowledged records did not survive intact; the ack log is also damaged: \
          at byte 9 (and 1 more places); no power cut was seen during writing: the writer \
          finished by itself (done)"
+    );
+    // With --rehearsal the user said there was no cut: the FAIL does not say it again.
+    let f = Facts {
+        rehearsal: true,
+        ..f
+    };
+    assert_eq!(
+        summary(&f, decide(&f).1),
+        "1 of 5 acknowledged records did not survive intact; the ack log is also damaged: \
+         at byte 9 (and 1 more places)"
     );
 }

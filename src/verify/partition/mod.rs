@@ -372,7 +372,9 @@ fn judge_in_parts(
         .map(|s| s.reader(&failures_file, true))
         .collect();
     let mut m = Merged::new(readers).map_err(VerifyError::WorkFile)?;
+    let mut failed = 0u64;
     while let Some((_, a, t)) = m.next_entry().map_err(VerifyError::WorkFile)? {
+        failed += 1;
         let c = classify_record_lazily(&t, || {
             elsewhere.contains_key(&(a.record.stream, a.record.seq))
         });
@@ -381,7 +383,7 @@ fn judge_in_parts(
             judging.add_loss(&a, c, &t, &elsewhere);
         }
         if let Some(to) = &mut timed_out {
-            to.note_damage(&a, c);
+            to.add(&a, c);
         }
     }
     if judging.acked() != n {
@@ -391,8 +393,7 @@ fn judge_in_parts(
         });
     }
     if let Some(to) = &mut timed_out {
-        // Every ack once, for the count of those left unread.
-        acks.pass(&mut |chunk| chunk.iter().for_each(|a| to.note_ack(a)))?;
+        to.add_others(n - failed, last_ack_ns);
     }
     let mut report = judging.finish();
     if let Some(to) = timed_out {
@@ -402,6 +403,7 @@ fn judge_in_parts(
     report.bytes_read = totals.bytes_read;
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.run = Some(d.clone());
+    report.refresh_plain();
     Ok(Scaled { report, sample })
 }
 

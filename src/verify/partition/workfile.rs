@@ -12,8 +12,8 @@
 //! block: payload_len u32 LE | crc32(payload) u32 LE | payload
 //! payload: per ack  d_idx | zigzag(d_offset) | stream | zigzag(d_seq) | sectors |
 //!          zigzag(d_write_ns) | flushed_ns - write_ns (zigzag), then for a failure file
-//!          the tally: 8 varints (intact superseded old blank foreign corrupt misplaced
-//!          unreadable) and corrupt_bits
+//!          the tally: a mask of its nonzero counts (bit 0 intact, then superseded old
+//!          blank foreign corrupt misplaced unreadable, bit 8 corrupt_bits) and those
 //! ```
 //! The files are unlinked as soon as they are made (`TempFile`): nothing is left behind
 //! when verify ends, however it ends.
@@ -120,19 +120,15 @@ impl Writer {
         put(b, zigzag(r.write_time_ns.wrapping_sub(self.prev.write_ns)));
         put(b, zigzag(a.flushed_ns.wrapping_sub(r.write_time_ns)));
         if let Some(t) = tally {
-            for v in [
-                t.intact,
-                t.superseded,
-                t.old,
-                t.blank,
-                t.foreign,
-                t.corrupt,
-                t.misplaced,
-                t.unreadable,
-            ] {
-                put(b, v as u64);
-            }
-            put(b, t.corrupt_bits);
+            // A mask of the counts that are not zero, then those: a lost record's tally
+            // is two bytes.
+            let n = counts(t);
+            let mask = n
+                .iter()
+                .enumerate()
+                .fold(0u64, |m, (i, &v)| m | ((v != 0) as u64) << i);
+            put(b, mask);
+            n.iter().filter(|&&v| v != 0).for_each(|&v| put(b, v));
         }
         self.prev = Prev {
             idx,
@@ -253,21 +249,28 @@ impl Reader {
         let flushed_ns = write_time_ns.wrapping_add(unzigzag(c.get()?));
         let mut t = SectorTally::default();
         if self.tallies {
-            let mut n = [0u32; 8];
-            for v in &mut n {
-                *v = u32::try_from(c.get()?).map_err(|_| bad("a tally past u32"))?;
+            let mask = c.get()?;
+            if mask >> 9 != 0 {
+                return Err(bad("a tally of unknown counts"));
             }
-            [
-                t.intact,
-                t.superseded,
-                t.old,
-                t.blank,
-                t.foreign,
-                t.corrupt,
-                t.misplaced,
-                t.unreadable,
-            ] = n;
-            t.corrupt_bits = c.get()?;
+            let mut n = [0u64; 9];
+            for (i, v) in n.iter_mut().enumerate() {
+                if mask >> i & 1 == 1 {
+                    *v = c.get()?;
+                }
+            }
+            let sectors = |v: u64| u32::try_from(v).map_err(|_| bad("a tally past u32"));
+            t = SectorTally {
+                intact: sectors(n[0])?,
+                superseded: sectors(n[1])?,
+                old: sectors(n[2])?,
+                blank: sectors(n[3])?,
+                foreign: sectors(n[4])?,
+                corrupt: sectors(n[5])?,
+                misplaced: sectors(n[6])?,
+                unreadable: sectors(n[7])?,
+                corrupt_bits: n[8],
+            };
         }
         self.at = c.at;
         self.prev = Prev {
@@ -304,6 +307,21 @@ impl Reader {
         self.at = 0;
         Ok(())
     }
+}
+
+/// A tally's counts in the order the file stores them.
+fn counts(t: &SectorTally) -> [u64; 9] {
+    [
+        t.intact as u64,
+        t.superseded as u64,
+        t.old as u64,
+        t.blank as u64,
+        t.foreign as u64,
+        t.corrupt as u64,
+        t.misplaced as u64,
+        t.unreadable as u64,
+        t.corrupt_bits,
+    ]
 }
 
 fn bad(what: &str) -> io::Error {
@@ -389,8 +407,10 @@ mod tests {
                 let a = ack(i, x >> 20);
                 let t = SectorTally {
                     intact: (x % 7) as u32,
+                    blank: (x % 5 * 1000) as u32,
                     unreadable: (x % 3) as u32,
                     corrupt_bits: x % 1000,
+                    misplaced: u32::MAX * (x % 13 == 0) as u32,
                     ..Default::default()
                 };
                 w.push(idx, &a, tallies.then_some(&t)).unwrap();
