@@ -8,6 +8,7 @@ pub mod cycle;
 pub mod demo;
 pub mod device;
 pub mod exit;
+pub mod io_step;
 pub mod latency;
 pub mod logwrites;
 pub mod model;

@@ -162,15 +162,25 @@ impl CycleOutcome {
 }
 
 /// The simulated drive with a power switch that trips before the writer's N-th
-/// operation. One writer stream issues one operation at a time, so the cut lands at the
-/// same point of the same workload every time.
-struct CutAt<'a> {
+/// operation (writes and flushes count; reads do not). One writer stream issues one
+/// operation at a time, so the cut lands at the same point of the same workload every
+/// time. Public for the tests that cut the real writer engine the same way.
+pub struct CutAt<'a> {
     drive: &'a SimDrive,
     ops: AtomicU64,
     cut_op: u64,
 }
 
-impl CutAt<'_> {
+impl<'a> CutAt<'a> {
+    /// `drive`, to lose power just before operation `cut_op` (1 = the first).
+    pub fn new(drive: &'a SimDrive, cut_op: u64) -> CutAt<'a> {
+        CutAt {
+            drive,
+            ops: AtomicU64::new(0),
+            cut_op,
+        }
+    }
+
     fn tick(&self) -> io::Result<()> {
         if self.ops.fetch_add(1, Ordering::SeqCst) + 1 == self.cut_op {
             self.drive.cut()?;
@@ -215,11 +225,7 @@ pub fn run_cycle_on(seed: u64, faulty: bool) -> io::Result<(CycleOutcome, Arc<Si
     )?);
     let plan = soak_plan(&spec);
     let sink: Mutex<Vec<Ack>> = Mutex::new(Vec::new());
-    let dev = CutAt {
-        drive: &drive,
-        ops: AtomicU64::new(0),
-        cut_op: spec.cut_op,
-    };
+    let dev = CutAt::new(&drive, spec.cut_op);
     // The cut is inside the device; the writer stops at its first failed operation,
     // which the cut guarantees.
     write_until_cut(&dev, &plan, &sink, |_| ((), AfterCut::LetItRun));
@@ -419,6 +425,24 @@ fn named(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The switch trips just before the N-th write or flush, whichever it is; reads do
+    /// not count towards it.
+    #[test]
+    fn the_switch_trips_before_the_nth_write_or_flush() {
+        let drive = SimDrive::create(1 << 20, Profile::parse("honest").unwrap(), 1, None).unwrap();
+        let dev = CutAt::new(&drive, 3);
+        let block = vec![0u8; 4096];
+        let mut back = vec![0u8; 4096];
+        dev.write_at(&block, 0).unwrap();
+        dev.read_at(&mut back, 0).unwrap();
+        dev.flush().unwrap();
+        assert!(
+            dev.write_at(&block, 4096).is_err(),
+            "operation 3 meets a dead drive"
+        );
+        assert!(dev.flush().is_err(), "and the drive stays off");
+    }
 
     #[test]
     fn a_seed_replays_exactly() {

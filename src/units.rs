@@ -1,4 +1,4 @@
-//! Parsing and printing sizes and durations the way storage people write them.
+//! Parsing and printing sizes, counts, durations and times the way people read them.
 
 use std::time::Duration;
 
@@ -138,9 +138,92 @@ pub fn fmt_bytes(b: u64) -> String {
     }
 }
 
+/// 1234567 -> "1,234,567": counts people read at a glance.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// A span of time with the precision people use for it: "850 µs", "12.5 ms", "340 ms",
+/// "2.4 s", "95 s".
+pub fn fmt_span(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 1000.0 {
+        format!("{us:.0} µs")
+    } else if us < 100_000.0 {
+        format!("{:.1} ms", us / 1e3)
+    } else if us < 1e6 {
+        format!("{:.0} ms", us / 1e3)
+    } else if us < 60e6 {
+        format!("{:.1} s", us / 1e6)
+    } else {
+        format!("{:.0} s", us / 1e6)
+    }
+}
+
+/// A wall-clock time in ns since the Unix epoch (the writer's clock) as UTC to the
+/// millisecond: "2026-12-02 17:38:48.123 UTC". Nanoseconds mean nothing to a reader and
+/// the clock is not that exact anyway.
+pub fn fmt_utc_ns(ns: u64) -> String {
+    let t = chrono::DateTime::from_timestamp_nanos(i64::try_from(ns).unwrap_or(i64::MAX));
+    format!("{} UTC", t.format("%Y-%m-%d %H:%M:%S%.3f"))
+}
+
+/// An RFC 3339 time as written in run descriptors ("2026-12-02T17:38:48.123456789+00:00")
+/// as UTC to the second: "2026-12-02 17:38:48 UTC". None when it does not parse (a
+/// writer may send anything; the caller shows it as it came).
+pub fn fmt_utc_rfc3339(s: &str) -> Option<String> {
+    let t = chrono::DateTime::parse_from_rfc3339(s).ok()?;
+    Some(format!(
+        "{} UTC",
+        t.with_timezone(&chrono::Utc).format("%Y-%m-%d %H:%M:%S")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn counts_have_thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(300), "300");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(53_000), "53,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(u64::MAX), "18,446,744,073,709,551,615");
+    }
+    #[test]
+    fn spans_read_in_human_units() {
+        assert_eq!(fmt_span(Duration::from_micros(850)), "850 µs");
+        assert_eq!(fmt_span(Duration::from_micros(12_500)), "12.5 ms");
+        assert_eq!(fmt_span(Duration::from_millis(340)), "340 ms");
+        assert_eq!(fmt_span(Duration::from_millis(2_400)), "2.4 s");
+        assert_eq!(fmt_span(Duration::from_secs(95)), "95 s");
+    }
+    #[test]
+    fn times_are_utc_without_nanoseconds() {
+        // 2026-12-02 17:38:48.123456789 UTC.
+        let ns = 1_796_233_128_123_456_789;
+        assert_eq!(fmt_utc_ns(ns), "2026-12-02 17:38:48.123 UTC");
+        assert_eq!(
+            fmt_utc_rfc3339("2026-12-02T17:38:48.123456789+00:00").as_deref(),
+            Some("2026-12-02 17:38:48 UTC")
+        );
+        // Another offset reads as the same instant in UTC.
+        assert_eq!(
+            fmt_utc_rfc3339("2026-12-02T18:38:48.5+01:00").as_deref(),
+            Some("2026-12-02 17:38:48 UTC")
+        );
+        assert_eq!(fmt_utc_rfc3339("yesterday"), None);
+    }
     #[test]
     fn sizes() {
         assert_eq!(parse_size("4096"), Ok(4096));

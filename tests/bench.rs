@@ -186,7 +186,7 @@ fn sweep_on_a_file_has_one_row_per_size_in_order() {
         open::Opened::Missing(p) => panic!("{} is missing", p.display()),
     };
     let dev = open(true).or_else(|_| open(false)).unwrap();
-    let rows = bench::sweep::run(&dev, &cfg, &ProgressBar::hidden());
+    let rows = bench::sweep::run(&dev, &cfg, &ProgressBar::hidden()).unwrap();
     let sizes: Vec<u64> = rows.iter().map(|r| r.size_bytes).collect();
     let want: Vec<u64> = (0..15).map(|i| 512u64 << i).collect();
     assert_eq!(sizes, want, "512 B doubling to 8 MiB, in order");
@@ -270,7 +270,7 @@ fn every_method_flushes_exactly_once_per_write() {
     // The flush-method table: one device per method.
     let opener = TestOpener::new(Duration::ZERO);
     let pb = ProgressBar::hidden();
-    let rows = bench::methods::run(&opener, &cfg, &pb);
+    let rows = bench::methods::run(&opener, &cfg, &pb).unwrap();
     let opened = opener.opened.lock().unwrap();
     assert_eq!(opened.len(), 4);
     for (row, (method, counts)) in rows.iter().zip(opened.iter()) {
@@ -300,7 +300,7 @@ fn every_method_flushes_exactly_once_per_write() {
         c.sweep_max_bytes = 4096;
         let opener = TestOpener::new(Duration::ZERO);
         let dev = opener.open(method).unwrap();
-        let rows = bench::sweep::run(dev.as_ref(), &c, &pb);
+        let rows = bench::sweep::run(dev.as_ref(), &c, &pb).unwrap();
         assert_eq!(rows.len(), 4);
         let ios: u64 = rows.iter().map(|r| r.ios).sum();
         let opened = opener.opened.lock().unwrap();

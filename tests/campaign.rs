@@ -423,3 +423,32 @@ fn drive_only_cut_that_did_nothing_is_not_proven() {
     assert!(ev.contains(&"switch-reports-off"), "{j}");
     w.shutdown();
 }
+
+/// The example campaign files write their results outside the source tree (they are
+/// also installed read-only under /usr/share): a relative `results` would land beside
+/// the file. A relative path in a file of one's own is still relative to that file.
+#[test]
+fn example_campaigns_write_results_outside_the_source_tree() {
+    use plugpull::campaign::config::Settings;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut seen = 0;
+    for e in std::fs::read_dir(root.join("hardware/examples")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let s = Settings::load(&p).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+        assert!(
+            s.results.is_absolute() && !s.results.starts_with(root),
+            "{}: results go to {}",
+            p.display(),
+            s.results.display()
+        );
+        seen += 1;
+    }
+    assert!(seen >= 9, "only {seen} example files");
+    let d = tempfile::tempdir().unwrap();
+    let own = config(d.path(), "honest", 1);
+    let s = Settings::load(&own).unwrap();
+    assert_eq!(s.results, d.path().join("honest.jsonl"));
+}

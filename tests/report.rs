@@ -2,6 +2,7 @@
 //! from real demo runs (an honest drive that passes, a lying drive that fails) must render
 //! as self-contained HTML holding the expected charts and numbers.
 
+use plugpull::units::thousands;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -69,13 +70,14 @@ fn assert_numbers(html: &str, report: &Value) {
     for (class, n) in report["counts"].as_object().unwrap() {
         let row = count_row(html, class);
         assert!(
-            row.contains(&format!(">{}</td>", n.as_u64().unwrap())),
+            row.contains(&format!(">{}</td>", thousands(n.as_u64().unwrap()))),
             "counts row for {class} does not show {n}: {row}"
         );
     }
     let acked = report["acked_records"].as_u64().unwrap();
     assert!(html.contains(&format!(
-        "<div class=\"num\" id=\"num-acked\"><b>{acked}</b>"
+        "<div class=\"num\" id=\"num-acked\"><b>{}</b>",
+        thousands(acked)
     )));
     // The writer's exact command line (from the run descriptor) is on the page.
     let cmd: Vec<&str> = report["run"]["command"]
@@ -138,6 +140,49 @@ fn a_passing_run_renders_green_with_charts_and_numbers() {
     assert!(html.contains("<table id=\"device\">"));
     assert!(html.contains("plugpull simdrive (honest)"));
     assert_numbers(&html, &r);
+}
+
+/// The device table shows a file target's identity as labelled fields, and big numbers
+/// carry thousands separators, in the tiles and the tables alike.
+#[test]
+fn file_identities_read_as_fields_and_big_numbers_are_separated() {
+    let dir = tempfile::tempdir().unwrap();
+    let (p, mut r) = demo_report(dir.path(), "honest", 3);
+    let file = serde_json::json!({
+        "path": "/srv/plugpull.img",
+        "inode": 131_077,
+        "fs_dev": "8:1",
+        "fsid": "3f2a9c01d4e5b6a7",
+        "offset": 1_048_576,
+    });
+    r["device"]["file"] = file.clone();
+    r["run"]["device"]["file"] = file;
+    // A big run: every acknowledged record intact.
+    let acked = 1_234_567u64;
+    r["acked_records"] = acked.into();
+    for (class, n) in r["counts"].as_object_mut().unwrap() {
+        *n = if class == "intact" { acked } else { 0 }.into();
+    }
+    std::fs::write(&p, serde_json::to_vec(&r).unwrap()).unwrap();
+    let html = render(&[&p], &dir.path().join("file.html"));
+    let start = html.find("<table id=\"device\">").expect("a device table");
+    let table = &html[start..start + html[start..].find("</table>").unwrap()];
+    assert!(
+        !table.contains("{&quot;") && !table.contains("{\""),
+        "raw JSON: {table}"
+    );
+    for row in [
+        "<tr><th>file: path</th><td>/srv/plugpull.img</td>",
+        "<tr><th>file: inode</th><td>131077</td>",
+        "<tr><th>file: file system device</th><td>8:1</td>",
+        "<tr><th>file: file system id</th><td>3f2a9c01d4e5b6a7</td>",
+        "<tr><th>file: offset</th><td>1.0 MiB (1,048,576 bytes)</td>",
+        "<tr><th>size</th><td>64.0 MiB (67,108,864 bytes)</td>",
+    ] {
+        assert!(table.contains(row), "{row:?} not in {table}");
+    }
+    assert!(html.contains("<div class=\"num\" id=\"num-acked\"><b>1,234,567</b>"));
+    assert!(count_row(&html, "intact").contains(">1,234,567</td>"));
 }
 
 #[test]

@@ -20,11 +20,12 @@ use plugpull::model::{Ack, Placement, RunLog, Verdict};
 use plugpull::record::RunId;
 use plugpull::sim::oracle::Event;
 use plugpull::sim::{Profile, SimDrive};
+use plugpull::soak::CutAt;
 use plugpull::write::engine::{AckSink, Progress, run_streams_batched};
 use plugpull::write::plan::Plan;
 use plugpull::write::run_descriptor;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -143,43 +144,6 @@ fn a_batch_is_written_then_flushed_once_then_acknowledged_whole() {
     }
 }
 
-/// The simulated drive with a power switch that trips before the writer's N-th
-/// operation (writes and flushes counted together).
-struct CutAt<'a> {
-    drive: &'a SimDrive,
-    ops: AtomicU64,
-    cut_op: u64,
-}
-
-impl CutAt<'_> {
-    fn tick(&self) -> io::Result<()> {
-        if self.ops.fetch_add(1, Ordering::SeqCst) + 1 == self.cut_op {
-            self.drive.cut()?;
-        }
-        Ok(())
-    }
-}
-
-impl Device for CutAt<'_> {
-    fn size_bytes(&self) -> u64 {
-        self.drive.size_bytes()
-    }
-    fn logical_block_bytes(&self) -> u32 {
-        self.drive.logical_block_bytes()
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.tick()?;
-        self.drive.write_at(buf, offset)
-    }
-    fn flush(&self) -> io::Result<()> {
-        self.tick()?;
-        self.drive.flush()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.drive.read_at(buf, offset)
-    }
-}
-
 struct Cycle {
     verdict: Verdict,
     acked: usize,
@@ -195,11 +159,7 @@ fn cycle(profile: &str, seed: u64, batch: usize, cut_op: u64) -> Cycle {
     let drive = Arc::new(SimDrive::create(DRIVE, profile, seed, None).unwrap());
     let plan = plan(seed, None);
     let sink: Mutex<Vec<Ack>> = Mutex::new(Vec::new());
-    let dev = CutAt {
-        drive: &drive,
-        ops: AtomicU64::new(0),
-        cut_op,
-    };
+    let dev = CutAt::new(&drive, cut_op);
     // The cut makes the next operation fail; the writer stops there.
     run_streams_batched(
         &dev,

@@ -11,6 +11,7 @@ use crate::device::{AlignedBuf, Device, FlushMethod};
 use crate::rng::Rng;
 use indicatif::ProgressBar;
 use serde::Serialize;
+use std::io;
 use std::time::{Duration, Instant};
 
 /// Where the flush goes in the timed stream.
@@ -59,11 +60,11 @@ pub fn run(
     flush_method: FlushMethod,
     cfg: &Config,
     pb: &ProgressBar,
-) -> Durability {
+) -> io::Result<Durability> {
     let mut rng = Rng::new(cfg.seed).fork(3);
     let record = cfg.durability_record_bytes.min(cfg.region_bytes);
     let records = (cfg.durability_total_bytes.min(cfg.region_bytes) / record).max(1);
-    let mut buf = AlignedBuf::new(record as usize);
+    let mut buf = AlignedBuf::try_new(record as usize)?;
     fill_random(&mut buf, &mut rng);
     let mut rows: Vec<DurabilityRow> = vec![];
     for mode in MODES {
@@ -117,9 +118,9 @@ pub fn run(
         });
         pb.inc(1);
     }
-    Durability {
+    Ok(Durability {
         flush_method,
         record_bytes: record,
         rows,
-    }
+    })
 }

@@ -11,6 +11,7 @@ use crate::device::{AlignedBuf, Device};
 use crate::rng::Rng;
 use indicatif::ProgressBar;
 use serde::Serialize;
+use std::io;
 use std::time::Instant;
 
 #[derive(Debug, Clone, Serialize)]
@@ -44,7 +45,13 @@ pub fn cells(ic: &IopsConfig) -> Vec<(Op, Pattern, u64)> {
 }
 
 /// Runs every cell on `dev`.
-pub fn run(dev: &dyn Device, cfg: &Config, ic: &IopsConfig, pb: &ProgressBar) -> Vec<IopsRow> {
+/// Err only when a thread's buffer cannot be allocated (all are, before a cell starts).
+pub fn run(
+    dev: &dyn Device,
+    cfg: &Config,
+    ic: &IopsConfig,
+    pb: &ProgressBar,
+) -> io::Result<Vec<IopsRow>> {
     let threads = ic.threads.max(1);
     let mut rows = vec![];
     for (n, (op, pattern, bs)) in cells(ic).into_iter().enumerate() {
@@ -55,12 +62,17 @@ pub fn run(dev: &dyn Device, cfg: &Config, ic: &IopsConfig, pb: &ProgressBar) ->
             "iops {op:?} {pattern:?} {}",
             crate::units::fmt_bytes(bs)
         ));
+        let bufs = (0..threads)
+            .map(|_| AlignedBuf::try_new(bs as usize))
+            .collect::<io::Result<Vec<_>>>()?;
         let start = Instant::now();
         let results: Vec<Measured> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
+            let handles: Vec<_> = bufs
+                .into_iter()
+                .enumerate()
+                .map(|(t, buf)| {
                     let seed = cfg.seed ^ ((n as u64) << 32 | t as u64);
-                    s.spawn(move || one_thread(dev, cfg, ic, (op, pattern, bs), t, seed))
+                    s.spawn(move || one_thread(dev, cfg, ic, (op, pattern, bs), t, seed, buf))
                 })
                 .collect();
             handles
@@ -99,7 +111,7 @@ pub fn run(dev: &dyn Device, cfg: &Config, ic: &IopsConfig, pb: &ProgressBar) ->
         });
         pb.inc(1);
     }
-    rows
+    Ok(rows)
 }
 
 /// One thread of one cell. Sequential threads each walk their own equal share of the
@@ -111,10 +123,10 @@ fn one_thread(
     (op, pattern, bs): (Op, Pattern, u64),
     t: usize,
     seed: u64,
+    mut buf: AlignedBuf,
 ) -> Measured {
     let threads = ic.threads.max(1) as u64;
     let mut rng = Rng::new(seed);
-    let mut buf = AlignedBuf::new(bs as usize);
     if op == Op::Write {
         fill_random(&mut buf, &mut rng);
     }

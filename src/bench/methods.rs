@@ -12,6 +12,7 @@ use crate::device::{AlignedBuf, FlushMethod};
 use crate::rng::Rng;
 use indicatif::ProgressBar;
 use serde::Serialize;
+use std::io;
 
 /// The methods in table order: the ones that flush, then the reference.
 pub const METHODS: [FlushMethod; 4] = [
@@ -41,9 +42,14 @@ pub struct MethodRow {
 /// Opens the target once per method and times `cfg.method_write_bytes` writes at the start
 /// of the region, each followed by one flush call (none for the reference; for O_DSYNC the
 /// flush is in the write and the call is a no-op on a real file).
-pub fn run(opener: &dyn TargetOpener, cfg: &Config, pb: &ProgressBar) -> Vec<MethodRow> {
+/// Err only when the buffer cannot be allocated.
+pub fn run(
+    opener: &dyn TargetOpener,
+    cfg: &Config,
+    pb: &ProgressBar,
+) -> io::Result<Vec<MethodRow>> {
     let mut rng = Rng::new(cfg.seed).fork(2);
-    let mut buf = AlignedBuf::new(cfg.method_write_bytes as usize);
+    let mut buf = AlignedBuf::try_new(cfg.method_write_bytes as usize)?;
     fill_random(&mut buf, &mut rng);
     let mut rows = vec![];
     for method in METHODS {
@@ -98,5 +104,5 @@ pub fn run(opener: &dyn TargetOpener, cfg: &Config, pb: &ProgressBar) -> Vec<Met
         rows.push(row);
         pb.inc(1);
     }
-    rows
+    Ok(rows)
 }

@@ -58,6 +58,9 @@ pub enum BenchError {
     Interrupted,
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// The memory for the I/O buffers could not be had; the error says how much.
+    #[error("allocating the benchmark's I/O buffers")]
+    Buffers(#[source] std::io::Error),
 }
 
 /// How many progress steps the whole run of `cfg` has.
@@ -94,12 +97,12 @@ pub fn run_with(
                 flush: cfg.sweep_flush,
                 source,
             })?;
-        sweep::run(dev.as_ref(), cfg, pb)
+        sweep::run(dev.as_ref(), cfg, pb).map_err(BenchError::Buffers)?
     } else {
         vec![]
     };
     let methods = if cfg.run_methods {
-        methods::run(opener, cfg, pb)
+        methods::run(opener, cfg, pb).map_err(BenchError::Buffers)?
     } else {
         vec![]
     };
@@ -109,7 +112,7 @@ pub fn run_with(
             _ => FlushMethod::Fdatasync,
         };
         let dev = opener.open(method)?;
-        Some(durability::run(dev.as_ref(), method, cfg, pb))
+        Some(durability::run(dev.as_ref(), method, cfg, pb).map_err(BenchError::Buffers)?)
     } else {
         None
     };
@@ -117,7 +120,7 @@ pub fn run_with(
     let iops = match &cfg.iops {
         Some(ic) => {
             let dev = opener.open(FlushMethod::None)?;
-            Some(iops::run(dev.as_ref(), cfg, ic, pb))
+            Some(iops::run(dev.as_ref(), cfg, ic, pb).map_err(BenchError::Buffers)?)
         }
         None => None,
     };

@@ -114,7 +114,7 @@ pub fn text(r: &BenchReport) -> String {
     );
     let _ = writeln!(
         o,
-        "cache:  write_cache {}  fua {}  rotational {}",
+        "cache:  write_cache {}  fua {}  rotational (kernel flag) {}",
         d.write_cache
             .as_deref()
             .map(|w| format!("\"{w}\""))

@@ -144,11 +144,6 @@ fn notes(id: &DeviceIdentity, methods: &[MethodRow]) -> Vec<String> {
             notes.push(format!(
                 "{d} is a virtual disk: its flushes end in the host's storage stack, so this is the host's fingerprint, and a power-cut test must cut the host."
             ));
-            if id.rotational == Some(true) {
-                notes.push(format!(
-                    "The kernel calls {d} rotational; virtual disks often say so whatever the host's media, so the rpm/60 rule may not apply."
-                ));
-            }
         }
         if d.starts_with("loop") {
             notes.push(format!(
@@ -165,7 +160,20 @@ fn notes(id: &DeviceIdentity, methods: &[MethodRow]) -> Vec<String> {
                 .to_string(),
         );
     }
+    notes.extend(media_kind_note(id));
     notes
+}
+
+/// Where the media kind came from. Why a note of its own: plugpull does not know whether
+/// a disk spins; it has only the kernel's `queue/rotational` flag, which many USB bridges,
+/// loop devices and virtio disks set whatever the media is, so every reading that leans
+/// on it must say so rather than state "SSD" or "HDD" as fact.
+fn media_kind_note(id: &DeviceIdentity) -> Option<String> {
+    let flag = u8::from(id.rotational?);
+    let disk = id.disk.as_deref().unwrap_or("this disk");
+    Some(format!(
+        "Media kind: the kernel reports rotational={flag} for {disk} (/sys/block/{disk}/queue/rotational); plugpull cannot confirm it, and USB bridges, loop devices and virtual disks often report it whatever the media is."
+    ))
 }
 
 /// The first sweep row or flushing method row that failed, with its error.
@@ -227,7 +235,14 @@ fn judge_floor(id: &DeviceIdentity, floor_us: Option<f64>) -> (ReadingClass, Str
     let rate = 1e6 / u;
     if id.rotational == Some(true) {
         rotating(rate, u)
-    } else if u < FAST_FLUSH_US {
+    } else {
+        not_rotating(rate, u)
+    }
+}
+
+/// The reading of a disk the kernel does not call rotational (or says nothing about).
+fn not_rotating(rate: f64, u: f64) -> (ReadingClass, String) {
+    if u < FAST_FLUSH_US {
         (
             ReadingClass::FastFlush,
             format!(
@@ -239,20 +254,23 @@ fn judge_floor(id: &DeviceIdentity, floor_us: Option<f64>) -> (ReadingClass, Str
         (
             ReadingClass::FlushFloor,
             format!(
-                "A write+flush takes {} ({rate:.0}/s), a floor of hundreds of µs to ms: the signature of flushes that reach non-volatile media, as on an SSD without power-loss protection. Consistent with an honest drive, but not proof: a power-cut test can confirm it.",
+                "A write+flush takes {} ({rate:.0}/s), a floor of hundreds of µs to ms: the signature of flushes that reach non-volatile media, as on an SSD without power-loss protection or a spinning disk. Consistent with an honest drive, but not proof: a power-cut test can confirm it.",
                 fmt_floor(u)
             ),
         )
     }
 }
 
-/// A spinning disk commits at most about one flush per revolution.
+/// A spinning disk commits at most about one flush per revolution. Read only when the
+/// kernel reports the disk rotational, and worded as what follows if that flag is right:
+/// it is often wrong (see [`media_kind_note`]).
 fn rotating(rate: f64, u: f64) -> (ReadingClass, String) {
+    const IF_FLAG_WRONG: &str = "If the flag is wrong (flash behind a USB bridge, a loop or virtual disk), the rpm/60 rule does not apply";
     if rate > ROTATING_MAX_FLUSHES_PER_S {
         (
             ReadingClass::RotatingTooFast,
             format!(
-                "A rotating disk cannot honestly commit more than about rpm/60 flushes per second (120/s at 7,200 rpm, 250/s at 15,000 rpm); this one does {rate:.0}/s ({}), so a cache is answering: a battery-backed controller, or a drive that ignores flushes. Only a power-cut test can tell which.",
+                "The kernel reports this disk as rotational. If it does spin, it cannot honestly commit more than about rpm/60 flushes per second (120/s at 7,200 rpm, 250/s at 15,000 rpm); it does {rate:.0}/s ({}), so a cache is answering: a battery-backed controller, or a drive that ignores flushes. {IF_FLAG_WRONG}. Only a power-cut test can tell which.",
                 fmt_floor(u)
             ),
         )
@@ -260,7 +278,7 @@ fn rotating(rate: f64, u: f64) -> (ReadingClass, String) {
         (
             ReadingClass::RotatingPlausible,
             format!(
-                "{rate:.0} flushes/s ({}) is within what a rotating disk can commit (about rpm/60: 120/s at 7,200 rpm): consistent with a disk that honours flushes, not proof of it.",
+                "The kernel reports this disk as rotational. If it does spin, {rate:.0} flushes/s ({}) is within what it can commit (about rpm/60: 120/s at 7,200 rpm): consistent with a disk that honours flushes, not proof of it. {IF_FLAG_WRONG}.",
                 fmt_floor(u)
             ),
         )
@@ -325,6 +343,84 @@ mod tests {
             r.power_cut_test
                 .iter()
                 .any(|c| c == "plugpull write /mnt/x/plugpull.img --witness HOST:7420")
+        );
+    }
+
+    /// The media kind is the kernel's flag, said as such: never "this is an SSD" or "a
+    /// rotating disk does ..." as if plugpull knew.
+    #[test]
+    fn the_media_kind_is_reported_as_the_kernels_flag() {
+        let spinning = DeviceIdentity {
+            disk: Some("sdb".into()),
+            rotational: Some(true),
+            ..Default::default()
+        };
+        let r = read(
+            &spinning,
+            FlushMethod::Fdatasync,
+            &[row(4096, 20.0)],
+            &[],
+            "/dev/sdb",
+            false,
+        );
+        assert_eq!(r.class, ReadingClass::RotatingTooFast);
+        assert!(
+            r.summary
+                .starts_with("The kernel reports this disk as rotational. If it does spin,"),
+            "{}",
+            r.summary
+        );
+        assert!(r.summary.contains("If the flag is wrong"), "{}", r.summary);
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("rotational=1 for sdb (/sys/block/sdb/queue/rotational)")),
+            "{:?}",
+            r.notes
+        );
+        let r = read(
+            &spinning,
+            FlushMethod::Fdatasync,
+            &[row(4096, 10_000.0)],
+            &[],
+            "/dev/sdb",
+            false,
+        );
+        assert_eq!(r.class, ReadingClass::RotatingPlausible);
+        assert!(r.summary.contains("If it does spin"), "{}", r.summary);
+        let flash = DeviceIdentity {
+            disk: Some("nvme0n1".into()),
+            rotational: Some(false),
+            ..Default::default()
+        };
+        let r = read(
+            &flash,
+            FlushMethod::Fdatasync,
+            &[row(4096, 2000.0)],
+            &[],
+            "/dev/nvme0n1",
+            false,
+        );
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("rotational=0 for nvme0n1") && n.contains("cannot confirm")),
+            "{:?}",
+            r.notes
+        );
+        // No flag, no claim about it.
+        let r = read(
+            &DeviceIdentity::default(),
+            FlushMethod::Fdatasync,
+            &[row(4096, 2000.0)],
+            &[],
+            "/dev/x",
+            false,
+        );
+        assert!(
+            !r.notes.iter().any(|n| n.contains("rotational")),
+            "{:?}",
+            r.notes
         );
     }
 }

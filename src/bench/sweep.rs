@@ -11,6 +11,7 @@ use crate::device::{AlignedBuf, Device, FlushMethod};
 use crate::rng::Rng;
 use indicatif::ProgressBar;
 use serde::Serialize;
+use std::io;
 
 /// One size of the sweep.
 #[derive(Debug, Clone, Serialize)]
@@ -43,7 +44,8 @@ pub fn sizes(cfg: &Config, sector_bytes: u32) -> Vec<u64> {
 
 /// Runs the sweep on `dev`, flushing after every write with `cfg.sweep_flush` (the device
 /// must have been opened for that method; `None` means no flush call at all).
-pub fn run(dev: &dyn Device, cfg: &Config, pb: &ProgressBar) -> Vec<SweepRow> {
+/// Err only when a size's buffer cannot be allocated: there is nothing to measure with.
+pub fn run(dev: &dyn Device, cfg: &Config, pb: &ProgressBar) -> io::Result<Vec<SweepRow>> {
     let mut rng = Rng::new(cfg.seed).fork(1);
     let flush = cfg.sweep_flush != FlushMethod::None;
     let mut rows = vec![];
@@ -52,7 +54,7 @@ pub fn run(dev: &dyn Device, cfg: &Config, pb: &ProgressBar) -> Vec<SweepRow> {
             break; // interrupted: no empty rows
         }
         pb.set_message(format!("sweep {}", crate::units::fmt_bytes(size)));
-        let mut buf = AlignedBuf::new(size as usize);
+        let mut buf = AlignedBuf::try_new(size as usize)?;
         fill_random(&mut buf, &mut rng);
         let slots = cfg.region_bytes / size;
         let limits = Limits {
@@ -80,5 +82,5 @@ pub fn run(dev: &dyn Device, cfg: &Config, pb: &ProgressBar) -> Vec<SweepRow> {
         });
         pb.inc(1);
     }
-    rows
+    Ok(rows)
 }

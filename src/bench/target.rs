@@ -102,7 +102,8 @@ pub fn prepare(
     }
     let (region_bytes, created) = if t.is_block {
         let g = geometry::block_geometry(&t.file)
-            .doing(|| format!("reading the geometry of {}", t.path.display()))?;
+            .doing(|| format!("reading the geometry of {}", t.path.display()))
+            .map_err(DeviceError::from)?;
         let avail = g.size_bytes.saturating_sub(REGION_OFFSET_BYTES);
         if avail == 0 {
             return Err(BenchTargetError::TooSmall(t.path));
@@ -160,9 +161,9 @@ fn stamp(t: &Target) -> Result<(), DeviceError> {
     let path = &t.path;
     let f = open::reopen(&t.file, Flags::BUFFERED, true)
         .doing(|| format!("opening {} to stamp it", path.display()))?;
-    f.write_all_at(&marker::encode(Creator::Bench, 0), 0)
+    Ok(f.write_all_at(&marker::encode(Creator::Bench, 0), 0)
         .and_then(|()| f.sync_data())
-        .doing(|| format!("stamping {}", path.display()))
+        .doing(|| format!("stamping {}", path.display()))?)
 }
 
 /// Opens the target for a given flush method. Bench needs several opens (O_DSYNC is an

@@ -2,6 +2,7 @@
 //! size, and 4096 covers every device we meet.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::io;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
@@ -22,22 +23,53 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    pub fn new(len: usize) -> AlignedBuf {
+    /// A buffer of `len` bytes, or why the memory could not be had (no memory, no
+    /// address space for the mapping, a length too large to lay out): the caller says
+    /// which step needed it and goes on or stops as a failed step, rather than the
+    /// process dying in the middle of a run.
+    pub fn try_new(len: usize) -> io::Result<AlignedBuf> {
         if len >= HUGE {
-            return AlignedBuf {
-                ptr: map_huge(len),
+            return Ok(AlignedBuf {
+                ptr: map_huge(len)?,
                 len,
-            };
+            });
         }
-        let layout = Self::layout(len);
+        let layout = Self::layout(len)?;
         // SAFETY: layout has non-zero size (len.max(1)) and a valid power-of-two alignment.
         let raw = unsafe { alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
+        let ptr = NonNull::new(raw).ok_or_else(|| no_memory(len))?;
+        Ok(AlignedBuf { ptr, len })
     }
-    fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len.max(1), BUF_ALIGN).expect("buffer size overflows")
+
+    /// [`AlignedBuf::try_new`] for callers with no error path: out of memory ends the
+    /// process the way any failed allocation does (`handle_alloc_error`, as `Vec` does),
+    /// not with a panic.
+    pub fn new(len: usize) -> AlignedBuf {
+        AlignedBuf::try_new(len).unwrap_or_else(|_| {
+            std::alloc::handle_alloc_error(
+                Layout::from_size_align(len.max(1), BUF_ALIGN)
+                    .unwrap_or(Layout::new::<[u8; BUF_ALIGN]>()),
+            )
+        })
     }
+
+    fn layout(len: usize) -> io::Result<Layout> {
+        Layout::from_size_align(len.max(1), BUF_ALIGN).map_err(|_| too_large(len))
+    }
+}
+
+fn no_memory(len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::OutOfMemory,
+        format!("cannot allocate an I/O buffer of {len} bytes: out of memory"),
+    )
+}
+
+fn too_large(len: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("an I/O buffer of {len} bytes is larger than memory can hold"),
+    )
 }
 
 /// Large I/O buffers on huge pages. Why: O_DIRECT pins every page of the buffer for
@@ -49,9 +81,12 @@ impl AlignedBuf {
 /// verify's 16 MiB of buffers). A fresh mapping is zero and untouched; the advice comes
 /// before the first touch. Without huge pages (`transparent_hugepage` = never) this is a
 /// plain zeroed mapping.
-fn map_huge(len: usize) -> NonNull<u8> {
-    let size = len.next_multiple_of(HUGE);
-    let span = size + HUGE;
+fn map_huge(len: usize) -> io::Result<NonNull<u8>> {
+    let span = len
+        .checked_next_multiple_of(HUGE)
+        .and_then(|size| size.checked_add(HUGE))
+        .ok_or_else(|| too_large(len))?;
+    let size = span - HUGE;
     // SAFETY: a new private anonymous mapping; no existing memory is touched.
     let raw = unsafe {
         libc::mmap(
@@ -64,7 +99,11 @@ fn map_huge(len: usize) -> NonNull<u8> {
         )
     };
     if raw == libc::MAP_FAILED {
-        std::alloc::handle_alloc_error(Layout::from_size_align(span, HUGE).expect("valid"));
+        let os = io::Error::last_os_error();
+        return Err(io::Error::new(
+            os.kind(),
+            format!("cannot map an I/O buffer of {len} bytes: {os}"),
+        ));
     }
     let base = raw as usize;
     let start = base.next_multiple_of(HUGE);
@@ -81,7 +120,8 @@ fn map_huge(len: usize) -> NonNull<u8> {
         // A hint; refusal leaves 4 KiB pages, which work the same.
         libc::madvise(start as *mut libc::c_void, size, libc::MADV_HUGEPAGE);
     }
-    NonNull::new(start as *mut u8).expect("mmap does not return 0")
+    // Not at address 0: `start` is past a successful mapping of at least HUGE bytes.
+    NonNull::new(start as *mut u8).ok_or_else(|| no_memory(len))
 }
 
 impl Drop for AlignedBuf {
@@ -91,8 +131,12 @@ impl Drop for AlignedBuf {
             unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len.next_multiple_of(HUGE)) };
             return;
         }
+        // Laid out once already, in try_new: the same length lays out the same way.
+        let Ok(layout) = Self::layout(self.len) else {
+            return;
+        };
         // SAFETY: ptr came from alloc_zeroed with exactly this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+        unsafe { dealloc(self.ptr.as_ptr(), layout) }
     }
 }
 
@@ -114,6 +158,20 @@ impl DerefMut for AlignedBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    /// Memory that cannot be had is an error to report, not a panic or an abort.
+    #[test]
+    fn a_buffer_too_large_is_an_error() {
+        // Past any address space: the mapping is refused.
+        let e = AlignedBuf::try_new(1 << 62).err().expect("no 4 EiB buffer");
+        assert!(e.to_string().contains("cannot map an I/O buffer"), "{e}");
+        // Past what a length rounds up to: refused before asking the kernel.
+        let e = AlignedBuf::try_new(usize::MAX)
+            .err()
+            .expect("no usize::MAX buffer");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        assert!(AlignedBuf::try_new(4096).is_ok());
+    }
+
     #[test]
     fn aligned_and_zeroed() {
         for len in [0, 1, 512, 4096, 1 << 20] {

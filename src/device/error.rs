@@ -1,21 +1,19 @@
-//! The errors of opening and preparing a target. Why one type with a "doing" phrase: the
-//! user needs to know which step failed on which path ("opening /dev/sdb for writing")
-//! and the operating system's reason beneath it; the reason stays the `source`, so the
-//! command layer prints the same "step: reason" chain plugpull has always printed.
+//! The errors of opening and preparing a target. Why a "doing" phrase: the user needs
+//! to know which step failed on which path ("opening /dev/sdb for writing") and the
+//! operating system's reason beneath it; [`IoStep`] keeps both (shared with the witness,
+//! `crate::io_step`), so the command layer prints the same "step: reason" chain.
 
+pub(crate) use crate::io_step::Doing;
+use crate::io_step::IoStep;
 use std::io;
 use std::path::PathBuf;
 
 /// Opening, sizing or preparing a file or block device failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
-    /// An I/O call failed while plugpull was `doing` something ("opening X for writing").
-    #[error("{doing}")]
-    Io {
-        doing: String,
-        #[source]
-        source: io::Error,
-    },
+    /// An I/O call failed while plugpull was doing something ("opening X for writing").
+    #[error(transparent)]
+    Io(#[from] IoStep),
     /// An I/O call failed where the step needs no naming (the reason says it all).
     #[error(transparent)]
     Bare(#[from] io::Error),
@@ -30,20 +28,6 @@ pub enum DeviceError {
         .0.display()
     )]
     Appeared(PathBuf),
-}
-
-/// Names the step an I/O call belongs to, as [`DeviceError::Io`].
-pub(crate) trait Doing<T> {
-    fn doing(self, what: impl FnOnce() -> String) -> Result<T, DeviceError>;
-}
-
-impl<T> Doing<T> for io::Result<T> {
-    fn doing(self, what: impl FnOnce() -> String) -> Result<T, DeviceError> {
-        self.map_err(|source| DeviceError::Io {
-            doing: what(),
-            source,
-        })
-    }
 }
 
 /// Errors of a drive that lost power or left the bus, as a writer meets them (a

@@ -317,7 +317,7 @@ fn sync_dir(path: &Path) -> Result<(), DeviceError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    File::open(dir)
+    Ok(File::open(dir)
         .and_then(|d| d.sync_all())
-        .doing(|| format!("fsync directory {}", dir.display()))
+        .doing(|| format!("fsync directory {}", dir.display()))?)
 }

@@ -8,6 +8,7 @@
 //! the same inode whatever the name now says, and is checked to be.
 
 use super::error::{DeviceError, Doing};
+use crate::io_step::IoStep;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -73,7 +74,7 @@ pub fn open_once(given: &Path, flags: Flags) -> Result<Opened, DeviceError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Ok(Opened::Missing(new_path(given)));
         }
-        Err(e) => return Err(e).doing(|| format!("resolving {}", given.display())),
+        Err(e) => Err(e).doing(|| format!("resolving {}", given.display()))?,
     };
     let located = OpenOptions::new()
         .read(true)
@@ -119,10 +120,10 @@ pub fn create_new(path: &Path, flags: Flags) -> Result<Target, DeviceError> {
             if e.kind() == io::ErrorKind::AlreadyExists {
                 DeviceError::Appeared(path.to_owned())
             } else {
-                DeviceError::Io {
+                DeviceError::Io(IoStep {
                     doing: format!("creating {}", path.display()),
                     source: e,
-                }
+                })
             }
         })?;
     let file = match flags {
@@ -133,8 +134,8 @@ pub fn create_new(path: &Path, flags: Flags) -> Result<Target, DeviceError> {
                 if still_names(path, &created) {
                     let _ = std::fs::remove_file(path);
                 }
-                return Err(direct_hint(e, flags.direct))
-                    .doing(|| format!("opening {} for writing", path.display()));
+                Err(direct_hint(e, flags.direct))
+                    .doing(|| format!("opening {} for writing", path.display()))?
             }
         },
     };

@@ -517,7 +517,7 @@ pub fn read_uncached(path: &Path) -> std::io::Result<(Vec<u8>, &'static str)> {
         .open(path)
     {
         let len = f.metadata()?.len() as usize;
-        let mut buf = AlignedBuf::new(len.div_ceil(ALIGN).max(1) * ALIGN);
+        let mut buf = AlignedBuf::try_new(len.div_ceil(ALIGN).max(1) * ALIGN)?;
         let mut got = 0;
         let direct_ok = loop {
             match f.read(&mut buf[got..]) {

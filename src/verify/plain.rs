@@ -8,6 +8,7 @@
 //! verdict's sentence is unit-tested here.
 
 use crate::model::{ClassCounts, LossWindow, RecordClass, ReportSummary, Verdict};
+use crate::units::thousands;
 
 /// Why a run got no verdict, as far as the caller knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,19 +281,6 @@ fn writes(n: u64) -> &'static str {
     if n == 1 { "write" } else { "writes" }
 }
 
-/// 1234567 -> "1,234,567".
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
 /// Milliseconds for people: "24 ms", "1.5 ms", "3.2 s".
 fn fmt_ms(ms: f64) -> String {
     if ms >= 10_000.0 {
@@ -548,10 +536,6 @@ mod tests {
 
     #[test]
     fn numbers_read_as_people_write_them() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1234567), "1,234,567");
         assert_eq!(fmt_ms(0.4), "0.4 ms");
         assert_eq!(fmt_ms(24.3), "24 ms");
         assert_eq!(fmt_ms(1500.0), "1.5 s");

@@ -333,7 +333,9 @@ impl Report {
             *o += &format!(
                 "run {} started {} on {} ({}, {} records, {} stream(s), {})\n",
                 r.run_id,
-                shown(&r.started_at),
+                // Seconds, in UTC: the writer's nanoseconds and offset help no reader.
+                crate::units::fmt_utc_rfc3339(&r.started_at)
+                    .unwrap_or_else(|| shown(&r.started_at).into_owned()),
                 shown(&r.host),
                 s.flush.name(),
                 if s.record_bytes_min == s.record_bytes_max {

@@ -3,8 +3,10 @@
 //! Why its own module: the run loop decides, this only words it, and the JSON shape is
 //! a documented format (`plugpull-write/1`) that must not change by accident.
 
+use super::clock::realtime_ns;
 use super::engine::{Failure, Progress};
 use super::plan::Plan;
+use crate::units::{fmt_span, fmt_utc_ns};
 use crate::witness::client::SenderStats;
 use serde::Serialize;
 use std::time::Duration;
@@ -160,20 +162,30 @@ pub(super) fn explain_interruption(
     };
     super::events::say(&format!(
         "interrupted (Ctrl-C): stopped writing. Last acknowledged record: {}, {held}. To check the drive: `plugpull verify {target} --witness {witness} --run {}`",
-        describe_last(summary),
+        describe_last(summary, realtime_ns()),
         summary.run_id
     ));
 }
 
-/// The last acknowledged record in words, or "none".
-fn describe_last(summary: &WriteSummary) -> String {
+/// The last acknowledged record in words, or "none": where it is, when its flush
+/// returned (UTC, to the millisecond) and how long before `now_ns` that was. The JSON
+/// keeps the exact `flushed_ns`; a person reads a time.
+fn describe_last(summary: &WriteSummary, now_ns: u64) -> String {
     summary
         .last_acked
         .as_ref()
         .map(|l| {
+            // A clock stepped back since the flush gives no age rather than a wrong one.
+            let age = now_ns
+                .checked_sub(l.flushed_ns)
+                .map(|ns| format!(", {} ago", fmt_span(Duration::from_nanos(ns))))
+                .unwrap_or_default();
             format!(
-                "stream {} seq {} at offset {} ({} ns)",
-                l.stream, l.seq, l.offset, l.flushed_ns
+                "stream {} seq {} at offset {} (flushed {}{age})",
+                l.stream,
+                l.seq,
+                l.offset,
+                fmt_utc_ns(l.flushed_ns)
             )
         })
         .unwrap_or_else(|| "none".into())
@@ -187,9 +199,59 @@ pub(super) fn explain_target_failure(
     target: &str,
     witness: &str,
 ) {
-    let last = describe_last(summary);
+    let last = describe_last(summary, realtime_ns());
     super::events::say(&format!(
         "the target failed: {} of stream {} seq {} returned \"{}\". If you cut the power, this is expected. Nothing more was acknowledged. Last acknowledged record: {last}. Next: restore power and run `plugpull verify {} --witness {}`",
         f.during, f.record.stream, f.record.seq, f.error, target, witness
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(last_acked: Option<AckedRecord>) -> WriteSummary {
+        WriteSummary {
+            format: "plugpull-write/1",
+            run_id: "00ff".into(),
+            target: "/dev/x".into(),
+            stopped_because: "interrupted".into(),
+            records_acked: 42,
+            bytes_acked: 42 * 4096,
+            witness_durable: 42,
+            seconds: 1.0,
+            records_per_s: 42.0,
+            flush_latency_us_p50: 1.0,
+            flush_latency_us_p99: 1.0,
+            flush_latency_us_max: 1.0,
+            last_acked,
+            failure: None,
+            seed: 1,
+            ram_warning: None,
+        }
+    }
+
+    /// The last record reads as a UTC time and an age, never as a count of nanoseconds.
+    #[test]
+    fn the_last_record_reads_as_a_time_not_nanoseconds() {
+        // 2026-12-02 17:38:48.123456789 UTC.
+        let flushed_ns = 1_796_233_128_123_456_789;
+        let s = summary(Some(AckedRecord {
+            stream: 0,
+            seq: 41,
+            offset: 167_936,
+            len_bytes: 4096,
+            flushed_ns,
+        }));
+        let text = describe_last(&s, flushed_ns + 340_000_000);
+        assert_eq!(
+            text,
+            "stream 0 seq 41 at offset 167936 (flushed 2026-12-02 17:38:48.123 UTC, 340 ms ago)"
+        );
+        assert!(!text.contains(" ns"), "{text}");
+        // A clock that stepped back: the time, no age.
+        let text = describe_last(&s, flushed_ns - 1);
+        assert!(text.ends_with("17:38:48.123 UTC)"), "{text}");
+        assert_eq!(describe_last(&summary(None), flushed_ns), "none");
+    }
 }

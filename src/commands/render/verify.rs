@@ -38,3 +38,60 @@ pub fn tree(format: Format, t: &TreeVerified) -> Result<String, serde_json::Erro
 fn verdict_line(r: &Report) -> String {
     format!("VERDICT: {} - {}\n", r.verdict.name(), r.summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{RunDescriptor, RunLog, WriterSettings};
+
+    fn log_started_at(started_at: &str) -> RunLog {
+        RunLog {
+            files: Default::default(),
+            descriptor: RunDescriptor {
+                run_id: crate::record::RunId([7; 16]),
+                format_version: crate::record::FORMAT_VERSION,
+                plugpull_version: String::new(),
+                host: "bench-host".into(),
+                started_at: started_at.into(),
+                device: Default::default(),
+                settings: WriterSettings {
+                    region_offset: 0,
+                    region_bytes: 1 << 16,
+                    record_bytes_min: 4096,
+                    record_bytes_max: 4096,
+                    placement: "sequential".into(),
+                    streams: 1,
+                    flush: crate::device::FlushMethod::Fdatasync,
+                    direct: true,
+                    seed: 0,
+                    max_records_unacked: None,
+                },
+                command: vec![],
+                tree: None,
+            },
+            acks: vec![],
+            events: vec![],
+        }
+    }
+
+    /// The header names the start to the second, in UTC, whatever the writer's offset:
+    /// the descriptor's nanoseconds are for machines.
+    #[test]
+    fn the_run_header_shows_the_start_in_utc_seconds() {
+        let r = crate::verify::dead_device_report(
+            &log_started_at("2026-12-02T18:38:48.123456789+01:00"),
+            "gone".into(),
+        );
+        let text = report(Format::Text, &r).unwrap();
+        let header = text.lines().next().unwrap();
+        assert!(
+            header.contains(" started 2026-12-02 17:38:48 UTC on bench-host "),
+            "{header}"
+        );
+        assert!(!header.contains("123456789"), "{header}");
+        // A time that does not parse is shown as it came, escaped.
+        let r = crate::verify::dead_device_report(&log_started_at("soon"), "gone".into());
+        let text = report(Format::Text, &r).unwrap();
+        assert!(text.contains(" started soon on "), "{text}");
+    }
+}

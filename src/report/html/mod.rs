@@ -11,7 +11,7 @@ use super::aggregate::{Summary, latency_quantile_us};
 use super::input::Cycle;
 use super::svg::{self, Marker, esc, fmt_ms, fmt_us};
 use crate::model::Verdict;
-use crate::units::fmt_bytes;
+use crate::units::{fmt_bytes, thousands};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use tables::{counts_table, device_table, findings_table, runs_table, value_text};
@@ -96,7 +96,7 @@ fn banner_text(cycles: &[Cycle], s: &Summary) -> String {
     } else if s.verdict == Verdict::Fail {
         t += &format!(
             "; {} acknowledged records did not survive in all.",
-            s.failing_records
+            thousands(s.failing_records)
         );
     }
     t
@@ -214,13 +214,13 @@ fn key_numbers(o: &mut String, cycles: &[Cycle], s: &Summary) {
     number(
         o,
         "acked",
-        &s.acked_records.to_string(),
+        &thousands(s.acked_records),
         "acknowledged records",
     );
     number(
         o,
         "failing",
-        &s.failing_records.to_string(),
+        &thousands(s.failing_records),
         "did not survive intact",
     );
     number(
@@ -236,7 +236,7 @@ fn key_numbers(o: &mut String, cycles: &[Cycle], s: &Summary) {
         },
     );
     let holes: u64 = cycles.iter().map(|c| c.report.summary.ordering_holes).sum();
-    number(o, "holes", &holes.to_string(), "ordering holes");
+    number(o, "holes", &thousands(holes), "ordering holes");
     if let (Some(p50), Some(p99)) = (quantile(cycles, s, 0.5), quantile(cycles, s, 0.99)) {
         number(
             o,
@@ -246,7 +246,7 @@ fn key_numbers(o: &mut String, cycles: &[Cycle], s: &Summary) {
         );
     }
     if cycles.len() > 1 {
-        number(o, "cycles", &s.cycles.to_string(), "cycles");
+        number(o, "cycles", &thousands(s.cycles as u64), "cycles");
     }
     o.push_str("</div>\n");
 }

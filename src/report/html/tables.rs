@@ -9,7 +9,7 @@ use super::super::aggregate::{CLASSES, Summary};
 use super::super::input::{Cycle, VerifyReport};
 use super::super::svg::{self, esc, fmt_ms};
 use crate::model::RecordClass;
-use crate::units::fmt_bytes;
+use crate::units::{fmt_bytes, thousands};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -46,6 +46,58 @@ const DEVICE_ORDER: [&str; 13] = [
     "loop_backing_file",
 ];
 
+/// A device identity as labelled rows: nested objects (the `file` that holds a file or
+/// loop target's bytes) become one row per field ("file inode"), not a line of JSON.
+fn identity_rows(d: &BTreeMap<String, Value>) -> BTreeMap<String, String> {
+    let mut rows = BTreeMap::new();
+    for (k, v) in d {
+        match v {
+            Value::Object(fields) => {
+                for (f, fv) in fields {
+                    if let Some(t) = field_text(f, fv) {
+                        rows.insert(format!("{k}: {}", field_label(f)), t);
+                    }
+                }
+            }
+            _ => {
+                if let Some(t) = field_text(k, v) {
+                    rows.insert(field_label(k).to_string(), t);
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// The label of an identity field, in words where the JSON name is terse.
+fn field_label(key: &str) -> String {
+    match key {
+        "fs_dev" => "file system device".into(),
+        "fsid" => "file system id".into(),
+        "wwn" => "WWN".into(),
+        "fua" => "FUA".into(),
+        "size_bytes" => "size".into(),
+        "offset" => "offset".into(),
+        other => other.replace('_', " "),
+    }
+}
+
+/// An identity field's value for people: sizes and offsets in units with the exact byte
+/// count (thousands separated), everything else as it was recorded.
+fn field_text(key: &str, v: &Value) -> Option<String> {
+    let text = value_text(v)?;
+    if key == "size_bytes" || key == "offset" {
+        if let Some(b) = v.as_u64() {
+            return Some(if b < 1024 {
+                format!("{} bytes", thousands(b))
+            } else {
+                format!("{} ({} bytes)", fmt_bytes(b), thousands(b))
+            });
+        }
+    }
+    Some(text)
+}
+
 pub(super) fn device_table(o: &mut String, cycles: &[Cycle]) {
     // Distinct identities, each with where it was seen.
     let mut seen: Vec<(BTreeMap<String, Value>, Vec<String>)> = vec![];
@@ -73,11 +125,13 @@ pub(super) fn device_table(o: &mut String, cycles: &[Cycle]) {
         return;
     }
     seen.truncate(6);
-    let mut keys: Vec<String> = DEVICE_ORDER.iter().map(|s| s.to_string()).collect();
-    for (d, _) in &seen {
-        for k in d.keys() {
-            if !keys.contains(k) {
-                keys.push(k.clone());
+    let tables: Vec<BTreeMap<String, String>> =
+        seen.iter().map(|(d, _)| identity_rows(d)).collect();
+    let mut labels: Vec<String> = DEVICE_ORDER.iter().map(|k| field_label(k)).collect();
+    for rows in &tables {
+        for k in rows.keys() {
+            if !labels.contains(k) {
+                labels.push(k.clone());
             }
         }
     }
@@ -86,27 +140,14 @@ pub(super) fn device_table(o: &mut String, cycles: &[Cycle]) {
         let _ = write!(o, "<th>{}</th>", esc(&when.join(" and ")));
     }
     o.push_str("</tr>");
-    for k in keys {
-        let vals: Vec<Option<String>> = seen
-            .iter()
-            .map(|(d, _)| {
-                d.get(&k).and_then(value_text).map(|v| {
-                    if k == "size_bytes" {
-                        v.parse::<u64>()
-                            .map(|b| format!("{} ({b} bytes)", fmt_bytes(b)))
-                            .unwrap_or(v)
-                    } else {
-                        v
-                    }
-                })
-            })
-            .collect();
+    for label in labels {
+        let vals: Vec<Option<&String>> = tables.iter().map(|rows| rows.get(&label)).collect();
         if vals.iter().all(Option::is_none) {
             continue;
         }
-        let _ = write!(o, "<tr><th>{}</th>", esc(&k.replace('_', " ")));
+        let _ = write!(o, "<tr><th>{}</th>", esc(&label));
         for v in vals {
-            let _ = write!(o, "<td>{}</td>", esc(v.as_deref().unwrap_or("unknown")));
+            let _ = write!(o, "<td>{}</td>", esc(v.map_or("unknown", String::as_str)));
         }
         o.push_str("</tr>");
     }
@@ -129,15 +170,16 @@ pub(super) fn counts_table(o: &mut String, s: &Summary) {
         };
         let _ = write!(
             o,
-            "<tr id=\"count-{class}\"><td><span class=\"sw\" style=\"background:{}\"></span>{class}</td><td class=\"n\"{cls}>{n}</td><td class=\"n\">{share}</td><td>{}</td></tr>",
+            "<tr id=\"count-{class}\"><td><span class=\"sw\" style=\"background:{}\"></span>{class}</td><td class=\"n\"{cls}>{}</td><td class=\"n\">{share}</td><td>{}</td></tr>",
             svg::class_colour(class),
+            thousands(n),
             meaning(class)
         );
     }
     let _ = write!(
         o,
         "<tr><th>all acknowledged</th><td class=\"n\">{}</td><td class=\"n\">100%</td><td></td></tr></table>",
-        s.acked_records
+        thousands(s.acked_records)
     );
 }
 
@@ -177,7 +219,11 @@ pub(super) fn runs_table(o: &mut String, cycles: &[Cycle]) {
         let (id, started) = r
             .run
             .as_ref()
-            .map(|x| (x.run_id.clone(), x.started_at.clone()))
+            .map(|x| {
+                let started = crate::units::fmt_utc_rfc3339(&x.started_at)
+                    .unwrap_or_else(|| x.started_at.clone());
+                (x.run_id.clone(), started)
+            })
             .unwrap_or_default();
         let _ = write!(
             o,
@@ -188,8 +234,8 @@ pub(super) fn runs_table(o: &mut String, cycles: &[Cycle]) {
             esc(&started),
             svg::verdict_colour(r.summary.verdict),
             r.summary.verdict,
-            r.acked_records,
-            failing,
+            thousands(r.acked_records),
+            thousands(failing),
             r.summary
                 .loss_window
                 .as_ref()
@@ -197,10 +243,10 @@ pub(super) fn runs_table(o: &mut String, cycles: &[Cycle]) {
                     "{} ({}, {} records)",
                     fmt_ms(w.ms),
                     fmt_bytes(w.bytes),
-                    w.records
+                    thousands(w.records)
                 ))
                 .unwrap_or_else(|| "-".into()),
-            r.summary.ordering_holes,
+            thousands(r.summary.ordering_holes),
             esc(&settings_text(r)),
         );
     }

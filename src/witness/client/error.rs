@@ -93,6 +93,13 @@ impl From<StoreError> for ClientError {
 }
 
 /// Adds where an error happened, keeping the error typed.
+///
+/// Why not one generic trait with the store's `witness::store::error::Context`: the
+/// trait is what fixes the error a context is added to. A `Result<_, StoreError>` here
+/// must become a `ClientError::Context` around `ClientError::Store` (the client's chain),
+/// not a `StoreError::Context`; a trait generic over the target error leaves every
+/// `.with_context(..)?` without a type to infer (`?` converts through `From`), so each
+/// layer names its own.
 pub trait Context<T> {
     fn with_context<C: Display>(self, context: impl FnOnce() -> C) -> ClientResult<T>;
 }

@@ -159,7 +159,7 @@ pub fn runs_text(runs: &[RunInfo]) -> String {
             "{:<32}  {:<20}  {:>13}  {:<24}  {:<12}  {:<21}  {}{}\n",
             d.run_id.hex(),
             started,
-            crate::verify::plain::thousands(i.acks),
+            crate::units::thousands(i.acks),
             i.last_flushed_ns.map(utc).unwrap_or_else(|| "-".into()),
             shown(&d.host),
             verified(i),

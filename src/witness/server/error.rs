@@ -1,5 +1,7 @@
 //! Why the witness cannot start: its directory, its socket, its key or its logs.
 
+pub(super) use crate::io_step::Doing;
+use crate::io_step::IoStep;
 use crate::wire::auth::KeyError;
 use crate::witness::store::error::StoreError;
 use std::io;
@@ -7,13 +9,9 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WitnessError {
-    /// I/O on the witness directory or socket; `doing` says what, on which path.
-    #[error("{doing}")]
-    Io {
-        doing: String,
-        #[source]
-        source: io::Error,
-    },
+    /// I/O on the witness directory or socket; the step says what, on which path.
+    #[error(transparent)]
+    Io(#[from] IoStep),
     /// An I/O error the OS's own message says all about.
     #[error(transparent)]
     Os(#[from] io::Error),
@@ -36,18 +34,4 @@ pub enum WitnessError {
          to ~160 KiB)"
     )]
     FrameLimit { min: usize, max: usize },
-}
-
-/// Names what an I/O error struck, keeping the error typed.
-pub(super) trait Doing<T> {
-    fn doing(self, what: impl FnOnce() -> String) -> Result<T, WitnessError>;
-}
-
-impl<T> Doing<T> for io::Result<T> {
-    fn doing(self, what: impl FnOnce() -> String) -> Result<T, WitnessError> {
-        self.map_err(|source| WitnessError::Io {
-            doing: what(),
-            source,
-        })
-    }
 }

@@ -75,6 +75,14 @@ impl StoreError {
 }
 
 /// Adds where an error happened, as `anyhow::Context` does, keeping the error typed.
+///
+/// Why not one generic trait with the client's `witness::client::error::Context`: the
+/// trait is what fixes the error a context is added to. The same `Result<_, StoreError>`
+/// takes a store context (a `StoreError::Context`) inside the store and a client context
+/// (a `ClientError::Context` around `ClientError::Store`) in the client; a trait generic
+/// over the target error leaves every `.with_context(..)?` without a type to infer
+/// (`?` converts through `From`), so each layer names its own, and the four lines
+/// that build the variant are its own too.
 pub trait Context<T> {
     fn context(self, context: impl Display) -> StoreResult<T>;
     fn with_context<C: Display>(self, context: impl FnOnce() -> C) -> StoreResult<T>;
