@@ -329,7 +329,7 @@ pub struct VerifyArgs {
     pub scan_region: bool,
     /// Peak memory verify may use (e.g. 512M, 2G). A run whose live records would not
     /// fit is judged one part of its region at a time, each part's acks kept in a work
-    /// file (docs/verify.md "Memory").
+    /// file (docs/GUIDE.md "Restore and verify").
     #[arg(long, value_parser = memory, default_value = "512M", value_name = "SIZE")]
     pub memory: u64,
     /// Where verify keeps its work files when a run is judged in parts (default: TMPDIR,
