@@ -13,7 +13,7 @@ use crate::verify::report::Report;
 use crate::verify::{dead_device_report, evidence, refused_report, scale, scan};
 use crate::witness::client::error::ClientResult;
 use std::cell::Cell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,6 +92,11 @@ impl scale::AckPasses for NewestOf<'_> {
 }
 
 impl FetchedRun {
+    /// The temporary log file the run was fetched into (removed when this is dropped).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Judges the drive (or, when it did not come back, `Err` says why) against the
     /// fetched acks: the report `cycle::judge` gives on the same run held in memory.
     pub fn judge(&self, drive: Result<Arc<dyn Device>, String>, read_timeout: Duration) -> Judged {

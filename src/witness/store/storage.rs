@@ -10,7 +10,7 @@
 //! [`FsStorage`] is what `plugpull listen` uses: each method is one system call on a
 //! `std::fs::File`, so the journal's group commit pays one virtual call per syscall and
 //! nothing else. [`sim::SimStorage`] is the simulated disk (after redb's FailingBackend
-//! and TigerBeetle's storage simulator); tests/witness_crash.rs drives the real log,
+//! and TigerBeetle's storage simulator); tests/integration/witness_crash.rs drives the real log,
 //! journal and recovery code over it and cuts it at every operation.
 //!
 //! The contract is the one POSIX gives and no more: written bytes and length changes are
