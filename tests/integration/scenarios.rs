@@ -692,7 +692,7 @@ fn skip_gate_probe() {
 fn skip_gate_prints_the_skip_and_fails_ci() {
     let probe = |require: &str| {
         Command::new(std::env::current_exe().unwrap())
-            .args(["--include-ignored", "--exact", "skip_gate_probe"])
+            .args(["--include-ignored", "--exact", "scenarios::skip_gate_probe"])
             .env("PLUGPULL_REQUIRE_ALL_TESTS", require)
             .output()
             .unwrap()
@@ -701,7 +701,7 @@ fn skip_gate_prints_the_skip_and_fails_ci() {
     let err = String::from_utf8_lossy(&skipped.stderr);
     assert!(skipped.status.success(), "{err}");
     assert!(
-        err.contains("SKIPPED skip_gate_probe: the probe's requirement is never met"),
+        err.contains("SKIPPED scenarios::skip_gate_probe: the probe's requirement is never met"),
         "the skip is not visible in the test output:\n{err}"
     );
     let required = probe("1");
