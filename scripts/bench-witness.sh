@@ -6,5 +6,5 @@
 set -eu
 cd "$(dirname "$0")/.."
 echo "host: $(nproc) cores, $(uname -r); witness dir on $(df -T "${TMPDIR:-/tmp}" | awk 'NR==2{print $2}')"
-cargo test --release --test witness_load -- --ignored --nocapture --test-threads=1 bench_witness_64_writers 2>&1 \
+cargo test --release --test integration -- --ignored --nocapture --test-threads=1 witness_load::bench_witness_64_writers 2>&1 \
   | grep -E "^(witness|host)" || true

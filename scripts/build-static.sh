@@ -14,7 +14,7 @@
 # Why glibc and not musl: no musl target can be installed on our machines (rustup cannot
 # download it), and glibc 2.34+ links its "files" and "dns" name services into a static
 # binary, so `--witness NAME:PORT` resolves through /etc/hosts and DNS without any
-# libnss_*.so (tests/static_binary.rs checks both in an empty chroot). A host whose
+# libnss_*.so (tests/integration/static_binary.rs checks both in an empty chroot). A host whose
 # /etc/nsswitch.conf names other services first (mdns, ldap, sss) makes the static binary
 # try to load their modules; if the name does not resolve there, give the witness by
 # address (--witness 192.0.2.10:7420).

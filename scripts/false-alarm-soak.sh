@@ -1,37 +1,38 @@
 #!/usr/bin/env bash
 # Soak for false alarms (issue 11, defect 9): runs the loop-device scenario
-# (tests/scenarios.rs, loop_device_honest_passes_lying_fails: an honest drive must PASS,
+# (tests/integration/scenarios.rs, loop_device_honest_passes_lying_fails: an honest drive must PASS,
 # a lying one FAIL with lost records) RUNS times with HOGS busy-loop processes beside
 # it, and counts:
 #   pass         - both cycles as expected;
 #   false alarm  - an HONEST cycle did not PASS (the worst bug this product can have);
 #   other        - any other failure (the lying cycle, set-up, timeouts).
-# SOAK_TEST=all runs the whole file instead (its tests in parallel, as `cargo test`
-# does); SOAK_TEST=NAME runs that test.
+# SOAK_TEST=all runs the whole file instead (the tests of scenarios.rs in parallel, as
+# `cargo test` does); SOAK_TEST=NAME runs that test of it.
 # Every failing run's scratch directory (backing image, oracle, drive logs, witness log,
 # writer output, verify report) is kept under OUT/failures/, its output in OUT/runs/.
 #
 # Usage: scripts/false-alarm-soak.sh [RUNS] [HOGS] [OUT]   (root and /dev/fuse needed)
-# Defaults: 300 runs, 2 hogs per CPU, OUT=target/false-alarm-soak. The test binary is
-# built and copied to OUT first (so a rebuild during the soak changes nothing), or taken
-# from $SCENARIOS_EXE. It runs target/debug/plugpull: do not rebuild that meanwhile.
+# Defaults: 300 runs, 2 hogs per CPU, OUT=target/false-alarm-soak. The integration test
+# binary is built and copied to OUT first (so a rebuild during the soak changes nothing),
+# or taken from $SCENARIOS_EXE. It runs target/debug/plugpull: do not rebuild that meanwhile.
 set -euo pipefail
 
 main() {
     cd "$(dirname "$0")/.."
     local runs=${1:-300} hogs=${2:-$((2 * $(nproc)))} out=${3:-target/false-alarm-soak}
     local test=${SOAK_TEST:-loop_device_honest_passes_lying_fails}
-    local filter=(--exact "$test")
-    [ "$test" = all ] && filter=()
+    # The scenarios are the module `scenarios` of the one integration test binary.
+    local filter=(--exact "scenarios::$test")
+    [ "$test" = all ] && filter=(scenarios::)
 
     rm -rf "$out"
     mkdir -p "$out/runs" "$out/failures"
     local exe=${SCENARIOS_EXE:-}
     if [ -z "$exe" ]; then
         local built
-        built=$(cargo test --test scenarios --no-run 2>&1 |
-            sed -n 's/.*Executable tests\/scenarios.rs (\(.*\))/\1/p')
-        [ -x "$built" ] || { echo "could not build the scenarios test binary" >&2; exit 2; }
+        built=$(cargo test --test integration --no-run 2>&1 |
+            sed -n 's/.*Executable tests\/integration\/main.rs (\(.*\))/\1/p')
+        [ -x "$built" ] || { echo "could not build the integration test binary" >&2; exit 2; }
         exe="$out/scenarios"
         cp "$built" "$exe"
     fi

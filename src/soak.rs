@@ -5,7 +5,7 @@
 //! Why in-process: a FUSE cycle costs about a second and needs root; this one costs
 //! milliseconds and needs nothing, yet runs the same code that matters: the real writer
 //! engine, the drive model, the real verify, and the oracle comparison of
-//! `sim::compare`. The FUSE path is covered by tests/scenarios.rs.
+//! `sim::compare`. The FUSE path is covered by tests/integration/scenarios.rs.
 //!
 //! Why fully deterministic: one seed fixes the profile and its knobs, the placement, the
 //! record size, the drive size and the cut point. The cut is not a timer but an operation

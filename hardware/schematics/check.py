@@ -5,7 +5,7 @@
     python3 check.py --write    # regenerate hardware/wiring/*.svg and hardware/bom/*-interposer.md
     python3 check.py --self-test  # break things on purpose; every check must notice
 
-Why these checks (tests/hardware_schematics.rs runs them in `cargo test`):
+Why these checks (tests/integration/hardware_schematics.rs runs them in `cargo test`):
 - SKiDL's electrical rules check (ERC) on each board; any error or warning fails. With
   the pin types of parts.py it finds unconnected pins, two sources driving one power
   net, a drive-side rail that no switch powers, and pins left open by mistake.

@@ -168,7 +168,7 @@ M2_GND = ["1", "3", "9", "15", "21", "27", "33", "39", "45", "51", "57", "71", "
 M2_PASS = [str(n) for n in range(1, 76)
            if not 59 <= n <= 66 and str(n) not in M2_POWER + M2_GND]
 
-# U.2 (SFF-8639): pin roles checked against u2-pins.tsv (tests/hardware_schematics.rs).
+# U.2 (SFF-8639): pin roles checked against u2-pins.tsv (tests/integration/hardware_schematics.rs).
 # 12 V on P13-P15 (P13 the precharge pin) and ground on P5, P6 and P12: the P segment an
 # SFF-8639 receptacle shares with SAS drives ([pinouts-ru], [sff8639] in u2-pins.tsv).
 # P4 is ground for a SAS drive but an interface-detect input (IFDET) on a U.2 plug

@@ -9,6 +9,8 @@ pub mod geometry;
 pub mod identity;
 mod interface;
 pub mod marker;
+// Test support (Cargo.toml's test-support feature): not in the shipped binary.
+#[cfg(any(test, feature = "test-support"))]
 pub mod mem;
 pub mod open;
 pub mod safety;

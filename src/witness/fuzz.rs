@@ -2,7 +2,7 @@
 //!
 //! Why in the library and not in `fuzz/`: the same functions run under `cargo fuzz`
 //! (fuzz/fuzz_targets/*.rs are one-line wrappers) and under stable `cargo test`
-//! (tests/hostile_fuzz.rs replays the committed corpus and a few hundred thousand
+//! (tests/integration/hostile_fuzz.rs replays the committed corpus and a few hundred thousand
 //! mutated inputs), so CI exercises every target without nightly. Each function panics
 //! only when a decoder broke one of its own promises (a round trip that does not hold,
 //! a recovered log that is not a prefix of its input); any input at all is otherwise

@@ -10,6 +10,9 @@
 //! and `fetch` use to talk to it; `validate` holds the rules every incoming ack must pass.
 
 pub mod client;
+// Test support (Cargo.toml's test-support feature, which the fuzz/ crate turns on):
+// not in the shipped binary.
+#[cfg(any(test, feature = "test-support"))]
 #[doc(hidden)]
 pub mod fuzz;
 pub mod server;

@@ -3,7 +3,8 @@
  *
  * Why a separate, dependency-free header: the same code compiles into the Arduino sketch
  * and into a host unit test (hardware/firmware/test/test_protocol.c, run by
- * tests/power_firmware.rs with the host's cc), so the protocol is tested without a board.
+ * tests/integration/power_firmware.rs with the host's cc), so the protocol is tested
+ * without a board.
  * Protocol: hardware/firmware/PROTOCOL.md.
  */
 #ifndef PP_PROTOCOL_H

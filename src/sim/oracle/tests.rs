@@ -131,7 +131,7 @@ fn a_later_write_torn_over_a_lost_record_leaves_the_rest_lost() {
     assert!(resolve_events(&ev).is_empty());
 }
 
-/// Found by `cargo test --test scenarios ext4_on_loop_honest_passes_lying_fails` (seed
+/// Found by `cargo test --test integration scenarios::ext4_on_loop_honest_passes_lying_fails` (seed
 /// 195881, lying cycle 195882): the target was a file in ext4, so record 1 sat at offset 0
 /// of the file but at 10 MiB on the drive. The resolver placed the shorn record's landed
 /// sectors at the file offset (drive sectors 0 and 1); e2fsck's rewrite of the drive's

@@ -65,7 +65,7 @@ pub struct JournalOptions {
     pub rotate_bytes: u64,
     /// Run each checkpoint on the sync thread, without pauses, so the order of storage
     /// operations depends only on the callers: for simulated storage, where one seed
-    /// must replay one sequence (tests/witness_crash.rs). Never on a real disk: every
+    /// must replay one sequence (tests/integration/witness_crash.rs). Never on a real disk: every
     /// writer would wait for every checkpoint.
     pub checkpoint_inline: bool,
 }

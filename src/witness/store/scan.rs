@@ -304,7 +304,7 @@ impl<R: Read> Window<R> {
         let want = (n - have).max(have).max(64 << 10);
         // read_to_end (which retries EINTR) grows the buffer as bytes arrive instead of
         // zeroing `want` bytes first: most files scanned are far smaller than 64 KiB, and
-        // in debug builds the zeroing dominated tests/witness_crash.rs.
+        // in debug builds the zeroing dominated tests/integration/witness_crash.rs.
         let got = (&mut self.r).take(want as u64).read_to_end(&mut self.buf)?;
         self.eof = got < want;
         Ok(())

@@ -9,15 +9,18 @@
 //! them and tears the last one at a sector boundary covers the ones nobody did.
 //! [`FsStorage`] is what `plugpull listen` uses: each method is one system call on a
 //! `std::fs::File`, so the journal's group commit pays one virtual call per syscall and
-//! nothing else. [`sim::SimStorage`] is the simulated disk (after redb's FailingBackend
-//! and TigerBeetle's storage simulator); tests/witness_crash.rs drives the real log,
-//! journal and recovery code over it and cuts it at every operation.
+//! nothing else. `sim::SimStorage` is the simulated disk (after redb's FailingBackend
+//! and TigerBeetle's storage simulator; test support, not in the shipped binary):
+//! tests/integration/witness_crash.rs drives the real log, journal and recovery code
+//! over it and cuts it at every operation.
 //!
 //! The contract is the one POSIX gives and no more: written bytes and length changes are
 //! durable only after `sync_data`/`sync_all` of that file returned, and a name
 //! (create, remove, rename) only after `sync_dir` of its directory returned. Until then a
 //! power cut may keep any of them, in any combination.
 
+// Test support (Cargo.toml's test-support feature): not in the shipped binary.
+#[cfg(any(test, feature = "test-support"))]
 pub mod sim;
 
 use std::fs::{File, OpenOptions};

@@ -1,0 +1,74 @@
+//! The integration tests: one test binary, not one per file. Each file of tests/ was its
+//! own crate linking the whole of plugpull (and its dependencies) again, so a change to
+//! src/ relinked some fifty binaries; here it is one. The files are modules of this crate
+//! and share [`common`], the harness and fixtures.
+//!
+//! A new test file: put it in this directory and add `mod NAME;` below (in order). A file
+//! here without its `mod` line would never be compiled, and a `.rs` file directly in
+//! tests/ is a test binary of its own again: [`suite_layout`] fails on either.
+//!
+//! Run one file's tests with its module as the filter: `cargo test --test integration
+//! witness_crash::` (`-- --exact witness_crash::NAME` for one test). Tests of different
+//! files now run in parallel in one process: a test must not change process-wide state
+//! (the current directory, environment variables, signal dispositions) or judge things
+//! of its own process that another test changes too (its temporary files, open file
+//! descriptors, threads or memory).
+
+mod common;
+
+mod ack_log_damage;
+mod ack_sender_heartbeat;
+mod ack_sender_idle;
+mod agent;
+mod architecture;
+mod bench;
+mod campaign;
+mod campaign_agent_conn;
+mod campaign_results;
+mod cli_day;
+mod cli_write_verify;
+mod cycle_fetched;
+mod deb_package;
+mod fetch_streamed;
+mod guide_simdrive;
+mod hardware_schematics;
+mod hostile;
+mod hostile_fuzz;
+mod install;
+mod lab;
+mod peer_strings;
+mod plain_words;
+mod power;
+mod power_firmware;
+mod replay;
+mod report;
+mod run_identity;
+mod runs;
+mod scenarios;
+mod signatures;
+mod simdrive;
+mod soak;
+mod static_binary;
+mod suite_layout;
+mod target_safety;
+mod target_swap;
+mod tree_damage;
+mod tree_file_acks;
+mod tree_fs;
+mod tree_fs_bench;
+mod trust;
+mod verify_allocation;
+mod verify_damage;
+mod verify_exhaustive;
+mod verify_memory;
+mod verify_sparse;
+mod verify_witness_streamed;
+mod witness;
+mod witness_crash;
+mod witness_hostile_conns;
+mod witness_idle_deadline;
+mod witness_load;
+mod witness_validation;
+mod write_batch;
+mod writer_day;
+mod writer_failures;

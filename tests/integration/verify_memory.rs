@@ -1,0 +1,223 @@
+//! Verify within a memory budget, through the binary: a run judged in parts
+//! (`--memory` too small for the whole run) gets the same report as the whole run; bad
+//! `--memory` and `--work-dir` values and a work directory without room are refused
+//! with what to do, before the target is read.
+
+use crate::common;
+
+use plugpull::device::{FlushMethod, identity};
+use plugpull::model::{Ack, RunDescriptor, WriterSettings};
+use plugpull::record::{FORMAT_VERSION, RecordId, RunId, RunKey, SECTOR, fill_record};
+use plugpull::rng::Rng;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+const REC_BYTES: u64 = 4096;
+const SLOTS: u64 = 1 << 15; // 128 MiB
+const ACKS: u64 = 40_000;
+
+/// A random run over a sparse target, records rewritten many times over; some lost,
+/// one corrupt, one torn. Returns (target, log).
+fn damaged_run(dir: &Path) -> (PathBuf, PathBuf) {
+    let (target, log) = (dir.join("t.img"), dir.join("t.acklog"));
+    let run = RunId([0x33; 16]);
+    let key = RunKey::new(run);
+    let f = std::fs::File::create(&target).unwrap();
+    f.set_len(SLOTS * REC_BYTES).unwrap();
+    let mut rng = Rng::new(11);
+    let mut acks = vec![];
+    let mut latest = std::collections::HashMap::new();
+    for i in 0..ACKS {
+        let record = RecordId {
+            stream: (i % 2) as u16,
+            seq: i / 2 + 1,
+            offset: (rng.next_u64() % SLOTS) * REC_BYTES,
+            sectors: (REC_BYTES / SECTOR as u64) as u32,
+            write_time_ns: 1_780_000_000_000_000_000 + i * 10_000,
+        };
+        latest.insert(record.offset, (i, record));
+        acks.push(Ack {
+            record,
+            flushed_ns: record.write_time_ns + 3_000 + rng.next_u64() % 20_000,
+        });
+    }
+    for (&offset, &(i, record)) in &latest {
+        let mut buf = vec![0u8; REC_BYTES as usize];
+        fill_record(&mut buf, &key, run, &record);
+        match i % 97 {
+            0 => continue,            // lost
+            1 => buf[100] ^= 1,       // corrupt
+            2 => buf[2048..].fill(0), // torn
+            _ => {}
+        }
+        f.write_all_at(&buf, offset).unwrap();
+    }
+    f.sync_all().unwrap();
+    let d = RunDescriptor {
+        run_id: run,
+        format_version: FORMAT_VERSION,
+        plugpull_version: env!("CARGO_PKG_VERSION").into(),
+        host: "test".into(),
+        started_at: "2026-05-28T00:00:00Z".into(),
+        device: identity::identify(&target),
+        tree: None,
+        settings: WriterSettings {
+            region_offset: 0,
+            region_bytes: SLOTS * REC_BYTES,
+            record_bytes_min: REC_BYTES,
+            record_bytes_max: REC_BYTES,
+            placement: "random".into(),
+            streams: 2,
+            flush: FlushMethod::Fdatasync,
+            direct: true,
+            seed: 11,
+            max_records_unacked: None,
+        },
+        command: vec![],
+    };
+    let mut stream = acks.iter().copied();
+    plugpull::witness::store::export::write_log_file_from(&log, &d, &mut stream, &[], None)
+        .unwrap();
+    (target, log)
+}
+
+fn judged(r: &common::Run) -> serde_json::Value {
+    let mut v = r.json();
+    let o = v.as_object_mut().unwrap();
+    // What may differ: the time taken, the bytes read (each part reads its span), and
+    // so the pointer to --scan-region, given when less than the region was read.
+    o.remove("verify_ms");
+    o.remove("bytes_read");
+    let hint = " A lost write may have been written elsewhere on the drive: verify --scan-region reads the whole region to find writes put in the wrong place.";
+    let plain = o["plain"].as_str().unwrap().replace(hint, "");
+    o.insert("plain".into(), plain.into());
+    v
+}
+
+#[test]
+fn a_run_judged_in_parts_gets_the_whole_runs_report() {
+    // A disk file system: O_DIRECT reads (tmpfs has none).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (target, log) = damaged_run(dir.path());
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let (t, l) = (target.to_str().unwrap(), log.to_str().unwrap());
+    let w = work.to_str().unwrap();
+    let whole = common::run([
+        "verify",
+        t,
+        "--acks",
+        l,
+        "--rehearsal",
+        "--json",
+        "--memory",
+        "4G",
+    ]);
+    assert_eq!(whole.code, 1, "{whole:?}");
+    let r = whole.json();
+    assert_eq!(r["verdict"], "FAIL");
+    assert!(
+        r["counts"]["superseded"].as_u64().unwrap() > 10_000,
+        "{whole:?}"
+    );
+    for class in ["lost", "corrupt", "shorn"] {
+        assert!(
+            r["counts"][class].as_u64().unwrap() > 0,
+            "{class}: {whole:?}"
+        );
+    }
+    // 64 MiB is less than the whole run's early reads alone: judged in parts.
+    let parts = common::run([
+        "verify",
+        t,
+        "--acks",
+        l,
+        "--rehearsal",
+        "--json",
+        "--memory",
+        "64M",
+        "--work-dir",
+        w,
+    ]);
+    assert_eq!(parts.code, 1, "{parts:?}");
+    assert_eq!(judged(&parts), judged(&whole));
+    // The work files are gone, named or not.
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
+}
+
+#[test]
+fn bad_budgets_and_work_dirs_are_refused_before_reading() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (target, log) = damaged_run(dir.path());
+    let (t, l) = (target.to_str().unwrap(), log.to_str().unwrap());
+    let small = common::run(["verify", t, "--acks", l, "--rehearsal", "--memory", "1M"]);
+    assert_eq!(small.code, 2, "{small:?}");
+    assert!(small.stderr.contains("at least 64.0 MiB"), "{small:?}");
+    let nonsense = common::run(["verify", t, "--acks", l, "--rehearsal", "--memory", "lots"]);
+    assert_eq!(nonsense.code, 2, "{nonsense:?}");
+    let missing = dir.path().join("no-such-dir");
+    let m = missing.to_str().unwrap();
+    let r = common::run([
+        "verify",
+        t,
+        "--acks",
+        l,
+        "--rehearsal",
+        "--memory",
+        "64M",
+        "--work-dir",
+        m,
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("--work-dir") && r.stderr.contains(m),
+        "{r:?}"
+    );
+    assert!(
+        !missing.exists(),
+        "verify made the work directory it was given"
+    );
+}
+
+#[test]
+fn a_work_dir_without_room_is_refused_before_reading() {
+    if !common::skip_unless(common::is_root(), "mounting a small tmpfs needs root") {
+        return;
+    }
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (target, log) = damaged_run(dir.path());
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=32m", "tmpfs"])
+        .arg(&small)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    let (t, l, s) = (
+        target.to_str().unwrap(),
+        log.to_str().unwrap(),
+        small.to_str().unwrap(),
+    );
+    let r = common::run([
+        "verify",
+        t,
+        "--acks",
+        l,
+        "--rehearsal",
+        "--memory",
+        "64M",
+        "--work-dir",
+        s,
+    ]);
+    common::umount(&small);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("too little") && r.stderr.contains("--work-dir"),
+        "{r:?}"
+    );
+    assert!(
+        r.stderr.contains("Nothing was read from the target"),
+        "{r:?}"
+    );
+}
