@@ -260,8 +260,8 @@ pub fn verify_streamed_run(
     let mut live = painted.paint.take().expect("first_pass paints").live();
     // A source that can bound its acks (a log file) had its live records counted now: if
     // they are few for the region after all (the bound was loose), the early reads stop
-    // and the scan reads only their blocks. A source that cannot (the in-process callers)
-    // keeps the whole-span reads.
+    // and the scan reads only their blocks. A source that cannot (a stream of unknown
+    // length) keeps the whole-span reads.
     let sparse = sparse
         || (!scan_region
             && acks.ack_count_hint().is_some()
