@@ -64,7 +64,7 @@ pub fn options(a: VerifyArgs) -> anyhow::Result<VerifyOptions> {
         quiet: a.quiet,
         read_timeout: a.read_timeout,
         scan_region: a.scan_region,
-        budget: crate::verify::partition::Budget {
+        budget: crate::verify::budget::Budget {
             memory_bytes: a.memory,
             work_dir: a.work_dir,
         },

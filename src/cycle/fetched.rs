@@ -11,7 +11,7 @@ use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent};
 use crate::record::RunId;
 use crate::verify::report::Report;
 use crate::verify::temp_log::TempLog;
-use crate::verify::{dead_device_report, evidence, refused_report, scale, scan};
+use crate::verify::{dead_device_report, engine, evidence, refused_report, scale, scan};
 use crate::witness::client::error::ClientResult;
 use std::cell::Cell;
 use std::sync::Arc;
@@ -109,7 +109,7 @@ impl FetchedRun {
             newest: Cell::new(None),
         };
         let run = scan::ScanRun::with_later_runs(&self.descriptor, &later);
-        let judged = scale::verify_streamed_run(
+        let judged = engine::verify_streamed_run(
             dev,
             &self.descriptor,
             run,
@@ -117,7 +117,7 @@ impl FetchedRun {
             read_timeout,
             false,
             &|_, _| {},
-            &crate::verify::partition::Budget::default(),
+            &crate::verify::budget::Budget::default(),
         );
         let mut report = match judged {
             Ok(scaled) => scaled.report,

@@ -7,8 +7,10 @@
 //! that survived) are "superseded", never failures: no false alarms on an honest drive.
 
 pub mod beyond;
+pub mod budget;
 pub mod classify;
 pub mod distribution;
+pub mod engine;
 pub mod evidence;
 pub mod judge;
 pub mod load;
@@ -44,7 +46,7 @@ use std::time::{Duration, Instant};
 use temp_log::TempLog;
 
 /// Judges every ack of `log` against `dev`, through the engine `plugpull verify` ships
-/// (`scale::verify_streamed_run`, the log's acks as its passes).
+/// (`engine::verify_streamed_run`, the log's acks as its passes).
 pub fn verify_device(dev: Arc<dyn Device>, log: &RunLog, read_timeout: Duration) -> Report {
     verify_device_with_progress(dev, log, read_timeout, false, &|_, _| {})
 }
@@ -63,7 +65,7 @@ pub fn verify_device_with_progress(
 ) -> Report {
     let later = evidence::runs_after_the_end(&log.events);
     let run = scan::ScanRun::with_later_runs(&log.descriptor, &later);
-    let judged = scale::verify_streamed_run(
+    let judged = engine::verify_streamed_run(
         dev,
         &log.descriptor,
         run,
@@ -71,7 +73,7 @@ pub fn verify_device_with_progress(
         read_timeout,
         scan_region,
         progress,
-        &partition::Budget::default(),
+        &budget::Budget::default(),
     );
     let superseded_by_runs = later.iter().map(|r| r.hex()).collect();
     let mut report = match judged {
@@ -360,7 +362,7 @@ fn run_streamed(
     };
     let judge = |run: scan::ScanRun| {
         let bar = progress::ScanBar::new(o.quiet);
-        let scaled = scale::verify_streamed_run(
+        let scaled = engine::verify_streamed_run(
             dev.clone(),
             &d,
             run,

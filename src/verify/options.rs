@@ -42,7 +42,7 @@ pub struct VerifyOptions {
     /// Read the run's whole region, not just the span its acknowledged records cover.
     pub scan_region: bool,
     /// The memory verify may hold and where its work files go.
-    pub budget: super::partition::Budget,
+    pub budget: super::budget::Budget,
 }
 
 /// Why verify gave no report.

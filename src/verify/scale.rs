@@ -1,6 +1,6 @@
 //! Verify at scale: judge a run of any length in memory that grows with the region, not
 //! with the run (100 M acks in well under 1 GiB with sequential placement). This is the
-//! one engine every caller judges a device through (`verify_device` wraps it).
+//! whole-run half of the one engine every caller judges a device through (`engine`).
 //!
 //! Why: holding every ack, its sector tally and its visible ranges cost about 200 bytes
 //! per ack (2.6 M acks, 513 MB RSS); an hour of a drive answering 100k flushes/s is
@@ -35,7 +35,6 @@
 use super::classify::{SectorTally, classify_record};
 use super::judge::{Judging, TimedOut};
 use super::paint::{Live, Paint};
-use super::partition::{self, Budget};
 use super::report::Report;
 use super::scan;
 use super::slots::SlotTable;
@@ -171,37 +170,9 @@ pub(super) fn refuse_impossible(
     Err(ImpossibleRun { run: d.run_id, why }.into())
 }
 
-/// `verify_device_with_progress` for a run of any length: the acks are streamed twice
-/// from `acks` (module docs). Refuses a log no writer could produce
-/// ([`ImpossibleRun`], inside `VerifyError`) before judging the device (its region is
-/// already being read then: `scan::read_early`).
-pub fn verify_streamed(
-    dev: Arc<dyn Device>,
-    d: &RunDescriptor,
-    acks: &dyn AckPasses,
-    read_timeout: Duration,
-    scan_region: bool,
-    progress: &(dyn Fn(u64, u64) + Sync),
-) -> Result<Scaled, super::VerifyError> {
-    let run = scan::ScanRun::from(d);
-    let budget = Budget::default();
-    verify_streamed_run(
-        dev,
-        d,
-        run,
-        acks,
-        read_timeout,
-        scan_region,
-        progress,
-        &budget,
-    )
-}
-
-/// [`verify_streamed`] with the runs that superseded this one (`scan::ScanRun`), within
-/// `budget`: a run whose live records may not fit it is judged in parts
-/// (`partition`).
-#[allow(clippy::too_many_arguments)]
-pub fn verify_streamed_run(
+/// The whole run judged at once, its live records held in memory (module docs); the
+/// caller has checked that they fit the budget (`engine::verify_streamed_run`).
+pub fn verify_whole_run(
     dev: Arc<dyn Device>,
     d: &RunDescriptor,
     run: scan::ScanRun,
@@ -209,20 +180,7 @@ pub fn verify_streamed_run(
     read_timeout: Duration,
     scan_region: bool,
     progress: &(dyn Fn(u64, u64) + Sync),
-    budget: &Budget,
 ) -> Result<Scaled, super::VerifyError> {
-    if !partition::whole_run_fits(d, acks.ack_count_hint(), budget) {
-        return partition::verify_in_parts(
-            dev,
-            d,
-            run,
-            acks,
-            read_timeout,
-            scan_region,
-            progress,
-            budget,
-        );
-    }
     let t0 = Instant::now();
     // The run's region is read while the acks are painted: in the common case (a ring
     // over the whole region, or `scan_region`) it is exactly the span the scan needs;

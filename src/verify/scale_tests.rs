@@ -4,7 +4,8 @@
 
 pub(super) mod reference;
 
-use super::scale::{AckPasses, verify_streamed};
+use super::engine::verify_streamed;
+use super::scale::AckPasses;
 use crate::device::Device;
 use crate::device::mem::{MemDevice, ReadHook};
 use crate::model::{Ack, RunDescriptor, RunLog};

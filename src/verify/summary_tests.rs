@@ -4,7 +4,7 @@
 //! the summary gives: a differential test on random runs of one record size, with
 //! damage of every class, for both record format versions.
 
-use super::scale::verify_streamed;
+use super::engine::verify_streamed;
 use super::scale_tests::reference;
 use super::scan::SUMMARY_COUNTS;
 use crate::device::Device;

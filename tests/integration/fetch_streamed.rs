@@ -546,6 +546,7 @@ fn peak_rss_measured_from_a_small_process() {
     };
     let stderr = std::env::var_os(PEAK_RSS_STDERR).unwrap();
     // wait4 reaps the child; std's `wait` would not give its rusage.
+    #[allow(clippy::zombie_processes)]
     let child = std::process::Command::new(bin())
         .args(args.split('\n'))
         .stdout(std::process::Stdio::null())

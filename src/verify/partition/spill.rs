@@ -2,8 +2,8 @@
 //! to the work files of the parts it touches (`Plan::parts_of`), stopping before anything
 //! is read from the target when the work directory runs short.
 
+use super::plan::{FREE_MARGIN_BYTES, Plan};
 use super::workfile::{Segment, TempFile, Writer};
-use super::{FREE_MARGIN_BYTES, Plan};
 use crate::model::RunDescriptor;
 use crate::verify::VerifyError;
 use crate::verify::scale::{AckPasses, Painted};

@@ -2,8 +2,9 @@
 //! loss window and verdict, whatever the parts' size and however the records fall
 //! across their edges.
 
+use super::plan::{FIXED_BYTES, LIVE_RECORD_BYTES};
 use super::*;
-use crate::verify::scale::verify_streamed;
+use crate::verify::engine::verify_streamed;
 use crate::verify::scale_tests::{REGION, Shape, random_shaped_run, reference, without_time};
 
 /// The plain words' sentence that depends on the bytes read.
