@@ -123,6 +123,20 @@ impl SectorTally {
             SectorFinding::Unreadable => self.unreadable += 1,
         }
     }
+
+    /// Adds the findings of `other`, for other sectors of the same record (a record
+    /// across two parts of a run judged in parts gets a tally from each).
+    pub fn add_tally(&mut self, other: &SectorTally) {
+        self.intact += other.intact;
+        self.superseded += other.superseded;
+        self.old += other.old;
+        self.blank += other.blank;
+        self.foreign += other.foreign;
+        self.corrupt += other.corrupt;
+        self.corrupt_bits += other.corrupt_bits;
+        self.misplaced += other.misplaced;
+        self.unreadable += other.unreadable;
+    }
 }
 
 /// The decision table. `found_elsewhere`: this record's own stamp turned up at another

@@ -216,14 +216,10 @@ pub fn verify_whole_run(
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
     let latency = std::mem::take(&mut painted.latency);
     let mut live = painted.paint.take().expect("first_pass paints").live();
-    // A source that can bound its acks (a log file) had its live records counted now: if
-    // they are few for the region after all (the bound was loose), the early reads stop
-    // and the scan reads only their blocks. A source that cannot (a stream of unknown
-    // length) keeps the whole-span reads.
-    let sparse = sparse
-        || (!scan_region
-            && acks.ack_count_hint().is_some()
-            && scan::sparse_at_most(d, Some(live.acks.len() as u64)));
+    // The acks counted now: if they are few for the region after all (a log file's size
+    // bounds them loosely), the early reads stop and the scan reads only their blocks.
+    let sparse =
+        scan::reads_of_run(d, acks.ack_count_hint(), n, scan_region) == scan::Reads::Records;
     let (summarising, early) = match sparse {
         true => (None, None),
         false => (summarising, early),
@@ -319,7 +315,9 @@ pub fn verify_whole_run(
     if let Some(to) = timed_out {
         to.apply(&mut report, read_timeout);
     }
-    report.unreadable_ranges = result.unreadable;
+    let mut unreadable = result.unreadable;
+    scan::tidy_unreadable(&mut unreadable);
+    report.unreadable_ranges = unreadable;
     report.bytes_read = result.bytes_read;
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.run = Some(d.clone());

@@ -57,15 +57,26 @@ pub(super) fn random_shaped_run(
     n: usize,
     shape: Shape,
 ) -> (RunDescriptor, Vec<Ack>, Arc<MemDevice>) {
+    random_shaped_run_at(seed, n, shape, 0)
+}
+
+/// [`random_shaped_run`] with its region `shift` bytes further on the device.
+pub(super) fn random_shaped_run_at(
+    seed: u64,
+    n: usize,
+    shape: Shape,
+    shift: u64,
+) -> (RunDescriptor, Vec<Ack>, Arc<MemDevice>) {
     let mut rng = Rng::new(seed);
     let run = RunId([seed as u8 | 1; 16]);
     let key = RunKey::new(run);
     let sequential = seed % 2 == 0;
     let mut d = descriptor(run, if sequential { "sequential" } else { "random" });
-    let base = match shape {
-        Shape::Uniform { base, .. } => base,
-        Shape::Mixed => 0,
-    };
+    let base = shift
+        + match shape {
+            Shape::Uniform { base, .. } => base,
+            Shape::Mixed => 0,
+        };
     d.settings.region_offset = base;
     let dev = Arc::new(MemDevice::new((base + REGION) as usize + 8192));
     let mut seqs = [0u64; 3];

@@ -9,14 +9,17 @@
 //! part it reaches into and to the part before when it starts within one record's
 //! length of it: so a part's file holds every ack that shares a byte with an ack the
 //! part owns, and its painting (`paint`) is exact for those. Then part by part: paint,
-//! read its live records back (`scan::scan_visible_sparse`), count its superseded acks,
-//! and spill its failed records, in ack order, to a failure file. Last, the failures of
-//! every part are merged in ack order and judged as `scale` judges them, now that the
-//! newest survivor and every misdirected copy found anywhere are known.
+//! read back and judge the part's own bytes (`scan::scan_part`: exactly the whole run's
+//! reads there, the parts' edges on the device's grid of reads), count its superseded
+//! acks, and spill its failed records, in ack order, to a failure file. A record across
+//! an edge is judged when the last part it reaches into is, its sectors' findings from
+//! each added up (`Across`). Last, the failures of every part are merged in ack order
+//! and judged as `scale` judges them, now that the newest survivor and every misdirected
+//! copy found anywhere are known.
 //!
-//! Each ack is judged by exactly one part, the one it starts in, so the report's counts
-//! are the whole run's (test: `partition/tests.rs`, the same report as the whole run's
-//! for every seed and part size).
+//! Each ack is counted by exactly one part, the one it starts in, so the report is the
+//! whole run's, to the bytes read and the unreadable ranges (tests: `partition/tests.rs`,
+//! for every seed, parts' grouping and fault at the parts' edges).
 
 mod merge;
 mod plan;
@@ -94,13 +97,23 @@ fn judge_in_parts(
     let t0 = Instant::now();
     let plan = *plan;
     let dir = dir.to_path_buf();
-    let (painted, files, ends) = spill_acks(d, acks, &plan, &dir)?;
-    let painted = refuse_impossible(d, painted)?;
+    let spilled = spill_acks(d, acks, &plan, &dir)?;
+    let painted = refuse_impossible(d, spilled.painted)?;
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
     let mut judging = Judging::new(last_ack_ns, None, &painted.latency);
-    let (file, segments) = files;
+    let (file, segments, ends) = (spilled.files, spilled.segments, spilled.ends);
     let groups = group_parts(&plan, &segments);
-    let region_end = d.settings.region_offset + d.settings.region_bytes;
+    // What the whole run would read: its records' span (and the region with
+    // `--scan-region`), all of it or only the records' blocks; each part reads its share.
+    let s = &d.settings;
+    let region = (s.region_offset, s.region_offset + s.region_bytes);
+    let also = scan_region.then_some(region);
+    let span = match spilled.records {
+        Some(records) => scan::whole_span(dev.as_ref(), records, also),
+        None => (0, 0),
+    };
+    let span_readable_end = scan::readable_end(dev.as_ref(), span.1).max(span.0);
+    let reads = scan::reads_of_run(d, acks.ack_count_hint(), n, scan_region);
     let failures_file = TempFile::new_in(&dir).map_err(|e| VerifyError::WorkDir {
         dir: dir.clone(),
         source: e,
@@ -112,6 +125,8 @@ fn judge_in_parts(
     let mut newest_survivor = None;
     let mut sample = vec![];
     let sample_per_group = 256usize.div_ceil(groups.len().max(1));
+    // Records across a group's end: judged when the groups they reach into are.
+    let mut across = Across::default();
     for g in &groups {
         let owned = (
             if g.first == 0 {
@@ -130,17 +145,18 @@ fn judge_in_parts(
                 .map(|k| segments[k as usize].reader(&file[k as usize], tallies))
                 .collect::<Vec<_>>()
         };
-        // Paint what shares a byte with the owned acks: the acks of the next part held
-        // for one that might have reached into it are left out when none did.
+        // Paint what shares a byte with the owned acks or with those reaching in from
+        // before: the acks of the next part held for one that might have reached into
+        // it are left out when none did.
         let until = ends[g.first as usize..=g.last as usize]
             .iter()
             .copied()
             .max()
             .unwrap_or(0);
-        let wanted = |a: &Ack| a.record.offset < until;
+        let wanted = |a: &Ack| a.record.offset < owned.0 || a.record.offset < until;
         let slots = SlotTable::with_free_slots(
-            plan.start_of(g.first),
-            (g.last - g.first + 1) * plan.slots + 2,
+            plan.table_base(g.first),
+            (g.last - g.first + 1) * plan.slots + 3,
         );
         let mut paint = Paint::new(Some(slots));
         let mut m = Merged::new(readers(false)).map_err(VerifyError::WorkFile)?;
@@ -150,35 +166,30 @@ fn judge_in_parts(
             }
         }
         let mut live = paint.live();
-        // Read back and judge its live records while the superseded ones are counted.
+        // Read back and judge the group's bytes while the superseded acks are counted.
         let scan_acks = std::mem::take(&mut live.acks);
         let visible = std::mem::take(&mut live.visible);
-        let also = scan_region.then(|| {
-            (
-                owned.0.max(d.settings.region_offset),
-                owned.1.min(region_end),
-            )
-        });
+        let part = scan::Part {
+            owned,
+            span,
+            reads,
+            hung: totals.timed_out.is_some(),
+        };
         let done_before = totals.bytes_read;
-        let hung = totals.timed_out.is_some();
         let second = Merged::new(readers(false)).map_err(VerifyError::WorkFile)?;
         let (result, scan_acks, counted) = std::thread::scope(|s| {
             let dev = dev.clone();
             let run = run.clone();
             let scan = s.spawn(move || {
-                let r = if hung {
-                    unread(&scan_acks, &visible)
-                } else {
-                    scan::scan_visible_sparse(
-                        dev,
-                        run,
-                        &scan_acks,
-                        visible,
-                        read_timeout,
-                        also,
-                        &|done, total| progress(done_before + done, done_before + total),
-                    )
-                };
+                let r = scan::scan_part(
+                    dev,
+                    run,
+                    &scan_acks,
+                    visible,
+                    read_timeout,
+                    part,
+                    &|done, total| progress(done_before + done, done_before + total),
+                );
                 (r, scan_acks)
             });
             let counted = count_owned_superseded(second, &live, owned, &mut judging);
@@ -189,31 +200,41 @@ fn judge_in_parts(
         });
         live.acks = scan_acks;
         counted?;
-        // The owned live records: survivors counted now, failures kept for the merge.
-        let mut failed: Vec<(u64, usize)> = vec![];
+        // The owned live records whose sectors are all judged: survivors counted now,
+        // failures kept for the merge; those across the group's end wait for the next.
+        let mut judged: Vec<(u64, Ack, SectorTally)> = vec![];
         let every = (live.acks.len() / sample_per_group).max(1);
         for (j, (a, t)) in live.acks.iter().zip(&result.tallies).enumerate() {
-            if !(owned.0..owned.1).contains(&a.record.offset) {
+            let idx = live.idx[j];
+            if a.record.offset < owned.0 {
+                across.add_here(idx, t);
+                continue;
+            }
+            if a.record.offset >= owned.1 {
                 continue;
             }
             if j % every == 0 {
                 sample.push(*a);
             }
+            match a.record.end() > owned.1 {
+                true => across.start(idx, *a, *t),
+                false => judged.push((idx, *a, *t)),
+            }
+        }
+        judged.extend(across.end_group(owned));
+        judged.sort_unstable_by_key(|f| f.0);
+        for (idx, a, t) in &judged {
             let c = super::classify::classify_record(t, false);
             if c.is_failure() {
-                failed.push((live.idx[j], j));
+                failures
+                    .push(*idx, a, Some(t))
+                    .map_err(|e| failure_spill_error(e, &dir))?;
             } else {
                 if c == RecordClass::Intact {
                     newest_survivor = newest_survivor.max(Some(a.record.write_time_ns));
                 }
                 judging.count_class(a, c, t);
             }
-        }
-        failed.sort_unstable_by_key(|f| f.0);
-        for &(idx, j) in &failed {
-            failures
-                .push(idx, &live.acks[j], Some(&result.tallies[j]))
-                .map_err(|e| failure_spill_error(e, &dir))?;
         }
         failure_segments.push(
             failures
@@ -223,8 +244,9 @@ fn judge_in_parts(
         for (&k, &at) in &result.found_elsewhere {
             elsewhere.entry(k).or_insert(at);
         }
-        totals.add(result, region_end);
+        totals.add(result, span_readable_end);
     }
+    debug_assert!(across.is_empty(), "the last group owns everything after it");
     let (failures_file, _) = failures
         .finish()
         .map_err(|e| failure_spill_error(e, &dir))?;
@@ -262,6 +284,7 @@ fn judge_in_parts(
     if let Some(to) = timed_out {
         to.apply(&mut report, read_timeout);
     }
+    scan::tidy_unreadable(&mut totals.unreadable);
     report.unreadable_ranges = totals.unreadable;
     report.bytes_read = totals.bytes_read;
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -275,47 +298,69 @@ fn judge_in_parts(
 struct Totals {
     bytes_read: u64,
     unreadable: Vec<(u64, u64, String)>,
-    /// Where a read hung, and the rest of the region from there: no later part is read.
+    /// Where a read hung, and the rest of the whole run's span from there: no later
+    /// part is read.
     timed_out: Option<(u64, u64)>,
 }
 
 impl Totals {
-    fn add(&mut self, r: ScanResult, region_end: u64) {
+    fn add(&mut self, r: ScanResult, span_readable_end: u64) {
         self.bytes_read += r.bytes_read;
         self.unreadable.extend(r.unreadable);
         if self.timed_out.is_none()
             && let Some((from, _)) = r.timed_out
         {
-            self.timed_out = Some((from, region_end.max(from) - from));
+            self.timed_out = Some((from, span_readable_end.max(from) - from));
         }
     }
 }
 
-/// A part after a hung read: not read (another hang each would cost the timeout), every
-/// sector of its live records unreadable, as the scan marks what a hang left unread.
-fn unread(acks: &[Ack], visible: &scan::Visible) -> ScanResult {
-    let tallies = acks
-        .iter()
-        .enumerate()
-        .map(|(k, a)| {
-            let seen: u64 = visible
-                .ranges_of(k, (a.record.offset, a.record.end()))
-                .iter()
-                .map(|(s, e)| (e - s) / SECTOR as u64)
-                .sum();
-            SectorTally {
-                unreadable: seen as u32,
-                superseded: a.record.sectors.saturating_sub(seen as u32),
-                ..Default::default()
+/// The live records that start in a group and reach past its end, each with the tally
+/// of its sectors judged so far: the next groups judge their sectors there.
+#[derive(Default)]
+struct Across {
+    /// By ack index: the ack, its tally, and whether the group being judged has it live.
+    waiting: std::collections::BTreeMap<u64, (Ack, SectorTally, bool)>,
+}
+
+impl Across {
+    fn start(&mut self, idx: u64, a: Ack, t: SectorTally) {
+        self.waiting.insert(idx, (a, t, false));
+    }
+
+    /// The tally of a waiting record's sectors in this group (it is live here).
+    fn add_here(&mut self, idx: u64, t: &SectorTally) {
+        if let Some((_, tally, here)) = self.waiting.get_mut(&idx) {
+            tally.add_tally(t);
+            *here = true;
+        }
+    }
+
+    /// Ends the group `owned`: a waiting record not live in it had its sectors there
+    /// covered by later acks (superseded); those that end in it are judged whole and
+    /// given back.
+    fn end_group(&mut self, owned: (u64, u64)) -> Vec<(u64, Ack, SectorTally)> {
+        let mut done = vec![];
+        let waiting = std::mem::take(&mut self.waiting);
+        for (idx, (a, mut t, here)) in waiting {
+            let r = &a.record;
+            if !here && r.offset < owned.0 {
+                let lo = r.offset.max(owned.0);
+                let hi = r.end().min(owned.1);
+                t.superseded += (hi.saturating_sub(lo) / SECTOR as u64) as u32;
             }
-        })
-        .collect();
-    ScanResult {
-        tallies,
-        found_elsewhere: Default::default(),
-        bytes_read: 0,
-        unreadable: vec![],
-        timed_out: None,
+            match r.end() <= owned.1 {
+                true => done.push((idx, a, t)),
+                false => {
+                    self.waiting.insert(idx, (a, t, false));
+                }
+            }
+        }
+        done
+    }
+
+    fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
     }
 }
 
@@ -326,7 +371,7 @@ fn group_parts(plan: &Plan, segments: &[Segment]) -> Vec<Group> {
     let mut groups: Vec<Group> = vec![];
     let mut held = u64::MAX;
     for (k, s) in segments.iter().enumerate() {
-        let live = s.count().min(plan.slots + 2);
+        let live = s.count().min(plan.live_most + 2);
         match groups.last_mut() {
             Some(g) if held + live <= room => {
                 g.last = k as u64;

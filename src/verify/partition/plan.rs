@@ -32,11 +32,22 @@ pub const MAX_PARTS: u64 = 512;
 /// Free space verify leaves in the work directory while it writes there.
 pub const FREE_MARGIN_BYTES: u64 = 256 << 20;
 
-/// At most how many records live at once in the region: one per smallest record, or
+/// The least room a live record of the run takes in the region: its smallest record
+/// for a ring (sequential placement), where a record overwrites the lap before whole;
+/// one sector otherwise, since records placed at random on a drive of 512-byte blocks
+/// may overlap 512 bytes apart and each stay live by one visible sector.
+fn live_grain(d: &RunDescriptor) -> u64 {
+    let s = &d.settings;
+    match s.placement == "sequential" {
+        true => s.record_bytes_min.max(SECTOR as u64),
+        false => SECTOR as u64,
+    }
+}
+
+/// At most how many records live at once in the region: one per [`live_grain`], or
 /// every ack if the source can bound them and they are fewer.
 pub fn live_at_most(d: &RunDescriptor, acks_at_most: Option<u64>) -> u64 {
-    let s = &d.settings;
-    let slots = s.region_bytes / s.record_bytes_min.max(SECTOR as u64);
+    let slots = d.settings.region_bytes / live_grain(d);
     acks_at_most.map_or(slots, |n| n.min(slots))
 }
 
@@ -44,7 +55,8 @@ pub fn live_at_most(d: &RunDescriptor, acks_at_most: Option<u64>) -> u64 {
 /// fit `budget`: then it is judged at once (`scale`), else in parts.
 pub fn whole_run_fits(d: &RunDescriptor, acks_at_most: Option<u64>, budget: &Budget) -> bool {
     let s = &d.settings;
-    let per_live = match s.record_bytes_min == s.record_bytes_max {
+    // A ring of one size fills the slot table; anything else may paint the map.
+    let per_live = match s.record_bytes_min == s.record_bytes_max && s.placement == "sequential" {
         true => WHOLE_GRID_LIVE_RECORD_BYTES,
         false => LIVE_RECORD_BYTES,
     };
@@ -54,15 +66,21 @@ pub fn whole_run_fits(d: &RunDescriptor, acks_at_most: Option<u64>, budget: &Bud
     held <= budget.memory_bytes
 }
 
-/// How the region is cut: part k starts at `region_offset + k * width` (the first part
-/// also owns what lies before, the last what lies after).
+/// How the region is cut: part k starts at `start + k * width` (the first part also
+/// owns what lies before, the last what lies after). The edges lie on the device's grid
+/// of reads (`scan::GRID_BYTES`), so each part reads exactly the whole run's chunks
+/// among its bytes (`scan::Part`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Plan {
     pub(super) start: u64,
     pub(super) width: u64,
     pub(super) parts: u64,
-    /// Slots of the smallest record in one part's width.
+    /// Slots of the smallest record in one part's width (the slot table's size).
     pub(super) slots: u64,
+    /// At most how many records live in one part's width ([`live_grain`]).
+    pub(super) live_most: u64,
+    /// The records' grid when they are of one size: (its length, an offset on it).
+    pub(super) record_grid: Option<(u64, u64)>,
     /// Records reach at most this far past their start.
     pub(super) reach: u64,
     /// Live records a group of parts may hold.
@@ -72,42 +90,78 @@ pub(super) struct Plan {
 impl Plan {
     pub(super) fn new(d: &RunDescriptor, budget: &Budget) -> Result<Plan, VerifyError> {
         let s = &d.settings;
-        let min_len = s.record_bytes_min.max(SECTOR as u64);
-        // Parts on the records' own grid when they are of one size, so none crosses a
-        // part's end and the slot table paints every part.
-        let align = if s.record_bytes_min == s.record_bytes_max && min_len % SECTOR as u64 == 0 {
-            min_len
-        } else {
-            SECTOR as u64
-        };
+        let grid = edge_grid(d);
+        let grain = live_grain(d);
         let live_room = budget.memory_bytes.saturating_sub(FIXED_BYTES);
-        let slots_per_part = (live_room / LIVE_RECORD_BYTES).max(1);
-        let region_slots = (s.region_bytes / min_len).max(1);
-        let parts = region_slots.div_ceil(slots_per_part).max(1);
-        let needed_per_part = FIXED_BYTES + LIVE_RECORD_BYTES * region_slots.div_ceil(MAX_PARTS);
-        if parts > MAX_PARTS || live_room < LIVE_RECORD_BYTES * 1024 {
+        let slots_per_part = live_room / LIVE_RECORD_BYTES;
+        // Whole cells of the grid per part, each at most `grid / grain` live records.
+        let cells_per_part = slots_per_part / (grid / grain).max(1);
+        let start = s.region_offset / grid * grid;
+        let span = s.region_offset + s.region_bytes - start;
+        let parts = match cells_per_part {
+            0 => u64::MAX,
+            c => span.div_ceil(c * grid).max(1),
+        };
+        if parts > MAX_PARTS {
+            let width = span.div_ceil(MAX_PARTS).div_ceil(grid).max(1) * grid;
             return Err(VerifyError::MemoryTooSmall {
                 budget: budget.memory_bytes,
                 region_bytes: s.region_bytes,
-                needed: needed_per_part.max(FIXED_BYTES * 2),
-                parts: parts.min(MAX_PARTS),
+                needed: FIXED_BYTES + LIVE_RECORD_BYTES * (width / grain),
+                parts: MAX_PARTS,
             });
         }
-        Ok(Plan::with_parts(d, parts, align, slots_per_part))
+        Ok(Plan::with_width(
+            d,
+            start,
+            cells_per_part * grid,
+            slots_per_part,
+        ))
     }
 
-    /// `parts` parts on `align`, groups of at most `room` live records.
+    /// `parts` parts of whole cells of `align` and the read grid, groups of at most
+    /// `room` live records.
+    #[cfg(test)]
     pub(super) fn with_parts(d: &RunDescriptor, parts: u64, align: u64, room: u64) -> Plan {
         let s = &d.settings;
+        let grid = lcm(edge_grid(d), align);
+        let start = s.region_offset / grid * grid;
+        let span = s.region_offset + s.region_bytes - start;
+        let width = span.div_ceil(parts).div_ceil(grid).max(1) * grid;
+        Plan::with_width(d, start, width, room)
+    }
+
+    fn with_width(d: &RunDescriptor, start: u64, width: u64, room: u64) -> Plan {
+        let s = &d.settings;
         let min_len = s.record_bytes_min.max(SECTOR as u64);
-        let width = s.region_bytes.div_ceil(parts).div_ceil(align).max(1) * align;
+        let span = s.region_offset + s.region_bytes - start;
+        let one_size = s.record_bytes_min == s.record_bytes_max && min_len % SECTOR as u64 == 0;
         Plan {
-            start: s.region_offset,
+            start,
             width,
-            parts: s.region_bytes.div_ceil(width).max(1),
+            parts: span.div_ceil(width).max(1),
             slots: width / min_len,
+            live_most: width / live_grain(d),
+            record_grid: one_size.then_some((min_len, s.region_offset)),
             reach: s.record_bytes_max.max(SECTOR as u64),
             room,
+        }
+    }
+
+    /// Where the slot table of the group from part `k` starts: on the records' grid, at
+    /// or before the part's start, so records of one size fill its slots.
+    pub(super) fn table_base(&self, k: u64) -> u64 {
+        let at = self.start_of(k);
+        match self.record_grid {
+            None => at,
+            Some((len, on)) => {
+                let off = (at % len + len - on % len) % len;
+                if at >= off {
+                    at - off
+                } else {
+                    at + (len - off) % len
+                }
+            }
         }
     }
 
@@ -131,4 +185,26 @@ impl Plan {
         let last = self.part_of(e.saturating_sub(1).max(s));
         first.min(own)..=last.max(own)
     }
+}
+
+/// The grid part edges lie on: the scan's chunks (`scan::GRID_BYTES`), and the records'
+/// own length when they are of one size, so none of a ring crosses an edge when the
+/// region starts on it.
+fn edge_grid(d: &RunDescriptor) -> u64 {
+    let s = &d.settings;
+    let len = s.record_bytes_min.max(SECTOR as u64);
+    match s.record_bytes_min == s.record_bytes_max && len % SECTOR as u64 == 0 {
+        true => lcm(crate::verify::scan::GRID_BYTES, len),
+        false => crate::verify::scan::GRID_BYTES,
+    }
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let gcd = |mut x: u64, mut y: u64| {
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        x
+    };
+    a / gcd(a, b) * b
 }

@@ -10,17 +10,30 @@ use crate::verify::scale::{AckPasses, Painted};
 use std::path::Path;
 use std::sync::Arc;
 
+/// What the one pass over the acks leaves.
+pub(super) struct Spilled {
+    /// The run's checks (`scale::Painted` without a map).
+    pub painted: Painted,
+    /// Per part, its work file and the acks' segment in it.
+    pub files: Vec<Arc<std::fs::File>>,
+    pub segments: Vec<Segment>,
+    /// Per part, the furthest end of an ack it owns.
+    pub ends: Vec<u64>,
+    /// The lowest offset and the highest end of any ack (None: no acks): the whole run's
+    /// records span, which its live records span too (every acknowledged byte is its
+    /// latest ack's).
+    pub records: Option<(u64, u64)>,
+}
+
 /// The one pass over the acks: the run's checks (`scale::Painted` without a map), and
 /// each ack written to its parts' work files (`Plan::parts_of`). Stops, before anything
 /// is read from the target, when the work directory runs short of space.
-/// Also returns, per part, the furthest end of an ack it owns.
-#[allow(clippy::type_complexity)]
 pub(super) fn spill_acks(
     d: &RunDescriptor,
     acks: &dyn AckPasses,
     plan: &Plan,
     dir: &Path,
-) -> Result<(Painted, (Vec<Arc<std::fs::File>>, Vec<Segment>), Vec<u64>), VerifyError> {
+) -> Result<Spilled, VerifyError> {
     let work_dir_err = |e| VerifyError::WorkDir {
         dir: dir.to_path_buf(),
         source: e,
@@ -35,6 +48,7 @@ pub(super) fn spill_acks(
     }
     let mut painted = Painted::new(d, None);
     let mut ends = vec![0u64; plan.parts as usize];
+    let mut records: Option<(u64, u64)> = None;
     let mut idx = 0u64;
     let mut failed: Option<VerifyError> = None;
     let mut checked_at = 0u64;
@@ -44,6 +58,8 @@ pub(super) fn spill_acks(
         }
         painted.add_chunk(chunk);
         for a in chunk {
+            let (s, e) = (a.record.offset, a.record.end());
+            records = Some(records.map_or((s, e), |(lo, hi)| (lo.min(s), hi.max(e))));
             let own = &mut ends[plan.part_of(a.record.offset) as usize];
             *own = (*own).max(a.record.end());
             for k in plan.parts_of(a.record.offset, a.record.end()) {
@@ -74,7 +90,13 @@ pub(super) fn spill_acks(
         files.push(f);
         segments.push(s);
     }
-    Ok((painted, (files, segments), ends))
+    Ok(Spilled {
+        painted,
+        files,
+        segments,
+        ends,
+        records,
+    })
 }
 
 fn full(dir: &Path, free: u64, written: u64) -> VerifyError {

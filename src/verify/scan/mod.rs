@@ -9,13 +9,15 @@
 //! record's promise for that sector is void, whatever the drive holds there.
 
 mod judge;
+mod part;
 mod pipeline;
 mod sparse;
 mod summary;
 mod visible;
 
 pub use judge::ScanRun;
-pub use sparse::{Reads, SPARSE_RATIO, sparse_at_most};
+pub use part::{Part, readable_end, scan_part, tidy_unreadable, whole_span};
+pub use sparse::{Reads, SPARSE_RATIO, reads_of_run, sparse_at_most};
 pub use summary::{SlotGrid, SummaryRead, summarise_early, summary_grid};
 pub use visible::Visible;
 
@@ -27,6 +29,9 @@ use pipeline::{Pipeline, block_of, dev_end};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// The device's grid of reads: no chunk crosses a multiple of it (`pipeline::chunks_of`).
+pub const GRID_BYTES: u64 = pipeline::CHUNK_BYTES;
 
 /// What the scan found for each ack (same order as the input) and around them.
 pub struct ScanResult {
@@ -97,6 +102,7 @@ pub fn scan_visible(
         also,
         early,
         reads: Reads::Span,
+        part: None,
     };
     scan_inner(dev, run, acks, how, read_timeout, progress)
 }
@@ -120,6 +126,7 @@ pub fn scan_visible_sparse(
         also,
         early: None,
         reads: Reads::Records,
+        part: None,
     };
     scan_inner(dev, run, acks, how, read_timeout, progress)
 }
@@ -238,6 +245,8 @@ struct Inputs<'a> {
     also: Option<(u64, u64)>,
     early: Option<EarlyRead>,
     reads: Reads,
+    /// Judge only the bytes of one part of a run judged in parts.
+    part: Option<Part>,
 }
 
 /// [`scan`], judging only the acks at the indexes in `selected` (their tallies; the
@@ -275,6 +284,7 @@ fn scan_inner(
         also,
         early,
         reads,
+        part,
     } = how;
     let mut result = ScanResult {
         tallies: vec![SectorTally::default(); acks.len()],
@@ -287,10 +297,15 @@ fn scan_inner(
         Some(sel) => sel.to_vec(),
         None => (0..acks.len()).collect(),
     };
-    if order.is_empty() {
+    // A part with no records still reads its share of the span (what lies there may be
+    // a record of the run written in the wrong place).
+    if order.is_empty() && part.is_none() {
         return result;
     }
-    let span = Span::new(dev.as_ref(), acks, &order, also);
+    let span = match &part {
+        None => Span::new(dev.as_ref(), acks, &order, also),
+        Some(p) => Span::of_part(dev.as_ref(), p),
+    };
     if span.readable_end < span.end {
         result.unreadable.push((
             span.readable_end,
@@ -302,12 +317,26 @@ fn scan_inner(
     // it (a few thousand records spread over a large drive: reading the span took two
     // minutes for 20,000 records over 200 GiB).
     let record_runs = match (reads, also) {
-        (Reads::Records, None) => {
-            let s = &span;
-            sparse::record_runs(acks, &order, (s.start, s.end, s.readable_end, s.block))
-        }
+        (Reads::Records, None) => Some(sparse::record_runs(
+            acks,
+            &order,
+            (span.start, span.readable_end),
+            span.block,
+        )),
         _ => None,
     };
+    if part.is_some_and(|p| p.hung) {
+        part::judge_unread(
+            &span,
+            run.into(),
+            acks,
+            order,
+            visible,
+            read_timeout,
+            &mut result,
+        );
+        return result;
+    }
     // The reads first, so they run while the judge is set up (a sort of the acks).
     let wanted = (span.start, span.readable_end, span.block);
     let (pipeline, runs) = match (early, record_runs) {
@@ -382,28 +411,30 @@ struct Span {
 impl Span {
     /// `order`: the indexes of the acks to judge (not empty).
     fn new(dev: &dyn Device, acks: &[Ack], order: &[usize], also: Option<(u64, u64)>) -> Span {
+        let records = (
+            order.iter().map(|&i| acks[i].record.offset).min().unwrap(),
+            order.iter().map(|&i| acks[i].record.end()).max().unwrap(),
+        );
         let block = block_of(dev);
-        let rec_start = order.iter().map(|&i| acks[i].record.offset).min().unwrap() / block * block;
-        let rec_end = order
-            .iter()
-            .map(|&i| acks[i].record.end())
-            .max()
-            .unwrap()
-            .div_ceil(block)
-            * block;
-        let dev_end = dev_end(dev, block);
-        let (start, end) = match also {
-            Some((s, e)) => (
-                rec_start.min(s / block * block),
-                rec_end.max((e.div_ceil(block) * block).min(dev_end)),
-            ),
-            None => (rec_start, rec_end),
-        };
+        let (start, end) = whole_span(dev, records, also);
         Span {
             block,
             start,
             end,
-            readable_end: end.min(dev_end),
+            readable_end: end.min(dev_end(dev, block)),
+        }
+    }
+
+    /// The part's share of the whole run's span: [`Part::span`] within [`Part::owned`].
+    fn of_part(dev: &dyn Device, p: &Part) -> Span {
+        let block = block_of(dev);
+        let start = p.span.0.max(p.owned.0);
+        let end = p.span.1.min(p.owned.1).max(start);
+        Span {
+            block,
+            start,
+            end,
+            readable_end: end.min(dev_end(dev, block)).max(start),
         }
     }
 }

@@ -25,34 +25,31 @@ pub enum Reads {
 /// pipeline's chunks full.
 pub(super) const COALESCE_GAP_BYTES: u64 = 256 << 10;
 
-/// A span is read whole when the records' runs would cover more than 1/SPARSE_RATIO of
-/// it: reading a dense span in sequence is as fast as its records alone.
+/// The ack count, against the region, below which a run's records are read alone: at
+/// most 1/SPARSE_RATIO of the region ([`sparse_at_most`]).
 pub const SPARSE_RATIO: u64 = 4;
 
-/// The runs of whole blocks holding the records at `order` in `acks` (sorted, disjoint,
-/// gaps of at most [`COALESCE_GAP_BYTES`] read through, cut at the device's end), or
-/// None if they cover more than 1/[`SPARSE_RATIO`] of `span` (read the span whole).
-/// `span`: (start, end, readable_end, block) of the scan's span.
+/// The runs of whole blocks holding the records at `order` in `acks`, within
+/// [`within`.0, `within`.1) (sorted, disjoint). A gap of at most [`COALESCE_GAP_BYTES`]
+/// between two records is read through when it lies inside one chunk of the device's
+/// grid (`pipeline::CHUNK_BYTES`) and does not start on its edge. Why the grid: which
+/// gaps are read then depends only on the records within each chunk, so the parts of a
+/// run judged in parts (`verify::partition`, edges on the grid) read exactly the bytes
+/// the whole run reads.
 pub(super) fn record_runs(
     acks: &[Ack],
     order: &[usize],
-    span: (u64, u64, u64, u64),
-) -> Option<Vec<(u64, u64)>> {
-    let (start, end, readable_end, block) = span;
-    let width = end - start;
-    // A cheap bound first: records whose bytes alone fill the span cannot be sparse (no
-    // list of extents is made for a dense region of a billion records).
-    let bytes: u64 = order.iter().map(|&i| acks[i].record.len_bytes()).sum();
-    if bytes.saturating_mul(SPARSE_RATIO) > width {
-        return None;
-    }
+    within: (u64, u64),
+    block: u64,
+) -> Vec<(u64, u64)> {
+    let (lo, hi) = within;
     let mut extents: Vec<(u64, u64)> = order
         .iter()
         .map(|&i| {
             let r = &acks[i].record;
-            let s = r.offset / block * block;
-            let e = r.end().div_ceil(block) * block;
-            (s.min(readable_end), e.min(readable_end))
+            let s = (r.offset / block * block).clamp(lo, hi);
+            let e = (r.end().div_ceil(block) * block).clamp(lo, hi);
+            (s, e)
         })
         .filter(|&(s, e)| s < e)
         .collect();
@@ -60,12 +57,17 @@ pub(super) fn record_runs(
     let mut runs: Vec<(u64, u64)> = Vec::new();
     for (s, e) in extents {
         match runs.last_mut() {
-            Some(last) if s <= last.1.saturating_add(COALESCE_GAP_BYTES) => last.1 = last.1.max(e),
+            Some(last) if s <= last.1 || reads_through(last.1, s) => last.1 = last.1.max(e),
             _ => runs.push((s, e)),
         }
     }
-    let covered: u64 = runs.iter().map(|&(s, e)| e - s).sum();
-    (covered.saturating_mul(SPARSE_RATIO) <= width).then_some(runs)
+    runs
+}
+
+/// Whether the gap [from, to) between two records' blocks is read through.
+fn reads_through(from: u64, to: u64) -> bool {
+    let chunk = super::pipeline::CHUNK_BYTES;
+    to - from <= COALESCE_GAP_BYTES && from % chunk != 0 && from / chunk == to / chunk
 }
 
 /// Whether `acks_at_most` acks (None: unknown) of records of at most the run's largest
@@ -77,6 +79,26 @@ pub fn sparse_at_most(d: &RunDescriptor, acks_at_most: Option<u64>) -> bool {
     n.saturating_mul(s.record_bytes_max.max(1))
         .saturating_mul(SPARSE_RATIO)
         <= s.region_bytes
+}
+
+/// How verify reads a run's span, decided once its `acks` are counted (the first pass
+/// over them): only its records' blocks when they are few for the region
+/// ([`sparse_at_most`]), else all of it, and all of it with `scan_region` or when the
+/// source could not bound its acks before the pass (`acks_at_most` None: a stream, whose
+/// reads of the whole region were started before it; tests hold sparse reads to them).
+/// A run judged whole and one judged in parts decide alike, from the same count.
+pub fn reads_of_run(
+    d: &RunDescriptor,
+    acks_at_most: Option<u64>,
+    acks: u64,
+    scan_region: bool,
+) -> Reads {
+    let few = sparse_at_most(d, acks_at_most)
+        || (acks_at_most.is_some() && sparse_at_most(d, Some(acks)));
+    match !scan_region && few {
+        true => Reads::Records,
+        false => Reads::Span,
+    }
 }
 
 #[cfg(test)]

@@ -363,20 +363,15 @@ impl Reread<'_> {
         let widest = ranges.iter().map(|&(s, e)| e - s).max().unwrap_or(0);
         let mut c = pipeline::empty_chunk(pipeline::CHUNK_BYTES.min(widest) as usize);
         let mut new_bad = vec![];
-        for (s, e) in ranges {
-            let mut at = s;
-            while at < e {
-                let len = pipeline::CHUNK_BYTES.min(e - at);
-                c.offset = at;
-                c.len = len as usize;
-                c.bad = pipeline::read_chunk(self.dev, &mut c.buf[..c.len], at, block);
-                new_bad.extend(c.bad.iter().filter(|b| !in_bad(self.bad, b.0)).cloned());
-                let old = self.bad.iter().filter(|b| b.0 < at + len && at < b.0 + b.1);
-                c.bad.extend(old.cloned());
-                pipeline::decode(&mut c);
-                judge.judge_range(Some(&c), at, at + len, tallies);
-                at += len;
-            }
+        for (at, len) in pipeline::chunks_of(&ranges) {
+            c.offset = at;
+            c.len = len as usize;
+            c.bad = pipeline::read_chunk(self.dev, &mut c.buf[..c.len], at, block);
+            new_bad.extend(c.bad.iter().filter(|b| !in_bad(self.bad, b.0)).cloned());
+            let old = self.bad.iter().filter(|b| b.0 < at + len && at < b.0 + b.1);
+            c.bad.extend(old.cloned());
+            pipeline::decode(&mut c);
+            judge.judge_range(Some(&c), at, at + len, tallies);
         }
         if readable_end < end {
             judge.judge_range(None, readable_end, end, tallies);
