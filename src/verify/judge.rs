@@ -326,6 +326,7 @@ impl Judging {
             device: None,
             run: None,
             bytes_read: 0,
+            region_read: false,
             verify_ms: 0.0,
             ack_timeline: self.timeline.finish(),
             flush_latency: self.latency.finish(),

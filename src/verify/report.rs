@@ -126,6 +126,10 @@ pub struct Report {
     pub device: Option<DeviceIdentity>,
     pub run: Option<RunDescriptor>,
     pub bytes_read: u64,
+    /// Whether every byte of the run's region was read (`--scan-region`, or a span of
+    /// records that covers it), no read hanging first: then a write put in the wrong
+    /// place inside the region was seen (`scan::ScanResult::read_through`).
+    pub region_read: bool,
     pub verify_ms: f64,
     /// Every acknowledged record by ack time before the last ack and class (for charts).
     pub ack_timeline: Vec<super::distribution::TimelineBucket>,
@@ -210,13 +214,11 @@ impl Report {
         })
     }
 
-    /// Whether verify read less than the run's whole region (the live records' blocks
+    /// Whether verify left some of the run's region unread (the live records' blocks
     /// only, without `--scan-region`): a write put in the wrong place there was not
-    /// seen. The scan counts each byte it read once (`scan::ScanResult::bytes_read`).
+    /// seen.
     pub fn region_unread(&self) -> bool {
-        self.run
-            .as_ref()
-            .is_some_and(|r| self.bytes_read < r.settings.region_bytes)
+        self.run.is_some() && !self.region_read
     }
 
     /// Acknowledged records a hung read left unread that are in no count: after a

@@ -319,6 +319,9 @@ pub fn verify_whole_run(
     scan::tidy_unreadable(&mut unreadable);
     report.unreadable_ranges = unreadable;
     report.bytes_read = result.bytes_read;
+    report.region_read = result
+        .read_through
+        .is_some_and(|(s, e)| s <= region.0 && region.1 <= e);
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.run = Some(d.clone());
     report.refresh_plain();

@@ -287,6 +287,9 @@ fn judge_in_parts(
     scan::tidy_unreadable(&mut totals.unreadable);
     report.unreadable_ranges = totals.unreadable;
     report.bytes_read = totals.bytes_read;
+    report.region_read = totals
+        .read_through
+        .is_some_and(|(s, e)| s <= region.0 && region.1 <= e);
     report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
     report.run = Some(d.clone());
     report.refresh_plain();
@@ -294,17 +297,36 @@ fn judge_in_parts(
 }
 
 /// What the parts' scans add up to.
-#[derive(Default)]
 struct Totals {
     bytes_read: u64,
     unreadable: Vec<(u64, u64, String)>,
     /// Where a read hung, and the rest of the whole run's span from there: no later
     /// part is read.
     timed_out: Option<(u64, u64)>,
+    /// The parts' reads joined while each follows on from the last without a gap
+    /// (`ScanResult::read_through`); None once one does not.
+    read_through: Option<(u64, u64)>,
+}
+
+impl Default for Totals {
+    fn default() -> Totals {
+        Totals {
+            bytes_read: 0,
+            unreadable: vec![],
+            timed_out: None,
+            read_through: Some((0, 0)),
+        }
+    }
 }
 
 impl Totals {
     fn add(&mut self, r: ScanResult, span_readable_end: u64) {
+        self.read_through = match (self.read_through, r.read_through) {
+            (Some(all), Some((s, e))) if s == e => Some(all),
+            (Some((a, b)), Some((s, e))) if a == b => Some((s, e)),
+            (Some((a, b)), Some((s, e))) if b == s => Some((a, e)),
+            _ => None,
+        };
         self.bytes_read += r.bytes_read;
         self.unreadable.extend(r.unreadable);
         if self.timed_out.is_none()

@@ -44,6 +44,10 @@ pub struct ScanResult {
     /// (offset, len) left unread because a read did not complete within the timeout.
     /// Unlike a failed read this says nothing about the data (see `judge::timed_out`).
     pub timed_out: Option<(u64, u64)>,
+    /// The one range the scan read without a gap, to its end (empty if it read
+    /// nothing); None if its reads skipped bytes (the records' blocks apart) or one hung.
+    /// Whether verify saw the whole region comes from this, not from a byte count.
+    pub read_through: Option<(u64, u64)>,
 }
 
 /// Reads [start, end) of `dev` and judges every ack against it: the scan's own tests.
@@ -231,6 +235,7 @@ pub fn scan_summarised(
         bytes_read: sum.bytes_read,
         unreadable,
         timed_out: None,
+        read_through: Some((span.start, span.readable_end)),
     };
     (result, acks)
 }
@@ -292,6 +297,7 @@ fn scan_inner(
         bytes_read: 0,
         unreadable: vec![],
         timed_out: None,
+        read_through: Some((0, 0)),
     };
     let order: Vec<usize> = match selected {
         Some(sel) => sel.to_vec(),
@@ -361,6 +367,11 @@ fn scan_inner(
             (p, Arc::new(vec![(span.start, span.readable_end)]))
         }
     };
+    result.read_through = match runs.as_slice() {
+        [] => Some((span.start, span.start)),
+        [one] => Some(*one),
+        _ => None,
+    };
     let visible = visible.unwrap_or_else(|| visible_ranges(acks).into());
     let mut judge = Judge::new(run.into(), acks, order, visible);
     let total: u64 = runs.iter().map(|&(s, e)| e.saturating_sub(s)).sum::<u64>()
@@ -371,6 +382,7 @@ fn scan_inner(
             // A hung read: mark the rest unreadable and stop waiting. The reader thread
             // is abandoned (it exits with the process).
             result.timed_out = Some((c_off, span.readable_end - c_off));
+            result.read_through = None;
             result.unreadable.push((
                 c_off,
                 span.readable_end - c_off,

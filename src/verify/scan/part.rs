@@ -85,6 +85,7 @@ pub(super) fn judge_unread(
     read_timeout: Duration,
     result: &mut ScanResult,
 ) {
+    result.read_through = None;
     if span.start < span.readable_end {
         result.unreadable.push((
             span.start,

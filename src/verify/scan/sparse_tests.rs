@@ -193,3 +193,58 @@ fn a_hung_read_of_a_record_s_run_times_out_as_in_a_whole_read() {
         r.report.verdict
     );
 }
+
+/// Whether the whole region was read is a fact of the reads, not of a byte count: the
+/// records' blocks alone leave it unread (and the plain words point to `--scan-region`
+/// when a record is lost); `--scan-region` reads it; a hung read leaves it unread
+/// whatever was read before.
+#[test]
+fn the_region_counts_as_read_only_when_every_byte_of_it_was() {
+    let t = Duration::from_secs(10);
+    let hint = "--scan-region reads the whole region";
+    let (d, acks, dev) = damaged_run(3, 40, Some(8), false);
+    let hinted = Hinted(acks[1..].to_vec());
+    let sparse = verify_streamed(dev.clone(), &d, &hinted, t, false, &|_, _| {}).unwrap();
+    assert!(!sparse.report.region_read);
+    let whole = verify_streamed(dev.clone(), &d, &hinted, t, true, &|_, _| {}).unwrap();
+    assert!(whole.report.region_read, "{}", whole.report.bytes_read);
+    assert!(!whole.report.plain.contains(hint), "{}", whole.report.plain);
+    // A record lost: the sparse reads say where to look for it.
+    let mut lost = acks.clone();
+    lost[0].record.offset = d.settings.region_offset;
+    let hinted = Hinted(lost);
+    let r = verify_streamed(dev.clone(), &d, &hinted, t, false, &|_, _| {}).unwrap();
+    assert_eq!(
+        r.report.counts.get("lost"),
+        Some(&1),
+        "{:?}",
+        r.report.counts
+    );
+    assert!(r.report.plain.contains(hint), "{}", r.report.plain);
+    // A hang near the region's end: nearly all of it read, yet not all.
+    let end = d.settings.region_offset + d.settings.region_bytes - 4096;
+    let hook = Arc::new(ReadHook {
+        inner: dev,
+        before: move |len: usize, off: u64| {
+            if off <= end && end < off + len as u64 {
+                std::thread::sleep(Duration::from_millis(600));
+            }
+            Ok(())
+        },
+    });
+    let hung = verify_streamed(
+        hook,
+        &d,
+        &hinted,
+        Duration::from_millis(200),
+        true,
+        &|_, _| {},
+    );
+    let hung = hung.unwrap().report;
+    assert!(
+        hung.bytes_read >= d.settings.region_bytes / 2,
+        "{}",
+        hung.bytes_read
+    );
+    assert!(!hung.region_read);
+}
