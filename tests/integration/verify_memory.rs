@@ -221,3 +221,97 @@ fn a_work_dir_without_room_is_refused_before_reading() {
         "{r:?}"
     );
 }
+
+/// The work directory fills up while the target is being read (another program took
+/// the space): verify stops with no verdict and says it stopped while reading, instead
+/// of a report judged on part of the failures.
+#[test]
+fn a_work_dir_that_fills_up_while_reading_stops_verify_with_no_verdict() {
+    if !common::skip_unless(common::is_root(), "mounting a small tmpfs needs root") {
+        return;
+    }
+    use plugpull::device::Device;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (target, log) = damaged_run(dir.path());
+    let small = dir.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=300m", "tmpfs"])
+        .arg(&small)
+        .status()
+        .unwrap();
+    assert!(mounted.success());
+    /// The target, filling the work directory at its first read.
+    struct FillsUp {
+        inner: plugpull::device::FileDevice,
+        dir: PathBuf,
+        filled: AtomicBool,
+    }
+    impl Device for FillsUp {
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+        fn logical_block_bytes(&self) -> u32 {
+            self.inner.logical_block_bytes()
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+            panic!("verify must never write")
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            panic!("verify must never flush")
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            if !self.filled.swap(true, Ordering::SeqCst) {
+                let hog = std::fs::File::create(self.dir.join("hog")).unwrap();
+                let mut chunk = vec![0u8; 1 << 20];
+                chunk[0] = 1;
+                while std::io::Write::write_all(&mut &hog, &chunk).is_ok() {}
+            }
+            self.inner.read_at(buf, offset)
+        }
+    }
+    let dev: Arc<dyn Device> = Arc::new(FillsUp {
+        inner: plugpull::device::FileDevice::open_read(&target).unwrap(),
+        dir: small.clone(),
+        filled: AtomicBool::new(false),
+    });
+    let (run_log, _) = plugpull::witness::store::reader::read_log_file_checked(&log, None).unwrap();
+    let budget = plugpull::verify::budget::Budget {
+        memory_bytes: 64 << 20,
+        work_dir: Some(small.clone()),
+    };
+    let judged = plugpull::verify::engine::verify_streamed_run(
+        dev,
+        &run_log.descriptor,
+        plugpull::verify::scan::ScanRun::from(&run_log.descriptor),
+        &run_log.acks,
+        std::time::Duration::from_secs(10),
+        false,
+        &|_, _| {},
+        &budget,
+    );
+    let hogged = std::fs::metadata(small.join("hog")).map(|m| m.len());
+    common::umount(&small);
+    assert!(hogged.unwrap() > 0, "the work directory was never filled");
+    match judged {
+        Err(
+            e @ plugpull::verify::VerifyError::WorkDirFull {
+                before_reading: false,
+                ..
+            },
+        ) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("No verdict: verify stopped while it read the target"),
+                "{text}"
+            );
+        }
+        Err(e) => panic!("another error: {e}"),
+        Ok(s) => panic!(
+            "a verdict on a run whose failures could not be kept: {:?}",
+            s.report.verdict
+        ),
+    }
+}
