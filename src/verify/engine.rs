@@ -1,12 +1,17 @@
 //! The one engine every caller judges a device through: the whole run at once when its
 //! live records fit the memory budget (`scale`), else one part of the region at a time
 //! (`partition`). Apart from both so that neither needs the other to be called.
+//!
+//! Also what `plugpull verify` asks before the engine reads anything: whether the work
+//! directory may be used ([`refuse_unusable_work_dir`]). A budget refused (here or by the
+//! parts' plan and spill) gives way to the log's own refusal when the log holds what no
+//! writer could produce ([`outranked_by_the_log`]): the evidence problem comes first.
 
-use super::VerifyError;
-use super::budget::Budget;
+use super::budget::{self, Budget};
 use super::partition;
 use super::scale::{self, AckPasses, Scaled};
 use super::scan;
+use super::{VerifyError, VerifyOptions};
 use crate::device::Device;
 use crate::model::RunDescriptor;
 use std::sync::Arc;
@@ -63,6 +68,56 @@ pub fn verify_streamed_run(
             scan_region,
             progress,
             budget,
-        ),
+        )
+        .map_err(|e| outranked_by_the_log(e, d, acks)),
+    }
+}
+
+/// Refuses, before anything is read from the target, a work directory verify may not
+/// use for `o.target` (`budget::check_work_dir`): the one given with `--work-dir`
+/// whatever the run's size, the default (`TMPDIR`) only when the run is judged in parts
+/// (a run judged whole writes nothing there). `run`: the run's descriptor and acks, when
+/// in hand: they tell whether it is judged in parts, and a log no writer could produce is
+/// refused for that instead ([`outranked_by_the_log`]).
+pub fn refuse_unusable_work_dir(
+    o: &VerifyOptions,
+    run: Option<(&RunDescriptor, &dyn AckPasses)>,
+) -> Result<(), VerifyError> {
+    let in_parts = run
+        .is_some_and(|(d, acks)| !partition::whole_run_fits(d, acks.ack_count_hint(), &o.budget));
+    if o.budget.work_dir.is_none() && !in_parts {
+        return Ok(());
+    }
+    let dir = o.budget.work_dir();
+    let Err(fault) = budget::check_work_dir(&dir, &o.target) else {
+        return Ok(());
+    };
+    let e = VerifyError::work_dir_refused(dir, &o.target, fault);
+    Err(match run {
+        Some((d, acks)) => outranked_by_the_log(e, d, acks),
+        None => e,
+    })
+}
+
+/// `e`, or the log's own refusal when `e` refuses only how verify was asked to work
+/// (`VerifyError::is_budget_refusal`) and the log holds what no writer could produce: the
+/// evidence is in doubt whatever the budget, and a new `--work-dir` or `--memory` would
+/// only lead to that refusal. The log's checks without the target, one pass over the
+/// acks as the spill makes it (`partition::spill`), paid only on this error path.
+pub fn outranked_by_the_log(
+    e: VerifyError,
+    d: &RunDescriptor,
+    acks: &dyn AckPasses,
+) -> VerifyError {
+    if !e.is_budget_refusal() {
+        return e;
+    }
+    let mut painted = scale::Painted::new(d, None);
+    if let Err(log) = acks.pass(&mut |chunk| painted.add_chunk(chunk)) {
+        return log;
+    }
+    match scale::refuse_impossible(d, painted) {
+        Ok(_) => e,
+        Err(log) => log,
     }
 }

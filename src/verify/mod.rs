@@ -51,7 +51,9 @@ pub fn verify_device(dev: Arc<dyn Device>, log: &RunLog, read_timeout: Duration)
     verify_device_with_progress(dev, log, read_timeout, false, &|_, _| {})
 }
 
-/// `verify_device`, reporting `(bytes_done, bytes_total)` of the scan as it goes.
+/// `verify_device`, reporting `(bytes_done, bytes_total)` of the scan as it goes, within
+/// the default budget (callers without the user's options; `plugpull verify` uses
+/// [`verify_device_within`]).
 ///
 /// A log no writer could produce gets no verdict (as `plugpull verify` refuses it): the
 /// report is INCONCLUSIVE and says why, since the callers (a campaign's cycle, the
@@ -63,9 +65,32 @@ pub fn verify_device_with_progress(
     scan_region: bool,
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Report {
+    let budget = budget::Budget::default();
+    verify_device_within(dev, log, read_timeout, scan_region, progress, &budget).unwrap_or_else(
+        |e| {
+            let mut r = refused_report(log, &e);
+            r.superseded_by_runs = evidence::runs_after_the_end(&log.events)
+                .iter()
+                .map(|r| r.hex())
+                .collect();
+            r
+        },
+    )
+}
+
+/// [`verify_device_with_progress`] within `budget` (the user's `--memory` and
+/// `--work-dir`); the engine's refusal as an error, for `plugpull verify` to show.
+pub fn verify_device_within(
+    dev: Arc<dyn Device>,
+    log: &RunLog,
+    read_timeout: Duration,
+    scan_region: bool,
+    progress: &(dyn Fn(u64, u64) + Sync),
+    budget: &budget::Budget,
+) -> Result<Report, VerifyError> {
     let later = evidence::runs_after_the_end(&log.events);
     let run = scan::ScanRun::with_later_runs(&log.descriptor, &later);
-    let judged = engine::verify_streamed_run(
+    let mut report = engine::verify_streamed_run(
         dev,
         &log.descriptor,
         run,
@@ -73,20 +98,12 @@ pub fn verify_device_with_progress(
         read_timeout,
         scan_region,
         progress,
-        &budget::Budget::default(),
-    );
-    let superseded_by_runs = later.iter().map(|r| r.hex()).collect();
-    let mut report = match judged {
-        Ok(scaled) => scaled.report,
-        Err(e) => {
-            let mut r = refused_report(log, &e);
-            r.superseded_by_runs = superseded_by_runs;
-            return r;
-        }
-    };
-    report.superseded_by_runs = superseded_by_runs;
+        budget,
+    )?
+    .report;
+    report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
     report.note_log_damage(crate::witness::store::checker::damage_details(log));
-    report
+    Ok(report)
 }
 
 /// The report on `log` when the engine gave no judgment (`e`: a log no writer could
@@ -155,6 +172,12 @@ pub fn run(o: &VerifyOptions) -> Result<Verified, VerifyError> {
             Witnessed::Fetched(log) => fetched = Some(log),
         }
     }
+    if let (AckSource::Witness(_), None) = (&o.acks, o.run) {
+        // The run may be picked by the stamps on the target (`select::latest_for_target`),
+        // a read: the work directory is checked before.
+        let log = fetched.as_ref().and_then(Option::as_ref);
+        engine::refuse_unusable_work_dir(o, log.map(|l| (&l.descriptor, &l.acks as _)))?;
+    }
     let LoadedRun {
         log,
         source,
@@ -162,6 +185,7 @@ pub fn run(o: &VerifyOptions) -> Result<Verified, VerifyError> {
     } = load::load_run_identified(o, device.as_ref(), fetched)?;
     refuse_unknown_format(&log.descriptor)?;
     crate::witness::validate::refuse_impossible_run(&log)?;
+    engine::refuse_unusable_work_dir(o, Some((&log.descriptor, &log.acks)))?;
     let mut report = match device {
         Some(device) => judge_target(o, device, &log)?,
         None => gone_target(o, &log)?,
@@ -344,13 +368,6 @@ fn run_streamed(
             asked: r,
         });
     }
-    if !d.device.same_medium(device) {
-        return Ok(None);
-    }
-    let Ok(dev) = FileDevice::open_read(&o.target) else {
-        return Ok(None);
-    };
-    let dev: Arc<dyn Device> = Arc::new(dev);
     let file_passes = scale::FilePasses {
         path,
         key: key.as_ref(),
@@ -360,6 +377,14 @@ fn run_streamed(
         inner: &file_passes,
         last: Default::default(),
     };
+    engine::refuse_unusable_work_dir(o, Some((&d, &passes)))?;
+    if !d.device.same_medium(device) {
+        return Ok(None);
+    }
+    let Ok(dev) = FileDevice::open_read(&o.target) else {
+        return Ok(None);
+    };
+    let dev: Arc<dyn Device> = Arc::new(dev);
     let judge = |run: scan::ScanRun| {
         let bar = progress::ScanBar::new(o.quiet);
         let scaled = engine::verify_streamed_run(
@@ -480,15 +505,16 @@ fn judge_target(
     let mut report = match FileDevice::open_read(&o.target) {
         Ok(dev) => {
             let bar = progress::ScanBar::new(o.quiet);
-            let r = verify_device_with_progress(
+            let r = verify_device_within(
                 Arc::new(dev),
                 log,
                 o.read_timeout,
                 o.scan_region,
                 &|d, t| bar.update(d, t),
+                &o.budget,
             );
             bar.finish();
-            r
+            r?
         }
         Err(e) => dead_device_report(log, crate::exit::error_chain(&e)),
     };

@@ -2,6 +2,7 @@
 //! ([`VerifyError`]). Why apart from the module root: loading the run and judging the
 //! target both take these, and the root uses both, so they sit below all three.
 
+use super::budget::WorkDirFault;
 use super::select;
 use crate::exit::BoxedError;
 use crate::record::RunId;
@@ -132,4 +133,55 @@ pub enum VerifyError {
     /// A work file did not read back.
     #[error(transparent)]
     WorkFile(std::io::Error),
+    #[error(
+        "the work directory {} does not exist: create it, or give --work-dir a directory that exists (verify makes none). Nothing was read from the target",
+        .0.display()
+    )]
+    WorkDirMissing(PathBuf),
+    #[error(
+        "the work directory {} is not a directory: give --work-dir a directory. Nothing was read from the target",
+        .0.display()
+    )]
+    WorkDirNotADirectory(PathBuf),
+    /// The work directory's file system is on the drive under test (`budget::check_work_dir`).
+    #[error(
+        "the work directory {} is on {on}: verify's work files would be written to the drive under test ({}) while it judges it. Nothing was read from the target: choose a directory on another drive with --work-dir",
+        .dir.display(), .target.display()
+    )]
+    WorkDirOnTarget {
+        dir: PathBuf,
+        target: PathBuf,
+        on: String,
+    },
+}
+
+impl VerifyError {
+    /// `fault` of the work directory `dir` for `target` (`budget::check_work_dir`).
+    pub fn work_dir_refused(dir: PathBuf, target: &std::path::Path, fault: WorkDirFault) -> Self {
+        match fault {
+            WorkDirFault::Missing => VerifyError::WorkDirMissing(dir),
+            WorkDirFault::NotADirectory => VerifyError::WorkDirNotADirectory(dir),
+            WorkDirFault::OnTarget(on) => VerifyError::WorkDirOnTarget {
+                dir,
+                target: target.to_path_buf(),
+                on,
+            },
+            WorkDirFault::Unwritable(source) => VerifyError::WorkDir { dir, source },
+        }
+    }
+
+    /// Whether this refuses how verify was asked to work (`--memory`, `--work-dir`)
+    /// rather than anything about the run: a log no writer could produce outranks it
+    /// (`engine::outranked_by_the_log`).
+    pub fn is_budget_refusal(&self) -> bool {
+        matches!(
+            self,
+            VerifyError::MemoryTooSmall { .. }
+                | VerifyError::WorkDirFull { .. }
+                | VerifyError::WorkDir { .. }
+                | VerifyError::WorkDirMissing(_)
+                | VerifyError::WorkDirNotADirectory(_)
+                | VerifyError::WorkDirOnTarget { .. }
+        )
+    }
 }
