@@ -333,7 +333,8 @@ pub struct VerifyArgs {
     #[arg(long, value_parser = memory, default_value = "512M", value_name = "SIZE")]
     pub memory: u64,
     /// Where verify keeps its work files when a run is judged in parts (default: TMPDIR,
-    /// else /tmp). The files have no name there and are gone when verify ends.
+    /// else /tmp). The files have no name there and are gone when verify ends. It must
+    /// exist, be writable and not be on the drive under test (checked before reading).
     #[arg(long, value_name = "DIR")]
     pub work_dir: Option<PathBuf>,
 }

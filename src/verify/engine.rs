@@ -76,7 +76,9 @@ pub fn verify_streamed_run(
 /// Refuses, before anything is read from the target, a work directory verify may not
 /// use for `o.target` (`budget::check_work_dir`): the one given with `--work-dir`
 /// whatever the run's size, the default (`TMPDIR`) only when the run is judged in parts
-/// (a run judged whole writes nothing there). `run`: the run's descriptor and acks, when
+/// (a run judged whole writes nothing there); for a run judged in parts, also a
+/// `--memory` its parts do not fit and a directory without room
+/// (`partition::refuse_before_reading`). `run`: the run's descriptor and acks, when
 /// in hand: they tell whether it is judged in parts, and a log no writer could produce is
 /// refused for that instead ([`outranked_by_the_log`]).
 pub fn refuse_unusable_work_dir(
@@ -89,10 +91,17 @@ pub fn refuse_unusable_work_dir(
         return Ok(());
     }
     let dir = o.budget.work_dir();
-    let Err(fault) = budget::check_work_dir(&dir, &o.target) else {
+    let refused = match budget::check_work_dir(&dir, &o.target) {
+        Err(fault) => Some(VerifyError::work_dir_refused(dir, &o.target, fault)),
+        // The parts' memory and the directory's room, as the engine will ask them.
+        Ok(()) => match run.filter(|_| in_parts) {
+            Some((d, _)) => partition::refuse_before_reading(d, &o.budget).err(),
+            None => None,
+        },
+    };
+    let Some(e) = refused else {
         return Ok(());
     };
-    let e = VerifyError::work_dir_refused(dir, &o.target, fault);
     Err(match run {
         Some((d, acks)) => outranked_by_the_log(e, d, acks),
         None => e,

@@ -54,6 +54,13 @@ struct Group {
     last: u64,
 }
 
+/// What a run judged in parts needs before anything is read: a budget the region's
+/// parts fit ([`VerifyError::MemoryTooSmall`]) and room in the work directory.
+pub fn refuse_before_reading(d: &RunDescriptor, budget: &Budget) -> Result<(), VerifyError> {
+    Plan::new(d, budget)?;
+    spill::check_room(&budget.work_dir())
+}
+
 /// `engine::verify_streamed_run` within `budget`, in parts (module docs).
 #[allow(clippy::too_many_arguments)]
 pub fn verify_in_parts(

@@ -38,10 +38,7 @@ pub(super) fn spill_acks(
         dir: dir.to_path_buf(),
         source: e,
     };
-    let free_now = || free_bytes(dir).map_err(work_dir_err);
-    if free_now()? < FREE_MARGIN_BYTES {
-        return Err(full(dir, free_now()?, 0));
-    }
+    check_room(dir)?;
     let mut writers = Vec::with_capacity(plan.parts as usize);
     for _ in 0..plan.parts {
         writers.push(Writer::new(TempFile::new_in(dir).map_err(work_dir_err)?));
@@ -97,6 +94,18 @@ pub(super) fn spill_acks(
         ends,
         records,
     })
+}
+
+/// Refuses a work directory with less than [`FREE_MARGIN_BYTES`] free.
+pub(super) fn check_room(dir: &Path) -> Result<(), VerifyError> {
+    let free = free_bytes(dir).map_err(|e| VerifyError::WorkDir {
+        dir: dir.to_path_buf(),
+        source: e,
+    })?;
+    match free < FREE_MARGIN_BYTES {
+        true => Err(full(dir, free, 0)),
+        false => Ok(()),
+    }
 }
 
 fn full(dir: &Path, free: u64, written: u64) -> VerifyError {
