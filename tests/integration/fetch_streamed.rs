@@ -498,7 +498,7 @@ fn a_failed_fetch_leaves_no_temporary_and_nothing_else_changed() {
 /// [`peak_rss_measured_from_a_small_process`] alone. Why: Linux starts a child's
 /// `ru_maxrss` at the peak RSS of the image it replaced at exec, which for a child of
 /// this process is this process, holding the memory of every test running beside.
-fn peak_rss_kib(args: &[&str], stderr: &Path) -> (i64, i32) {
+pub(crate) fn peak_rss_kib(args: &[&str], stderr: &Path) -> (i64, i32) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",

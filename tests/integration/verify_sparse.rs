@@ -10,25 +10,26 @@ use plugpull::model::{Ack, RunDescriptor, WriterSettings};
 use plugpull::record::{FORMAT_VERSION, RecordId, RunId, RunKey, SECTOR, fill_record};
 use plugpull::rng::Rng;
 use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 
 const REC_BYTES: u64 = 4096;
 const SLOTS: u64 = 1 << 18; // 1 GiB
 const ACKS: u64 = 200;
 
-#[test]
-fn few_random_records_on_a_large_target_are_read_from_their_own_blocks() {
+/// `acks_n` acknowledged 4 KiB records at random slots of a sparse target of `slots`
+/// slots in `dir`, all written but the 100th. Returns (target, log).
+fn random_run(dir: &Path, slots: u64, acks_n: u64) -> (PathBuf, PathBuf) {
     // On a disk file system: O_DIRECT reads (tmpfs has none) take the streaming path.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let (target, log) = (dir.path().join("t.img"), dir.path().join("t.acklog"));
+    let (target, log) = (dir.join("t.img"), dir.join("t.acklog"));
     let run = RunId([0x29; 16]);
     let key = RunKey::new(run);
     let f = std::fs::File::create(&target).unwrap();
-    f.set_len(SLOTS * REC_BYTES).unwrap();
+    f.set_len(slots * REC_BYTES).unwrap();
     let mut rng = Rng::new(7);
     let mut used = std::collections::HashSet::new();
     let mut acks = vec![];
-    while acks.len() < ACKS as usize {
-        let slot = rng.next_u64() % SLOTS;
+    while acks.len() < acks_n as usize {
+        let slot = rng.next_u64() % slots;
         if !used.insert(slot) {
             continue;
         }
@@ -62,7 +63,7 @@ fn few_random_records_on_a_large_target_are_read_from_their_own_blocks() {
         tree: None,
         settings: WriterSettings {
             region_offset: 0,
-            region_bytes: SLOTS * REC_BYTES,
+            region_bytes: slots * REC_BYTES,
             record_bytes_min: REC_BYTES,
             record_bytes_max: REC_BYTES,
             placement: "random".into(),
@@ -77,6 +78,14 @@ fn few_random_records_on_a_large_target_are_read_from_their_own_blocks() {
     let mut stream = acks.iter().copied();
     plugpull::witness::store::export::write_log_file_from(&log, &d, &mut stream, &[], None)
         .unwrap();
+    (target, log)
+}
+
+#[test]
+fn few_random_records_on_a_large_target_are_read_from_their_own_blocks() {
+    // On a disk file system: O_DIRECT reads (tmpfs has none) take the streaming path.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (target, log) = random_run(dir.path(), SLOTS, ACKS);
     let (t, l) = (target.to_str().unwrap(), log.to_str().unwrap());
     let sparse = common::run(["verify", t, "--acks", l, "--rehearsal", "--json"]);
     let r = sparse.json();
@@ -100,4 +109,37 @@ fn few_random_records_on_a_large_target_are_read_from_their_own_blocks() {
         w["bytes_read"].as_u64().unwrap() >= SLOTS * REC_BYTES,
         "{whole:?}"
     );
+}
+
+/// Few records over a large target judged in parts (the log's size bounds its acks too
+/// loosely for the budget): memory stays within `--memory`, however many parts the
+/// region takes, since no part holds room for records it does not have.
+#[test]
+fn few_records_judged_in_parts_stay_within_the_budget() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (target, log) = random_run(dir.path(), 4 << 20, 2_000); // 16 GiB
+    let (t, l) = (target.to_str().unwrap(), log.to_str().unwrap());
+    // The work files on another file system than the target's (verify refuses that).
+    let args = [
+        "verify",
+        t,
+        "--acks",
+        l,
+        "--rehearsal",
+        "--json",
+        "--memory",
+        "64M",
+        "--work-dir",
+        "/dev/shm",
+    ];
+    let err = dir.path().join("err");
+    let (rss_kib, code) = crate::fetch_streamed::peak_rss_kib(&args, &err);
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert_eq!(code, 1, "the lost record: FAIL; {stderr}");
+    assert!(
+        rss_kib < 64 << 10,
+        "peak RSS {rss_kib} KiB over --memory 64M"
+    );
+    let r = common::run(args).json();
+    assert_eq!(r["counts"]["lost"], 1, "{r}");
 }

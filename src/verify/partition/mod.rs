@@ -161,9 +161,12 @@ fn judge_in_parts(
             .max()
             .unwrap_or(0);
         let wanted = |a: &Ack| a.record.offset < owned.0 || a.record.offset < until;
+        // The table grows freely only as far as the group's room for live records, then
+        // only while half full: a group of many sparse parts (few acks over a large
+        // region) would otherwise hold a slot for every record the parts could hold.
         let slots = SlotTable::with_free_slots(
             plan.table_base(g.first),
-            (g.last - g.first + 1) * plan.slots + 3,
+            ((g.last - g.first + 1) * plan.slots).min(plan.room) + 3,
         );
         let mut paint = Paint::new(Some(slots));
         let mut m = Merged::new(readers(false)).map_err(VerifyError::WorkFile)?;
