@@ -285,6 +285,37 @@ impl Judging {
         self.acked
     }
 
+    /// The report on a run the engine judged (`verify::scale`, `verify::partition`):
+    /// the counts, then what the reads found, in the one order both halves need
+    /// (a hung read's unread acks before the plain words).
+    pub fn finish_run(
+        self,
+        d: &crate::model::RunDescriptor,
+        timed_out: Option<(TimedOut, Duration)>,
+        reads: ReadsDone,
+        started: std::time::Instant,
+    ) -> Report {
+        let mut report = self.finish();
+        if let Some((to, read_timeout)) = timed_out {
+            to.apply(&mut report, read_timeout);
+        }
+        let mut unreadable = reads.unreadable;
+        scan::tidy_unreadable(&mut unreadable);
+        report.unreadable_ranges = unreadable;
+        report.bytes_read = reads.bytes_read;
+        let region = (
+            d.settings.region_offset,
+            d.settings.region_offset + d.settings.region_bytes,
+        );
+        report.region_read = reads
+            .read_through
+            .is_some_and(|(s, e)| s <= region.0 && region.1 <= e);
+        report.verify_ms = started.elapsed().as_secs_f64() * 1e3;
+        report.run = Some(d.clone());
+        report.refresh_plain();
+        report
+    }
+
     pub fn finish(self) -> Report {
         let losses = self.losses;
         let facts = Facts {
@@ -337,6 +368,14 @@ impl Judging {
         report.conclude();
         report
     }
+}
+
+/// What a run's reads came to, for [`Judging::finish_run`].
+pub struct ReadsDone {
+    pub unreadable: Vec<(u64, u64, String)>,
+    pub bytes_read: u64,
+    /// `scan::ScanResult::read_through`, of all the reads.
+    pub read_through: Option<(u64, u64)>,
 }
 
 /// One failed record as the report lists it.

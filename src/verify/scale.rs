@@ -311,20 +311,12 @@ pub fn verify_whole_run(
             Some(to)
         }
     };
-    let mut report = judging.finish();
-    if let Some(to) = timed_out {
-        to.apply(&mut report, read_timeout);
-    }
-    let mut unreadable = result.unreadable;
-    scan::tidy_unreadable(&mut unreadable);
-    report.unreadable_ranges = unreadable;
-    report.bytes_read = result.bytes_read;
-    report.region_read = result
-        .read_through
-        .is_some_and(|(s, e)| s <= region.0 && region.1 <= e);
-    report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
-    report.run = Some(d.clone());
-    report.refresh_plain();
+    let reads = super::judge::ReadsDone {
+        unreadable: result.unreadable,
+        bytes_read: result.bytes_read,
+        read_through: result.read_through,
+    };
+    let report = judging.finish_run(d, timed_out.map(|to| (to, read_timeout)), reads, t0);
     let every = (live.acks.len() / 256).max(1);
     let sample = live.acks.iter().step_by(every).copied().collect();
     Ok(Scaled { report, sample })

@@ -290,19 +290,12 @@ fn judge_in_parts(
     if let Some(to) = &mut timed_out {
         to.add_others(n - failed, last_ack_ns);
     }
-    let mut report = judging.finish();
-    if let Some(to) = timed_out {
-        to.apply(&mut report, read_timeout);
-    }
-    scan::tidy_unreadable(&mut totals.unreadable);
-    report.unreadable_ranges = totals.unreadable;
-    report.bytes_read = totals.bytes_read;
-    report.region_read = totals
-        .read_through
-        .is_some_and(|(s, e)| s <= region.0 && region.1 <= e);
-    report.verify_ms = t0.elapsed().as_secs_f64() * 1e3;
-    report.run = Some(d.clone());
-    report.refresh_plain();
+    let reads = super::judge::ReadsDone {
+        unreadable: totals.unreadable,
+        bytes_read: totals.bytes_read,
+        read_through: totals.read_through,
+    };
+    let report = judging.finish_run(d, timed_out.map(|to| (to, read_timeout)), reads, t0);
     Ok(Scaled { report, sample })
 }
 
