@@ -80,26 +80,66 @@ pub(super) fn spread(start: u64, end: u64, count: u64) -> impl Iterator<Item = u
 /// Where to look for stamps of `log`'s run: the home of acknowledged records (the
 /// newest ones and a spread of the rest), and a spread over the run's region.
 pub fn run_points(log: &RunLog) -> BTreeSet<u64> {
-    let acks = &log.acks;
-    let every = (acks.len() / ACK_POINTS).max(1);
-    let mut points: BTreeSet<u64> = acks
-        .iter()
-        .step_by(every)
-        .map(|a| a.record.offset)
-        .collect();
-    points.extend(
-        acks.iter()
-            .rev()
-            .take(ACK_POINTS / 4)
-            .map(|a| a.record.offset),
-    );
-    let s = &log.descriptor.settings;
-    points.extend(spread(
-        s.region_offset,
-        s.region_offset.saturating_add(s.region_bytes),
-        SPREAD_POINTS,
-    ));
-    points
+    let mut points = RunPoints::default();
+    points.add(&log.acks);
+    points.finish(&log.descriptor)
+}
+
+/// [`run_points`] gathered from the acks as they stream by, in ack order, holding at
+/// most a few thousand offsets whatever the run's length: every `every`-th ack (the
+/// step doubling, and the kept half thinned, each time they fill up) and the last ones.
+#[derive(Debug)]
+pub struct RunPoints {
+    spread: Vec<u64>,
+    every: u64,
+    seen: u64,
+    last: std::collections::VecDeque<u64>,
+}
+
+impl Default for RunPoints {
+    fn default() -> RunPoints {
+        RunPoints {
+            spread: Vec::with_capacity(2 * ACK_POINTS),
+            every: 1,
+            seen: 0,
+            last: std::collections::VecDeque::with_capacity(ACK_POINTS / 4),
+        }
+    }
+}
+
+impl RunPoints {
+    pub fn add(&mut self, acks: &[crate::model::Ack]) {
+        for a in acks {
+            if self.seen % self.every == 0 {
+                if self.spread.len() == 2 * ACK_POINTS {
+                    // Keep the acks at multiples of the doubled step.
+                    let kept: Vec<u64> = self.spread.iter().step_by(2).copied().collect();
+                    self.spread = kept;
+                    self.every *= 2;
+                }
+                if self.seen % self.every == 0 {
+                    self.spread.push(a.record.offset);
+                }
+            }
+            if self.last.len() == ACK_POINTS / 4 {
+                self.last.pop_front();
+            }
+            self.last.push_back(a.record.offset);
+            self.seen += 1;
+        }
+    }
+
+    pub fn finish(self, d: &crate::model::RunDescriptor) -> BTreeSet<u64> {
+        let mut points: BTreeSet<u64> = self.spread.into_iter().collect();
+        points.extend(self.last);
+        let s = &d.settings;
+        points.extend(spread(
+            s.region_offset,
+            s.region_offset.saturating_add(s.region_bytes),
+            SPREAD_POINTS,
+        ));
+        points
+    }
 }
 
 /// Looks for any stamp of `run` at `points` (from [`run_points`]).

@@ -378,12 +378,24 @@ fn run_streamed(
         last: Default::default(),
     };
     engine::refuse_unusable_work_dir(o, Some((&d, &passes)))?;
-    if !d.device.same_medium(device) {
-        return Ok(None);
-    }
     let Ok(dev) = FileDevice::open_read(&o.target) else {
         return Ok(None);
     };
+    if !d.device.same_medium(device) {
+        // Another medium (a copy of the drive, or the drive under a new name): judged
+        // only if it carries the run's stamps, looked for where the acks say, gathered
+        // in a pass so the acks are never held.
+        let mut points = medium::RunPoints::default();
+        scale::AckPasses::pass(&passes, &mut |chunk| points.add(chunk))?;
+        select::check_identity_at(
+            &d,
+            points.finish(&d),
+            &o.target,
+            device,
+            o.allow_identity_mismatch,
+            o.read_timeout,
+        )?;
+    }
     let dev: Arc<dyn Device> = Arc::new(dev);
     let judge = |run: scan::ScanRun| {
         let bar = progress::ScanBar::new(o.quiet);

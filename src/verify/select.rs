@@ -148,12 +148,28 @@ pub fn check_identity(
     allow: bool,
     read_timeout: Duration,
 ) -> Result<(), SelectError> {
-    let written = &log.descriptor.device;
+    if log.descriptor.device.same_medium(device) {
+        return Ok(());
+    }
+    let points = medium::run_points(log);
+    check_identity_at(&log.descriptor, points, target, device, allow, read_timeout)
+}
+
+/// [`check_identity`] for a run whose acks are not held: where to look for its stamps
+/// gathered as they streamed by (`medium::RunPoints`).
+pub fn check_identity_at(
+    d: &crate::model::RunDescriptor,
+    points: std::collections::BTreeSet<u64>,
+    target: &Path,
+    device: &DeviceIdentity,
+    allow: bool,
+    read_timeout: Duration,
+) -> Result<(), SelectError> {
+    let written = &d.device;
     if written.same_medium(device) {
         return Ok(());
     }
-    let run = log.descriptor.run_id;
-    let points = medium::run_points(log);
+    let run = d.run_id;
     let sample = sample(target, read_timeout, move |d| {
         medium::find_run(d, run, &points)
     });
