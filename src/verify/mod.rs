@@ -160,10 +160,24 @@ pub fn run(o: &VerifyOptions) -> Result<Verified, VerifyError> {
     }
     // The one identification of the target: every step below is given it.
     let device = o.target.exists().then(|| identify_target(&o.target));
-    if let (AckSource::File(path), Some(device)) = (&o.acks, &device)
-        && let Some(verified) = run_streamed(o, device, path, None)?
-    {
-        return Ok(verified);
+    if let (AckSource::File(path), Some(device)) = (&o.acks, &device) {
+        // A log in a witness directory is read with the directory's journal overlaid:
+        // streamed from a copy that has it (in TMPDIR, removed after).
+        let copy = TempLog::new("overlaid");
+        let overlaid =
+            crate::witness::store::reader::copy_overlaid(path, &copy.0).map_err(|e| {
+                VerifyError::ReadingAcks {
+                    path: path.clone(),
+                    source: e.into(),
+                }
+            })?;
+        let streamed = match overlaid {
+            None => run_streamed(o, device, path, None, None)?,
+            Some(journal) => run_streamed(o, device, &copy.0, None, Some((path, journal)))?,
+        };
+        if let Some(verified) = streamed {
+            return Ok(verified);
+        }
     }
     let mut fetched = None;
     if let (AckSource::Witness(addr), Some(device)) = (&o.acks, &device) {
@@ -306,7 +320,7 @@ fn run_witness_streamed(
         }
     );
     let source = (format!("witness {addr}"), how);
-    if let Some(verified) = run_streamed(o, device, &tmp.0, Some(source))? {
+    if let Some(verified) = run_streamed(o, device, &tmp.0, Some(source), None)? {
         return Ok(Witnessed::Judged(verified));
     }
     let (log, _) = crate::witness::store::reader::read_log_file_checked(&tmp.0, key.as_ref())
@@ -344,6 +358,7 @@ fn run_streamed(
     device: &identity::DeviceIdentity,
     path: &std::path::Path,
     source: Option<(String, String)>,
+    copied_from: Option<(&std::path::Path, Vec<crate::model::WitnessEvent>)>,
 ) -> Result<Option<Verified>, VerifyError> {
     if !crate::witness::store::reader::streamable(path) {
         return Ok(None);
@@ -385,8 +400,15 @@ fn run_streamed(
         // Another medium (a copy of the drive, or the drive under a new name): judged
         // only if it carries the run's stamps, looked for where the acks say, gathered
         // in a pass so the acks are never held.
+        // The same pass checks the log: one no writer could produce is refused for that
+        // first, whatever the target.
         let mut points = medium::RunPoints::default();
-        scale::AckPasses::pass(&passes, &mut |chunk| points.add(chunk))?;
+        let mut checks = scale::Painted::new(&d, None);
+        scale::AckPasses::pass(&passes, &mut |chunk| {
+            points.add(chunk);
+            checks.add_chunk(chunk);
+        })?;
+        scale::refuse_impossible(&d, checks)?;
         select::check_identity_at(
             &d,
             points.finish(&d),
@@ -432,7 +454,16 @@ fn run_streamed(
         report = judge(scan::ScanRun::with_later_runs(&d, &later))?;
         report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
     }
-    let (log, wholeness) = file_passes.last.take().expect("verify read the log");
+    let (mut log, wholeness) = file_passes.last.take().expect("verify read the log");
+    // A copy of a witness directory's log: named as the log, the journal's damage with
+    // the log's own.
+    let shown = match copied_from {
+        Some((original, journal)) => {
+            log.events.extend(journal);
+            original
+        }
+        None => path,
+    };
     report.note_log_damage(crate::witness::store::checker::damage_details(&log));
     report.target = o.target.display().to_string();
     report.device = Some(device.clone());
@@ -440,7 +471,7 @@ fn run_streamed(
     match source {
         Some((name, how)) => report.note_log_wholeness(name, wholeness.whole, how),
         None => {
-            report.note_log_wholeness(path.display().to_string(), wholeness.whole, wholeness.how)
+            report.note_log_wholeness(shown.display().to_string(), wholeness.whole, wholeness.how)
         }
     }
     report.note_log_cannot_be_complete(beyond::log_cannot_be_complete(

@@ -9,14 +9,9 @@
 //! the parts exactly where it shows up in the whole run. A record across a part's edge
 //! gets a tally from each part it touches, of its sectors there; the tallies add up.
 
-use super::judge::Judge;
 use super::pipeline::{block_of, dev_end};
 use super::sparse::Reads;
-use super::{Inputs, ScanResult, ScanRun, Span, Visible, scan_inner};
 use crate::device::Device;
-use crate::model::Ack;
-use std::sync::Arc;
-use std::time::Duration;
 
 /// The bytes one part judges.
 #[derive(Clone, Copy, Debug)]
@@ -51,51 +46,6 @@ pub fn whole_span(dev: &dyn Device, records: (u64, u64), also: Option<(u64, u64)
 /// Where the device's readable blocks end, if before `end`.
 pub fn readable_end(dev: &dyn Device, end: u64) -> u64 {
     end.min(dev_end(dev, block_of(dev)))
-}
-
-/// Judges `acks` (a part's live records, `visible` their visible ranges) within `part`.
-pub fn scan_part(
-    dev: Arc<dyn Device>,
-    run: ScanRun,
-    acks: &[Ack],
-    visible: Visible,
-    read_timeout: Duration,
-    part: Part,
-    progress: &dyn Fn(u64, u64),
-) -> ScanResult {
-    let how = Inputs {
-        selected: None,
-        visible: Some(visible),
-        also: None,
-        early: None,
-        reads: part.reads,
-        part: Some(part),
-    };
-    scan_inner(dev, run, acks, how, read_timeout, progress)
-}
-
-/// A part after a hung read: nothing read, every sector of its share of the span
-/// unreadable, as the whole run's scan marks what a hang left unread.
-pub(super) fn judge_unread(
-    span: &Span,
-    run: ScanRun,
-    acks: &[Ack],
-    order: Vec<usize>,
-    visible: Option<Visible>,
-    read_timeout: Duration,
-    result: &mut ScanResult,
-) {
-    result.read_through = None;
-    if span.start < span.readable_end {
-        result.unreadable.push((
-            span.start,
-            span.readable_end - span.start,
-            format!("read did not complete within {read_timeout:?}"),
-        ));
-    }
-    let visible = visible.unwrap_or_else(|| super::visible_ranges(acks).into());
-    let mut judge = Judge::new(run, acks, order, visible);
-    judge.judge_range(None, span.start, span.end, &mut result.tallies);
 }
 
 /// The unreadable ranges as a report lists them: in offset order, touching ranges of the

@@ -102,6 +102,38 @@ pub fn replay(storage: &dyn Storage, dir: &Path) -> StoreResult<Replayed> {
     Ok(out)
 }
 
+/// [`overlay`] of one run's log held in a file (`log`, `len` bytes long) rather than in
+/// memory: a copy a reader made, never the witness's own log. Why: a 100 M-ack log read
+/// whole is gigabytes; verify streams from the copy instead (`reader::copy_overlaid`).
+pub fn overlay_file(
+    storage: &dyn Storage,
+    dir: &Path,
+    run: RunId,
+    log: &std::fs::File,
+    mut len: u64,
+) -> StoreResult<Vec<String>> {
+    use std::os::unix::fs::FileExt;
+    let mut damage = vec![];
+    for (_, path) in list_journals(storage, dir)? {
+        let found = read_journal(storage, &path, |r, offset, data| {
+            // As `overlay`: one past the end could only follow a hole.
+            if r != run || offset > len {
+                return Ok(());
+            }
+            log.write_all_at(data, offset)
+                .with_context(|| "writing the copy of an ack log".to_string())?;
+            len = len.max(offset + data.len() as u64);
+            Ok(())
+        })?;
+        damage.extend(
+            found
+                .iter()
+                .map(|d| format!("witness journal {} is damaged: {d}", path.display())),
+        );
+    }
+    Ok(damage)
+}
+
 /// Applies the journal entries found in `dir` to the logs in `logs` (each run's log as
 /// read from disk), without changing any file. After the witness's machine lost power,
 /// its logs may lack acks that only the journal holds until `plugpull listen` replays

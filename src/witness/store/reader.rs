@@ -6,7 +6,7 @@
 //! `plugpull listen` replays it), while the log and the journal know nothing of each
 //! other. Nothing in the store depends back on the reader.
 
-use crate::model::{Ack, RunLog};
+use crate::model::{Ack, RunLog, WitnessEvent};
 use crate::record::RunId;
 use crate::wire::auth::Key;
 use crate::witness::store::checker::{LogChecker, LogItem, Wholeness, damage_event};
@@ -124,6 +124,35 @@ fn read_log_bytes(
     let (mut log, wholeness) = stream_log_bytes(path, r, key, &mut |a| acks.extend_from_slice(a))?;
     log.acks = acks;
     Ok((log, wholeness))
+}
+
+/// For a log in a witness directory with a journal (not [`streamable`]): copies its
+/// bytes to `out` with the journal overlaid, as [`read_log_file`] reads it, so it can be
+/// streamed from there; returns the journal's damage, as events to add to the log read
+/// from the copy. None: `path` is streamable as it is.
+pub fn copy_overlaid(path: &Path, out: &Path) -> StoreResult<Option<Vec<WitnessEvent>>> {
+    let Some((dir, run)) = in_journaled_dir(&FsStorage, path) else {
+        return Ok(None);
+    };
+    let copy = || -> io::Result<(std::fs::File, u64)> {
+        let mut from = std::fs::File::open(path)?;
+        let mut to = std::fs::File::create(out)?;
+        let len = io::copy(&mut from, &mut to)?;
+        Ok((to, len))
+    };
+    let (file, len) = copy().with_context(|| format!("copying ack log {}", path.display()))?;
+    let damage = journal_replay::overlay_file(&FsStorage, &dir, run, &file, len)?;
+    Ok(Some(
+        damage
+            .into_iter()
+            .map(|d| {
+                damage_event(
+                    0,
+                    format!("{d}; acks of this run that only the journal held may be missing"),
+                )
+            })
+            .collect(),
+    ))
 }
 
 /// Whether [`stream_log_file`] can read `path`: not a log in a witness directory with a

@@ -289,3 +289,53 @@ fn torn_journal_tail_is_ignored_and_foreign_journal_refused() {
     std::fs::write(dir.path().join("notes.journal"), b"x").unwrap();
     assert_eq!(replay(&FsStorage, dir.path()).unwrap(), Replayed::default());
 }
+
+/// A copy of a witness directory's log with the journal overlaid (what verify streams
+/// from, `reader::copy_overlaid`) reads as the log read whole with the journal does:
+/// the acks only the journal held, the same events and wholeness, and the witness's own
+/// log left as it was.
+#[test]
+fn a_copy_with_the_journal_overlaid_reads_as_the_log_read_whole() {
+    use crate::witness::store::reader::{copy_overlaid, read_log_file_checked, stream_log_file};
+    let dir = tempfile::tempdir().unwrap();
+    let runs = [sample_descriptor(21), sample_descriptor(22)];
+    let (j, mut logs) = logs_with_journal(dir.path(), JournalOptions::default(), &runs);
+    let created: Vec<u64> = logs.iter().map(|l| l.durable_len_bytes()).collect();
+    let acks: Vec<Ack> = (0..400).map(ack).collect();
+    for c in acks.chunks(40) {
+        for l in &mut logs {
+            let first = l.appended_acks();
+            l.append_acks(first, c).unwrap();
+            l.commit().unwrap();
+        }
+    }
+    drop(logs);
+    drop(j);
+    let p = log_path(dir.path(), runs[0].run_id);
+    // The log lost its tail: only the journal holds those acks.
+    lose_unsynced_appends(&p, created[0] + 1000);
+    let before = std::fs::read(&p).unwrap();
+    let (whole, wholeness) = read_log_file_checked(&p, None).unwrap();
+    assert_eq!(whole.acks, acks);
+    let out = tempfile::tempdir().unwrap();
+    let copy = out.path().join("copy.acklog");
+    let journal_damage = copy_overlaid(&p, &copy).unwrap().expect("a journaled log");
+    assert!(journal_damage.is_empty());
+    let mut streamed = vec![];
+    let (log, copied) =
+        stream_log_file(&copy, None, &mut |a| streamed.extend_from_slice(a)).unwrap();
+    assert_eq!(streamed, acks);
+    assert_eq!(log.events, whole.events);
+    assert_eq!((copied.whole, copied.how), (wholeness.whole, wholeness.how));
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        before,
+        "the witness's log was changed"
+    );
+    // A log outside a witness directory needs no copy.
+    assert!(
+        copy_overlaid(&copy, &out.path().join("again"))
+            .unwrap()
+            .is_none()
+    );
+}
