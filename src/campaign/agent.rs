@@ -133,6 +133,9 @@ pub enum AgentError {
     Connect(#[from] ClientError),
     #[error(transparent)]
     NoAcks(#[from] NoAcks),
+    /// The writer's record buffers could not be allocated: nothing was written.
+    #[error(transparent)]
+    NoBufferMemory(#[from] crate::write::engine::NoBufferMemory),
 }
 
 type Result<T, E = AgentError> = std::result::Result<T, E>;
@@ -539,7 +542,7 @@ fn write_run(
             AfterCut::LetItRun
         };
         (told, after)
-    });
+    })?;
     let _ = sender.finish(Duration::from_secs(10));
     told?;
     match progress.failure() {

@@ -132,4 +132,9 @@ pub enum VerifyError {
     /// A work file did not read back.
     #[error(transparent)]
     WorkFile(std::io::Error),
+    /// No memory to sample the medium for records past the log's last acks.
+    #[error(
+        "verify could not look on the target for records past the log's last acks (which show a log taken before the writer stopped)"
+    )]
+    BeyondSample(#[source] std::io::Error),
 }

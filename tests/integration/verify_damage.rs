@@ -61,7 +61,8 @@ fn descriptor(p: &Plan) -> RunDescriptor {
 
 fn write(dev: &MemDevice, p: &Plan) -> RunLog {
     let sink = Mutex::new(Vec::<Ack>::new());
-    run_streams(dev, p, &sink, &AtomicBool::new(false), &Progress::default());
+    run_streams(dev, p, &sink, &AtomicBool::new(false), &Progress::default())
+        .expect("the record buffers");
     RunLog {
         files: Default::default(),
         descriptor: descriptor(p),
