@@ -321,9 +321,7 @@ pub enum AgentEnd {
 /// next one until the power dies.
 pub fn run(o: AgentOptions) -> Result<AgentEnd> {
     let cfg = AgentConfig::load(&o.config)?;
-    let host = nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let host = crate::model::this_host();
     let key = cfg
         .key_file
         .as_deref()

@@ -24,7 +24,7 @@ pub mod target;
 
 use crate::device::{FlushMethod, OpenOptions, identity, safety};
 use crate::model::{Ack, Placement, RunDescriptor, WriterSettings};
-use crate::record::{FORMAT_VERSION, RunId};
+use crate::record::RunId;
 use crate::units::SizeRange;
 use crate::witness::client::{AckSender, ClientOptions};
 use engine::{AckSink, Progress, RecordBuffers, run_streams_with};
@@ -397,16 +397,10 @@ pub fn run_descriptor(
     flush: FlushMethod,
     direct: bool,
 ) -> RunDescriptor {
-    RunDescriptor {
-        run_id: plan.run,
-        format_version: FORMAT_VERSION,
-        plugpull_version: env!("CARGO_PKG_VERSION").into(),
-        host: nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        started_at: chrono::Utc::now().to_rfc3339(),
+    RunDescriptor::started_here(
+        plan.run,
         device,
-        settings: WriterSettings {
+        WriterSettings {
             region_offset: plan.region_offset,
             region_bytes: plan.region_bytes,
             record_bytes_min: plan.record_min,
@@ -418,9 +412,8 @@ pub fn run_descriptor(
             seed: plan.seed,
             max_records_unacked: None,
         },
-        command: std::env::args().collect(),
-        tree: None,
-    }
+        None,
+    )
 }
 
 fn describe(d: &identity::DeviceIdentity) -> String {
