@@ -124,7 +124,7 @@ pub fn latest_for_target(
             sample.map_or(0, |s| s.sectors),
             target.display(),
             stamp.run,
-            fmt_ns(stamp.record.write_time_ns),
+            crate::units::fmt_utc_ns(stamp.record.write_time_ns),
         );
         return Ok(log);
     }
@@ -214,12 +214,6 @@ fn sample(
             target: target.to_owned(),
             source,
         })
-}
-
-fn fmt_ns(ns: u64) -> String {
-    chrono::DateTime::from_timestamp_nanos(ns as i64)
-        .format("%Y-%m-%d %H:%M:%S UTC")
-        .to_string()
 }
 
 #[cfg(test)]
