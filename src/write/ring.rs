@@ -84,7 +84,8 @@ impl RecordBuffers {
 /// The writer's record buffers could not be allocated: nothing was written.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "cannot allocate the writer's record buffers ({streams} streams of {per_stream} buffers of {record_bytes} bytes each), so nothing was written: give smaller records, a smaller batch or fewer streams"
+    "cannot allocate the writer's record buffers ({}), so nothing was written: give smaller records, a smaller batch or fewer streams",
+    self.sizes()
 )]
 pub struct NoBufferMemory {
     pub streams: u16,
@@ -92,6 +93,19 @@ pub struct NoBufferMemory {
     pub record_bytes: u64,
     #[source]
     pub source: std::io::Error,
+}
+
+impl NoBufferMemory {
+    /// "2 streams of 32 buffers of 64.0 MiB".
+    fn sizes(&self) -> String {
+        format!(
+            "{} stream{} of {} buffers of {}",
+            self.streams,
+            if self.streams == 1 { "" } else { "s" },
+            self.per_stream,
+            crate::units::fmt_bytes(self.record_bytes)
+        )
+    }
 }
 
 #[cfg(test)]

@@ -194,7 +194,9 @@ fn a_run_without_memory_for_its_buffers_is_refused_before_it_writes() {
         .expect_err("no memory for 2 streams of 4 EiB records");
     let text = crate::exit::error_chain(&e);
     assert!(
-        text.starts_with("cannot allocate the writer's record buffers (2 streams of 32 buffers of 4611686018427387904 bytes each)"),
+        text.starts_with(
+            "cannot allocate the writer's record buffers (2 streams of 32 buffers of 4194304.0 TiB)"
+        ),
         "{text}"
     );
     assert!(text.contains("cannot map an I/O buffer"), "{text}");
