@@ -38,6 +38,9 @@ pub enum DemoError {
     Witness(Box<dyn std::error::Error + Send + Sync>),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// The writer's record buffers could not be allocated: nothing was written.
+    #[error(transparent)]
+    NoBufferMemory(#[from] crate::write::engine::NoBufferMemory),
 }
 
 type Result<T, E = DemoError> = std::result::Result<T, E>;
@@ -166,7 +169,7 @@ fn cut_and_verify(
         say("2/4 cutting power (the writer is still writing)".into());
         drive.cut().ok();
         ((), AfterCut::StopWriter)
-    });
+    })?;
     let acked = progress.records_acked();
     let stats = sender
         .finish(Duration::from_secs(10))

@@ -10,6 +10,7 @@ pub mod device;
 pub mod exit;
 pub mod io_step;
 pub mod latency;
+pub mod le;
 pub mod logwrites;
 pub mod model;
 pub mod power;

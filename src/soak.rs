@@ -228,7 +228,7 @@ pub fn run_cycle_on(seed: u64, faulty: bool) -> io::Result<(CycleOutcome, Arc<Si
     let dev = CutAt::new(&drive, spec.cut_op);
     // The cut is inside the device; the writer stops at its first failed operation,
     // which the cut guarantees.
-    write_until_cut(&dev, &plan, &sink, |_| ((), AfterCut::LetItRun));
+    write_until_cut(&dev, &plan, &sink, |_| ((), AfterCut::LetItRun)).map_err(io::Error::other)?;
     let acks = sink.into_inner().unwrap_or_else(|e| e.into_inner());
     let descriptor = run_descriptor(
         &plan,

@@ -9,6 +9,7 @@
 //! on with what the panicking holder left.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// Locks `m`, taking the data as a panicking holder left it (module docs).
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -18,6 +19,18 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Waits on `cv` with `guard`, as [`lock`] does if a holder panicked meanwhile.
 pub fn wait<'a, T>(cv: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     cv.wait(guard).unwrap_or_else(|p| p.into_inner())
+}
+
+/// [`wait`] for at most `timeout` (a spurious or timed-out wake-up returns the guard
+/// all the same: callers check their condition again).
+pub fn wait_timeout<'a, T>(
+    cv: &Condvar,
+    guard: MutexGuard<'a, T>,
+    timeout: Duration,
+) -> MutexGuard<'a, T> {
+    cv.wait_timeout(guard, timeout)
+        .unwrap_or_else(|p| p.into_inner())
+        .0
 }
 
 #[cfg(test)]

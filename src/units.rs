@@ -151,21 +151,59 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
-/// A span of time with the precision people use for it: "850 µs", "12.5 ms", "340 ms",
-/// "2.4 s", "95 s".
-pub fn fmt_span(d: Duration) -> String {
-    let us = d.as_secs_f64() * 1e6;
-    if us < 1000.0 {
-        format!("{us:.0} µs")
-    } else if us < 100_000.0 {
-        format!("{:.1} ms", us / 1e3)
-    } else if us < 1e6 {
-        format!("{:.0} ms", us / 1e3)
-    } else if us < 60e6 {
-        format!("{:.1} s", us / 1e6)
-    } else {
-        format!("{:.0} s", us / 1e6)
+/// A span of time in seconds, with the precision people use for it: "850 µs", "1.5 ms",
+/// "24 ms", "2.4 s", "4 min 10 s", "2 h 5 min"; "0" for none. One decimal below 10 of a
+/// unit, none above: a reader compares spans at a glance, and the second digit of a
+/// loss window or a flush latency is noise. The one formatter of spans for every report,
+/// summary and chart, so that one span reads the same everywhere.
+pub fn fmt_duration_s(secs: f64) -> String {
+    if !secs.is_finite() {
+        return format!("{secs} s");
     }
+    if secs < 0.0 {
+        return format!("-{}", fmt_duration_s(-secs));
+    }
+    if secs == 0.0 {
+        return "0".into();
+    }
+    // (unit, its length in seconds, where the next unit takes over)
+    for (unit, len_s, next) in [("µs", 1e-6, 1000.0), ("ms", 1e-3, 1000.0), ("s", 1.0, 60.0)] {
+        let v = secs / len_s;
+        let shown = if v < 9.95 {
+            (v * 10.0).round() / 10.0
+        } else {
+            v.round()
+        };
+        if shown < next {
+            let text = format!("{shown:.1}");
+            let text = text.strip_suffix(".0").unwrap_or(&text);
+            return format!("{text} {unit}");
+        }
+    }
+    let whole_s = secs.round() as u64;
+    if whole_s < 3600 {
+        return match (whole_s / 60, whole_s % 60) {
+            (m, 0) => format!("{m} min"),
+            (m, s) => format!("{m} min {s} s"),
+        };
+    }
+    match (
+        (secs / 60.0).round() as u64 / 60,
+        (secs / 60.0).round() as u64 % 60,
+    ) {
+        (h, 0) => format!("{h} h"),
+        (h, m) => format!("{h} h {m} min"),
+    }
+}
+
+/// [`fmt_duration_s`] of a span in milliseconds (loss windows, fall times).
+pub fn fmt_duration_ms(ms: f64) -> String {
+    fmt_duration_s(ms / 1e3)
+}
+
+/// [`fmt_duration_s`] of a span in microseconds (flush latencies and floors).
+pub fn fmt_duration_us(us: f64) -> String {
+    fmt_duration_s(us / 1e6)
 }
 
 /// A wall-clock time in ns since the Unix epoch (the writer's clock) as UTC to the
@@ -202,11 +240,27 @@ mod tests {
     }
     #[test]
     fn spans_read_in_human_units() {
-        assert_eq!(fmt_span(Duration::from_micros(850)), "850 µs");
-        assert_eq!(fmt_span(Duration::from_micros(12_500)), "12.5 ms");
-        assert_eq!(fmt_span(Duration::from_millis(340)), "340 ms");
-        assert_eq!(fmt_span(Duration::from_millis(2_400)), "2.4 s");
-        assert_eq!(fmt_span(Duration::from_secs(95)), "95 s");
+        for (secs, text) in [
+            (0.0, "0"),
+            (0.5e-6, "0.5 µs"),
+            (87.24e-6, "87 µs"),
+            (850e-6, "850 µs"),
+            (999.7e-6, "1 ms"),
+            (400e-6, "400 µs"),
+            (1.5e-3, "1.5 ms"),
+            (24.3e-3, "24 ms"),
+            (340e-3, "340 ms"),
+            (2.4, "2.4 s"),
+            (12.34, "12 s"),
+            (59.7, "1 min"),
+            (95.0, "1 min 35 s"),
+            (250.0, "4 min 10 s"),
+            (3600.0, "1 h"),
+            (2.0 * 3600.0 + 300.0, "2 h 5 min"),
+            (-0.02, "-20 ms"),
+        ] {
+            assert_eq!(fmt_duration_s(secs), text, "{secs} s");
+        }
     }
     #[test]
     fn times_are_utc_without_nanoseconds() {

@@ -7,6 +7,7 @@ use super::methods::MethodRow;
 use super::sweep::SweepRow;
 use crate::device::FlushMethod;
 use crate::device::identity::DeviceIdentity;
+use crate::units::fmt_duration_us;
 use serde::Serialize;
 
 /// Below this, a write+flush is faster than any drive commits to flash or platters
@@ -210,14 +211,6 @@ fn failed(status: Status, err: Option<&str>) -> (ReadingClass, String) {
     )
 }
 
-fn fmt_floor(u: f64) -> String {
-    if u >= 1000.0 {
-        format!("{:.2} ms", u / 1000.0)
-    } else {
-        format!("{u:.0} µs")
-    }
-}
-
 /// The reading of a flush floor of `floor_us` (if one was measured) on device `id`.
 fn judge_floor(id: &DeviceIdentity, floor_us: Option<f64>) -> (ReadingClass, String) {
     if id.write_cache.as_deref() == Some("write through") {
@@ -247,7 +240,7 @@ fn not_rotating(rate: f64, u: f64) -> (ReadingClass, String) {
             ReadingClass::FastFlush,
             format!(
                 "A write+flush takes {} ({rate:.0}/s): that fast, either the drive has power-loss protection or its cache ignores flushes. Latency cannot tell these apart; only a power-cut test can, and it is urgent before trusting this drive with a database or a ZFS log.",
-                fmt_floor(u)
+                fmt_duration_us(u)
             ),
         )
     } else {
@@ -255,7 +248,7 @@ fn not_rotating(rate: f64, u: f64) -> (ReadingClass, String) {
             ReadingClass::FlushFloor,
             format!(
                 "A write+flush takes {} ({rate:.0}/s), a floor of hundreds of µs to ms: the signature of flushes that reach non-volatile media, as on an SSD without power-loss protection or a spinning disk. Consistent with an honest drive, but not proof: a power-cut test can confirm it.",
-                fmt_floor(u)
+                fmt_duration_us(u)
             ),
         )
     }
@@ -271,7 +264,7 @@ fn rotating(rate: f64, u: f64) -> (ReadingClass, String) {
             ReadingClass::RotatingTooFast,
             format!(
                 "The kernel reports this disk as rotational. If it does spin, it cannot honestly commit more than about rpm/60 flushes per second (120/s at 7,200 rpm, 250/s at 15,000 rpm); it does {rate:.0}/s ({}), so a cache is answering: a battery-backed controller, or a drive that ignores flushes. {IF_FLAG_WRONG}. Only a power-cut test can tell which.",
-                fmt_floor(u)
+                fmt_duration_us(u)
             ),
         )
     } else {
@@ -279,7 +272,7 @@ fn rotating(rate: f64, u: f64) -> (ReadingClass, String) {
             ReadingClass::RotatingPlausible,
             format!(
                 "The kernel reports this disk as rotational. If it does spin, {rate:.0} flushes/s ({}) is within what it can commit (about rpm/60: 120/s at 7,200 rpm): consistent with a disk that honours flushes, not proof of it. {IF_FLAG_WRONG}.",
-                fmt_floor(u)
+                fmt_duration_us(u)
             ),
         )
     }

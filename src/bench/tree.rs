@@ -15,7 +15,7 @@ use crate::record::{RecordId, RunId, RunKey, fill_record};
 use crate::tree::TreeFlush;
 use crate::tree::plan::{Arrival, FileStep, Step, TreePlan, TreeScale, plan};
 use crate::tree::write::sync_dir;
-use crate::units::thousands;
+use crate::units::{fmt_duration_s, thousands};
 use serde::Serialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -376,7 +376,7 @@ pub fn text(r: &TreeBenchReport) -> String {
             ms(row.sync.latency_us_max),
             row.ratio_to_none
                 .map_or("-".to_string(), |x| format!("{x:.1}")),
-            fmt_duration(row.untar_extrapolated_s),
+            fmt_duration_s(row.untar_extrapolated_s),
         ));
         if let Some(e) = &row.error {
             s.push_str(&format!("  {} stopped early: {e}\n", row.flush));
@@ -397,23 +397,6 @@ pub fn text(r: &TreeBenchReport) -> String {
     s
 }
 
-/// `95 ms`, `12.3 s`, `4 min 10 s`, `2 h 5 min`.
-pub fn fmt_duration(s: f64) -> String {
-    if s < 1.0 {
-        format!("{:.0} ms", s * 1e3)
-    } else if s < 60.0 {
-        format!("{s:.1} s")
-    } else if s < 3600.0 {
-        format!("{:.0} min {:.0} s", (s / 60.0).floor(), s % 60.0)
-    } else {
-        format!(
-            "{:.0} h {:.0} min",
-            (s / 3600.0).floor(),
-            (s % 3600.0) / 60.0
-        )
-    }
-}
-
 /// Below this per-file sync latency (p50), the stack answers from a cache: no medium
 /// commits a journal and a directory in so little time without power-loss protection.
 pub const FAST_SYNC_US: f64 = 200.0;
@@ -431,8 +414,8 @@ pub fn reading(rows: &[TreeBenchRow]) -> Vec<String> {
              directory) took {:.1} times as long as writing the tree without syncs: the \
              full 53,000-file untar would take about {} instead of {} (extrapolated).",
             f.ratio_to_none.unwrap_or(0.0),
-            fmt_duration(f.untar_extrapolated_s),
-            fmt_duration(n.untar_extrapolated_s)
+            fmt_duration_s(f.untar_extrapolated_s),
+            fmt_duration_s(n.untar_extrapolated_s)
         ));
         let p50 = f.sync.latency_us_p50;
         out.push(if p50 < FAST_SYNC_US {
@@ -502,14 +485,6 @@ mod tests {
         rows[0].error = Some("ENOSPC".into());
         finish_rows(&mut rows, 10);
         assert_eq!(rows[1].ratio_to_none, None);
-    }
-
-    #[test]
-    fn durations_read_well() {
-        assert_eq!(fmt_duration(0.095), "95 ms");
-        assert_eq!(fmt_duration(12.34), "12.3 s");
-        assert_eq!(fmt_duration(250.0), "4 min 10 s");
-        assert_eq!(fmt_duration(2.0 * 3600.0 + 300.0), "2 h 5 min");
     }
 
     /// Fast syncs are read as a cache, slow ones as waits for stable storage.

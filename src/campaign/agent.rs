@@ -133,6 +133,9 @@ pub enum AgentError {
     Connect(#[from] ClientError),
     #[error(transparent)]
     NoAcks(#[from] NoAcks),
+    /// The writer's record buffers could not be allocated: nothing was written.
+    #[error(transparent)]
+    NoBufferMemory(#[from] crate::write::engine::NoBufferMemory),
 }
 
 type Result<T, E = AgentError> = std::result::Result<T, E>;
@@ -318,9 +321,7 @@ pub enum AgentEnd {
 /// next one until the power dies.
 pub fn run(o: AgentOptions) -> Result<AgentEnd> {
     let cfg = AgentConfig::load(&o.config)?;
-    let host = nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let host = crate::model::this_host();
     let key = cfg
         .key_file
         .as_deref()
@@ -539,7 +540,7 @@ fn write_run(
             AfterCut::LetItRun
         };
         (told, after)
-    });
+    })?;
     let _ = sender.finish(Duration::from_secs(10));
     told?;
     match progress.failure() {

@@ -70,7 +70,7 @@ impl Open {
     /// Registers `s` as connection `id`; returns the peer of the oldest one, closed to
     /// make room, if any.
     fn add(&self, id: u64, s: &TcpStream) -> Option<String> {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = crate::sync::lock(&self.0);
         if let Ok(c) = s.try_clone() {
             m.insert(id, c);
         }
@@ -85,7 +85,7 @@ impl Open {
     }
 
     fn remove(&self, id: u64) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+        crate::sync::lock(&self.0).remove(&id);
     }
 }
 

@@ -104,6 +104,9 @@ pub enum CycleError {
     Connect(ClientError),
     #[error(transparent)]
     NoAcks(#[from] NoAcks),
+    /// The writer's record buffers could not be allocated: the cycle wrote nothing.
+    #[error(transparent)]
+    NoBufferMemory(#[from] crate::write::engine::NoBufferMemory),
     #[error(transparent)]
     Switch(#[from] PowerError),
     /// The run could not be fetched back from the witness after power on.
@@ -374,7 +377,7 @@ fn cycle_inner(
             Ok((stamp, delay_ms, off_start, lost))
         })();
         (cut, AfterCut::StopWriter)
-    });
+    })?;
     let stats = sender.finish(s.wait_timeout);
     let (cut_stamp, delay_ms, off_start, writer_lost_drive) = cut?;
     r.cut = Some(cut_stamp);

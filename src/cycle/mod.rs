@@ -23,7 +23,7 @@ use crate::model::RunLog;
 use crate::rng::Rng;
 use crate::verify::report::Report;
 use crate::verify::{dead_device_report, verify_device};
-use crate::write::engine::{AckSink, Progress, run_streams};
+use crate::write::engine::{AckSink, NoBufferMemory, Progress, RecordBuffers, run_streams_with};
 use crate::write::plan::Plan;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,24 +40,26 @@ pub enum AfterCut {
 
 /// Runs the writer of `plan` on `dev`, acks going to `sink`, and on this thread calls
 /// `cut` with the writer's live progress. Returns what the cut returned and the writer's
-/// final progress, once the writer has ended.
+/// final progress, once the writer has ended; or, without calling `cut`, why the writer's
+/// record buffers could not be allocated (nothing was written).
 pub fn write_until_cut<T>(
     dev: &dyn Device,
     plan: &Plan,
     sink: &dyn AckSink,
     cut: impl FnOnce(&Progress) -> (T, AfterCut),
-) -> (T, Progress) {
+) -> Result<(T, Progress), NoBufferMemory> {
+    let buffers = RecordBuffers::allocate(plan, 1)?;
     let progress = Progress::default();
     let stop = AtomicBool::new(false);
     let outcome = std::thread::scope(|s| {
-        s.spawn(|| run_streams(dev, plan, sink, &stop, &progress));
+        s.spawn(|| run_streams_with(dev, plan, buffers, sink, &stop, &progress));
         let (outcome, after) = cut(&progress);
         if after == AfterCut::StopWriter {
             stop.store(true, Ordering::SeqCst);
         }
         outcome
     });
-    (outcome, progress)
+    Ok((outcome, progress))
 }
 
 /// Why the acks never started flowing.

@@ -43,7 +43,10 @@ impl AlignedBuf {
 
     /// [`AlignedBuf::try_new`] for callers with no error path: out of memory ends the
     /// process the way any failed allocation does (`handle_alloc_error`, as `Vec` does),
-    /// not with a panic.
+    /// not with a panic. Its one caller outside tests is verify's scan pipeline
+    /// (`verify::scan::pipeline::empty_chunk`), whose chunk buffers are allocated deep in
+    /// the scan with no error to return yet; it keeps this until that path can report
+    /// one. Every other caller uses `try_new` and reports the error.
     pub fn new(len: usize) -> AlignedBuf {
         AlignedBuf::try_new(len).unwrap_or_else(|_| {
             std::alloc::handle_alloc_error(

@@ -60,10 +60,10 @@ pub fn encode(creator: Creator, offset: u64) -> [u8; SECTOR] {
 /// The marker in `sector`, if it is one, intact, and written for offset `at`.
 pub fn decode(sector: &[u8], at: u64) -> Option<Marker> {
     let s = sector.get(..SECTOR)?;
-    let u16_at = |i: usize| u16::from_le_bytes([s[i], s[i + 1]]);
-    let u64_at = |i: usize| u64::from_le_bytes(s[i..i + 8].try_into().unwrap());
+    let u16_at = |i: usize| crate::le::u16_at(s, i);
+    let u64_at = |i: usize| crate::le::u64_at(s, i);
     if s[0..8] != MARKER_MAGIC
-        || crc32fast::hash(&s[..CRC_AT]) != u32::from_le_bytes(s[CRC_AT..].try_into().unwrap())
+        || crc32fast::hash(&s[..CRC_AT]) != crate::le::u32_at(s, CRC_AT)
         || u16_at(8) != MARKER_VERSION
         || u64_at(16) != at
     {

@@ -12,6 +12,7 @@
 //!   zero padding), then `nr_sectors * sectorsize` bytes of written data, unless the
 //!   entry is a discard. `sector` and `nr_sectors` count `sectorsize` units, not 512.
 
+use crate::le::{u32_at, u64_at};
 use std::io::{self, Read};
 
 pub const MAGIC: u64 = 0x006a_7366_7773_6872;
@@ -92,10 +93,6 @@ pub enum FormatError {
     Io(#[source] io::Error),
 }
 
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
 /// Reads `buf.len()` bytes or says how many there were before the end.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> Result<usize, io::Error> {
     let mut got = 0;
@@ -133,20 +130,20 @@ impl<R: Read> LogReader<R> {
                 "{got} bytes long, shorter than a super block ({SUPER_BYTES} bytes)"
             )));
         }
-        let magic = le64(&head, 0);
+        let magic = u64_at(&head, 0);
         if magic != MAGIC {
             return Err(FormatError::NotALog(format!(
                 "bad magic at byte 0 (0x{magic:x}, expected 0x{MAGIC:x})"
             )));
         }
-        let version = le64(&head, 8);
+        let version = u64_at(&head, 8);
         if version != VERSION {
             return Err(FormatError::NotALog(format!(
                 "version {version} at byte 8 (this build reads version {VERSION})"
             )));
         }
-        let nr_entries = le64(&head, 16);
-        let sector_bytes = u32::from_le_bytes(head[24..28].try_into().expect("4 bytes"));
+        let nr_entries = u64_at(&head, 16);
+        let sector_bytes = u32_at(&head, 24);
         if !sector_bytes.is_power_of_two() || !(512..=65536).contains(&sector_bytes) {
             return Err(FormatError::NotALog(format!(
                 "sector size {sector_bytes} at byte 24 (expected a power of two from 512 to 65536)"
@@ -189,10 +186,10 @@ impl<R: Read> LogReader<R> {
             return Err(self.truncated("the header", at));
         }
         let (sec, nr, flags, data_len) = (
-            le64(&sector, 0),
-            le64(&sector, 8),
-            le64(&sector, 16),
-            le64(&sector, 24),
+            u64_at(&sector, 0),
+            u64_at(&sector, 8),
+            u64_at(&sector, 16),
+            u64_at(&sector, 24),
         );
         let bad =
             |why: String| FormatError::Damaged(format!("entry {} at byte {at}: {why}", self.next));

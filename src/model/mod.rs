@@ -107,6 +107,37 @@ pub struct RunDescriptor {
     pub tree: Option<TreeSettings>,
 }
 
+impl RunDescriptor {
+    /// The descriptor of a run this process starts now: its format and plugpull version,
+    /// host, start time and command line are this process's; what was written where is
+    /// the caller's.
+    pub fn started_here(
+        run_id: RunId,
+        device: DeviceIdentity,
+        settings: WriterSettings,
+        tree: Option<TreeSettings>,
+    ) -> RunDescriptor {
+        RunDescriptor {
+            run_id,
+            format_version: crate::record::FORMAT_VERSION,
+            plugpull_version: env!("CARGO_PKG_VERSION").into(),
+            host: this_host(),
+            started_at: chrono::Utc::now().to_rfc3339(),
+            device,
+            settings,
+            command: std::env::args().collect(),
+            tree,
+        }
+    }
+}
+
+/// This host's name, as runs started here name it; empty when the system does not say.
+pub fn this_host() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// What a tree run wrote, enough to regenerate its plan (`tree::plan::plan`) and find
 /// it: the seed and scale, the plan generator's version, the tree's root directory name
 /// under the target directory, and the flush method by name (the tree methods include a

@@ -53,7 +53,7 @@ pub fn slot_has_power_controller(config: &[u8]) -> Option<bool> {
         let id = *config.get(ptr)?;
         if id == CAP_ID_EXP {
             let b = config.get(ptr + SLTCAP_OFFSET..ptr + SLTCAP_OFFSET + 4)?;
-            let sltcap = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            let sltcap = crate::le::u32_at(b, 0);
             return Some(sltcap & SLTCAP_POWER_CONTROLLER != 0);
         }
         ptr = *config.get(ptr + 1)? as usize & !3;

@@ -74,8 +74,8 @@ impl RunKey {
         let r = blake3::keyed_hash(&self.key, &input);
         let r = r.as_bytes();
         RecordContent::V2 {
-            r0: u64::from_le_bytes(r[0..8].try_into().unwrap()),
-            r1: u64::from_le_bytes(r[8..16].try_into().unwrap()),
+            r0: crate::le::u64_at(r, 0),
+            r1: crate::le::u64_at(r, 8),
         }
     }
 }

@@ -16,6 +16,7 @@ pub const MAGIC: [u8; 4] = *b"PLUG";
 
 mod content;
 mod run_id;
+use crate::le::{u16_at, u32_at, u64_at};
 pub use content::{FORMAT_VERSION, OLDEST_READABLE_VERSION, RecordContent, RunKey};
 pub use run_id::RunId;
 
@@ -107,16 +108,6 @@ pub fn encode_stamp_version(
 /// True if the content bytes of `sector` still match the CRC its (valid) stamp carries.
 pub fn content_matches(sector: &[u8], stamp: &Stamp) -> bool {
     crc32fast::hash(&sector[STAMP_LEN..SECTOR]) == stamp.content_crc
-}
-
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }
 
 /// Decodes the stamp at the start of `sector` (at least [`STAMP_LEN`] bytes).

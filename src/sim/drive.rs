@@ -7,10 +7,11 @@ use super::model::{Model, Power, ReadOutcome, SimConfig};
 use super::oracle::{Event, Fault};
 use super::profile::Profile;
 use crate::device::Device;
+use crate::sync::lock;
 use std::io;
 use std::path::Path;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// A simulated drive, safe to share between writer threads.
@@ -48,45 +49,39 @@ impl SimDrive {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Model> {
-        // A panic while holding the lock cannot leave the image inconsistent with the
-        // invariant that matters (the image is what survives), so keep going.
-        crate::sync::lock(&self.model)
-    }
-
     /// The seed that reproduces this drive's decisions.
     pub fn seed(&self) -> u64 {
-        self.lock().seed()
+        lock(&self.model).seed()
     }
 
     pub fn profile(&self) -> Profile {
-        self.lock().profile().clone()
+        lock(&self.model).profile().clone()
     }
 
     /// Cuts the power deterministically: the profile's cut is applied, the oracle is
     /// final, and every I/O fails with EIO until [`SimDrive::power_on`].
     pub fn cut(&self) -> io::Result<()> {
-        self.lock().cut()
+        lock(&self.model).cut()
     }
 
     /// Powers the drive back on. Post-cut faults take effect now: unreadable ranges fail
     /// reads with EIO; a dead drive returns an error here and on every I/O.
     pub fn power_on(&self) -> io::Result<()> {
-        self.lock().power_on()
+        lock(&self.model).power_on()
     }
 
     pub fn is_powered(&self) -> bool {
-        self.lock().power() == Power::On
+        lock(&self.model).power() == Power::On
     }
 
     /// The faults that are real after the cut (resolved oracle).
     pub fn oracle(&self) -> Vec<Fault> {
-        self.lock().faults()
+        lock(&self.model).faults()
     }
 
     /// The raw oracle events of this drive object.
     pub fn oracle_events(&self) -> Vec<Event> {
-        self.lock().events().to_vec()
+        lock(&self.model).events().to_vec()
     }
 
     /// Flushes that returned success so far.
@@ -96,12 +91,12 @@ impl SimDrive {
 
     /// What is on media now, bypassing the cache (what a cut now would leave).
     pub fn read_durable(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.lock().read_durable(buf, offset)
+        lock(&self.model).read_durable(buf, offset)
     }
 
     /// Writes zeros through the cache (discard / write-zeroes).
     pub fn zero(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.lock().zero(offset, len)
+        lock(&self.model).zero(offset, len)
     }
 }
 
@@ -115,11 +110,11 @@ impl Device for SimDrive {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.lock().write(buf, offset)
+        lock(&self.model).write(buf, offset)
     }
 
     fn flush(&self) -> io::Result<()> {
-        let latency_us = self.lock().flush()?;
+        let latency_us = lock(&self.model).flush()?;
         // The flush is already durable; the sleep only makes it as slow as the modelled
         // drive, outside the lock so other writers keep going.
         if latency_us > 0 {
@@ -130,7 +125,7 @@ impl Device for SimDrive {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let outcome = self.lock().read(buf, offset)?;
+        let outcome = lock(&self.model).read(buf, offset)?;
         match outcome {
             ReadOutcome::Done => Ok(()),
             ReadOutcome::Hang(ms) => {

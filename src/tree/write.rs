@@ -8,7 +8,7 @@
 
 use crate::device::identity;
 use crate::model::{Ack, FileName, RunDescriptor, TreeSettings, WriterSettings, now_ns};
-use crate::record::{FORMAT_VERSION, RecordId, RunId, RunKey, fill_record};
+use crate::record::{RecordId, RunId, RunKey, fill_record};
 use crate::tree::plan::{Arrival, FileStep, Step, TreePlan, TreeScale, plan};
 use crate::tree::{FILE_STREAM, MAX_FILE_BYTES, PLAN_VERSION, TreeFlush};
 use crate::witness::client::{AckSender, ClientOptions};
@@ -72,16 +72,10 @@ pub enum TreeWriteError {
 pub fn tree_descriptor(run: RunId, dir: &Path, p: &TreePlan, flush: TreeFlush) -> RunDescriptor {
     let mut device = identity::identify(dir);
     device.kind = "directory".into();
-    RunDescriptor {
-        run_id: run,
-        format_version: FORMAT_VERSION,
-        plugpull_version: env!("CARGO_PKG_VERSION").into(),
-        host: nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        started_at: chrono::Utc::now().to_rfc3339(),
+    RunDescriptor::started_here(
+        run,
         device,
-        settings: WriterSettings {
+        WriterSettings {
             region_offset: 0,
             region_bytes: MAX_FILE_BYTES,
             record_bytes_min: crate::record::SECTOR as u64,
@@ -100,8 +94,7 @@ pub fn tree_descriptor(run: RunId, dir: &Path, p: &TreePlan, flush: TreeFlush) -
             seed: p.seed,
             max_records_unacked: None,
         },
-        command: std::env::args().collect(),
-        tree: Some(TreeSettings {
+        Some(TreeSettings {
             plan_version: PLAN_VERSION,
             seed: p.seed,
             files: p.scale.files,
@@ -109,7 +102,7 @@ pub fn tree_descriptor(run: RunId, dir: &Path, p: &TreePlan, flush: TreeFlush) -
             root: root_name(run),
             flush: flush.name().into(),
         }),
-    }
+    )
 }
 
 /// The run's root directory name inside DIR.

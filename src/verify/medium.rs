@@ -13,6 +13,7 @@ use crate::device::{AlignedBuf, Device};
 use crate::model::RunLog;
 use crate::record::{RunId, SECTOR, Stamp, content_matches, decode_stamp};
 use std::collections::BTreeSet;
+use std::io;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -35,16 +36,18 @@ pub struct Sample {
 }
 
 /// Reads the sectors at `points` (sector-aligned byte offsets) and folds every sector
-/// into `visit`, which returns true to stop. A read error or end of device ends the
-/// sample: what was read so far stands.
+/// into `visit`, which returns true to stop; returns the sectors read. A read error or
+/// end of device ends the sample: what was read so far stands. An error only when the
+/// buffer for a block cannot be had: no sample was taken, which is not a sample that
+/// found nothing.
 pub(super) fn read_points(
     dev: &dyn Device,
     points: &BTreeSet<u64>,
     mut visit: impl FnMut(&[u8]) -> bool,
-) -> u64 {
+) -> io::Result<u64> {
     let block = (dev.logical_block_bytes() as u64).max(SECTOR as u64);
     let size = dev.size_bytes() / block * block;
-    let mut buf = AlignedBuf::new(block as usize);
+    let mut buf = AlignedBuf::try_new(block as usize)?;
     let (mut sectors, mut last_block) = (0u64, None);
     for &p in points {
         let at = p / block * block;
@@ -61,11 +64,11 @@ pub(super) fn read_points(
         for s in buf.chunks_exact(SECTOR) {
             sectors += 1;
             if visit(s) {
-                return sectors;
+                return Ok(sectors);
             }
         }
     }
-    sectors
+    Ok(sectors)
 }
 
 /// `count` sector-aligned points spread evenly over [start, end).
@@ -143,22 +146,22 @@ impl RunPoints {
 }
 
 /// Looks for any stamp of `run` at `points` (from [`run_points`]).
-pub fn find_run(dev: &dyn Device, run: RunId, points: &BTreeSet<u64>) -> Sample {
+pub fn find_run(dev: &dyn Device, run: RunId, points: &BTreeSet<u64>) -> io::Result<Sample> {
     let mut found = false;
     let sectors = read_points(dev, points, |sector| {
         found = decode_stamp(sector).is_ok_and(|st| st.run == run);
         found
-    });
-    Sample {
+    })?;
+    Ok(Sample {
         sectors,
         found,
         newest: None,
-    }
+    })
 }
 
 /// The newest valid stamp (checksum and content intact) in a sample of the whole of
 /// `dev`: its first MiB, a spread over all of it, and every power-of-two offset.
-pub fn newest_stamp(dev: &dyn Device) -> Sample {
+pub fn newest_stamp(dev: &dyn Device) -> io::Result<Sample> {
     let size = dev.size_bytes();
     let mut points: BTreeSet<u64> = (0..HEAD_BYTES.min(size)).step_by(SECTOR).collect();
     points.extend(spread(0, size, SPREAD_POINTS));
@@ -172,12 +175,12 @@ pub fn newest_stamp(dev: &dyn Device) -> Sample {
             }
         }
         false
-    });
-    Sample {
+    })?;
+    Ok(Sample {
         sectors,
         found: newest.is_some(),
         newest,
-    }
+    })
 }
 
 /// Runs `f` on `dev` in a thread and gives up after `limit` (a drive that hangs on
@@ -231,11 +234,11 @@ mod tests {
         // One record of r1 deep in a 4 MiB region: found at its acked home.
         let a = put(&dev, r1, 3 << 20, 10);
         let l1 = log(r1, (1 << 20, 4 << 20), vec![a]);
-        let s = find_run(&dev, r1, &run_points(&l1));
+        let s = find_run(&dev, r1, &run_points(&l1)).unwrap();
         assert!(s.found && s.sectors > 0, "{s:?}");
         // Another run's log over the same region: its stamps are not there.
         let l2 = log(r2, (1 << 20, 4 << 20), vec![]);
-        let s = find_run(&dev, r2, &run_points(&l2));
+        let s = find_run(&dev, r2, &run_points(&l2)).unwrap();
         assert!(!s.found, "{s:?}");
         assert!(s.sectors >= SPREAD_POINTS, "sampled the region: {s:?}");
     }
@@ -244,11 +247,15 @@ mod tests {
     fn newest_stamp_is_the_newest_intact_one() {
         let (r1, r2) = (RunId([1; 16]), RunId([2; 16]));
         let dev = MemDevice::new(64 << 20);
-        assert_eq!(newest_stamp(&dev).newest, None, "a blank device has none");
+        assert_eq!(
+            newest_stamp(&dev).unwrap().newest,
+            None,
+            "a blank device has none"
+        );
         put(&dev, r1, 0, 100);
         // Beyond the first MiB, at a power of two.
         put(&dev, r2, 16 << 20, 200);
-        let s = newest_stamp(&dev);
+        let s = newest_stamp(&dev).unwrap();
         assert_eq!(s.newest.map(|st| st.run), Some(r2), "{s:?}");
         // A damaged newer record does not count: its content fails its CRC.
         dev.edit(|b| b[(16 << 20) + 100] ^= 1);
@@ -257,7 +264,7 @@ mod tests {
                 b[(16 << 20) + i * 512 + 100] ^= 1;
             }
         });
-        let s = newest_stamp(&dev);
+        let s = newest_stamp(&dev).unwrap();
         assert_eq!(s.newest.map(|st| st.run), Some(r1), "{s:?}");
     }
 

@@ -208,11 +208,10 @@ pub fn run(o: &VerifyOptions) -> Result<Verified, VerifyError> {
     if let Ok(dev) = FileDevice::open_read(&o.target) {
         let mut last = beyond::LastPerStream::default();
         last.add(&log.acks);
-        report.note_log_cannot_be_complete(beyond::log_cannot_be_complete(
-            &dev,
-            &log.descriptor,
-            &last,
-        ));
+        report.note_log_cannot_be_complete(
+            beyond::log_cannot_be_complete(&dev, &log.descriptor, &last)
+                .map_err(VerifyError::BeyondSample)?,
+        );
     }
     report.note_writer_end(&log.events, o.rehearsal);
     Ok(Verified {
@@ -474,11 +473,10 @@ fn run_streamed(
             report.note_log_wholeness(shown.display().to_string(), wholeness.whole, wholeness.how)
         }
     }
-    report.note_log_cannot_be_complete(beyond::log_cannot_be_complete(
-        dev.as_ref(),
-        &d,
-        &passes.last.borrow(),
-    ));
+    report.note_log_cannot_be_complete(
+        beyond::log_cannot_be_complete(dev.as_ref(), &d, &passes.last.borrow())
+            .map_err(VerifyError::BeyondSample)?,
+    );
     report.note_writer_end(&log.events, o.rehearsal);
     Ok(Some(Verified {
         report,

@@ -153,6 +153,11 @@ pub enum VerifyError {
         target: PathBuf,
         on: String,
     },
+    /// No memory to sample the medium for records past the log's last acks.
+    #[error(
+        "verify could not look on the target for records past the log's last acks (which show a log taken before the writer stopped)"
+    )]
+    BeyondSample(#[source] std::io::Error),
 }
 
 impl VerifyError {

@@ -124,7 +124,10 @@ fn fail_sentence(f: &Facts, acked: u64) -> String {
         // `ms` runs from the oldest failing record's ack to the run's last ack, and the
         // power went out after that last ack: so "at least".
         Some(w) if w.ms >= 0.05 => {
-            s += &format!(", reaching back at least {} before {end}.", fmt_ms(w.ms))
+            s += &format!(
+                ", reaching back at least {} before {end}.",
+                crate::units::fmt_duration_ms(w.ms)
+            )
         }
         _ => s += &format!(", the newest ones just before {end}."),
     }
@@ -279,19 +282,6 @@ pub fn legend(counts: &ClassCounts) -> Vec<(RecordClass, &'static str)> {
 
 fn writes(n: u64) -> &'static str {
     if n == 1 { "write" } else { "writes" }
-}
-
-/// Milliseconds for people: "24 ms", "1.5 ms", "3.2 s".
-fn fmt_ms(ms: f64) -> String {
-    if ms >= 10_000.0 {
-        format!("{:.0} s", ms / 1000.0)
-    } else if ms >= 1000.0 {
-        format!("{:.1} s", ms / 1000.0)
-    } else if ms >= 10.0 {
-        format!("{ms:.0} ms")
-    } else {
-        format!("{ms:.1} ms")
-    }
 }
 
 #[cfg(test)]
@@ -532,12 +522,5 @@ mod tests {
             campaign_sentence(&f),
             "These tests say nothing about the drive yet: none of the 3 power cuts gave an answer (the power was never proven to have fallen: check the switch and its wiring)."
         );
-    }
-
-    #[test]
-    fn numbers_read_as_people_write_them() {
-        assert_eq!(fmt_ms(0.4), "0.4 ms");
-        assert_eq!(fmt_ms(24.3), "24 ms");
-        assert_eq!(fmt_ms(1500.0), "1.5 s");
     }
 }

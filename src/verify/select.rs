@@ -57,6 +57,13 @@ pub enum SelectError {
         "{mismatch}, and {sample}. Judging a drive by another drive's records would report them lost (a false FAIL). Verify the drive the run was written to, or name this drive's run with --run (leave it out to take this drive's latest run); if this really is the same medium under a new identity (a restored image, a re-created file), pass --allow-identity-mismatch"
     )]
     IdentityMismatch { mismatch: String, sample: String },
+    /// No memory for the block buffer that samples the drive's stamps.
+    #[error("cannot look for plugpull stamps on {}", .target.display())]
+    SampleBuffer {
+        target: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// How to reach the witness.
@@ -91,7 +98,7 @@ pub fn latest_for_target(
             return Ok(log.clone());
         }
     }
-    let sample = sample(target, read_timeout, medium::newest_stamp);
+    let sample = sample(target, read_timeout, medium::newest_stamp)?;
     let why = match &by_key {
         None => format!("the witness has no run for {key}"),
         Some(l) => format!(
@@ -117,7 +124,7 @@ pub fn latest_for_target(
             sample.map_or(0, |s| s.sectors),
             target.display(),
             stamp.run,
-            fmt_ns(stamp.record.write_time_ns),
+            crate::units::fmt_utc_ns(stamp.record.write_time_ns),
         );
         return Ok(log);
     }
@@ -172,7 +179,7 @@ pub fn check_identity_at(
     let run = d.run_id;
     let sample = sample(target, read_timeout, move |d| {
         medium::find_run(d, run, &points)
-    });
+    })?;
     let mismatch = format!(
         "run {run} was written to {}, but {} is {}",
         crate::model::peer_text::shown(&written.describe()),
@@ -206,20 +213,23 @@ pub fn check_identity_at(
 }
 
 /// Opens `target` for reading and runs `f` on it within `limit`; None if it cannot be
-/// opened or does not answer in time.
+/// opened or does not answer in time (the drive's answer), an error if `f` could not
+/// sample at all (this machine's failure, not the drive's).
 fn sample(
     target: &Path,
     limit: Duration,
-    f: impl FnOnce(&dyn Device) -> Sample + Send + 'static,
-) -> Option<Sample> {
-    let dev: Arc<dyn Device> = Arc::new(FileDevice::open_read(target).ok()?);
+    f: impl FnOnce(&dyn Device) -> std::io::Result<Sample> + Send + 'static,
+) -> Result<Option<Sample>, SelectError> {
+    let Ok(dev) = FileDevice::open_read(target) else {
+        return Ok(None);
+    };
+    let dev: Arc<dyn Device> = Arc::new(dev);
     medium::within(dev, limit, f)
-}
-
-fn fmt_ns(ns: u64) -> String {
-    chrono::DateTime::from_timestamp_nanos(ns as i64)
-        .format("%Y-%m-%d %H:%M:%S UTC")
-        .to_string()
+        .transpose()
+        .map_err(|source| SelectError::SampleBuffer {
+            target: target.to_owned(),
+            source,
+        })
 }
 
 #[cfg(test)]

@@ -460,10 +460,10 @@ fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, CompactError> {
             p.len()
         );
     }
-    let u64_at = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
+    let u64_at = |at: usize| crate::le::u64_at(p, at);
     let first = u64_at(0);
-    let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
-    let nexc = u32::from_le_bytes(p[12..16].try_into().unwrap()) as usize;
+    let count = crate::le::u32_at(p, 8) as usize;
+    let nexc = crate::le::u32_at(p, 12) as usize;
     let nlanes = p[16] as usize;
     let widths = [p[17], p[18], p[19]];
     let base_ns = u64_at(20);
@@ -496,9 +496,9 @@ fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, CompactError> {
     let bits_end = want - nexc * EXCEPTION_BYTES;
     let mut exceptions = Vec::with_capacity(nexc);
     for e in p[bits_end..].chunks_exact(EXCEPTION_BYTES) {
-        let i = u32::from_le_bytes(e[..4].try_into().unwrap()) as usize;
+        let i = crate::le::u32_at(e, 0) as usize;
         let k = e[4] as usize;
-        let high = u64::from_le_bytes(e[5..13].try_into().unwrap());
+        let high = crate::le::u64_at(e, 5);
         let w = (widths.get(k).copied().unwrap_or(0) & !WIDTH_ZIGZAG) as u32;
         if i >= count || k > 2 {
             malformed!("exception for ack {i} field {k} is outside the frame");
@@ -519,10 +519,10 @@ fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, CompactError> {
     let mut lanes: Vec<Lane> = p[COMPACT_HEADER_BYTES..table_end]
         .chunks_exact(LANE_BYTES)
         .map(|e| Lane {
-            stream: u16::from_le_bytes([e[0], e[1]]),
-            sectors: u32::from_le_bytes(e[2..6].try_into().unwrap()),
-            next_seq: Some(u64::from_le_bytes(e[6..14].try_into().unwrap())),
-            next_offset: u64::from_le_bytes(e[14..22].try_into().unwrap()),
+            stream: crate::le::u16_at(e, 0),
+            sectors: crate::le::u32_at(e, 2),
+            next_seq: Some(crate::le::u64_at(e, 6)),
+            next_offset: crate::le::u64_at(e, 14),
             prev_ns: base_ns,
         })
         .collect();
@@ -572,8 +572,8 @@ pub fn plausible(len: usize, p: &[u8]) -> bool {
     if payload < COMPACT_HEADER_BYTES || p.len() < 20 {
         return false;
     }
-    let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
-    let nexc = u32::from_le_bytes(p[12..16].try_into().unwrap()) as usize;
+    let count = crate::le::u32_at(p, 8) as usize;
+    let nexc = crate::le::u32_at(p, 12) as usize;
     let nlanes = p[16] as usize;
     let widths = [p[17], p[18], p[19]];
     if count == 0 || count > MAX_ACKS_PER_FRAME || nlanes == 0 || nlanes > MAX_LANES {

@@ -27,11 +27,11 @@ pub fn put_ack(out: &mut Vec<u8>, a: &Ack) {
 /// The ack of a 40-byte entry (`e` holds at least that many bytes).
 #[inline]
 pub fn get_ack(e: &[u8]) -> Ack {
-    let u64_at = |at: usize| u64::from_le_bytes(e[at..at + 8].try_into().unwrap());
+    let u64_at = |at: usize| crate::le::u64_at(e, at);
     Ack {
         record: RecordId {
-            stream: u16::from_le_bytes([e[0], e[1]]),
-            sectors: u32::from_le_bytes(e[4..8].try_into().unwrap()),
+            stream: crate::le::u16_at(e, 0),
+            sectors: crate::le::u32_at(e, 4),
             seq: u64_at(8),
             offset: u64_at(16),
             write_time_ns: u64_at(24),

@@ -111,8 +111,8 @@ fn decode(p: &[u8], acks: &mut Vec<Ack>, names: &mut Vec<FileName>) -> Result<u6
             p.len()
         ));
     }
-    let first = u64::from_le_bytes(p[0..8].try_into().unwrap());
-    let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
+    let first = crate::le::u64_at(p, 0);
+    let count = crate::le::u32_at(p, 8) as usize;
     if count > MAX_FILE_ACKS_PER_FRAME {
         return bad(format!(
             "FileAcks payload says {count} entries, more than {MAX_FILE_ACKS_PER_FRAME}"
@@ -157,7 +157,7 @@ fn decode(p: &[u8], acks: &mut Vec<Ack>, names: &mut Vec<FileName>) -> Result<u6
 fn get_name(p: &[u8], at: &mut usize, i: usize, what: &str) -> Result<String, Malformed> {
     let cut = || Malformed(format!("FileAcks entry {i}: its {what} is cut short"));
     let len = p.get(*at..*at + 2).ok_or_else(cut)?;
-    let len = u16::from_le_bytes([len[0], len[1]]) as usize;
+    let len = crate::le::u16_at(len, 0) as usize;
     if len > MAX_FILE_PATH_BYTES {
         return Err(Malformed(format!(
             "FileAcks entry {i}: its {what} is {len} bytes, more than {MAX_FILE_PATH_BYTES}"
@@ -177,7 +177,7 @@ pub fn plausible(len: usize, p: &[u8]) -> bool {
     if p.len() < FILE_ACKS_HEADER_BYTES {
         return false;
     }
-    let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
+    let count = crate::le::u32_at(p, 8) as usize;
     (1..=MAX_FILE_ACKS_PER_FRAME).contains(&count)
         && payload >= FILE_ACKS_HEADER_BYTES + count * MIN_FILE_ENTRY_BYTES
 }

@@ -201,7 +201,7 @@ pub fn decode_limited(buf: &[u8], max_len: usize) -> Decoded<'_> {
     if buf.len() < LEN_BYTES {
         return Decoded::NeedMore { need: 0 };
     }
-    let len = u32::from_le_bytes(buf[..LEN_BYTES].try_into().unwrap()) as usize;
+    let len = crate::le::u32_at(buf, 0) as usize;
     if len > max_len {
         return Decoded::Error(FrameError::Oversized {
             len: len as u64,
@@ -216,7 +216,7 @@ pub fn decode_limited(buf: &[u8], max_len: usize) -> Decoded<'_> {
         return Decoded::NeedMore { need: total };
     }
     let body_end = LEN_BYTES + len;
-    let stored = u32::from_le_bytes(buf[body_end..total].try_into().unwrap());
+    let stored = crate::le::u32_at(buf, body_end);
     let computed = crc32fast::hash(&buf[..body_end]);
     // Checksum first: an unknown type in a damaged frame is damage, not a version skew.
     if stored != computed {

@@ -276,8 +276,8 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeErro
             p.len()
         );
     }
-    let first = u64::from_le_bytes(p[0..8].try_into().unwrap());
-    let count = u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize;
+    let first = crate::le::u64_at(p, 0);
+    let count = crate::le::u32_at(p, 8) as usize;
     let want = ACKS_HEADER_BYTES + count * ACK_ENTRY_BYTES;
     if p.len() != want {
         malformed!(
@@ -311,19 +311,17 @@ pub fn decode_acks_into(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, DecodeErro
 }
 
 fn u16_le(p: &[u8], what: &str) -> Result<u16, DecodeError> {
-    Ok(u16::from_le_bytes(
-        p.get(0..2)
-            .ok_or_else(|| DecodeError::Malformed(format!("{what} payload too short")))?
-            .try_into()
-            .unwrap(),
-    ))
+    if p.len() < 2 {
+        malformed!("{what} payload too short");
+    }
+    Ok(crate::le::u16_at(p, 0))
 }
 
 fn u64_exact(p: &[u8], what: &str) -> Result<u64, DecodeError> {
     if p.len() != 8 {
         malformed!("{what} payload must be 8 bytes, got {}", p.len());
     }
-    Ok(u64::from_le_bytes(p.try_into().unwrap()))
+    Ok(crate::le::u64_at(p, 0))
 }
 
 fn utf8(p: &[u8], what: &str) -> Result<String, DecodeError> {
@@ -449,7 +447,7 @@ impl Msg {
                     malformed!("not a plugpull ack log header (magic missing)");
                 }
                 Msg::FileHeader {
-                    version: u16::from_le_bytes([p[8], p[9]]),
+                    version: crate::le::u16_at(p, 8),
                 }
             }
             FrameType::Descriptor => Msg::Descriptor(descriptor(p, "Descriptor")?),
@@ -472,7 +470,7 @@ impl Msg {
                     );
                 }
                 Msg::Auth {
-                    version: u16::from_le_bytes([p[0], p[1]]),
+                    version: crate::le::u16_at(p, 0),
                     nonce: p[2..].try_into().unwrap(),
                 }
             }
@@ -489,8 +487,8 @@ impl Msg {
                     malformed!("Welcome payload must be 10 bytes, got {}", p.len());
                 }
                 Msg::Welcome {
-                    version: u16::from_le_bytes([p[0], p[1]]),
-                    durable_acks: u64::from_le_bytes(p[2..10].try_into().unwrap()),
+                    version: crate::le::u16_at(p, 0),
+                    durable_acks: crate::le::u64_at(p, 2),
                 }
             }
             FrameType::Acks => {
@@ -554,7 +552,7 @@ fn decode_hello(p: &[u8]) -> Result<Msg, DecodeError> {
         malformed!("Hello payload of {} bytes is too short", p.len());
     }
     let version = u16_le(p, "Hello")?;
-    let flags = u16::from_le_bytes([p[2], p[3]]);
+    let flags = crate::le::u16_at(p, 2);
     Ok(Msg::Hello {
         version,
         resume: flags & HELLO_FLAG_RESUME != 0,

@@ -305,7 +305,7 @@ fn header(c: &mut Cursor) -> Result<Header, CompactError> {
 fn decode_inner(p: &[u8], into: &mut Vec<Ack>) -> Result<u64, CompactError> {
     let mut c = Cursor { p, at: 0 };
     let h = header(&mut c)?;
-    let base_ns = u64::from_le_bytes(c.bytes(8, "the base time")?.try_into().unwrap());
+    let base_ns = crate::le::u64_at(c.bytes(8, "the base time")?, 0);
     let mut codings = [Coding {
         zigzag: false,
         reference: 0,

@@ -20,8 +20,10 @@ use super::clock::{Deadline, realtime_ns};
 use super::pipe::{IoEnd, Pipe};
 use super::plan::{Placer, Plan};
 use super::prepare::prepare_record;
+use super::ring::Prepared;
+pub use super::ring::{NoBufferMemory, RecordBuffers};
 use super::stamp::seal_write_time;
-use crate::device::{AlignedBuf, Device};
+use crate::device::Device;
 use crate::latency::{Histogram, LocalHistogram};
 use crate::model::Ack;
 use crate::record::RecordId;
@@ -164,15 +166,16 @@ impl Progress {
     }
 }
 
-/// Runs every stream until the plan's limits, `stop`, or the first failure; one record
-/// per flush.
+/// Runs every stream until the plan's limits, `stop` or the first failure; one record
+/// per flush. An error (before anything is written) when the streams' record buffers
+/// cannot be allocated.
 pub fn run_streams(
     dev: &dyn Device,
     plan: &Plan,
     sink: &dyn AckSink,
     stop: &AtomicBool,
     progress: &Progress,
-) {
+) -> Result<(), NoBufferMemory> {
     run_streams_batched(dev, plan, 1, sink, stop, progress)
 }
 
@@ -184,13 +187,29 @@ pub fn run_streams_batched(
     sink: &dyn AckSink,
     stop: &AtomicBool,
     progress: &Progress,
+) -> Result<(), NoBufferMemory> {
+    let buffers = RecordBuffers::allocate(plan, batch)?;
+    run_streams_with(dev, plan, buffers, sink, stop, progress);
+    Ok(())
+}
+
+/// [`run_streams_batched`] on buffers allocated beforehand (by
+/// [`RecordBuffers::allocate`] for this `plan`), so that a caller can refuse the run
+/// before it tells anyone the run started.
+pub fn run_streams_with(
+    dev: &dyn Device,
+    plan: &Plan,
+    buffers: RecordBuffers,
+    sink: &dyn AckSink,
+    stop: &AtomicBool,
+    progress: &Progress,
 ) {
     let started = AtomicU64::new(0);
     let t0 = Instant::now();
     let io = Io {
         dev,
         plan,
-        batch: batch.max(1),
+        batch: buffers.batch,
         sink,
         stop,
         progress,
@@ -198,9 +217,9 @@ pub fn run_streams_batched(
         t0,
     };
     std::thread::scope(|s| {
-        for stream in 0..plan.streams {
+        for (stream, ring) in (0..plan.streams).zip(buffers.rings) {
             let io = &io;
-            s.spawn(move || stream_loop(io, stream));
+            s.spawn(move || stream_loop(io, stream, ring));
         }
     });
 }
@@ -219,31 +238,6 @@ struct Io<'a> {
     t0: Instant,
 }
 
-/// A record whose content is ready; only its write time remains to be stamped.
-struct Prepared {
-    buf: AlignedBuf,
-    rec: RecordId,
-}
-
-/// Record buffers per stream (at least twice the batch): the generator refills half of
-/// them at a time, so it sleeps and is woken once per half ring. Small records get more
-/// buffers, up to [`RING_BYTES`]: with 32 buffers of 4 KiB the generator, faster than the
-/// I/O thread, slept and was woken every 16 records, most of the futex calls left.
-const BUFFERS_PER_STREAM: usize = 32;
-/// The ring's size in bytes when its records are small enough to fill more than
-/// [`BUFFERS_PER_STREAM`] buffers. Why this large (perf per thread on
-/// /dev/shm, 4 KiB records): with 256 KiB the generator rewrote buffers whose lines the
-/// I/O thread's copy had just pulled to the other core, and its content fill took
-/// 1.4-2.2 µs a record instead of 0.4 (it set the pace some runs); and every wake-up of
-/// the generator, once per 32 records, cost the I/O thread an inter-processor interrupt
-/// (`_raw_spin_unlock_irqrestore`, 0.14 µs a record). With 4 MiB the generator's fill
-/// took 0.39 µs, the wake-ups vanished from the profile, and the I/O thread went from
-/// 1.85-2.2 to 1.66-1.71 µs a record.
-const RING_BYTES: u64 = 4 << 20;
-/// At most this many buffers: each takes a 4 KiB-aligned allocation, so records smaller
-/// than 4 KiB would otherwise take far more memory than [`RING_BYTES`].
-const MAX_BUFFERS: usize = 1024;
-
 /// Prepared records the generator hands to the I/O thread at a time: one lock round
 /// and at most one wake-up per group instead of per record (at ~300k records/s the
 /// per-record hand-off showed as ~8% of the writer's samples in `perf`).
@@ -252,7 +246,7 @@ const READY_GROUP: usize = 8;
 /// One stream: a generator thread prepares records (content hashing is most of the CPU
 /// cost) while this thread writes, flushes and acknowledges, so the device, not the
 /// hashing, sets the pace.
-fn stream_loop(io: &Io, stream: u16) {
+fn stream_loop(io: &Io, stream: u16, ring: Vec<Prepared>) {
     let plan = io.plan;
     let blank = RecordId {
         stream,
@@ -261,14 +255,7 @@ fn stream_loop(io: &Io, stream: u16) {
         sectors: 0,
         write_time_ns: 0,
     };
-    let pipe = Pipe::new(
-        (0..ring_buffers(plan.record_max).max(2 * io.batch))
-            .map(|_| Prepared {
-                buf: AlignedBuf::new(plan.record_max as usize),
-                rec: blank,
-            })
-            .collect(),
-    );
+    let pipe = Pipe::new(ring);
     let panicked = |what: Box<dyn std::any::Any + Send>| {
         io.progress.fail(Failure {
             during: Failure::PANICKED,
@@ -327,12 +314,6 @@ fn panic_text(what: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| what.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".into());
     format!("panicked: {text}")
-}
-
-/// Buffers in a stream's ring for records up to `record_max` bytes.
-fn ring_buffers(record_max: u64) -> usize {
-    let fit = (RING_BYTES / record_max.max(1)).min(MAX_BUFFERS as u64) as usize;
-    BUFFERS_PER_STREAM.max(fit)
 }
 
 /// How many records the next batch may hold: `io.batch`, fewer when `plan.count` is

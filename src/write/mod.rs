@@ -16,6 +16,7 @@ mod events;
 mod pipe;
 pub mod plan;
 mod prepare;
+mod ring;
 mod stamp;
 mod status;
 pub mod summary;
@@ -23,10 +24,10 @@ pub mod target;
 
 use crate::device::{FlushMethod, OpenOptions, identity, safety};
 use crate::model::{Ack, Placement, RunDescriptor, WriterSettings};
-use crate::record::{FORMAT_VERSION, RunId};
+use crate::record::RunId;
 use crate::units::SizeRange;
 use crate::witness::client::{AckSender, ClientOptions};
-use engine::{AckSink, Progress, run_streams_batched};
+use engine::{AckSink, Progress, RecordBuffers, run_streams_with};
 use plan::{Plan, PlanError};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -103,6 +104,9 @@ pub enum WriteError {
         #[source]
         source: TargetError,
     },
+    /// The record buffers of the run could not be allocated; nothing was written.
+    #[error(transparent)]
+    NoBufferMemory(#[from] engine::NoBufferMemory),
     #[error("interrupted before the first record; nothing was written to {}", .0.display())]
     InterruptedBeforeFirstRecord(PathBuf),
     #[error(transparent)]
@@ -178,6 +182,9 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     let mut descriptor = run_descriptor(&plan, device.clone(), o.flush, o.direct);
     descriptor.settings.max_records_unacked =
         Some(o.batch.max(1) as u64 + o.max_unconfirmed.max(1) as u64);
+    // Before the witness hears of the run: a run the writer cannot hold in memory is
+    // refused while nothing of it exists anywhere.
+    let buffers = RecordBuffers::allocate(&plan, o.batch)?;
     let sender = connect(o, &descriptor)?;
     let dev = prepare(o, &mut tp)?;
     if !o.quiet {
@@ -211,7 +218,7 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        run_streams_batched(&dev, &plan, o.batch, &sender, &STOP, &progress);
+        run_streams_with(&dev, &plan, buffers, &sender, &STOP, &progress);
         streams_done.store(true, Ordering::SeqCst);
         if let Some(st) = &status {
             st.stop();
@@ -390,16 +397,10 @@ pub fn run_descriptor(
     flush: FlushMethod,
     direct: bool,
 ) -> RunDescriptor {
-    RunDescriptor {
-        run_id: plan.run,
-        format_version: FORMAT_VERSION,
-        plugpull_version: env!("CARGO_PKG_VERSION").into(),
-        host: nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        started_at: chrono::Utc::now().to_rfc3339(),
+    RunDescriptor::started_here(
+        plan.run,
         device,
-        settings: WriterSettings {
+        WriterSettings {
             region_offset: plan.region_offset,
             region_bytes: plan.region_bytes,
             record_bytes_min: plan.record_min,
@@ -411,9 +412,8 @@ pub fn run_descriptor(
             seed: plan.seed,
             max_records_unacked: None,
         },
-        command: std::env::args().collect(),
-        tree: None,
-    }
+        None,
+    )
 }
 
 fn describe(d: &identity::DeviceIdentity) -> String {

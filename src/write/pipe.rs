@@ -9,6 +9,7 @@
 //! met on the lock often enough that `perf` showed the futex waits and wakes of the
 //! contended lock at several percent of the writer's time.
 
+use crate::sync::{lock, wait};
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
 
@@ -49,22 +50,15 @@ impl<T> Pipe<T> {
         }
     }
 
-    /// The state, even if the other thread panicked while holding it (`crate::sync`):
-    /// a panic is the run's recorded failure (`engine` module docs), so the survivor
-    /// only needs to see `closed` and stop.
-    fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
-        crate::sync::lock(&self.state)
-    }
-
     /// Generator: moves every free buffer into `out` (empty) at once, waiting until
     /// enough are free. The two vectors swap, so neither side allocates. False when the
     /// pipe is closed.
     pub fn take_free_into(&self, out: &mut Vec<T>) -> bool {
         debug_assert!(out.is_empty());
-        let mut g = self.lock();
+        let mut g = lock(&self.state);
         while !g.closed && g.free.len() < self.wake_free_at {
             g.gen_waiting = true;
-            g = crate::sync::wait(&self.free_cv, g);
+            g = wait(&self.free_cv, g);
         }
         g.gen_waiting = false;
         if g.closed {
@@ -78,7 +72,7 @@ impl<T> Pipe<T> {
     /// the I/O thread once as many are ready as it waits for, or when `last` (the
     /// generator has nothing more before it waits for free buffers itself).
     pub fn put_ready_all(&self, items: &mut Vec<T>, last: bool) {
-        let mut g = self.lock();
+        let mut g = lock(&self.state);
         g.ready.extend(items.drain(..));
         if g.io_want > 0 && (last || g.ready.len() >= g.io_want) {
             g.io_want = 0;
@@ -93,7 +87,7 @@ impl<T> Pipe<T> {
     /// item to the back of `ready`, waiting until at least `want` were moved, all under
     /// one lock. False once closed.
     fn exchange(&self, want: usize, used: &mut Vec<T>, ready: &mut VecDeque<T>) -> bool {
-        let mut g = self.lock();
+        let mut g = lock(&self.state);
         let mut wake_gen = false;
         if !used.is_empty() {
             g.free.append(used);
@@ -117,7 +111,7 @@ impl<T> Pipe<T> {
                 self.free_cv.notify_one();
             }
             g.io_want = want - got;
-            g = crate::sync::wait(&self.ready_cv, g);
+            g = wait(&self.ready_cv, g);
         };
         // After unlocking, as in `put_ready_all`.
         drop(g);
@@ -129,7 +123,7 @@ impl<T> Pipe<T> {
 
     /// Ends the hand-off; both sides return at their next call.
     pub fn close(&self) {
-        let mut g = self.lock();
+        let mut g = lock(&self.state);
         g.closed = true;
         self.free_cv.notify_all();
         self.ready_cv.notify_all();

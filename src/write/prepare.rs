@@ -22,7 +22,7 @@ pub fn prepare_record(buf: &mut [u8], key: &RunKey, run: RunId, rec: &RecordId) 
     let mut stamp = [0u8; STAMP_LEN];
     stamp.copy_from_slice(&first[..STAMP_LEN]);
     let base: [u8; 8] = stamp[PER_SECTOR..PER_SECTOR + 8].try_into().unwrap();
-    let crc0 = u32::from_le_bytes(stamp[60..64].try_into().unwrap());
+    let crc0 = crate::le::u32_at(&stamp, 60);
     let table = StampCrc::get();
     for (i, sector) in rest.chunks_exact_mut(SECTOR).enumerate() {
         let mut fields = [0u8; 8];

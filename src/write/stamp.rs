@@ -93,7 +93,7 @@ pub fn seal_write_time(record: &mut [u8], write_time_ns: u64) {
     for sector in record.chunks_exact_mut(SECTOR) {
         debug_assert_eq!(sector[TIME..TIME + 8], [0; 8], "stamp not as prepared");
         sector[TIME..TIME + 8].copy_from_slice(&t);
-        let crc = u32::from_le_bytes(sector[SEALED..SEALED + 4].try_into().unwrap()) ^ delta;
+        let crc = crate::le::u32_at(sector, SEALED) ^ delta;
         sector[SEALED..SEALED + 4].copy_from_slice(&crc.to_le_bytes());
     }
 }

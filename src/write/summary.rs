@@ -6,7 +6,7 @@
 use super::clock::realtime_ns;
 use super::engine::{Failure, Progress};
 use super::plan::Plan;
-use crate::units::{fmt_span, fmt_utc_ns};
+use crate::units::{fmt_duration_s, fmt_utc_ns};
 use crate::witness::client::SenderStats;
 use serde::Serialize;
 use std::time::Duration;
@@ -178,7 +178,7 @@ fn describe_last(summary: &WriteSummary, now_ns: u64) -> String {
             // A clock stepped back since the flush gives no age rather than a wrong one.
             let age = now_ns
                 .checked_sub(l.flushed_ns)
-                .map(|ns| format!(", {} ago", fmt_span(Duration::from_nanos(ns))))
+                .map(|ns| format!(", {} ago", fmt_duration_s(ns as f64 / 1e9)))
                 .unwrap_or_default();
             format!(
                 "stream {} seq {} at offset {} (flushed {}{age})",

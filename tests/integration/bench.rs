@@ -226,10 +226,20 @@ fn slow_flush_shows_the_ms_floor_and_fast_flush_does_not() {
     assert!(none.latency_us_p50 < 1000.0, "the reference does not flush");
     assert_eq!(slow.reading.class, Class::FlushFloor);
     assert!(slow.reading.flush_latency_us_p50.unwrap() >= 5000.0);
+    // The floor the reading names is the measured one, in the units people read.
+    let p50 = slow.reading.flush_latency_us_p50.unwrap();
+    let takes = format!(
+        "A write+flush takes {} (",
+        plugpull::units::fmt_duration_us(p50)
+    );
     assert!(
-        slow.reading.summary.contains("ms"),
-        "{}",
+        slow.reading.summary.starts_with(&takes),
+        "{takes:?}: {}",
         slow.reading.summary
+    );
+    assert!(
+        takes.ends_with(" ms ("),
+        "a 5 ms floor reads in ms: {takes}"
     );
 
     let fast = run(&TestOpener::new(Duration::ZERO), &id, &cfg);
@@ -691,10 +701,9 @@ fn binary_ctrl_c_prints_partial_tables_and_removes_its_file() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let child = plugpull()
+    let mut child = plugpull()
         .args([
             "bench",
-            "--quiet",
             "--in-file",
             "--size",
             "16M",
@@ -706,26 +715,43 @@ fn binary_ctrl_c_prints_partial_tables_and_removes_its_file() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The sweep alone takes 15 s: interrupt it once it is under way. Its table is
-    // printed at the end (or at the interruption), so the event to wait for is bench's
-    // own file at its full size (16 MiB of region plus 8 MiB, filled before the sweep),
-    // then one size's second.
-    let file = dir.path().join("plugpull-bench.tmp");
-    let t0 = std::time::Instant::now();
-    while !std::fs::metadata(&file).is_ok_and(|m| m.len() >= 24 << 20) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "bench never filled its file"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    // The sweep alone takes 15 s (15 sizes, 1 s each): interrupt it once its first row
+    // is done. The event that starts the sweep is bench's line naming its target and
+    // seed, printed once the file is prepared (stderr is no terminal: no progress bar).
+    let (lines_tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr_reader = {
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut all = String::new();
+            for line in io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = lines_tx.send(line.clone());
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(l) if l.starts_with("plugpull bench: ") => break,
+            Ok(_) => {}
+            Err(e) => panic!("bench never started its sweep: {e}"),
+        }
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    // A row ends on bench's own clock, one --time-per-size after it began, which no
+    // output shows: 3 s is three rows' time for the first to end, and far from the
+    // 8 MiB row, the fifteenth.
+    std::thread::sleep(Duration::from_secs(3));
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr_reader.join().unwrap();
     assert_eq!(out.status.code(), Some(2), "stderr: {stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
+    // Printed only with a row in it: the rows done before the interruption.
     assert!(stdout.contains("Sync-write sweep"), "{stdout}");
     assert!(
         !stdout.contains("8.0 MiB "),

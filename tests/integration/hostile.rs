@@ -87,7 +87,8 @@ impl Harness {
         }
         s.finish(Duration::from_secs(30)).unwrap();
         let done_log = log_path(&dir, d.run_id);
-        // The Bye event is logged after the writer leaves: wait until the file settles.
+        // The Bye event is logged after the writer leaves: wait until the file settles
+        // (a loaded machine can hold the witness's append for seconds).
         let mut done_bytes = std::fs::read(&done_log).unwrap();
         let t0 = Instant::now();
         loop {
@@ -96,7 +97,10 @@ impl Harness {
             if now == done_bytes && String::from_utf8_lossy(&now).contains("\"bye\"") {
                 break;
             }
-            assert!(t0.elapsed() < Duration::from_secs(10));
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "the finished run's log never settled with its bye"
+            );
             done_bytes = now;
         }
         // The live writer.
@@ -141,16 +145,16 @@ impl Harness {
     fn check_allowing(mut self, allowed: &[u8]) {
         assert!(self.w.alive(), "witness died: {}", self.log());
         let (sender, stop, h) = self.live.take().unwrap();
-        // Progress, not speed: a loaded CI disk can hold one journal fsync for hundreds
-        // of milliseconds, so wait up to 10 s for the next durable ack.
+        // Progress, not speed: a loaded CI disk can hold one journal fsync for seconds,
+        // so wait up to 60 s for the next durable ack.
         let before = sender.stats().durable;
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
         while sender.stats().durable <= before && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert!(
             sender.stats().durable > before,
-            "the live writer made no progress in 10 s: {:?}",
+            "the live writer made no progress in 60 s: {:?}",
             sender.stats()
         );
         stop.store(true, Ordering::SeqCst);
@@ -420,8 +424,10 @@ fn one_byte_a_second() {
     }
     let e = read_error(&mut s);
     assert!(e.contains("no handshake within 3s"), "{e}");
+    // Answered and closed: a connection the witness answered but kept open would end
+    // only at this loop's 8 s and then `read_error`'s own 15 s read timeout.
     assert!(
-        t0.elapsed() < Duration::from_secs(9),
+        t0.elapsed() < Duration::from_secs(20),
         "a trickling peer kept its connection for {:?} ({sent} bytes)",
         t0.elapsed()
     );

@@ -229,7 +229,14 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
         html.to_str().unwrap(),
     ]);
     assert_eq!(rep.code, 0, "{rep:?}");
-    assert!(fs::read_to_string(&html).unwrap().contains("FAIL"));
+    // The banner carries the run's verdict (not just any "FAIL" on the page).
+    let page = fs::read_to_string(&html).unwrap();
+    assert_eq!(j["verdict"], "FAIL");
+    assert!(
+        page.contains("id=\"verdict\" data-verdict=\"FAIL\""),
+        "no FAIL banner in {}",
+        html.display()
+    );
     assert_eq!(j["tree"]["file_counts"]["missing"], 2);
     assert_eq!(j["tree"]["file_counts"]["renamed-back"], 2);
     assert_eq!(j["counts"]["corrupt"], 1);

@@ -61,7 +61,8 @@ fn descriptor(p: &Plan) -> RunDescriptor {
 
 fn write(dev: &MemDevice, p: &Plan) -> RunLog {
     let sink = Mutex::new(Vec::<Ack>::new());
-    run_streams(dev, p, &sink, &AtomicBool::new(false), &Progress::default());
+    run_streams(dev, p, &sink, &AtomicBool::new(false), &Progress::default())
+        .expect("the record buffers");
     RunLog {
         files: Default::default(),
         descriptor: descriptor(p),
@@ -390,8 +391,10 @@ fn hung_reads_time_out_as_unreadable_and_inconclusive() {
     });
     let t0 = std::time::Instant::now();
     let r = verify_device(f, &log, Duration::from_millis(300));
+    // A hung read sleeps an hour: verify that waited for one instead of giving up at
+    // its read timeout would take that long. Generous for a loaded machine.
     assert!(
-        t0.elapsed() < Duration::from_secs(5),
+        t0.elapsed() < Duration::from_secs(120),
         "verify must give up on a hung read"
     );
     assert_eq!(count(&r, "unreadable"), 64);
@@ -417,7 +420,6 @@ fn a_reader_running_ahead_does_not_stall_verify() {
     p.region_bytes = size;
     let log = write(&dev, &p);
     assert_eq!(log.acks.len(), 64);
-    let t0 = std::time::Instant::now();
     let lopsided = Faulty {
         inner: dev,
         bad_from: 0,
@@ -426,9 +428,11 @@ fn a_reader_running_ahead_does_not_stall_verify() {
         slow_odd_chunks: true,
     };
     let r = verify_device(Arc::new(lopsided), &log, Duration::from_secs(5));
+    // A stall lasts until the read timeout and then shows as "unreadable" findings: the
+    // verdict and the counts are what guard it, not the wall clock.
     assert_eq!(r.verdict, Verdict::Pass, "{}", r.to_text());
     assert_eq!(count(&r, "intact"), 64);
-    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(count(&r, "unreadable"), 0, "{}", r.to_text());
 }
 
 #[test]

@@ -104,7 +104,8 @@ fn a_batch_is_written_then_flushed_once_then_acknowledged_whole() {
             &rec,
             &AtomicBool::new(false),
             &progress,
-        );
+        )
+        .expect("the record buffers");
         let ops = rec.ops.into_inner().unwrap();
         let flushes = ops.iter().filter(|o| **o == Op::Flushed).count() as u64;
         assert_eq!(
@@ -168,7 +169,8 @@ fn cycle(profile: &str, seed: u64, batch: usize, cut_op: u64) -> Cycle {
         &sink,
         &AtomicBool::new(false),
         &Progress::default(),
-    );
+    )
+    .expect("the record buffers");
     let acks = sink.into_inner().unwrap();
     let descriptor = run_descriptor(
         &plan,

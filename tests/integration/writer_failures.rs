@@ -98,7 +98,8 @@ fn one_stream_acks_exactly_the_successful_flushes_then_nothing() {
             acks: Mutex::new(vec![]),
         };
         let p = Progress::default();
-        run_streams(&dev, &plan(1), &sink, &AtomicBool::new(false), &p);
+        run_streams(&dev, &plan(1), &sink, &AtomicBool::new(false), &p)
+            .expect("the record buffers");
         let acks = sink.acks.lock().unwrap();
         assert_eq!(
             acks.len() as u64,
@@ -128,7 +129,7 @@ fn many_streams_never_ack_the_failing_record_nor_more_than_flushed() {
         acks: Mutex::new(vec![]),
     };
     let p = Progress::default();
-    run_streams(&dev, &plan(4), &sink, &AtomicBool::new(false), &p);
+    run_streams(&dev, &plan(4), &sink, &AtomicBool::new(false), &p).expect("the record buffers");
     let acks = sink.acks.lock().unwrap();
     assert!(acks.len() as u64 <= dev.ok_flushes.load(SeqCst));
     let f = p.failure().unwrap();
@@ -160,7 +161,8 @@ fn acks_carry_flush_completion_after_submission() {
         &sink,
         &AtomicBool::new(false),
         &Progress::default(),
-    );
+    )
+    .expect("the record buffers");
     let acks = sink.acks.lock().unwrap();
     assert_eq!(acks.len(), 200);
     assert!(

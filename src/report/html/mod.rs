@@ -9,9 +9,10 @@ mod tables;
 
 use super::aggregate::{Summary, latency_quantile_us};
 use super::input::Cycle;
-use super::svg::{self, Marker, esc, fmt_ms, fmt_us};
+use super::svg::{self, Marker, esc};
 use crate::model::Verdict;
 use crate::units::{fmt_bytes, thousands};
+use crate::units::{fmt_duration_ms, fmt_duration_us};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use tables::{counts_table, device_table, findings_table, runs_table, value_text};
@@ -227,7 +228,7 @@ fn key_numbers(o: &mut String, cycles: &[Cycle], s: &Summary) {
         o,
         "loss-window",
         &s.loss_window_ms_max
-            .map(fmt_ms)
+            .map(fmt_duration_ms)
             .unwrap_or_else(|| "none".into()),
         if cycles.len() > 1 {
             "largest loss window"
@@ -241,7 +242,7 @@ fn key_numbers(o: &mut String, cycles: &[Cycle], s: &Summary) {
         number(
             o,
             "latency",
-            &format!("{} / {}", fmt_us(p50), fmt_us(p99)),
+            &format!("{} / {}", fmt_duration_us(p50), fmt_duration_us(p99)),
             "write+flush latency p50 / p99",
         );
     }
@@ -279,7 +280,7 @@ fn campaign_charts(o: &mut String, cycles: &[Cycle]) {
         "how long before the last ack the oldest failing record was acknowledged (log scale)",
         "failing cycles",
         &data,
-        fmt_ms,
+        fmt_duration_ms,
         "#c62828",
         &[],
     ));
@@ -314,7 +315,7 @@ fn flush_latency(o: &mut String, cycles: &[Cycle], s: &Summary) {
             .filter_map(|(q, name)| {
                 quantile(cycles, s, *q).map(|v| Marker {
                     value: v,
-                    label: format!("{name} {}", fmt_us(v)),
+                    label: format!("{name} {}", fmt_duration_us(v)),
                 })
             })
             .collect();
@@ -325,7 +326,7 @@ fn flush_latency(o: &mut String, cycles: &[Cycle], s: &Summary) {
             "from write submission to flush completion, writer clock (log scale)",
             "records",
             &data,
-            fmt_us,
+            fmt_duration_us,
             "#1565c0",
             &markers,
         ));
@@ -442,10 +443,10 @@ fn proof_of_the_cut(o: &mut String, cycles: &[Cycle]) {
             esc(label),
             c.report
                 .fall_time_ms
-                .map(fmt_ms)
+                .map(fmt_duration_ms)
                 .unwrap_or_else(|| "-".into()),
-            f.to_50_us.map(fmt_us).unwrap_or_else(never),
-            f.to_10_us.map(fmt_us).unwrap_or_else(never),
+            f.to_50_us.map(fmt_duration_us).unwrap_or_else(never),
+            f.to_10_us.map(fmt_duration_us).unwrap_or_else(never),
             f.min_mv as f64 / 1e3,
             svg::proof_colour(*proven),
             match proven {

@@ -7,8 +7,9 @@
 
 use super::super::aggregate::{CLASSES, Summary};
 use super::super::input::{Cycle, VerifyReport};
-use super::super::svg::{self, esc, fmt_ms};
+use super::super::svg::{self, esc};
 use crate::model::RecordClass;
+use crate::units::fmt_duration_ms;
 use crate::units::{fmt_bytes, thousands};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -241,7 +242,7 @@ pub(super) fn runs_table(o: &mut String, cycles: &[Cycle]) {
                 .as_ref()
                 .map(|w| format!(
                     "{} ({}, {} records)",
-                    fmt_ms(w.ms),
+                    fmt_duration_ms(w.ms),
                     fmt_bytes(w.bytes),
                     thousands(w.records)
                 ))
@@ -297,7 +298,7 @@ pub(super) fn findings_table(o: &mut String, c: &Cycle) {
             x.seq,
             x.offset,
             fmt_bytes(x.len_bytes),
-            esc(&fmt_ms(x.acked_ms_before_last_ack)),
+            esc(&fmt_duration_ms(x.acked_ms_before_last_ack)),
             esc(&sectors),
             esc(&extra),
             if x.ordering_hole { "yes" } else { "no" }

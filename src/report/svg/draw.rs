@@ -48,33 +48,6 @@ pub(super) fn trim(v: f64) -> String {
     s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
 }
 
-/// "0", "500 ms", "2 s", "5 min"...
-pub fn fmt_ms(ms: f64) -> String {
-    if ms == 0.0 {
-        "0".into()
-    } else if ms < 1.0 {
-        format!("{} µs", trim(ms * 1e3))
-    } else if ms < 1e3 {
-        format!("{} ms", trim(ms))
-    } else if ms < 600e3 {
-        format!("{} s", trim(ms / 1e3))
-    } else if ms < 36_000e3 {
-        format!("{} min", trim(ms / 60e3))
-    } else {
-        format!("{} h", trim(ms / 3600e3))
-    }
-}
-
-pub fn fmt_us(us: f64) -> String {
-    if us == 0.0 {
-        "0".into()
-    } else if us < 1e3 {
-        format!("{} µs", trim(us))
-    } else {
-        fmt_ms(us / 1e3)
-    }
-}
-
 pub(super) fn lower(i: usize) -> f64 {
     if i == 0 { 0.0 } else { edge_125(i - 1) }
 }
@@ -152,13 +125,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn units_read_naturally() {
-        assert_eq!(fmt_ms(0.0), "0");
-        assert_eq!(fmt_ms(0.5), "500 µs");
-        assert_eq!(fmt_ms(20.0), "20 ms");
-        assert_eq!(fmt_ms(2000.0), "2 s");
-        assert_eq!(fmt_us(87.25), "87.2 µs");
-        assert_eq!(fmt_us(2000.0), "2 ms");
+    fn markup_is_escaped() {
         assert_eq!(esc("<a&\">"), "&lt;a&amp;&quot;&gt;");
     }
 }

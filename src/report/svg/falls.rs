@@ -6,8 +6,9 @@
 //! hold-up tail, or one cycle unlike the rest are seen at a glance; the table under the
 //! chart has the exact times.
 
-use super::draw::{LEFT, RIGHT, TOP, W, esc, fmt_us, open, text, tick_step, trim, y_axis};
+use super::draw::{LEFT, RIGHT, TOP, W, esc, open, text, tick_step, trim, y_axis};
 use crate::power::fall::Fall;
+use crate::units::fmt_duration_us;
 use std::fmt::Write;
 
 /// Most lines drawn; the rest are counted in a note.
@@ -61,7 +62,15 @@ pub fn falls(series: &[(String, &Fall, Option<bool>)]) -> String {
     let tstep = tick_step(max_us);
     let mut t = 0.0;
     while t <= max_us + 1e-9 {
-        text(&mut o, x(t), bottom + 16.0, 12, "middle", "", &fmt_us(t));
+        text(
+            &mut o,
+            x(t),
+            bottom + 16.0,
+            12,
+            "middle",
+            "",
+            &fmt_duration_us(t),
+        );
         t += tstep;
     }
     text(
@@ -101,8 +110,12 @@ pub fn falls(series: &[(String, &Fall, Option<bool>)]) -> String {
             proof_colour(*proven),
             pts.join(" "),
             esc(label),
-            f.to_50_us.map(fmt_us).unwrap_or_else(|| "never".into()),
-            f.to_10_us.map(fmt_us).unwrap_or_else(|| "never".into()),
+            f.to_50_us
+                .map(fmt_duration_us)
+                .unwrap_or_else(|| "never".into()),
+            f.to_10_us
+                .map(fmt_duration_us)
+                .unwrap_or_else(|| "never".into()),
             trim(f.min_mv as f64 / 1e3)
         );
     }

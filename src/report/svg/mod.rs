@@ -17,6 +17,6 @@ mod falls;
 mod timeline;
 
 pub use bars::{Marker, cycles, log_bars};
-pub use draw::{class_colour, esc, fmt_ms, fmt_us, verdict_colour};
+pub use draw::{class_colour, esc, verdict_colour};
 pub use falls::{MAX_FALL_LINES, falls, proof_colour};
 pub use timeline::timeline;

@@ -7,8 +7,9 @@
 
 use super::super::aggregate::CLASSES;
 use super::super::input::TimelineBucket;
-use super::draw::{LEFT, RIGHT, TOP, W, class_colour, esc, fmt_ms, lower, open, text, y_axis};
+use super::draw::{LEFT, RIGHT, TOP, W, class_colour, esc, lower, open, text, y_axis};
 use crate::model::RecordClass;
+use crate::units::fmt_duration_ms;
 use crate::verify::distribution::{bucket_125, edge_125};
 use std::fmt::Write;
 
@@ -133,8 +134,8 @@ fn class_column(o: &mut String, g: &Columns, b: &TimelineBucket) {
             "<rect class=\"bar class-{class}\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{hh:.1}\" fill=\"{}\"><title>{}: {c} of {total} records acknowledged {} to {} before the last ack</title></rect>",
             class_colour(class),
             class,
-            esc(&fmt_ms(b.from_ms)),
-            esc(&fmt_ms(b.to_ms)),
+            esc(&fmt_duration_ms(b.from_ms)),
+            esc(&fmt_duration_ms(b.to_ms)),
         );
     }
     let failing: u64 = b.counts.failing();
@@ -170,7 +171,7 @@ fn time_ticks(o: &mut String, g: &Columns) {
         let label = if j == n {
             "last ack".to_string()
         } else {
-            fmt_ms(v)
+            fmt_duration_ms(v)
         };
         text(
             o,
@@ -203,7 +204,10 @@ fn loss_window_marker(o: &mut String, g: &Columns, ms: f64) {
         "<line id=\"loss-window-marker\" x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{:.1}\" y2=\"{bottom}\" stroke=\"#000\" stroke-width=\"2\" stroke-dasharray=\"6 4\"/>",
         top - 18.0
     );
-    let label = format!("loss window: from {} before the last ack", fmt_ms(ms));
+    let label = format!(
+        "loss window: from {} before the last ack",
+        fmt_duration_ms(ms)
+    );
     let (dx, anchor, label) = if x < W / 2.0 {
         (4.0, "start", format!("← {label}"))
     } else {

@@ -9,6 +9,7 @@
 //! are fdatasync'd.
 
 use crate::model::{Ack, FileName, RunDescriptor};
+use crate::sync::{lock, wait, wait_timeout};
 use crate::wire::auth::{self, Opener, Sealer, Session};
 use crate::wire::msg::Msg;
 use crate::witness::client::batch;
@@ -88,10 +89,6 @@ struct Shared {
     descriptor: RunDescriptor,
 }
 
-fn lock(sh: &Shared) -> MutexGuard<'_, Inner> {
-    crate::sync::lock(&sh.inner)
-}
-
 /// Streams a run's acks to the witness. `Send + Sync`: stream threads can share it.
 pub struct AckSender {
     shared: Arc<Shared>,
@@ -160,7 +157,7 @@ impl AckSender {
     /// through without waiting (the streams are ending; the acks stay queued and are still
     /// sent while the witness is reachable).
     pub fn release_pushers(&self) {
-        let mut g = lock(&self.shared);
+        let mut g = lock(&self.shared.inner);
         g.pushers_released = true;
         self.shared.cv_push.notify_all();
     }
@@ -182,12 +179,12 @@ impl AckSender {
     /// `push_all`, the first ack named `name` if given.
     fn push_named(&self, acks: &[Ack], mut name: Option<FileName>) {
         let sh = &*self.shared;
-        let mut g = lock(sh);
+        let mut g = lock(&sh.inner);
         for &ack in acks {
             while g.pending.len() >= sh.opts.max_unconfirmed && !g.stop && !g.pushers_released {
                 wake_sender(&mut g, sh);
                 g.pusher_waiting = true;
-                g = sh.cv_push.wait(g).unwrap_or_else(|p| p.into_inner());
+                g = wait(&sh.cv_push, g);
             }
             g.pending.push_back(ack);
             if let Some(n) = name.take() {
@@ -200,14 +197,14 @@ impl AckSender {
     }
 
     pub fn stats(&self) -> SenderStats {
-        stats_of(&lock(&self.shared))
+        stats_of(&lock(&self.shared.inner))
     }
 
     /// Sets what the Bye will tell the witness: how the writer stopped, starting with one
     /// of `model::bye` (verify tells a run cut by a power loss from one that ended by
     /// itself by it).
     pub fn set_bye_reason(&self, reason: impl Into<String>) {
-        lock(&self.shared).bye_reason = Some(reason.into());
+        lock(&self.shared.inner).bye_reason = Some(reason.into());
     }
 
     /// Waits until every pushed ack is durable at the witness (or `timeout` passes),
@@ -235,7 +232,7 @@ impl AckSender {
     pub fn finish_within(mut self, timeout: Duration) -> SenderStats {
         let sh = self.shared.clone();
         let deadline = Instant::now() + timeout;
-        let mut g = lock(&sh);
+        let mut g = lock(&sh.inner);
         g.bye_requested = true;
         sh.cv_send.notify_one();
         while g.durable < g.pushed {
@@ -243,11 +240,7 @@ impl AckSender {
             if now >= deadline {
                 break;
             }
-            g = sh
-                .cv_durable
-                .wait_timeout(g, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            g = wait_timeout(&sh.cv_durable, g, deadline - now);
         }
         if g.durable < g.pushed {
             g.stop = true;
@@ -264,7 +257,7 @@ impl AckSender {
 impl Drop for AckSender {
     fn drop(&mut self) {
         if self.thread.is_some() {
-            let mut g = lock(&self.shared);
+            let mut g = lock(&self.shared.inner);
             g.stop = true;
             self.shared.cv_send.notify_all();
             self.shared.cv_push.notify_all();
@@ -295,7 +288,7 @@ fn sender_main(sh: Arc<Shared>, first: TcpStream, first_session: Option<Session>
     let mut session = first_session;
     let mut backoff = BACKOFF_MIN;
     loop {
-        let generation = lock(&sh).generation;
+        let generation = lock(&sh.inner).generation;
         let (mut sealer, opener) = match session.take() {
             Some(s) => (Some(s.sealer), Some(s.opener)),
             None => (None, None),
@@ -307,7 +300,7 @@ fn sender_main(sh: Arc<Shared>, first: TcpStream, first_session: Option<Session>
             let _ = r.join();
         }
         {
-            let mut g = lock(&sh);
+            let mut g = lock(&sh.inner);
             g.connected = false;
             g.generation += 1;
             g.broken = false;
@@ -318,20 +311,19 @@ fn sender_main(sh: Arc<Shared>, first: TcpStream, first_session: Option<Session>
         // Reconnect with backoff until it works or we are told to stop.
         loop {
             {
-                let g = lock(&sh);
+                let g = lock(&sh.inner);
                 if g.stop {
                     return;
                 }
-                let _ = sh.cv_send.wait_timeout(g, backoff);
-            }
-            if lock(&sh).stop {
-                return;
+                if wait_timeout(&sh.cv_send, g, backoff).stop {
+                    return;
+                }
             }
             backoff = (backoff * 2).min(sh.opts.reconnect_backoff_max.max(BACKOFF_MIN));
             match handshake(&sh.addr, &sh.descriptor, true, sh.opts.key.as_ref()) {
                 Ok((s, witness_durable, new_session)) => {
                     session = new_session;
-                    let mut g = lock(&sh);
+                    let mut g = lock(&sh.inner);
                     g.reconnects += 1;
                     g.connected = true;
                     if witness_durable < g.durable {
@@ -358,7 +350,7 @@ fn sender_main(sh: Arc<Shared>, first: TcpStream, first_session: Option<Session>
                     backoff = BACKOFF_MIN;
                     break;
                 }
-                Err(e) => lock(&sh).last_error = Some(format!("{e:#}")),
+                Err(e) => lock(&sh.inner).last_error = Some(format!("{e:#}")),
             }
         }
     }
@@ -442,7 +434,7 @@ fn pump(
                     };
                     drop(g);
                     std::thread::sleep(linger);
-                    g = lock(sh);
+                    g = lock(&sh.inner);
                     if g.generation != generation || g.broken {
                         return PumpEnd::Broken;
                     }
@@ -460,7 +452,7 @@ fn pump(
             }
         }
         if let Err(e) = stream.write_all(&buf) {
-            let mut g = lock(sh);
+            let mut g = lock(&sh.inner);
             g.last_error = Some(format!("sending to the witness at {}: {e}", sh.addr));
             return PumpEnd::Broken;
         }
@@ -483,7 +475,7 @@ fn wait_for_work(
     heartbeat: Duration,
     last_send: Instant,
 ) -> Result<(MutexGuard<'_, Inner>, Work), PumpEnd> {
-    let mut g = lock(sh);
+    let mut g = lock(&sh.inner);
     loop {
         if g.stop {
             return Err(PumpEnd::Stop);
@@ -508,11 +500,7 @@ fn wait_for_work(
             _ => heartbeat,
         };
         g.sender_waiting = true;
-        g = sh
-            .cv_send
-            .wait_timeout(g, wait)
-            .unwrap_or_else(|p| p.into_inner())
-            .0;
+        g = wait_timeout(&sh.cv_send, g, wait);
         g.sender_waiting = false;
     }
 }
@@ -534,7 +522,7 @@ fn spawn_reader(
             let why = loop {
                 match r.next(&mut s, opener.as_mut()) {
                     Ok(Some(Msg::Durable { durable_acks })) => {
-                        let mut g = lock(&sh);
+                        let mut g = lock(&sh.inner);
                         if g.generation != generation {
                             return;
                         }
@@ -560,7 +548,7 @@ fn spawn_reader(
             };
             // Unblocks a sender stuck in write() to a witness that vanished.
             let _ = s.shutdown(Shutdown::Both);
-            let mut g = lock(&sh);
+            let mut g = lock(&sh.inner);
             if g.generation == generation && !g.stop {
                 g.broken = true;
                 g.last_error = Some(why);

@@ -46,7 +46,7 @@ impl EndMark {
         if p.len() < END_MARK_BYTES || p[..8] != END_MARK_MAGIC {
             invalid!("the log's end mark is malformed (magic or length)");
         }
-        let u64_at = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap());
+        let u64_at = |at: usize| crate::le::u64_at(p, at);
         let keyed = p[END_MARK_BYTES - 1] & END_MARK_KEYED != 0;
         let want = END_MARK_BYTES + if keyed { 32 } else { 0 };
         if p.len() != want {
@@ -296,7 +296,7 @@ fn encode_chunk(out: &mut Vec<u8>, first: u64, chunk: &[Ack], files: &BTreeMap<u
 fn count_frames(mut b: &[u8]) -> u64 {
     let mut n = 0;
     while b.len() >= frame::LEN_BYTES {
-        let len = u32::from_le_bytes(b[..frame::LEN_BYTES].try_into().unwrap()) as usize;
+        let len = crate::le::u32_at(b, 0) as usize;
         b = &b[(frame::LEN_BYTES + len + frame::CRC_BYTES).min(b.len())..];
         n += 1;
     }

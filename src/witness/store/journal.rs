@@ -146,7 +146,7 @@ pub(crate) fn read_journal(
                 if p.len() != 18 || p[..8] != JOURNAL_MAGIC {
                     invalid!("bad journal header");
                 }
-                let version = u16::from_le_bytes([p[8], p[9]]);
+                let version = crate::le::u16_at(p, 8);
                 if version != JOURNAL_VERSION {
                     invalid!(
                         "journal format version {version} is not supported (this build \
@@ -208,7 +208,7 @@ fn decode_entry(p: &[u8]) -> StoreResult<(RunId, u64, &[u8])> {
         invalid!("journal entry of {} bytes is too short", p.len());
     }
     let run = RunId(p[..16].try_into().unwrap());
-    let offset = u64::from_le_bytes(p[16..24].try_into().unwrap());
+    let offset = crate::le::u64_at(p, 16);
     let data = &p[ENTRY_HEAD_BYTES..];
     if offset
         .checked_add(data.len() as u64)

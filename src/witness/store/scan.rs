@@ -250,8 +250,7 @@ fn plausible(ty: FrameType, len: usize, p: &[u8]) -> bool {
             let entries = payload.checked_sub(msg::ACKS_HEADER_BYTES);
             entries.is_some_and(|e| e % msg::ACK_ENTRY_BYTES == 0)
                 && p.len() >= msg::ACKS_HEADER_BYTES
-                && u32::from_le_bytes(p[8..12].try_into().unwrap()) as usize
-                    == entries.unwrap_or(0) / msg::ACK_ENTRY_BYTES
+                && crate::le::u32_at(p, 8) as usize == entries.unwrap_or(0) / msg::ACK_ENTRY_BYTES
         }
         FrameType::CompactAcks => crate::wire::compact::plausible(len, p),
         FrameType::FileAcks => crate::wire::file_acks::plausible(len, p),

@@ -1,25 +1,7 @@
-//! The write loop's tests: the gate's counts and order, a panicking stream, the ring.
+//! The write loop's tests: the gate's counts and order, a panicking stream, a run
+//! without the memory for its buffers.
 
 use super::*;
-
-/// The ring is large enough that the generator is woken rarely (every half ring)
-/// and rewrites buffers the I/O thread's core has moved on from, yet bounded in
-/// memory whatever the record size (each buffer takes at least 4 KiB).
-#[test]
-fn a_stream_ring_is_large_for_small_records_and_bounded_for_all() {
-    for record in [512u64, 4096, 8192, 65536, 1 << 20, 8 << 20] {
-        let n = ring_buffers(record);
-        let footprint = n as u64 * record.max(4096);
-        assert!(n >= BUFFERS_PER_STREAM, "{record}: {n} buffers");
-        assert!(
-            footprint <= (RING_BYTES).max(BUFFERS_PER_STREAM as u64 * record),
-            "{record}: {footprint} bytes"
-        );
-        if record <= 4096 {
-            assert!(n >= 1024, "{record}: woken every {} records", n / 2);
-        }
-    }
-}
 
 /// `n` acks of stream 0 from seq `from` on.
 fn acks(from: u64, n: u64) -> Vec<Ack> {
@@ -137,7 +119,7 @@ fn a_panicking_stream_is_a_failure_that_stops_every_stream() {
             AtomicBool::new(false),
             Progress::default(),
         );
-        run_streams(&dev, &plan, &sink, &stop, &progress);
+        run_streams(&dev, &plan, &sink, &stop, &progress).expect("buffers");
         let _ = done.send((sink, progress));
     });
     let (sink, progress) = ended
@@ -185,4 +167,40 @@ fn stream_latencies_reach_the_shared_histogram_in_time_and_in_full() {
     drop(l);
     assert_eq!(h.count(), 4 + MERGE_BATCHES as u64, "the rest on drop");
     assert!(h.max_ns() >= 9_000_000);
+}
+
+/// Records too large for memory: the run is refused with the sizes that needed it,
+/// before any stream starts (nothing written, nothing acknowledged), instead of the
+/// process aborting in the middle of the run.
+#[test]
+fn a_run_without_memory_for_its_buffers_is_refused_before_it_writes() {
+    let plan = Plan {
+        run: crate::record::RunId([7; 16]),
+        region_offset: 0,
+        region_bytes: 1 << 20,
+        record_min: 4096,
+        // Past any address space: each buffer's mapping is refused.
+        record_max: 1 << 62,
+        placement: crate::write::Placement::Sequential,
+        streams: 2,
+        seed: 1,
+        align: 512,
+        count: Some(10),
+        duration: None,
+    };
+    let dev = crate::device::mem::MemDevice::new(1 << 20);
+    let (sink, progress) = (Mutex::new(Vec::new()), Progress::default());
+    let e = run_streams(&dev, &plan, &sink, &AtomicBool::new(false), &progress)
+        .expect_err("no memory for 2 streams of 4 EiB records");
+    let text = crate::exit::error_chain(&e);
+    assert!(
+        text.starts_with(
+            "cannot allocate the writer's record buffers (2 streams of 32 buffers of 4194304.0 TiB)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("cannot map an I/O buffer"), "{text}");
+    assert_eq!(progress.records_acked(), 0);
+    assert!(progress.failure().is_none(), "refused, not failed mid-run");
+    assert!(sink.lock().unwrap().is_empty());
 }

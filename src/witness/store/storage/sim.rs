@@ -25,10 +25,11 @@
 use super::{Storage, StorageFile};
 use crate::record::SECTOR;
 use crate::rng::Rng;
+use crate::sync::lock;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 const SECTOR_U64: u64 = SECTOR as u64;
 
@@ -157,14 +158,10 @@ impl SimDisk {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Disk> {
-        crate::sync::lock(&self.disk)
-    }
-
     /// Powers the disk on (cutting it first if it is still on) and returns its storage
     /// for this boot; `cut_at = Some(n)` cuts power at the n-th call of the boot.
     pub fn boot(self: &Arc<Self>, cut_at: Option<u64>) -> Arc<dyn Storage> {
-        let mut d = self.lock();
+        let mut d = lock(&self.disk);
         if d.powered {
             d.cut();
         }
@@ -181,12 +178,12 @@ impl SimDisk {
     /// From now on a torn write keeps any subset of its sectors (page cache writeback
     /// may persist a later page of one write and not an earlier one), not only a prefix.
     pub fn set_scattered_tears(&self, on: bool) {
-        self.lock().scattered_tears = on;
+        lock(&self.disk).scattered_tears = on;
     }
 
     /// Cuts power now (the same faults as a cut at an operation).
     pub fn cut_now(&self) {
-        let mut d = self.lock();
+        let mut d = lock(&self.disk);
         if d.powered {
             d.cut();
         }
@@ -194,22 +191,22 @@ impl SimDisk {
 
     /// Calls made in the current (or last) boot, including the one that cut it.
     pub fn ops(&self) -> u64 {
-        self.lock().ops
+        lock(&self.disk).ops
     }
 
     /// Whether the current boot's power is off (it was cut).
     pub fn is_off(&self) -> bool {
-        !self.lock().powered
+        !lock(&self.disk).powered
     }
 
     pub fn stats(&self) -> CutStats {
-        self.lock().stats.clone()
+        lock(&self.disk).stats.clone()
     }
 
     /// The bytes of `path` as reads see them, without counting an operation (for tests
     /// that inspect what a cut left).
     pub fn peek(&self, path: &Path) -> Option<Vec<u8>> {
-        let d = self.lock();
+        let d = lock(&self.disk);
         d.names.get(path).map(|&i| d.inodes[i].current.clone())
     }
 }
@@ -342,7 +339,7 @@ impl SimStorage {
 
 impl Storage for SimStorage {
     fn create_new(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         if d.names.contains_key(path) {
             return Err(io::Error::new(
@@ -358,24 +355,24 @@ impl Storage for SimStorage {
         Ok(self.file(inode, true))
     }
     fn open(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         let inode = d.inode_of(path)?;
         Ok(self.file(inode, true))
     }
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         let inode = d.inode_of(path)?;
         Ok(self.file(inode, false))
     }
     fn exists(&self, path: &Path) -> io::Result<bool> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         Ok(d.names.contains_key(path))
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         d.inode_of(path)?;
         d.names.remove(path);
@@ -383,7 +380,7 @@ impl Storage for SimStorage {
         Ok(())
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         if parent(from) != parent(to) {
             return Err(io::Error::other(
@@ -398,7 +395,7 @@ impl Storage for SimStorage {
         Ok(())
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         let (here, elsewhere): (Vec<NameOp>, Vec<NameOp>) = std::mem::take(&mut d.pending_names)
             .into_iter()
@@ -410,7 +407,7 @@ impl Storage for SimStorage {
         Ok(())
     }
     fn list(&self, dir: &Path) -> io::Result<Vec<PathBuf>> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         Ok(d.names
             .keys()
@@ -436,7 +433,7 @@ impl SimFile {
     /// made by the call that cuts power is in flight: the cut decides its fate.
     fn change(&self, op: DataOp) -> io::Result<()> {
         self.check_writable()?;
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         let cut = d.begin(self.boot)?;
         let inode = &mut d.inodes[self.inode];
         apply_data(&mut inode.current, &op);
@@ -449,7 +446,7 @@ impl SimFile {
     }
 
     fn sync(&self) -> io::Result<()> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         let inode = &mut d.inodes[self.inode];
         inode.durable.clone_from(&inode.current);
@@ -460,12 +457,12 @@ impl SimFile {
 
 impl StorageFile for SimFile {
     fn size(&self) -> io::Result<u64> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         Ok(d.inodes[self.inode].current.len() as u64)
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        let mut d = self.disk.lock();
+        let mut d = lock(&self.disk.disk);
         d.enter(self.boot)?;
         let bytes = &d.inodes[self.inode].current;
         let start = (offset as usize).min(bytes.len());

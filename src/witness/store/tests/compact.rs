@@ -30,7 +30,7 @@ fn header_version(bytes: &[u8]) -> u16 {
     let Decoded::Frame(f) = frame::decode(bytes) else {
         panic!("no header");
     };
-    u16::from_le_bytes([f.payload[8], f.payload[9]])
+    crate::le::u16_at(f.payload, 8)
 }
 
 /// A log of `acks` appended and committed in batches of `batch` (what the witness does
