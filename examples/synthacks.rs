@@ -1,6 +1,6 @@
 //! A run of any length without an hour of writing: a synthetic ack log plus the target
-//! an honest drive would hold after it, for measuring verify at scale (issue 15,
-//! docs/performance.md "Scale"; scripts/perf-scale.sh runs it).
+//! an honest drive would hold after it, for measuring verify at scale
+//! (docs/performance.md "Scale"; scripts/perf-scale.sh runs it).
 //!
 //! One stream acknowledges ACKS records of RECORD_BYTES over a region of SLOTS records at
 //! offset 0: sequential placement is a ring (ack i goes to slot i mod SLOTS), random

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The architecture check of issue 12, by hand: prints the files of src/ over 600 lines
+# The architecture check, by hand: prints the files of src/ over 600 lines
 # (with their line counts), the import circles between files (as path lists), and the
 # files outside the command layer (src/commands/, src/main.rs) that mention clap or
 # commands::args or use anyhow; then checks the rules and exits non-zero if one fails.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak for false alarms (issue 11, defect 9): runs the loop-device scenario
+# Soak for false alarms: runs the loop-device scenario
 # (tests/integration/scenarios.rs, loop_device_honest_passes_lying_fails: an honest drive must PASS,
 # a lying one FAIL with lost records) RUNS times with HOGS busy-loop processes beside
 # it, and counts:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A long writer run (issue 15: "an hour-long writer run on /dev/shm: RSS flat, ack rate
+# A long writer run ("an hour-long writer run on /dev/shm: RSS flat, ack rate
 # flat, witness log size as computed"). Starts a witness (log on /dev/shm) and one
 # `plugpull write` for SECONDS, and every SAMPLE seconds prints one line: elapsed time,
 # the writer's RSS, acks durable at the witness (`plugpull runs --json`) and the ack rate

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale benchmark (issue 15), verify half. Prints each figure with its reference from the
+# Scale benchmark, verify half. Prints each figure with its reference from the
 # same run:
 #   scale:  verify of a synthetic run of ACKS acks (512 B records; examples/synthacks.rs:
 #           an ack log plus the target an honest drive holds after it, both on /dev/shm),
@@ -138,7 +138,7 @@ if has sparse; then
     done
 fi
 
-# 4. The writer half (issue 15, s-write).
+# 4. The writer half.
 if has writer && [ -x scripts/perf-writer.sh ]; then
     PLUGPULL=$PP scripts/perf-writer.sh
 fi

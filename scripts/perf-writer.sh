@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writer speed against a plain C loop (issue 15): acknowledged records/s of
+# Writer speed against a plain C loop: acknowledged records/s of
 # `plugpull write` against scripts/perf/cloop.c (pwrite + fdatasync, O_DIRECT where the
 # file system takes it, 4 KiB, preallocated and written once), in the same run, on the
 # same file system, for --streams 1 and 2 and --batch 1, 8 and 32. The C loop does the

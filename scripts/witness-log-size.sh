@@ -1,5 +1,5 @@
 #!/bin/sh
-# Witness log size per ack (issue 15): runs `plugpull listen` and `plugpull write` on
+# Witness log size per ack: runs `plugpull listen` and `plugpull write` on
 # loopback for a few placements, then divides each run's .acklog size (whole file:
 # header, descriptor and events included) by its ack count. Figures go to
 # docs/performance.md under "### Witness log size".
