@@ -287,6 +287,16 @@ fn judge_in_parts(
             second: judging.acked(),
         });
     }
+    // The source passed over again, as the whole run's second pass does: acks that
+    // changed since the spill (a log still being written, or replaced) get no verdict.
+    let mut again = 0u64;
+    acks.pass(&mut |chunk| again += chunk.len() as u64)?;
+    if again != n {
+        return Err(VerifyError::AcksChanged {
+            first: n,
+            second: again,
+        });
+    }
     if let Some(to) = &mut timed_out {
         to.add_others(n - failed, last_ack_ns);
     }
@@ -396,9 +406,9 @@ fn group_parts(plan: &Plan, segments: &[Segment]) -> Vec<Group> {
     let mut groups: Vec<Group> = vec![];
     let mut held = u64::MAX;
     for (k, s) in segments.iter().enumerate() {
-        let live = s.count().min(plan.live_most + 2);
+        let live = s.count().min(plan.live_most);
         match groups.last_mut() {
-            Some(g) if held + live <= room => {
+            Some(g) if held.saturating_add(live) <= room => {
                 g.last = k as u64;
                 held += live;
             }
@@ -407,7 +417,9 @@ fn group_parts(plan: &Plan, segments: &[Segment]) -> Vec<Group> {
                     first: k as u64,
                     last: k as u64,
                 });
-                held = live;
+                // Besides its own, a group paints the records reaching in across its
+                // edges (`Plan::edge_live`).
+                held = plan.edge_live + live;
             }
         }
     }
@@ -439,3 +451,7 @@ fn count_owned_superseded(
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "attack_tests.rs"]
+mod attack_tests;

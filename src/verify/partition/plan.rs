@@ -83,6 +83,10 @@ pub(super) struct Plan {
     pub(super) record_grid: Option<(u64, u64)>,
     /// Records reach at most this far past their start.
     pub(super) reach: u64,
+    /// Live records a group may paint besides its own: those reaching in from before
+    /// its start and those of the next part it paints, each live by a sector of its own
+    /// within `reach` of an edge.
+    pub(super) edge_live: u64,
     /// Live records a group of parts may hold.
     pub(super) room: u64,
 }
@@ -94,8 +98,9 @@ impl Plan {
         let grain = live_grain(d);
         let live_room = budget.memory_bytes.saturating_sub(FIXED_BYTES);
         let slots_per_part = live_room / LIVE_RECORD_BYTES;
-        // Whole cells of the grid per part, each at most `grid / grain` live records.
-        let cells_per_part = slots_per_part / (grid / grain).max(1);
+        // Whole cells of the grid per part, each at most `grid / grain` live records,
+        // with room left for the records a part paints across its edges.
+        let cells_per_part = slots_per_part.saturating_sub(edge_live(d)) / (grid / grain).max(1);
         let start = s.region_offset / grid * grid;
         let span = s.region_offset + s.region_bytes - start;
         let parts = match cells_per_part {
@@ -107,7 +112,7 @@ impl Plan {
             return Err(VerifyError::MemoryTooSmall {
                 budget: budget.memory_bytes,
                 region_bytes: s.region_bytes,
-                needed: FIXED_BYTES + LIVE_RECORD_BYTES * (width / grain),
+                needed: FIXED_BYTES + LIVE_RECORD_BYTES * (width / grain + edge_live(d)),
                 parts: MAX_PARTS,
             });
         }
@@ -144,6 +149,7 @@ impl Plan {
             live_most: width / live_grain(d),
             record_grid: one_size.then_some((min_len, s.region_offset)),
             reach: s.record_bytes_max.max(SECTOR as u64),
+            edge_live: edge_live(d),
             room,
         }
     }
@@ -185,6 +191,11 @@ impl Plan {
         let last = self.part_of(e.saturating_sub(1).max(s));
         first.min(own)..=last.max(own)
     }
+}
+
+/// [`Plan::edge_live`]: a sector each within a record's reach of either edge.
+fn edge_live(d: &RunDescriptor) -> u64 {
+    2 * d.settings.record_bytes_max.max(SECTOR as u64) / SECTOR as u64
 }
 
 /// The grid part edges lie on: the scan's chunks (`scan::GRID_BYTES`), and the records'

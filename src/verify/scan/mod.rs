@@ -266,21 +266,25 @@ pub fn scan_summarised(
         SUMMARY_COUNTS[1].fetch_add(again.len() as u64, std::sync::atomic::Ordering::SeqCst);
     }
     let reads = summary::Reread {
-        dev: dev.as_ref(),
+        dev: dev.clone(),
         span: (span.start, span.readable_end, span.end, span.block),
         bad: &sum.bad,
+        read_timeout,
     };
-    let new_bad = reads.judge(run, &acks, again, whole, &mut tallies);
+    let again = reads.judge(run, &acks, again, whole, &mut tallies);
     unreadable.append(&mut sum.bad);
-    unreadable.extend(new_bad);
+    unreadable.extend(again.new_bad);
     progress(span.end - span.start, span.end - span.start);
     let result = ScanResult {
         tallies,
         found_elsewhere: sum.found_elsewhere,
         bytes_read: sum.bytes_read,
         unreadable,
-        timed_out: None,
-        read_through: Some((span.start, span.readable_end)),
+        timed_out: again.timed_out,
+        read_through: match again.timed_out {
+            None => Some((span.start, span.readable_end)),
+            Some(_) => None,
+        },
     };
     (result, acks)
 }
@@ -478,7 +482,7 @@ impl Span {
             block,
             start,
             end,
-            readable_end: end.min(dev_end(dev, block)),
+            readable_end: end.min(dev_end(dev, block)).max(start),
         }
     }
 

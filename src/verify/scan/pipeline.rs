@@ -34,6 +34,8 @@ pub(super) struct Chunk {
     pub buf: AlignedBuf,
     /// Ranges that failed to read: (offset, len, reason).
     pub bad: Vec<(u64, u64, String)>,
+    /// How long its read took, in ns.
+    pub read_ns: u64,
     /// Each sector's decoded stamp, and whether its content matches the stamp's CRC.
     pub stamps: Vec<Result<Stamp, StampError>>,
     pub content_ok: Vec<bool>,
@@ -46,6 +48,26 @@ pub(super) struct Pipeline {
     from_decoder: mpsc::Receiver<Chunk>,
     /// Per reader: where its chunks go back after judging.
     give_backs: Vec<mpsc::Sender<Chunk>>,
+    /// Per reader: the read it is in (`Pipeline::next` times reads from their start).
+    clocks: Arc<Vec<ReadClock>>,
+    /// Chunks handed out so far: the index of the next one.
+    taken: std::cell::Cell<usize>,
+    /// When the readers started: the clocks' zero.
+    born: std::time::Instant,
+}
+
+/// The read a reader is in, and since when. Why: a read is hung when it takes longer
+/// than `read_timeout` from its submission, however long the judge took to ask for it;
+/// a scan whose reads start at another moment (a run judged in parts, each part with a
+/// pipeline of its own; reads started before the first pass) meets a slow read the same
+/// way.
+struct ReadClock {
+    /// The chunk index being read; `usize::MAX` before the first.
+    index: std::sync::atomic::AtomicUsize,
+    /// When that read was submitted, in ns since the pipeline started.
+    started_ns: std::sync::atomic::AtomicU64,
+    /// Whether that read has completed (the chunk is with the decoder or judged).
+    done: std::sync::atomic::AtomicBool,
 }
 
 impl Pipeline {
@@ -76,6 +98,16 @@ impl Pipeline {
         let (to_judge, from_decoder) = mpsc::sync_channel::<Chunk>(pool);
         let mut from_readers = vec![];
         let mut give_backs = vec![];
+        let born = std::time::Instant::now();
+        let clocks: Arc<Vec<ReadClock>> = Arc::new(
+            (0..READERS)
+                .map(|_| ReadClock {
+                    index: usize::MAX.into(),
+                    started_ns: 0.into(),
+                    done: true.into(),
+                })
+                .collect(),
+        );
         let widest = runs.iter().map(|&(s, e)| e - s).max().unwrap_or(0);
         for k in 0..READERS {
             let (to_decoder, from_reader) = mpsc::sync_channel::<Chunk>(pool);
@@ -88,7 +120,16 @@ impl Pipeline {
             }
             from_readers.push(from_reader);
             give_backs.push(give_back);
-            spawn_reader(dev.clone(), runs.clone(), k, block, recycled, to_decoder);
+            let clock = (clocks.clone(), born);
+            spawn_reader(
+                dev.clone(),
+                runs.clone(),
+                k,
+                block,
+                recycled,
+                to_decoder,
+                clock,
+            );
         }
         spawn_decoder(from_readers, to_judge);
         let (start, end) = match (runs.first(), runs.last()) {
@@ -99,12 +140,51 @@ impl Pipeline {
             reads: (start, end, block),
             from_decoder,
             give_backs,
+            clocks,
+            taken: 0.into(),
+            born,
         }
     }
 
-    /// The next chunk in file order; None if it did not come within `timeout`.
+    /// The next chunk in file order; None if its read has not completed `timeout` after
+    /// it was submitted (`ReadClock`).
     pub fn next(&self, timeout: Duration) -> Option<Chunk> {
-        self.from_decoder.recv_timeout(timeout).ok()
+        use std::sync::atomic::Ordering::Acquire;
+        let i = self.taken.get();
+        let clock = &self.clocks[i % READERS];
+        loop {
+            // Until the read's deadline if it is under way; a while otherwise (not yet
+            // submitted, or completed and being decoded: no deadline applies).
+            let now_ns = self.born.elapsed().as_nanos() as u64;
+            let in_read = clock.index.load(Acquire) == i && !clock.done.load(Acquire);
+            let wait = match in_read {
+                true => {
+                    let due = clock.started_ns.load(Acquire) + timeout.as_nanos() as u64;
+                    Duration::from_nanos(due.saturating_sub(now_ns))
+                }
+                false => timeout.min(Duration::from_millis(20)),
+            };
+            match self.from_decoder.recv_timeout(wait) {
+                // A read that took longer than the timeout is hung, even if it was done
+                // by the time it was asked for.
+                Ok(c) if c.read_ns > timeout.as_nanos() as u64 => return None,
+                Ok(c) => {
+                    self.taken.set(i + 1);
+                    return Some(c);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+                Err(mpsc::RecvTimeoutError::Timeout) if in_read => {
+                    // Hung if that read is still the one under way, past its deadline.
+                    let still = clock.index.load(Acquire) == i && !clock.done.load(Acquire);
+                    let started = clock.started_ns.load(Acquire);
+                    let now_ns = self.born.elapsed().as_nanos() as u64;
+                    if still && now_ns >= started + timeout.as_nanos() as u64 {
+                        return None;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
     }
 
     /// Gives a judged chunk back to the reader that owns it (reader k reads chunks k,
@@ -122,6 +202,7 @@ pub(super) fn empty_chunk(n: usize) -> Chunk {
         len: 0,
         buf: AlignedBuf::new(n),
         bad: vec![],
+        read_ns: 0,
         stamps: Vec::with_capacity(n / SECTOR),
         content_ok: Vec::with_capacity(n / SECTOR),
     }
@@ -150,17 +231,26 @@ fn spawn_reader(
     block: u64,
     recycled: mpsc::Receiver<Chunk>,
     to_decoder: mpsc::SyncSender<Chunk>,
+    (clocks, born): (Arc<Vec<ReadClock>>, std::time::Instant),
 ) {
+    use std::sync::atomic::Ordering::Release;
     // Not scoped threads: if a read hangs we must be able to walk away from it.
     std::thread::spawn(move || {
         let dev = &*dev;
+        let clock = &clocks[k];
         let mine = chunks_of(&runs).enumerate().skip(k).step_by(READERS);
         for (index, (at, len)) in mine {
             let Ok(mut c) = recycled.recv() else { return };
             c.offset = at;
             c.index = index;
             c.len = len as usize;
+            clock.done.store(false, Release);
+            let started_ns = born.elapsed().as_nanos() as u64;
+            clock.started_ns.store(started_ns, Release);
+            clock.index.store(index, Release);
             c.bad = read_chunk(dev, &mut c.buf[..c.len], at, block);
+            c.read_ns = born.elapsed().as_nanos() as u64 - started_ns;
+            clock.done.store(true, Release);
             if to_decoder.send(c).is_err() {
                 return;
             }

@@ -325,17 +325,27 @@ pub(super) fn uniform_finding(r: &RecordId, rec: &RecordId) -> Option<SectorFind
 
 /// The slots read again because their summary could not judge them.
 pub(super) struct Reread<'a> {
-    pub dev: &'a dyn Device,
+    pub dev: Arc<dyn Device>,
     /// The scan's span: (start, readable_end, end, block).
     pub span: (u64, u64, u64, u64),
     /// What failed to read the first time: those sectors stay unreadable, as in a
     /// whole scan, whatever a second read gives.
     pub bad: &'a [(u64, u64, String)],
+    pub read_timeout: Duration,
+}
+
+/// What reading the slots again found besides the tallies.
+pub(super) struct Reread2 {
+    /// Blocks that failed only now.
+    pub new_bad: Vec<(u64, u64, String)>,
+    /// Where a read did not complete within the timeout, and the rest of the span from
+    /// there (left unread), as a whole scan reports a hang.
+    pub timed_out: Option<(u64, u64)>,
 }
 
 impl Reread<'_> {
-    /// Reads the records of the acks at `again` (in offset order) and judges them as a
-    /// whole scan does, adding to `tallies`. Returns the blocks that failed only now.
+    /// Reads the records of the acks at `again` (in offset order) through the pipeline,
+    /// with the read timeout, and judges them as a whole scan does, adding to `tallies`.
     pub fn judge(
         &self,
         run: ScanRun,
@@ -343,7 +353,7 @@ impl Reread<'_> {
         again: Vec<usize>,
         visible: Visible,
         tallies: &mut [SectorTally],
-    ) -> Vec<(u64, u64, String)> {
+    ) -> Reread2 {
         let (_, readable_end, end, block) = self.span;
         // The blocks to read, merged where records share or touch a block.
         let mut ranges: Vec<(u64, u64)> = vec![];
@@ -360,23 +370,38 @@ impl Reread<'_> {
             }
         }
         let mut judge = Judge::new(run, acks, again, visible);
-        let widest = ranges.iter().map(|&(s, e)| e - s).max().unwrap_or(0);
-        let mut c = pipeline::empty_chunk(pipeline::CHUNK_BYTES.min(widest) as usize);
-        let mut new_bad = vec![];
-        for (at, len) in pipeline::chunks_of(&ranges) {
-            c.offset = at;
-            c.len = len as usize;
-            c.bad = pipeline::read_chunk(self.dev, &mut c.buf[..c.len], at, block);
-            new_bad.extend(c.bad.iter().filter(|b| !in_bad(self.bad, b.0)).cloned());
+        let runs = Arc::new(ranges);
+        let reads = pipeline::Pipeline::start_runs(self.dev.clone(), runs.clone(), block, 1);
+        let mut out = Reread2 {
+            new_bad: vec![],
+            timed_out: None,
+        };
+        let mut judged_to = None;
+        for (at, len) in pipeline::chunks_of(&runs) {
+            let Some(mut c) = reads.next(self.read_timeout) else {
+                // A hung read: the rest unread, the reader abandoned (as `scan_inner`).
+                out.timed_out = Some((at, readable_end - at));
+                out.new_bad.push((
+                    at,
+                    readable_end - at,
+                    format!("read did not complete within {:?}", self.read_timeout),
+                ));
+                judged_to = Some(at);
+                break;
+            };
+            out.new_bad
+                .extend(c.bad.iter().filter(|b| !in_bad(self.bad, b.0)).cloned());
             let old = self.bad.iter().filter(|b| b.0 < at + len && at < b.0 + b.1);
             c.bad.extend(old.cloned());
-            pipeline::decode(&mut c);
             judge.judge_range(Some(&c), at, at + len, tallies);
+            reads.recycle(c);
         }
-        if readable_end < end {
-            judge.judge_range(None, readable_end, end, tallies);
+        match judged_to {
+            Some(at) => judge.judge_range(None, at, end, tallies),
+            None if readable_end < end => judge.judge_range(None, readable_end, end, tallies),
+            None => {}
         }
-        new_bad
+        out
     }
 }
 

@@ -1,0 +1,80 @@
+//! What a part holds in memory against what its budget pays for.
+
+use super::*;
+
+/// The live records part `k` holds when judged as a group of its own: its acks painted
+/// exactly as `judge_in_parts` paints a group's (its work file, the acks it wants, the
+/// slot table then the map).
+fn live_in_part(d: &RunDescriptor, acks: &[Ack], plan: &Plan, k: u64) -> usize {
+    use crate::verify::paint::Paint;
+    use crate::verify::slots::SlotTable;
+    let dir = std::env::temp_dir();
+    let spilled = spill::spill_acks(d, &acks.to_vec(), plan, &dir).unwrap();
+    let owned = (
+        if k == 0 { 0 } else { plan.start_of(k) },
+        if k + 1 == plan.parts {
+            u64::MAX
+        } else {
+            plan.start_of(k + 1)
+        },
+    );
+    let until = spilled.ends[k as usize];
+    let slots = SlotTable::with_free_slots(plan.table_base(k), plan.slots + 3);
+    let mut paint = Paint::new(Some(slots));
+    let reader = spilled.segments[k as usize].reader(&spilled.files[k as usize], false);
+    let mut m = merge::Merged::new(vec![reader]).unwrap();
+    while let Some((idx, a, _)) = m.next_entry().unwrap() {
+        if a.record.offset < owned.0 || a.record.offset < until {
+            paint.paint(idx, &a);
+        }
+    }
+    paint.live().acks.len()
+}
+
+/// The parts' memory stays within the budget: `group_parts` counts a group's live
+/// records as its parts' and those it paints across its edges (`Plan::edge_live`). Records placed at random, up to 1 MiB long, a budget whose
+/// room is one part of 2 MiB (4,096 sectors, each live at most once). The part's own
+/// 512 B records fill it (4,096 live), but a group also paints the records reaching in
+/// from the part before and those starting after it up to its furthest record's end
+/// (`wanted` in `judge_in_parts`): 2,047 records of 1 MiB reaching in, staggered a
+/// sector apart, each live by its first sector before the edge, and as many starting
+/// after the part's end. The group holds twice its room; the excess grows with
+/// `record_bytes_max` (2 * max / 512 records each side: 64 MiB records, 256 K live
+/// records, 40 MiB over), not with the part.
+#[test]
+fn attack_records_reaching_across_a_part_s_edges_overflow_its_room() {
+    let d = descriptor(RunId([0x4e; 16]), 0, 8 * MIB, 512, MIB);
+    // Room for one part of 2 MiB (4,096 sectors) and the records a part paints across
+    // its edges (`Plan::edge_live`: 2 MiB of 1 MiB records' reach, a sector each).
+    let plan = Plan::new(&d, &budget_for(8192)).unwrap();
+    assert_eq!(
+        (plan.width, plan.room, plan.live_most, plan.edge_live),
+        (2 * MIB, 8192, 4096, 4096)
+    );
+    let (edge, end) = (plan.start_of(1), plan.start_of(2));
+    let mut acks = vec![];
+    let mut seq = 0;
+    let mut push = |offset: u64, sectors: u32| {
+        seq += 1;
+        acks.push(ack(0, seq, offset, sectors));
+    };
+    let long = (MIB / S) as u32;
+    for i in 1..2048 {
+        push(edge - MIB + i * S, long);
+    }
+    for j in 0..(end - edge) / S {
+        push(edge + j * S, 1);
+    }
+    push(end - S, long);
+    for j in 1..2047 {
+        push(end + j * S, long);
+    }
+    assert_eq!(crate::witness::validate::check_run(&d, &acks), Ok(None));
+    let live = live_in_part(&d, &acks, &plan, 1);
+    assert!(
+        live as u64 <= plan.room,
+        "{live} live records in a part of room {} (live_most {})",
+        plan.room,
+        plan.live_most
+    );
+}
