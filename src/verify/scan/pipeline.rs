@@ -152,6 +152,7 @@ impl Pipeline {
         use std::sync::atomic::Ordering::Acquire;
         let i = self.taken.get();
         let clock = &self.clocks[i % READERS];
+        let asked = std::time::Instant::now();
         loop {
             // Until the read's deadline if it is under way; a while otherwise (not yet
             // submitted, or completed and being decoded: no deadline applies).
@@ -182,7 +183,15 @@ impl Pipeline {
                         return None;
                     }
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    // A read that never even started (its reader stuck before it) is
+                    // given up as the judge's own wait runs out, as before reads were
+                    // timed: never waited for without end.
+                    let started = clock.index.load(Acquire).wrapping_add(1) > i;
+                    if !started && asked.elapsed() >= timeout {
+                        return None;
+                    }
+                }
             }
         }
     }
