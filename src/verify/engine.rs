@@ -57,21 +57,51 @@ pub fn verify_streamed_run(
     progress: &(dyn Fn(u64, u64) + Sync),
     budget: &Budget,
 ) -> Result<Scaled, VerifyError> {
-    match partition::whole_run_fits(d, acks.ack_count_hint(), budget) {
-        true => scale::verify_whole_run(dev, d, run, acks, read_timeout, scan_region, progress),
-        false => partition::verify_in_parts(
-            dev,
+    let in_parts = |trust_placement| {
+        partition::verify_in_parts(
+            dev.clone(),
             d,
-            run,
+            run.clone(),
             acks,
             read_timeout,
             scan_region,
             progress,
             budget,
+            trust_placement,
         )
-        .map_err(|e| outranked_by_the_log(e, d, acks)),
+        .map_err(|e| outranked_by_the_log(e, d, acks))
+    };
+    if !partition::whole_run_fits(d, acks.ack_count_hint(), budget) {
+        return in_parts(true);
+    }
+    // What the whole run's painted records may hold: past it (a run whose records do
+    // not keep to its settings' placement), it is judged in parts, planned for the worst.
+    let held_at_most = budget
+        .memory_bytes
+        .saturating_sub(partition::plan::FIXED_BYTES + partition::plan::EARLY_READ_BYTES);
+    let whole = scale::verify_whole_run(
+        dev.clone(),
+        d,
+        run.clone(),
+        acks,
+        read_timeout,
+        scan_region,
+        progress,
+        held_at_most,
+    );
+    match whole {
+        Err(VerifyError::OutgrewTheBudget) => {
+            #[cfg(test)]
+            OUTGREW.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            in_parts(false)
+        }
+        judged => judged,
     }
 }
+
+/// Whole runs that outgrew their budget and were judged in parts (tests).
+#[cfg(test)]
+pub static OUTGREW: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Refuses, before anything is read from the target, a work directory verify may not
 /// use for `o.target` (`budget::check_work_dir`): the one given with `--work-dir`

@@ -153,6 +153,11 @@ pub enum VerifyError {
         target: PathBuf,
         on: String,
     },
+    /// The whole run's painted records outgrew the memory budget during the first pass
+    /// (more live records than the run's settings allow for): the engine judges it in
+    /// parts instead (`engine::verify_streamed_run`); never shown.
+    #[error("the run's live records outgrew the memory budget while it was painted")]
+    OutgrewTheBudget,
     /// No memory to sample the medium for records past the log's last acks.
     #[error(
         "verify could not look on the target for records past the log's last acks (which show a log taken before the writer stopped)"

@@ -41,6 +41,13 @@ impl Paint {
         }
     }
 
+    /// Bytes the painting holds, at `per_slot` a table slot and `per_piece` a piece of
+    /// the map (what verify pays for each while it judges them).
+    pub(super) fn held_bytes(&self, per_slot: u64, per_piece: u64) -> u64 {
+        let slots = self.slots.as_ref().map_or(0, SlotTable::held);
+        slots * per_slot + self.pieces.len() as u64 * per_piece
+    }
+
     /// Paints [offset, end) of `a`, except where a later record already holds a byte.
     pub(super) fn paint(&mut self, idx: u64, a: &Ack) {
         let (s, e) = (a.record.offset, a.record.end());

@@ -143,10 +143,28 @@ pub struct Scaled {
 
 /// Checks every ack of `acks` (one pass): the same refusal as
 /// `witness::validate::refuse_impossible_run`, then paints them.
-fn first_pass(d: &RunDescriptor, acks: &dyn AckPasses) -> Result<Painted, super::VerifyError> {
+fn first_pass(
+    d: &RunDescriptor,
+    acks: &dyn AckPasses,
+    held_at_most: u64,
+) -> Result<Painted, super::VerifyError> {
     let paint = Paint::new(Some(SlotTable::new(d.settings.region_offset)));
     let mut painted = Painted::new(d, Some(paint));
-    acks.pass(&mut |chunk| painted.add_chunk(chunk))?;
+    let mut outgrew = false;
+    acks.pass(&mut |chunk| {
+        if outgrew {
+            return;
+        }
+        painted.add_chunk(chunk);
+        let held = painted.paint.as_ref().map_or(0, |p| {
+            use super::partition::plan::{LIVE_RECORD_BYTES, WHOLE_GRID_LIVE_RECORD_BYTES};
+            p.held_bytes(WHOLE_GRID_LIVE_RECORD_BYTES, LIVE_RECORD_BYTES)
+        });
+        outgrew = held > held_at_most;
+    })?;
+    if outgrew {
+        return Err(super::VerifyError::OutgrewTheBudget);
+    }
     refuse_impossible(d, painted)
 }
 
@@ -172,6 +190,9 @@ pub(super) fn refuse_impossible(
 
 /// The whole run judged at once, its live records held in memory (module docs); the
 /// caller has checked that they fit the budget (`engine::verify_streamed_run`).
+/// `held_at_most`: the bytes its painted records may take; past them it stops, before
+/// any judging, with [`VerifyError::OutgrewTheBudget`](super::VerifyError).
+#[allow(clippy::too_many_arguments)]
 pub fn verify_whole_run(
     dev: Arc<dyn Device>,
     d: &RunDescriptor,
@@ -180,6 +201,7 @@ pub fn verify_whole_run(
     read_timeout: Duration,
     scan_region: bool,
     progress: &(dyn Fn(u64, u64) + Sync),
+    held_at_most: u64,
 ) -> Result<Scaled, super::VerifyError> {
     let t0 = Instant::now();
     // The run's region is read while the acks are painted: in the common case (a ring
@@ -212,7 +234,7 @@ pub fn verify_whole_run(
         None if !sparse => Some(scan::read_early(dev.clone(), region.0, region.1)),
         _ => None,
     };
-    let mut painted = first_pass(d, acks)?;
+    let mut painted = first_pass(d, acks, held_at_most)?;
     let (n, last_ack_ns) = (painted.acks, painted.last_ack_ns);
     let latency = std::mem::take(&mut painted.latency);
     let mut live = painted.paint.take().expect("first_pass paints").live();

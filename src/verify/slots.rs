@@ -98,6 +98,11 @@ impl SlotFinder {
 
 impl SlotTable {
     /// A table for the records of a region starting at `base`.
+    /// Slots the table holds memory for (painted or not).
+    pub fn held(&self) -> u64 {
+        self.idx.len() as u64
+    }
+
     pub fn new(base: u64) -> SlotTable {
         SlotTable::with_free_slots(base, FREE_SLOTS)
     }

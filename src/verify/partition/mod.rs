@@ -22,7 +22,7 @@
 //! for every seed, parts' grouping and fault at the parts' edges).
 
 mod merge;
-mod plan;
+pub mod plan;
 mod spill;
 #[cfg(test)]
 mod tests;
@@ -57,11 +57,14 @@ struct Group {
 /// What a run judged in parts needs before anything is read: a budget the region's
 /// parts fit ([`VerifyError::MemoryTooSmall`]) and room in the work directory.
 pub fn refuse_before_reading(d: &RunDescriptor, budget: &Budget) -> Result<(), VerifyError> {
-    Plan::new(d, budget)?;
+    Plan::new(d, budget, true)?;
     spill::check_room(&budget.work_dir())
 }
 
 /// `engine::verify_streamed_run` within `budget`, in parts (module docs).
+/// `trust_placement`: plan on the live records the run's placement allows
+/// (`plan::live_at_most`); false after the whole run found more, planned for one a
+/// sector.
 #[allow(clippy::too_many_arguments)]
 pub fn verify_in_parts(
     dev: Arc<dyn Device>,
@@ -72,8 +75,9 @@ pub fn verify_in_parts(
     scan_region: bool,
     progress: &(dyn Fn(u64, u64) + Sync),
     budget: &Budget,
+    trust_placement: bool,
 ) -> Result<Scaled, VerifyError> {
-    let plan = Plan::new(d, budget)?;
+    let plan = Plan::new(d, budget, trust_placement)?;
     let dir = budget.work_dir();
     judge_in_parts(
         dev,

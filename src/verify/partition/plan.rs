@@ -92,10 +92,18 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    pub(super) fn new(d: &RunDescriptor, budget: &Budget) -> Result<Plan, VerifyError> {
+    /// `trust_placement`: as [`live_grain`] allows; false: one live record a sector.
+    pub(super) fn new(
+        d: &RunDescriptor,
+        budget: &Budget,
+        trust_placement: bool,
+    ) -> Result<Plan, VerifyError> {
         let s = &d.settings;
         let grid = edge_grid(d);
-        let grain = live_grain(d);
+        let grain = match trust_placement {
+            true => live_grain(d),
+            false => SECTOR as u64,
+        };
         let live_room = budget.memory_bytes.saturating_sub(FIXED_BYTES);
         let slots_per_part = live_room / LIVE_RECORD_BYTES;
         // Whole cells of the grid per part, each at most `grid / grain` live records,
@@ -116,12 +124,9 @@ impl Plan {
                 parts: MAX_PARTS,
             });
         }
-        Ok(Plan::with_width(
-            d,
-            start,
-            cells_per_part * grid,
-            slots_per_part,
-        ))
+        let mut plan = Plan::with_width(d, start, cells_per_part * grid, slots_per_part);
+        plan.live_most = plan.width / grain;
+        Ok(plan)
     }
 
     /// `parts` parts of whole cells of `align` and the read grid, groups of at most

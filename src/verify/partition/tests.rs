@@ -367,7 +367,7 @@ fn parts_follow_the_records() {
         memory_bytes: 128 << 20,
         work_dir: None,
     };
-    let plan = Plan::new(&d, &b).unwrap();
+    let plan = Plan::new(&d, &b, true).unwrap();
     assert!(plan.parts > 1);
     assert_eq!(plan.width % 4096, 0);
     assert!(plan.slots * LIVE_RECORD_BYTES + FIXED_BYTES <= b.memory_bytes);
@@ -384,7 +384,7 @@ fn parts_follow_the_records() {
     }
     // Too little memory for even MAX_PARTS parts: refused with what it needs.
     d.settings.region_bytes = 1 << 50;
-    match Plan::new(&d, &b) {
+    match Plan::new(&d, &b, true) {
         Err(VerifyError::MemoryTooSmall { needed, .. }) => assert!(needed > b.memory_bytes),
         _ => panic!("planned a region that does not fit"),
     }

@@ -46,7 +46,7 @@ fn attack_records_reaching_across_a_part_s_edges_overflow_its_room() {
     let d = descriptor(RunId([0x4e; 16]), 0, 8 * MIB, 512, MIB);
     // Room for one part of 2 MiB (4,096 sectors) and the records a part paints across
     // its edges (`Plan::edge_live`: 2 MiB of 1 MiB records' reach, a sector each).
-    let plan = Plan::new(&d, &budget_for(8192)).unwrap();
+    let plan = Plan::new(&d, &budget_for(8192), true).unwrap();
     assert_eq!(
         (plan.width, plan.room, plan.live_most, plan.edge_live),
         (2 * MIB, 8192, 4096, 4096)
@@ -77,4 +77,48 @@ fn attack_records_reaching_across_a_part_s_edges_overflow_its_room() {
         plan.room,
         plan.live_most
     );
+}
+
+/// Once broke: the memory stays within the budget whatever the run's settings claim
+/// (`plan::live_grain` trusts "sequential" to mean a ring, one live record per record;
+/// nothing checks it, `witness::validate` accepts the log below). 4 KiB records 512 B
+/// apart, each later one over the one before, each live by its first sector: 8 times the
+/// live records the settings allow. A budget the settings fit whole: the whole run's
+/// first pass outgrows it, stops, and the run is judged in parts planned for a live
+/// record a sector, with the report a large budget gives.
+#[test]
+fn attack_sequential_placement_off_its_grid_is_judged_within_the_budget() {
+    use crate::verify::engine::{OUTGREW, verify_streamed_run};
+    use std::sync::atomic::Ordering::SeqCst;
+    let mut d = descriptor(RunId([0x3d; 16]), 0, 4 * MIB, 4096, 4096);
+    d.settings.placement = "sequential".into();
+    let acks: Vec<Ack> = (0..(4 * MIB - 4096) / S)
+        .map(|i| ack(0, i + 1, i * S, 8))
+        .collect();
+    assert_eq!(crate::witness::validate::check_run(&d, &acks), Ok(None));
+    let mem = Arc::new(MemDevice::new((5 * MIB) as usize));
+    for a in &acks {
+        write(&mem, &d, a, a.record.offset, None);
+    }
+    let slots = d.settings.region_bytes / 4096;
+    let tight = Budget {
+        memory_bytes: plan::FIXED_BYTES
+            + plan::EARLY_READ_BYTES
+            + slots * plan::WHOLE_GRID_LIVE_RECORD_BYTES,
+        work_dir: None,
+    };
+    assert!(whole_run_fits(&d, Some(acks.len() as u64), &tight));
+    let t = Duration::from_secs(10);
+    let judge = |b: &Budget| {
+        let run = scan::ScanRun::from(&d);
+        verify_streamed_run(mem.clone(), &d, run, &acks, t, false, &|_, _| {}, b).unwrap()
+    };
+    let before = OUTGREW.load(SeqCst);
+    let got = judge(&tight);
+    assert!(
+        OUTGREW.load(SeqCst) > before,
+        "the whole run kept its records"
+    );
+    let want = judge(&Budget::default());
+    assert_eq!(without_time(&got.report), without_time(&want.report));
 }
