@@ -207,11 +207,11 @@ pub fn fmt_duration_us(us: f64) -> String {
 }
 
 /// A wall-clock time in ns since the Unix epoch (the writer's clock) as UTC to the
-/// millisecond: "2026-12-02 17:38:48.123 UTC". Nanoseconds mean nothing to a reader and
-/// the clock is not that exact anyway.
+/// second: "2026-12-02 17:38:48 UTC", the form of every other time in the text output.
+/// Nanoseconds mean nothing to a reader; the JSON keeps them for machines.
 pub fn fmt_utc_ns(ns: u64) -> String {
     let t = chrono::DateTime::from_timestamp_nanos(i64::try_from(ns).unwrap_or(i64::MAX));
-    format!("{} UTC", t.format("%Y-%m-%d %H:%M:%S%.3f"))
+    format!("{} UTC", t.format("%Y-%m-%d %H:%M:%S"))
 }
 
 /// An RFC 3339 time as written in run descriptors ("2026-12-02T17:38:48.123456789+00:00")
@@ -266,7 +266,9 @@ mod tests {
     fn times_are_utc_without_nanoseconds() {
         // 2026-12-02 17:38:48.123456789 UTC.
         let ns = 1_796_233_128_123_456_789;
-        assert_eq!(fmt_utc_ns(ns), "2026-12-02 17:38:48.123 UTC");
+        assert_eq!(fmt_utc_ns(ns), "2026-12-02 17:38:48 UTC");
+        // Truncated, not rounded: the second the flush returned in.
+        assert_eq!(fmt_utc_ns(ns + 800_000_000), "2026-12-02 17:38:48 UTC");
         assert_eq!(
             fmt_utc_rfc3339("2026-12-02T17:38:48.123456789+00:00").as_deref(),
             Some("2026-12-02 17:38:48 UTC")

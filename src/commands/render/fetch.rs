@@ -1,6 +1,7 @@
 //! What `plugpull fetch` says: the witness's damage warnings and the line naming the
 //! file on stderr, or JSON on stdout.
 
+use crate::units::thousands;
 use crate::witness::client::FetchedRun;
 
 /// Damage warnings, one line each (for stderr).
@@ -29,8 +30,8 @@ pub fn line(f: &FetchedRun) -> String {
     format!(
         "fetched run {} ({} acks, {} witness events) into {}\n",
         f.got.descriptor.run_id,
-        f.got.acks,
-        f.got.events.len(),
+        thousands(f.got.acks),
+        thousands(f.got.events.len() as u64),
         f.output.display()
     )
 }

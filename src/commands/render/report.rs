@@ -3,6 +3,7 @@
 //! itself went there.
 
 use crate::report::Written;
+use crate::units::thousands;
 
 /// The notes on skipped inputs, one line each (for stderr); none when quiet.
 pub fn notes(w: &Written, quiet: bool) -> String {
@@ -33,8 +34,8 @@ pub fn written(w: &Written, json: bool, quiet: bool) -> Result<String, serde_jso
     Ok(format!(
         "wrote {} ({} cycle(s), verdict {}, {} KiB)\n",
         w.output.display(),
-        w.summary.cycles,
+        thousands(w.summary.cycles as u64),
         w.summary.verdict,
-        w.bytes.div_ceil(1024)
+        thousands(w.bytes.div_ceil(1024) as u64)
     ))
 }

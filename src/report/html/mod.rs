@@ -79,10 +79,10 @@ fn banner_text(cycles: &[Cycle], s: &Summary) -> String {
     }
     let mut t = format!(
         "{} cycles: {}",
-        s.cycles,
+        thousands(s.cycles as u64),
         s.cycles_by_verdict
             .iter()
-            .map(|(v, n)| format!("{n} {v}"))
+            .map(|(v, n)| format!("{} {v}", thousands(*n as u64)))
             .collect::<Vec<_>>()
             .join(", ")
     );
@@ -90,9 +90,9 @@ fn banner_text(cycles: &[Cycle], s: &Summary) -> String {
         let _ = write!(
             t,
             ". No loss in {} cycles: with 95% confidence fewer than {:.1}% of cuts would lose data (rule of three: 3/{}).",
-            s.cycles,
+            thousands(s.cycles as u64),
             300.0 / s.cycles as f64,
-            s.cycles
+            thousands(s.cycles as u64)
         );
     } else if s.verdict == Verdict::Fail {
         t += &format!(
@@ -300,7 +300,8 @@ fn around_the_cut(o: &mut String, cycles: &[Cycle], s: &Summary) {
     if holes > 0 {
         let _ = write!(
             o,
-            "<p class=\"note\" id=\"holes-meaning\"><b>Ordering holes</b> ({holes}): {}.</p>",
+            "<p class=\"note\" id=\"holes-meaning\"><b>Ordering holes</b> ({}): {}.</p>",
+            thousands(holes),
             esc(crate::verify::plain::ORDERING_HOLES)
         );
     }
@@ -388,7 +389,11 @@ fn commands_and_footer(o: &mut String, cycles: &[Cycle], made_by: &str, notes: &
         );
     }
     if cmds.len() > 20 {
-        let _ = write!(o, "<p class=\"note\">... and {} more.</p>", cmds.len() - 20);
+        let _ = write!(
+            o,
+            "<p class=\"note\">... and {} more.</p>",
+            thousands((cmds.len() - 20) as u64)
+        );
     }
     let _ = write!(
         o,
@@ -422,8 +427,9 @@ fn proof_of_the_cut(o: &mut String, cycles: &[Cycle]) {
     let not_proven = series.iter().filter(|s| s.2 == Some(false)).count();
     let _ = write!(
         o,
-        "<p class=\"note\">The switch sampled the drive's rail around each cut. A cycle whose rail never fell to the campaign's threshold (10% of nominal unless set otherwise) is <b>cut not proven</b> and never counts as a pass: {not_proven} of {} here.{}</p>",
-        series.len(),
+        "<p class=\"note\">The switch sampled the drive's rail around each cut. A cycle whose rail never fell to the campaign's threshold (10% of nominal unless set otherwise) is <b>cut not proven</b> and never counts as a pass: {} of {} here.{}</p>",
+        thousands(not_proven as u64),
+        thousands(series.len() as u64),
         if series.len() > svg::MAX_FALL_LINES {
             format!(" The chart draws the first {}.", svg::MAX_FALL_LINES)
         } else {

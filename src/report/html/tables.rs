@@ -268,10 +268,12 @@ pub(super) fn findings_table(o: &mut String, c: &Cycle) {
         o,
         "<h2>Failing records</h2><p>{} of {} failing records of {}, most recently acknowledged first (the full list is in the JSON report).</p>",
         f.len().min(20),
-        r.summary
-            .loss_window
-            .as_ref()
-            .map_or(f.len() as u64, |w| w.records),
+        thousands(
+            r.summary
+                .loss_window
+                .as_ref()
+                .map_or(f.len() as u64, |w| w.records)
+        ),
         esc(&c.label)
     );
     o.push_str("<table id=\"findings\"><tr><th>class</th><th>stream</th><th>seq</th><th>offset</th><th>length</th><th>acked before the last ack</th><th>sectors found</th><th>ordering hole</th></tr>");
@@ -279,12 +281,12 @@ pub(super) fn findings_table(o: &mut String, c: &Cycle) {
         let sectors = x
             .sectors
             .iter()
-            .map(|(k, v)| format!("{v} {k}"))
+            .map(|(k, v)| format!("{} {k}", thousands(*v)))
             .collect::<Vec<_>>()
             .join(", ");
         let extra = x
             .corrupt_bits
-            .map(|b| format!(", {b} bits flipped"))
+            .map(|b| format!(", {} bits flipped", thousands(b)))
             .unwrap_or_default()
             + &x.found_at
                 .map(|a| format!(", found at {a}"))

@@ -6,6 +6,7 @@
 
 use super::draw::{LEFT, RIGHT, TOP, W, esc, lower, open, text, tick_step, verdict_colour, y_axis};
 use crate::model::Verdict;
+use crate::units::thousands;
 use crate::verify::distribution::{bucket_125, edge_125};
 use std::fmt::Write;
 
@@ -119,9 +120,10 @@ fn bars(
         let hh = (bottom - top) * *count as f64 / ymax;
         let _ = write!(
             o,
-            "<rect class=\"bar\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{hh:.1}\" fill=\"{colour}\"><title>{count} between {} and {}</title></rect>",
+            "<rect class=\"bar\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{hh:.1}\" fill=\"{colour}\"><title>{} between {} and {}</title></rect>",
             bottom - hh,
             cw - 4.0,
+            thousands(*count),
             esc(&fmt(*from)),
             esc(&fmt(edge_125(bucket_125(*from)))),
         );
@@ -132,7 +134,7 @@ fn bars(
             11,
             "middle",
             "",
-            &count.to_string(),
+            &thousands(*count),
         );
     }
 }
@@ -233,9 +235,55 @@ pub fn cycles(verdicts: &[(String, Verdict)]) -> String {
             y - 12.0,
             verdict_colour(v)
         );
-        let label = format!("{v} ({}): {n}", &v.name()[..1]);
+        let label = format!("{v} ({}): {}", &v.name()[..1], thousands(n as u64));
         text(&mut o, x + 19.0, y, 13, "start", "", &label);
         x += 40.0 + label.len() as f64 * 7.5;
     }
     o + "</svg>"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The contents of every `<text>` of an SVG, in order.
+    fn texts(svg: &str) -> Vec<&str> {
+        svg.split("<text ")
+            .skip(1)
+            .map(|t| &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()])
+            .collect()
+    }
+
+    /// A bar's count, its tooltip and the axis read with thousands separators.
+    #[test]
+    fn bar_counts_are_thousands_separated() {
+        let svg = log_bars(
+            "chart",
+            "title",
+            "x",
+            "records",
+            &[(1000.0, 32_715)],
+            crate::units::fmt_duration_us,
+            "#000",
+            &[],
+        );
+        let texts = texts(&svg);
+        assert!(texts.contains(&"32,715"), "{texts:?}");
+        assert!(texts.contains(&"40,000"), "the axis' top: {texts:?}");
+        assert!(svg.contains("<title>32,715 between "), "{svg}");
+    }
+
+    /// The cycles legend counts each verdict with thousands separators.
+    #[test]
+    fn the_cycles_legend_counts_are_thousands_separated() {
+        let verdicts: Vec<(String, Verdict)> = (0..1200)
+            .map(|k| (format!("cycle {k}"), Verdict::Pass))
+            .collect();
+        let svg = cycles(&verdicts);
+        assert!(
+            texts(&svg).contains(&"PASS (P): 1,200"),
+            "{:?}",
+            texts(&svg)
+        );
+    }
 }

@@ -43,7 +43,12 @@ pub fn verdict_colour(v: Verdict) -> &'static str {
     }
 }
 
+/// An axis value: one decimal, none when whole; whole values from 1,000 up (the record
+/// counts of a chart's axis) with thousands separators, as the tables write them.
 pub(super) fn trim(v: f64) -> String {
+    if v >= 1000.0 && v.fract() == 0.0 && v <= u64::MAX as f64 {
+        return crate::units::thousands(v as u64);
+    }
     let s = format!("{v:.1}");
     s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
 }
@@ -123,6 +128,15 @@ pub(super) fn y_axis(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axis_values_read_as_the_tables_write_them() {
+        assert_eq!(trim(0.0), "0");
+        assert_eq!(trim(2.5), "2.5");
+        assert_eq!(trim(500.0), "500");
+        assert_eq!(trim(20_000.0), "20,000");
+        assert_eq!(trim(1_250_000.0), "1,250,000");
+    }
 
     #[test]
     fn markup_is_escaped() {

@@ -9,7 +9,7 @@ use super::super::aggregate::CLASSES;
 use super::super::input::TimelineBucket;
 use super::draw::{LEFT, RIGHT, TOP, W, class_colour, esc, lower, open, text, y_axis};
 use crate::model::RecordClass;
-use crate::units::fmt_duration_ms;
+use crate::units::{fmt_duration_ms, thousands};
 use crate::verify::distribution::{bucket_125, edge_125};
 use std::fmt::Write;
 
@@ -131,18 +131,20 @@ fn class_column(o: &mut String, g: &Columns, b: &TimelineBucket) {
         y -= hh;
         let _ = write!(
             o,
-            "<rect class=\"bar class-{class}\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{hh:.1}\" fill=\"{}\"><title>{}: {c} of {total} records acknowledged {} to {} before the last ack</title></rect>",
+            "<rect class=\"bar class-{class}\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{hh:.1}\" fill=\"{}\"><title>{}: {} of {} records acknowledged {} to {} before the last ack</title></rect>",
             class_colour(class),
             class,
+            thousands(c),
+            thousands(total),
             esc(&fmt_duration_ms(b.from_ms)),
             esc(&fmt_duration_ms(b.to_ms)),
         );
     }
     let failing: u64 = b.counts.failing();
     let label = if failing > 0 {
-        format!("{failing}/{total}")
+        format!("{}/{}", thousands(failing), thousands(total))
     } else {
-        total.to_string()
+        thousands(total)
     };
     let colour = if failing > 0 { "#c62828" } else { "#333" };
     text(
@@ -237,8 +239,47 @@ fn legend(o: &mut String, y: f64, buckets: &[TimelineBucket]) {
             y - 12.0,
             class_colour(class)
         );
-        let label = format!("{class} {n}");
+        let label = format!("{class} {}", thousands(n));
         text(o, x + 19.0, y, 13, "start", "", &label);
         x += 34.0 + label.chars().count() as f64 * 7.5;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ClassCounts;
+
+    /// The contents of every `<text>` of an SVG, in order.
+    fn texts(svg: &str) -> Vec<&str> {
+        svg.split("<text ")
+            .skip(1)
+            .map(|t| &t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()])
+            .collect()
+    }
+
+    /// Big counts read with thousands separators: above the column, in its tooltip and
+    /// in the legend.
+    #[test]
+    fn counts_are_thousands_separated() {
+        let mut counts = ClassCounts::zero();
+        counts.add(RecordClass::Intact, 1_234_567);
+        counts.add(RecordClass::Lost, 32_715);
+        let svg = timeline(
+            &[TimelineBucket {
+                from_ms: 0.0,
+                to_ms: 10.0,
+                counts,
+            }],
+            None,
+        );
+        let texts = texts(&svg);
+        assert!(texts.contains(&"32,715/1,267,282"), "{texts:?}");
+        assert!(texts.contains(&"intact 1,234,567"), "{texts:?}");
+        assert!(texts.contains(&"lost 32,715"), "{texts:?}");
+        assert!(
+            svg.contains("<title>lost: 32,715 of 1,267,282 records acknowledged "),
+            "{svg}"
+        );
     }
 }

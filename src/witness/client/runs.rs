@@ -193,3 +193,66 @@ pub fn runs_json(runs: &[RunInfo]) -> serde_json::Value {
         })).collect::<Vec<_>>(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{RunDescriptor, WriterSettings};
+
+    fn verified_run() -> RunInfo {
+        let mut descriptor = RunDescriptor {
+            run_id: crate::record::RunId([7; 16]),
+            format_version: crate::record::FORMAT_VERSION,
+            plugpull_version: String::new(),
+            host: "bench-host".into(),
+            started_at: "2026-12-02T03:40:05.5+01:00".into(),
+            device: Default::default(),
+            settings: WriterSettings {
+                region_offset: 0,
+                region_bytes: 1 << 16,
+                record_bytes_min: 4096,
+                record_bytes_max: 4096,
+                placement: "sequential".into(),
+                streams: 1,
+                flush: crate::device::FlushMethod::Fdatasync,
+                direct: true,
+                seed: 0,
+                max_records_unacked: None,
+            },
+            command: vec![],
+            tree: None,
+        };
+        descriptor.device.kind = "file".into();
+        descriptor.device.target = "/srv/a.img".into();
+        RunInfo {
+            descriptor,
+            acks: 32_715,
+            // 2026-12-02 02:50:48.123456789 UTC.
+            last_flushed_ns: Some(1_796_179_848_123_456_789),
+            damaged: false,
+            verified: Some(VerdictMark {
+                run_id: "07".repeat(16),
+                verdict: "PASS".into(),
+                failing: 0,
+                target: "/srv/a.img".into(),
+                verified_at: "2026-12-02T03:52:10.25+01:00".into(),
+            }),
+            first_heard_ns: None,
+        }
+    }
+
+    /// A row names every time with its year, in UTC as the header says, and the count
+    /// of acks with thousands separators.
+    #[test]
+    fn a_run_reads_with_dated_utc_times_and_separated_counts() {
+        let text = runs_text(&[verified_run()]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "run                               started (UTC)                  acks  durable up to (UTC)       host          verified (UTC)         drive",
+                "07070707070707070707070707070707  2026-12-02 02:40:05          32,715  2026-12-02 02:50:48.123   bench-host    PASS 2026-12-02 02:52  /srv/a.img",
+            ]
+        );
+    }
+}
