@@ -72,7 +72,14 @@ pub fn verify_streamed_run(
         .map_err(|e| outranked_by_the_log(e, d, acks))
     };
     if !partition::whole_run_fits(d, acks.ack_count_hint(), budget) {
-        return in_parts(true);
+        return match in_parts(true) {
+            Err(VerifyError::OutgrewTheBudget) => {
+                #[cfg(test)]
+                OUTGREW.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                in_parts(false)
+            }
+            judged => judged,
+        };
     }
     // What the whole run's painted records may hold: past it (a run whose records do
     // not keep to its settings' placement), it is judged in parts, planned for the worst.
@@ -99,7 +106,8 @@ pub fn verify_streamed_run(
     }
 }
 
-/// Whole runs that outgrew their budget and were judged in parts (tests).
+/// Runs whose painted records outgrew what their plan allowed, judged again in parts
+/// planned for a live record a sector (tests).
 #[cfg(test)]
 pub static OUTGREW: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 

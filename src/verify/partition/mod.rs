@@ -174,10 +174,29 @@ fn judge_in_parts(
         );
         let mut paint = Paint::new(Some(slots));
         let mut m = Merged::new(readers(false)).map_err(VerifyError::WorkFile)?;
+        // A plan that trusted the run's placement is held to it: a group painting more
+        // than its room stops the parts, to be planned again for a live record a sector
+        // (`engine::verify_streamed_run`).
+        let room_bytes = (plan.room + 3) * plan::LIVE_RECORD_BYTES;
+        let mut painted = 0u64;
         while let Some((idx, a, _)) = m.next_entry().map_err(VerifyError::WorkFile)? {
             if wanted(&a) {
                 paint.paint(idx, &a);
+                painted += 1;
+                if plan.trusted
+                    && painted % 1024 == 0
+                    && paint.held_bytes(plan::WHOLE_GRID_LIVE_RECORD_BYTES, plan::LIVE_RECORD_BYTES)
+                        > room_bytes
+                {
+                    return Err(VerifyError::OutgrewTheBudget);
+                }
             }
+        }
+        if plan.trusted
+            && paint.held_bytes(plan::WHOLE_GRID_LIVE_RECORD_BYTES, plan::LIVE_RECORD_BYTES)
+                > room_bytes
+        {
+            return Err(VerifyError::OutgrewTheBudget);
         }
         let mut live = paint.live();
         // Read back and judge the group's bytes while the superseded acks are counted.

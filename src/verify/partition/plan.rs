@@ -89,6 +89,8 @@ pub(super) struct Plan {
     pub(super) edge_live: u64,
     /// Live records a group of parts may hold.
     pub(super) room: u64,
+    /// Whether the plan took the run's placement at its word (`live_grain`).
+    pub(super) trusted: bool,
 }
 
 impl Plan {
@@ -126,6 +128,7 @@ impl Plan {
         }
         let mut plan = Plan::with_width(d, start, cells_per_part * grid, slots_per_part);
         plan.live_most = plan.width / grain;
+        plan.trusted = trust_placement && grain > SECTOR as u64;
         Ok(plan)
     }
 
@@ -156,6 +159,7 @@ impl Plan {
             reach: s.record_bytes_max.max(SECTOR as u64),
             edge_live: edge_live(d),
             room,
+            trusted: false,
         }
     }
 
