@@ -171,8 +171,8 @@ fn same_as_whole_run_path(
                 [format!(
                     "fetched run {} ({} acks, {} witness events) into {}",
                     run,
-                    log.acks.len(),
-                    log.events.len(),
+                    plugpull::units::thousands(log.acks.len() as u64),
+                    plugpull::units::thousands(log.events.len() as u64),
                     new.display()
                 )],
                 "{r:?}"
