@@ -235,7 +235,19 @@ fn judge_in_parts(
         counted?;
         // The owned live records whose sectors are all judged: survivors counted now,
         // failures kept for the merge; those across the group's end wait for the next.
-        let mut judged: Vec<(u64, Ack, SectorTally)> = vec![];
+        // Survivors counted at once; failures kept by their place in the live list (16 B
+        // each), to be written in ack order with those across the edge (few).
+        let mut failed: Vec<(u64, usize)> = vec![];
+        let mut count = |a: &Ack, t: &SectorTally, judging: &mut Judging| {
+            let c = super::classify::classify_record(t, false);
+            if !c.is_failure() {
+                if c == RecordClass::Intact {
+                    newest_survivor = newest_survivor.max(Some(a.record.write_time_ns));
+                }
+                judging.count_class(a, c, t);
+            }
+            c.is_failure()
+        };
         let every = (live.acks.len() / sample_per_group).max(1);
         for (j, (a, t)) in live.acks.iter().zip(&result.tallies).enumerate() {
             let idx = live.idx[j];
@@ -249,25 +261,34 @@ fn judge_in_parts(
             if j % every == 0 {
                 sample.push(*a);
             }
-            match a.record.end() > owned.1 {
-                true => across.start(idx, *a, *t),
-                false => judged.push((idx, *a, *t)),
+            if a.record.end() > owned.1 {
+                across.start(idx, *a, *t);
+            } else if count(a, t, &mut judging) {
+                failed.push((idx, j));
             }
         }
-        judged.extend(across.end_group(owned));
-        judged.sort_unstable_by_key(|f| f.0);
-        for (idx, a, t) in &judged {
-            let c = super::classify::classify_record(t, false);
-            if c.is_failure() {
+        let mut failed_across: Vec<(u64, Ack, SectorTally)> = across
+            .end_group(owned)
+            .into_iter()
+            .filter(|(_, a, t)| count(a, t, &mut judging))
+            .collect();
+        failed.sort_unstable_by_key(|f| f.0);
+        failed_across.sort_unstable_by_key(|f| f.0);
+        let mut across_left = failed_across.iter().peekable();
+        for &(idx, j) in &failed {
+            while let Some((i, a, t)) = across_left.next_if(|f| f.0 < idx) {
                 failures
-                    .push(*idx, a, Some(t))
+                    .push(*i, a, Some(t))
                     .map_err(|e| failure_spill_error(e, &dir))?;
-            } else {
-                if c == RecordClass::Intact {
-                    newest_survivor = newest_survivor.max(Some(a.record.write_time_ns));
-                }
-                judging.count_class(a, c, t);
             }
+            failures
+                .push(idx, &live.acks[j], Some(&result.tallies[j]))
+                .map_err(|e| failure_spill_error(e, &dir))?;
+        }
+        for (i, a, t) in across_left {
+            failures
+                .push(*i, a, Some(t))
+                .map_err(|e| failure_spill_error(e, &dir))?;
         }
         failure_segments.push(
             failures
