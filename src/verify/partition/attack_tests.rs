@@ -15,42 +15,7 @@ use crate::verify::scale_tests::without_time;
 const MIB: u64 = 1 << 20;
 const S: u64 = SECTOR as u64;
 
-fn in_parts(
-    dev: Arc<dyn Device>,
-    d: &RunDescriptor,
-    acks: &dyn AckPasses,
-    scan_region: bool,
-    plan: Plan,
-    read_timeout: Duration,
-) -> Scaled {
-    let run = scan::ScanRun::from(d);
-    let dir = std::env::temp_dir();
-    let p = &|_, _| {};
-    judge_in_parts(dev, d, run, acks, read_timeout, scan_region, p, &plan, &dir).unwrap()
-}
-
-/// Acks that cannot tell their count before a pass (a stream).
-struct Unhinted<'a>(&'a [Ack]);
-
-impl AckPasses for Unhinted<'_> {
-    fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), VerifyError> {
-        sink(self.0);
-        Ok(())
-    }
-}
-
-/// Acks that bound their count loosely, as a log file's size does.
-struct Loose<'a>(&'a [Ack]);
-
-impl AckPasses for Loose<'_> {
-    fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), VerifyError> {
-        sink(self.0);
-        Ok(())
-    }
-    fn ack_count_hint(&self) -> Option<u64> {
-        Some(self.0.len() as u64 * 100)
-    }
-}
+use super::tests::{Loose, Unhinted, in_parts};
 
 fn descriptor(id: RunId, offset: u64, bytes: u64, min: u64, max: u64) -> RunDescriptor {
     let mut d = crate::wire::msg::tests::sample_descriptor(0);

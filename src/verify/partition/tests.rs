@@ -10,7 +10,7 @@ use crate::verify::scale_tests::{
     Shape, random_shaped_run, random_shaped_run_at, reference, without_time,
 };
 
-fn in_parts(
+pub(super) fn in_parts(
     dev: Arc<dyn Device>,
     d: &RunDescriptor,
     acks: &dyn AckPasses,
@@ -26,7 +26,7 @@ fn in_parts(
 
 /// Acks that cannot tell their count before a pass (a stream): the run reads its span
 /// whole, however few they are.
-struct Unhinted<'a>(&'a [Ack]);
+pub(super) struct Unhinted<'a>(pub(super) &'a [Ack]);
 
 impl AckPasses for Unhinted<'_> {
     fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), VerifyError> {
@@ -36,7 +36,7 @@ impl AckPasses for Unhinted<'_> {
 }
 
 /// Acks that bound their count before a pass loosely, as a log file's size does.
-struct Loose<'a>(&'a [Ack]);
+pub(super) struct Loose<'a>(pub(super) &'a [Ack]);
 
 impl AckPasses for Loose<'_> {
     fn pass(&self, sink: &mut dyn FnMut(&[Ack])) -> Result<(), VerifyError> {
