@@ -251,7 +251,7 @@ pub fn run_cycle_on(seed: u64, faulty: bool) -> io::Result<(CycleOutcome, Arc<Si
         .power_on()
         .map(|()| drive.clone() as Arc<dyn Device>)
         .map_err(|e| e.to_string());
-    let report = judge(powered, &log, Duration::from_secs(10));
+    let report = judge(powered, &log, Duration::from_secs(10))?;
     let oracle = drive.oracle();
     let exp = expected(&plan.run.hex(), &log.acks, &oracle);
     Ok((

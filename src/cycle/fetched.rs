@@ -9,9 +9,10 @@
 use crate::device::Device;
 use crate::model::{Ack, RunDescriptor, RunSelector, WitnessEvent};
 use crate::record::RunId;
+use crate::verify::budget::Budget;
 use crate::verify::report::Report;
 use crate::verify::temp_log::TempLog;
-use crate::verify::{dead_device_report, engine, evidence, refused_report, scale, scan};
+use crate::verify::{engine, evidence, gone, refused_report_of, scale, scan};
 use crate::witness::client::error::ClientResult;
 use std::cell::Cell;
 use std::sync::Arc;
@@ -55,6 +56,28 @@ pub fn fetch_run(addr: &str, run: RunId) -> ClientResult<FetchedRun> {
     })
 }
 
+impl FetchedRun {
+    /// A run whose acks this process holds (the soak's in-process witness), written to a
+    /// temporary log file so it is judged as a fetched run is: the same path, the same
+    /// memory.
+    pub fn from_acks(
+        descriptor: &RunDescriptor,
+        acks: &[Ack],
+        events: &[WitnessEvent],
+    ) -> crate::witness::store::error::StoreResult<FetchedRun> {
+        let log = TempLog::new("cycle");
+        let mut w = crate::witness::store::export::LogFileWriter::create(&log.0, descriptor)?;
+        w.push(acks)?;
+        w.finish(events, None)?;
+        Ok(FetchedRun {
+            log,
+            descriptor: descriptor.clone(),
+            acks: acks.len() as u64,
+            events: events.to_vec(),
+        })
+    }
+}
+
 /// What judging a fetched run gives.
 pub struct Judged {
     pub report: Report,
@@ -93,12 +116,6 @@ impl FetchedRun {
     /// Judges the drive (or, when it did not come back, `Err` says why) against the
     /// fetched acks: the report `cycle::judge` gives on the same run held in memory.
     pub fn judge(&self, drive: Result<Arc<dyn Device>, String>, read_timeout: Duration) -> Judged {
-        let dev = match drive {
-            Ok(d) => d,
-            // A dead drive's report names every ack: the log is loaded whole, once.
-            Err(why) => return self.judged_in_memory(|log| dead_device_report(log, why)),
-        };
-        let later = evidence::runs_after_the_end(&self.events);
         let file = scale::FilePasses {
             path: &self.log.0,
             key: None,
@@ -108,52 +125,42 @@ impl FetchedRun {
             inner: &file,
             newest: Cell::new(None),
         };
-        let run = scan::ScanRun::with_later_runs(&self.descriptor, &later);
-        let judged = engine::verify_streamed_run(
-            dev,
-            &self.descriptor,
-            run,
-            &passes,
-            read_timeout,
-            false,
-            &|_, _| {},
-            &crate::verify::budget::Budget::default(),
-        );
-        let mut report = match judged {
-            Ok(scaled) => scaled.report,
-            Err(e) => return self.judged_in_memory(|log| refused_report(log, &e)),
+        let budget = Budget::default();
+        let judged = match drive {
+            // A drive that did not come back is judged by the same engine, on a
+            // stand-in whose every read fails (`verify::gone`).
+            Err(why) => {
+                let run = scan::ScanRun::from(&self.descriptor);
+                gone::verify_gone(&self.descriptor, run, &passes, why, &budget)
+            }
+            Ok(dev) => {
+                let later = evidence::runs_after_the_end(&self.events);
+                let run = scan::ScanRun::with_later_runs(&self.descriptor, &later);
+                engine::verify_streamed_run(
+                    dev,
+                    &self.descriptor,
+                    run,
+                    &passes,
+                    read_timeout,
+                    false,
+                    &|_, _| {},
+                    &budget,
+                )
+                .map(|scaled| {
+                    let mut report = scaled.report;
+                    report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
+                    report
+                })
+            }
         };
-        report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
+        let mut report = match judged {
+            Ok(report) => report,
+            Err(e) => refused_report_of(&self.descriptor, self.acks, &e),
+        };
         report.note_log_damage(crate::witness::store::checker::damage_in(&self.events));
         Judged {
             report,
             newest_ack: passes.newest.get(),
-        }
-    }
-
-    /// The rare reports that need every ack at once, from the log loaded whole.
-    fn judged_in_memory(&self, report: impl FnOnce(&crate::model::RunLog) -> Report) -> Judged {
-        match crate::witness::store::reader::read_log_file(&self.log.0) {
-            Ok(log) => Judged {
-                newest_ack: log.acks.iter().max_by_key(|a| a.flushed_ns).copied(),
-                report: report(&log),
-            },
-            Err(e) => {
-                let log = crate::model::RunLog {
-                    files: Default::default(),
-                    descriptor: self.descriptor.clone(),
-                    acks: vec![],
-                    events: self.events.clone(),
-                };
-                let e = crate::verify::VerifyError::ReadingAcks {
-                    path: self.log.0.clone(),
-                    source: e.into(),
-                };
-                Judged {
-                    report: refused_report(&log, &e),
-                    newest_ack: None,
-                }
-            }
         }
     }
 }

@@ -22,7 +22,6 @@ use crate::device::Device;
 use crate::model::RunLog;
 use crate::rng::Rng;
 use crate::verify::report::Report;
-use crate::verify::{dead_device_report, verify_device};
 use crate::write::engine::{AckSink, NoBufferMemory, Progress, RecordBuffers, run_streams_with};
 use crate::write::plan::Plan;
 use std::sync::Arc;
@@ -106,14 +105,15 @@ pub fn cut_delay(seed: u64, min: Duration, max: Duration) -> Duration {
 }
 
 /// After power-on: verify the drive against the acks of `log`, or, when it did not come
-/// back (`Err` says why), the dead-device report.
+/// back (`Err` says why), the dead-device report; judged from a temporary log file as a
+/// fetched run is ([`fetched::FetchedRun::judge`]), so a cycle whose acks this process
+/// holds takes the path and the memory of every other cycle.
 pub fn judge(
     drive: Result<Arc<dyn Device>, String>,
     log: &RunLog,
     read_timeout: Duration,
-) -> Report {
-    match drive {
-        Ok(d) => verify_device(d, log, read_timeout),
-        Err(why) => dead_device_report(log, why),
-    }
+) -> std::io::Result<Report> {
+    let run = fetched::FetchedRun::from_acks(&log.descriptor, &log.acks, &log.events)
+        .map_err(std::io::Error::other)?;
+    Ok(run.judge(drive, read_timeout).report)
 }

@@ -20,6 +20,11 @@ pub trait Device: Send + Sync {
     fn flush(&self) -> io::Result<()>;
     /// Fills all of `buf` from `offset` with what the device holds, bypassing any cache.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// Why every read fails, when the device is known to be gone (a drive that did not
+    /// come back): a reader need not narrow a failed read down to its bad blocks.
+    fn gone(&self) -> Option<String> {
+        None
+    }
 }
 
 impl<D: Device + ?Sized> Device for std::sync::Arc<D> {
@@ -37,5 +42,8 @@ impl<D: Device + ?Sized> Device for std::sync::Arc<D> {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         (**self).read_at(buf, offset)
+    }
+    fn gone(&self) -> Option<String> {
+        (**self).gone()
     }
 }

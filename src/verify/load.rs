@@ -27,18 +27,6 @@ pub fn load_run(o: &VerifyOptions) -> Result<RunLog, VerifyError> {
 /// in the witness's count of what it sent, over the (authenticated, with a key)
 /// connection.
 pub fn load_run_checked(o: &VerifyOptions) -> Result<LoadedRun, VerifyError> {
-    let device = o.target.exists().then(|| identity::identify(&o.target));
-    load_run_identified(o, device.as_ref(), None)
-}
-
-/// [`load_run_checked`] for a target already identified (None: it is not there).
-/// `fetched`: what the witness already answered to the run or the drive's key (None:
-/// not asked yet), so it is not asked again.
-pub fn load_run_identified(
-    o: &VerifyOptions,
-    device: Option<&identity::DeviceIdentity>,
-    fetched: Option<Option<RunLog>>,
-) -> Result<LoadedRun, VerifyError> {
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
         .map_err(|e| VerifyError::Key(e.into()))?;
     let loaded = match &o.acks {
@@ -57,7 +45,7 @@ pub fn load_run_identified(
             }
         }
         AckSource::Witness(witness) => {
-            let log = fetch(o, device, witness, key.as_ref(), fetched)?;
+            let log = fetch(o, witness, key.as_ref())?;
             let how = format!(
                 "fetched from the witness, which counted {} acks and sent them all{}",
                 log.acks.len(),
@@ -88,33 +76,17 @@ pub fn load_run_identified(
 /// The named run from the witness, or the latest run for the drive at the target.
 fn fetch(
     o: &VerifyOptions,
-    device: Option<&identity::DeviceIdentity>,
     witness: &str,
     key: Option<&crate::wire::auth::Key>,
-    fetched: Option<Option<RunLog>>,
 ) -> Result<RunLog, VerifyError> {
     match o.run {
-        Some(r) => match fetched {
-            Some(Some(log)) => Ok(log),
-            _ => crate::witness::client::fetch_with_key(witness, &RunSelector::Run(r), key)
-                .map_err(|e| VerifyError::Fetch(e.into())),
-        },
-        None => {
-            let identified;
-            let device = match device {
-                Some(d) => d,
-                None => {
-                    identified = identity::identify(&o.target);
-                    &identified
-                }
-            };
-            Ok(select::latest_for_target(
-                &select::Witness { addr: witness, key },
-                &o.target,
-                device,
-                o.read_timeout,
-                fetched,
-            )?)
-        }
+        Some(r) => crate::witness::client::fetch_with_key(witness, &RunSelector::Run(r), key)
+            .map_err(|e| VerifyError::Fetch(e.into())),
+        None => Ok(select::latest_for_target(
+            &select::Witness { addr: witness, key },
+            &o.target,
+            &identity::identify(&o.target),
+            o.read_timeout,
+        )?),
     }
 }

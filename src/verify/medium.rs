@@ -10,7 +10,6 @@
 //! is told which run was chosen and why).
 
 use crate::device::{AlignedBuf, Device};
-use crate::model::RunLog;
 use crate::record::{RunId, SECTOR, Stamp, content_matches, decode_stamp};
 use std::collections::BTreeSet;
 use std::io;
@@ -82,7 +81,8 @@ pub(super) fn spread(start: u64, end: u64, count: u64) -> impl Iterator<Item = u
 
 /// Where to look for stamps of `log`'s run: the home of acknowledged records (the
 /// newest ones and a spread of the rest), and a spread over the run's region.
-pub fn run_points(log: &RunLog) -> BTreeSet<u64> {
+#[cfg(test)]
+pub fn run_points(log: &crate::model::RunLog) -> BTreeSet<u64> {
     let mut points = RunPoints::default();
     points.add(&log.acks);
     points.finish(&log.descriptor)
@@ -202,6 +202,7 @@ mod tests {
     use super::*;
     use crate::device::mem::MemDevice;
     use crate::model::Ack;
+    use crate::model::RunLog;
     use crate::record::RunKey;
     use crate::record::{RecordId, fill_record};
 

@@ -20,7 +20,7 @@ use super::medium::{self, Sample};
 use crate::device::identity::DeviceIdentity;
 use crate::device::{Device, FileDevice};
 use crate::exit::BoxedError;
-use crate::model::{RunLog, RunSelector};
+use crate::model::{RunDescriptor, RunLog, RunSelector};
 use crate::record::RunId;
 use crate::wire::auth::Key;
 use crate::witness::client::error::ClientError;
@@ -72,53 +72,76 @@ pub struct Witness<'a> {
     pub key: Option<&'a Key>,
 }
 
-/// The latest run for the drive at `target`: the witness's newest run under the
-/// drive's identity key, if it was written to this medium; else the run of the newest
-/// stamp found on the medium; else the key's run (which [`check_identity`] then refuses
-/// with both identities named). An error that says to pass --run when nothing names one.
-/// `fetched`: the witness's answer for the drive's key when already asked (None: ask).
+/// The latest run for the drive at `target`, held whole: the witness's newest run under
+/// the drive's identity key, if it was written to this medium; else as [`by_stamps`]
+/// chooses. For the callers that hold a run in memory (the tree mode, replay);
+/// `plugpull verify` streams the same choice (`verify::witnessed`).
 pub fn latest_for_target(
     w: &Witness,
     target: &Path,
     device: &DeviceIdentity,
     read_timeout: Duration,
-    fetched: Option<Option<RunLog>>,
 ) -> Result<RunLog, SelectError> {
-    let key = device.key();
-    let by_key = match fetched {
-        Some(answer) => answer,
-        None => match fetch_with_key(w.addr, &RunSelector::LatestForDevice(key.clone()), w.key) {
-            Ok(log) => Some(log),
-            Err(ClientError::NoRunForDevice { .. }) => None,
-            Err(e) => return Err(SelectError::Fetch(e.into())),
-        },
+    let by_key = match fetch_with_key(w.addr, &RunSelector::LatestForDevice(device.key()), w.key) {
+        Ok(log) => Some(log),
+        Err(ClientError::NoRunForDevice { .. }) => None,
+        Err(e) => return Err(SelectError::Fetch(e.into())),
     };
-    if let Some(log) = &by_key {
-        if log.descriptor.device.same_medium(device) {
-            return Ok(log.clone());
-        }
+    if let Some(log) = by_key
+        .as_ref()
+        .filter(|l| l.descriptor.device.same_medium(device))
+    {
+        return Ok(log.clone());
     }
+    let fetch_stamped =
+        |run| fetch_with_key(w.addr, &RunSelector::Run(run), w.key).map_err(BoxedError::from);
+    let descriptor = by_key.as_ref().map(|l| &l.descriptor);
+    match by_stamps(
+        w.addr,
+        target,
+        device,
+        descriptor,
+        read_timeout,
+        fetch_stamped,
+    )? {
+        Some(log) => Ok(log),
+        None => Ok(by_key.expect("by_stamps names a run when the key has none")),
+    }
+}
+
+/// Which run to judge `target` by when the witness's newest run under the drive's key
+/// (`by_key`; None: it has none) was not written to this medium: the run of the newest
+/// stamp found on the medium, fetched with `fetch` (said on stderr, with why); else
+/// None, the key's run (which [`check_identity_at`] then refuses with both identities
+/// named). An error that says to pass --run when nothing names a run.
+pub fn by_stamps<T>(
+    addr: &str,
+    target: &Path,
+    device: &DeviceIdentity,
+    by_key: Option<&RunDescriptor>,
+    read_timeout: Duration,
+    fetch: impl FnOnce(RunId) -> Result<T, BoxedError>,
+) -> Result<Option<T>, SelectError> {
+    let key = device.key();
     let sample = sample(target, read_timeout, medium::newest_stamp)?;
-    let why = match &by_key {
+    let why = match by_key {
         None => format!("the witness has no run for {key}"),
-        Some(l) => format!(
+        Some(d) => format!(
             "the witness's latest run for {key} ({}) was written to {}",
-            l.descriptor.run_id,
-            crate::model::peer_text::shown(&l.descriptor.device.describe())
+            d.run_id,
+            crate::model::peer_text::shown(&d.device.describe())
         ),
     };
     if let Some(stamp) = sample.and_then(|s| s.newest) {
-        let log = match by_key {
-            Some(l) if l.descriptor.run_id == stamp.run => l,
-            _ => fetch_with_key(w.addr, &RunSelector::Run(stamp.run), w.key).map_err(|e| {
-                SelectError::FetchStampedRun {
-                    why: why.clone(),
-                    target: target.to_owned(),
-                    run: stamp.run,
-                    source: e.into(),
-                }
-            })?,
-        };
+        if by_key.is_some_and(|d| d.run_id == stamp.run) {
+            return Ok(None);
+        }
+        let run = fetch(stamp.run).map_err(|source| SelectError::FetchStampedRun {
+            why: why.clone(),
+            target: target.to_owned(),
+            run: stamp.run,
+            source,
+        })?;
         eprintln!(
             "plugpull verify: {why}; the newest stamp among the {} sectors sampled on {} is of run {} (written {}): verifying that run",
             sample.map_or(0, |s| s.sectors),
@@ -126,13 +149,13 @@ pub fn latest_for_target(
             stamp.run,
             crate::units::fmt_utc_ns(stamp.record.write_time_ns),
         );
-        return Ok(log);
+        return Ok(Some(run));
     }
     match by_key {
-        Some(log) => Ok(log),
+        Some(_) => Ok(None),
         None => Err(SelectError::NoRunFound {
             why,
-            addr: w.addr.to_string(),
+            addr: addr.to_string(),
             sample: match sample {
                 Some(s) => format!(
                     "none of the {} sectors sampled on {} carries a plugpull stamp",
@@ -145,27 +168,12 @@ pub fn latest_for_target(
     }
 }
 
-/// Refuses (exit 2, naming both identities) to judge `log` against `target` when the
+/// Refuses (exit 2, naming both identities) to judge run `d` against `target` when the
 /// run was written to another medium and `target` carries none of its stamps, unless
-/// `allow`. Says on stderr when a mismatch is let through, and why.
-pub fn check_identity(
-    log: &RunLog,
-    target: &Path,
-    device: &DeviceIdentity,
-    allow: bool,
-    read_timeout: Duration,
-) -> Result<(), SelectError> {
-    if log.descriptor.device.same_medium(device) {
-        return Ok(());
-    }
-    let points = medium::run_points(log);
-    check_identity_at(&log.descriptor, points, target, device, allow, read_timeout)
-}
-
-/// [`check_identity`] for a run whose acks are not held: where to look for its stamps
-/// gathered as they streamed by (`medium::RunPoints`).
+/// `allow`; `points`: where the acks say to look for them (`medium::RunPoints`, gathered
+/// as they streamed by). Says on stderr when a mismatch is let through, and why.
 pub fn check_identity_at(
-    d: &crate::model::RunDescriptor,
+    d: &RunDescriptor,
     points: std::collections::BTreeSet<u64>,
     target: &Path,
     device: &DeviceIdentity,

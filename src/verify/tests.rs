@@ -202,11 +202,11 @@ fn each_format_version_is_judged_by_its_own_generator() {
         );
         let bits: Vec<Option<u64>> = r.findings.iter().map(|f| f.corrupt_bits).collect();
         assert_eq!(bits, [Some(3), Some(1)], "version {version}");
-        assert!(refuse_unknown_format(&l.descriptor).is_ok());
+        assert!(streamed::refuse_unknown_format(&l.descriptor).is_ok());
     }
     let mut l = log(RunId([5; 16]), vec![]);
     l.descriptor.format_version = 3;
-    let e = refuse_unknown_format(&l.descriptor).unwrap_err();
+    let e = streamed::refuse_unknown_format(&l.descriptor).unwrap_err();
     assert!(
         matches!(e, VerifyError::UnknownFormat { version: 3, .. }),
         "{e}"

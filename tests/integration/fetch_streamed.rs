@@ -499,6 +499,11 @@ fn a_failed_fetch_leaves_no_temporary_and_nothing_else_changed() {
 /// `ru_maxrss` at the peak RSS of the image it replaced at exec, which for a child of
 /// this process is this process, holding the memory of every test running beside.
 pub(crate) fn peak_rss_kib(args: &[&str], stderr: &Path) -> (i64, i32) {
+    peak_rss_kib_to(args, Path::new("/dev/null"), stderr)
+}
+
+/// [`peak_rss_kib`], the command's stdout kept in `stdout`.
+pub(crate) fn peak_rss_kib_to(args: &[&str], stdout: &Path, stderr: &Path) -> (i64, i32) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -509,6 +514,7 @@ pub(crate) fn peak_rss_kib(args: &[&str], stderr: &Path) -> (i64, i32) {
         ])
         .env(PEAK_RSS_ARGS, args.join("\n"))
         .env(PEAK_RSS_STDERR, stderr)
+        .env(PEAK_RSS_STDOUT, stdout)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -526,9 +532,10 @@ pub(crate) fn peak_rss_kib(args: &[&str], stderr: &Path) -> (i64, i32) {
 }
 
 /// What [`peak_rss_kib`] hands its measuring process: the arguments, one per line, and
-/// where the command's stderr goes.
+/// where the command's stderr and stdout go.
 const PEAK_RSS_ARGS: &str = "PLUGPULL_TEST_PEAK_RSS_ARGS";
 const PEAK_RSS_STDERR: &str = "PLUGPULL_TEST_PEAK_RSS_STDERR";
+const PEAK_RSS_STDOUT: &str = "PLUGPULL_TEST_PEAK_RSS_STDOUT";
 
 /// The measuring half of [`peak_rss_kib`], in a process that runs nothing else: runs
 /// `plugpull` with the arguments it was handed and prints `peak-rss-kib KIB CODE`. Run
@@ -545,11 +552,12 @@ fn peak_rss_measured_from_a_small_process() {
         return;
     };
     let stderr = std::env::var_os(PEAK_RSS_STDERR).unwrap();
+    let stdout = std::env::var_os(PEAK_RSS_STDOUT).unwrap_or_else(|| "/dev/null".into());
     // wait4 reaps the child; std's `wait` would not give its rusage.
     #[allow(clippy::zombie_processes)]
     let child = std::process::Command::new(bin())
         .args(args.split('\n'))
-        .stdout(std::process::Stdio::null())
+        .stdout(fs::File::create(stdout).unwrap())
         .stderr(fs::File::create(stderr).unwrap())
         .spawn()
         .unwrap();

@@ -316,31 +316,21 @@ fn a_work_dir_that_fills_up_while_reading_stops_verify_with_no_verdict() {
     }
 }
 
-/// A copy of the run's drive (another medium, as `dd` of the drive to an image makes)
-/// is judged with the acks streamed from the log, never held: 2 M acks (80 MB as acks)
-/// stay under `--memory 64M`.
-#[test]
-fn a_copy_of_the_drive_is_judged_without_holding_the_acks() {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let (written_to, target, log) = (
-        dir.path().join("drive.img"),
-        dir.path().join("copy.img"),
-        dir.path().join("t.acklog"),
-    );
+/// A log of 2 M acks of one sector each (80 MB as acks), sequential over `written_to`
+/// (created, sparse), in `log`.
+fn two_million_acks(written_to: &Path, log: &Path) -> u64 {
     let slots: u64 = 2 << 20;
-    for f in [&written_to, &target] {
-        std::fs::File::create(f)
-            .unwrap()
-            .set_len(slots * 512)
-            .unwrap();
-    }
+    std::fs::File::create(written_to)
+        .unwrap()
+        .set_len(slots * 512)
+        .unwrap();
     let d = RunDescriptor {
         run_id: RunId([0x5c; 16]),
         format_version: FORMAT_VERSION,
         plugpull_version: env!("CARGO_PKG_VERSION").into(),
         host: "test".into(),
         started_at: "2026-05-28T00:00:00Z".into(),
-        device: identity::identify(&written_to),
+        device: identity::identify(written_to),
         tree: None,
         settings: WriterSettings {
             region_offset: 0,
@@ -369,7 +359,25 @@ fn a_copy_of_the_drive_is_judged_without_holding_the_acks() {
             flushed_ns: record.write_time_ns + 3_000,
         }
     });
-    plugpull::witness::store::export::write_log_file_from(&log, &d, &mut stream, &[], None)
+    plugpull::witness::store::export::write_log_file_from(log, &d, &mut stream, &[], None).unwrap();
+    slots
+}
+
+/// A copy of the run's drive (another medium, as `dd` of the drive to an image makes)
+/// is judged with the acks streamed from the log, never held: 2 M acks (80 MB as acks)
+/// stay under `--memory 64M`.
+#[test]
+fn a_copy_of_the_drive_is_judged_without_holding_the_acks() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (written_to, target, log) = (
+        dir.path().join("drive.img"),
+        dir.path().join("copy.img"),
+        dir.path().join("t.acklog"),
+    );
+    let slots = two_million_acks(&written_to, &log);
+    std::fs::File::create(&target)
+        .unwrap()
+        .set_len(slots * 512)
         .unwrap();
     let Some(other) = crate::verify_budget::dir_on_another_fs(&target) else {
         common::skip_unless(false, "no second file system (/dev/shm) for the work files");
@@ -398,6 +406,47 @@ fn a_copy_of_the_drive_is_judged_without_holding_the_acks() {
     assert!(
         stderr.contains("verifying anyway (--allow-identity-mismatch)"),
         "{stderr}"
+    );
+    assert!(
+        rss_kib < 64 << 10,
+        "peak RSS {rss_kib} KiB over --memory 64M"
+    );
+}
+
+/// A drive that did not come back is judged ack by ack by the same engine, the acks
+/// streamed from the log, never held: 2 M acks (80 MB as acks) stay under
+/// `--memory 64M`, every one unreadable, the verdict FAIL.
+#[test]
+fn a_gone_drive_is_judged_without_holding_the_acks() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (target, log) = (dir.path().join("drive.img"), dir.path().join("t.acklog"));
+    let slots = two_million_acks(&target, &log);
+    std::fs::remove_file(&target).unwrap();
+    let (t, l) = (target.to_str().unwrap(), log.to_str().unwrap());
+    let args = [
+        "verify",
+        t,
+        "--acks",
+        l,
+        "--rehearsal",
+        "--json",
+        "--memory",
+        "64M",
+    ];
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let (rss_kib, code) = crate::fetch_streamed::peak_rss_kib_to(&args, &out, &err);
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert_eq!(code, 1, "{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(report["verdict"], "FAIL", "{stderr}");
+    assert_eq!(report["counts"]["unreadable"], slots, "{stderr}");
+    assert!(
+        report["dead_device"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist any more"),
+        "{report}"
     );
     assert!(
         rss_kib < 64 << 10,

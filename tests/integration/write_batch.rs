@@ -194,7 +194,8 @@ fn cycle(profile: &str, seed: u64, batch: usize, cut_op: u64) -> Cycle {
         Ok(drive.clone() as Arc<dyn Device>),
         &log,
         Duration::from_secs(10),
-    );
+    )
+    .unwrap();
     let expected = plugpull::sim::compare::expected(&plan.run.hex(), &log.acks, &drive.oracle());
     let found = plugpull::sim::compare::found(&report).unwrap_or_default();
     let reordered = drive

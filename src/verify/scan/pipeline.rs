@@ -308,6 +308,10 @@ pub(super) fn read_chunk(
     if dev.read_at(buf, offset).is_ok() {
         return vec![];
     }
+    if let Some(why) = dev.gone() {
+        buf.fill(0);
+        return vec![(offset, buf.len() as u64, why)];
+    }
     let mut bad = vec![];
     let piece = (64 * 1024).max(block) as usize;
     for (k, part) in buf.chunks_mut(piece).enumerate() {

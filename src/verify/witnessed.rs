@@ -1,0 +1,112 @@
+//! `plugpull verify --witness ADDR`: the run fetched once, streamed into a temporary log
+//! file (in `TMPDIR`, removed after) and judged from it as `--acks FILE` is
+//! (`streamed`), so memory does not grow with the run.
+//!
+//! Which run: the one named with `--run`; else the witness's newest run under the
+//! drive's identity key when it was written to this medium; else the run of the newest
+//! stamp on the medium (`select::by_stamps`), fetched in its place.
+
+use super::options::{VerifyError, VerifyOptions};
+use super::temp_log::TempLog;
+use super::{Verified, engine, evidence, select, streamed};
+use crate::device::identity::DeviceIdentity;
+use crate::model::RunSelector;
+use crate::wire::auth::Key;
+use crate::witness::client::FetchedFile;
+use crate::witness::client::error::ClientError;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Judges the target of `o` (identified as `device`; None: it is not there, and `o.run`
+/// names the run) against the run the witness at `addr` holds for it.
+pub(super) fn run_witnessed(
+    o: &VerifyOptions,
+    device: Option<&DeviceIdentity>,
+    addr: &str,
+) -> Result<Verified, VerifyError> {
+    let key = crate::wire::auth::load_key(o.key_file.as_deref())
+        .map_err(|e| VerifyError::Key(e.into()))?;
+    let tmp = TempLog::new("verify");
+    let fetch_run = |run| {
+        fetch_waiting(o, addr, &RunSelector::Run(run), key.as_ref(), &tmp.0)?.ok_or_else(|| {
+            VerifyError::Fetch(format!("the witness at {addr} answered no run to run {run}").into())
+        })
+    };
+    let fetched = match (o.run, device) {
+        (Some(run), _) => fetch_run(run)?,
+        (None, None) => return Err(VerifyError::TargetMissing(o.target.clone())),
+        (None, Some(device)) => {
+            let sel = RunSelector::LatestForDevice(device.key());
+            match fetch_waiting(o, addr, &sel, key.as_ref(), &tmp.0)? {
+                Some(f) if f.descriptor.device.same_medium(device) => f,
+                by_key => {
+                    // The stamps are read from the target: the work directory first.
+                    engine::refuse_unusable_work_dir(o, None)?;
+                    let descriptor = by_key.as_ref().map(|f| &f.descriptor);
+                    let stamped = select::by_stamps(
+                        addr,
+                        &o.target,
+                        device,
+                        descriptor,
+                        o.read_timeout,
+                        |run| fetch_run(run).map_err(crate::exit::BoxedError::from),
+                    )?;
+                    match (stamped, by_key) {
+                        (Some(f), _) | (None, Some(f)) => f,
+                        (None, None) => unreachable!("by_stamps names a run when the key has none"),
+                    }
+                }
+            }
+        }
+    };
+    let how = format!(
+        "fetched from the witness, which counted {} acks and sent them all{}",
+        fetched.acks,
+        if key.is_some() {
+            " over a connection authenticated with --key-file"
+        } else {
+            ""
+        }
+    );
+    let source = (format!("witness {addr}"), how);
+    streamed::run_streamed(o, device, &tmp.0, Some(source), None)
+}
+
+/// Fetches the run `sel` names into `path`; None when the witness has no run under the
+/// drive's key. A writer the witness has not heard from for a while is probably gone
+/// with its host; the witness decides after its idle timeout. Judging before then would
+/// give no verdict (the log could still grow), so this waits for it, within reason.
+fn fetch_waiting(
+    o: &VerifyOptions,
+    addr: &str,
+    sel: &RunSelector,
+    key: Option<&Key>,
+    path: &Path,
+) -> Result<Option<FetchedFile>, VerifyError> {
+    let t0 = Instant::now();
+    loop {
+        let fetched = match crate::witness::client::fetch_into_file(addr, sel, key, path) {
+            Ok(f) => f,
+            Err(ClientError::NoRunForDevice { .. }) => return Ok(None),
+            Err(e) => return Err(VerifyError::Fetch(e.into())),
+        };
+        if !evidence::worth_waiting_for_the_witness(&fetched.events)
+            || t0.elapsed() >= WAIT_FOR_THE_WITNESS
+        {
+            return Ok(Some(fetched));
+        }
+        if !o.quiet && t0.elapsed() < Duration::from_secs(1) {
+            eprintln!(
+                "plugpull verify: the witness still holds the writer's connection but has \
+                 not heard from it for a while; waiting up to {} s for it to see the writer \
+                 gone (its --idle-timeout)",
+                WAIT_FOR_THE_WITNESS.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// How long `verify --witness` waits for the witness to see a silent writer gone: past
+/// the witness's default `--idle-timeout` (60 s).
+const WAIT_FOR_THE_WITNESS: Duration = Duration::from_secs(75);
