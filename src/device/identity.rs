@@ -24,10 +24,6 @@ pub struct DeviceIdentity {
     pub kind: String,
     /// Kernel name of the whole disk (e.g. "sda", "nvme0n1", "loop3"), when found.
     pub disk: Option<String>,
-    /// sysfs `device/vendor` ("ATA", "QEMU", "VMware", "0x1af4" for virtio): with the
-    /// model, what tells an emulated disk from a real one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub vendor: Option<String>,
     pub model: Option<String>,
     pub serial: Option<String>,
     pub firmware: Option<String>,
@@ -317,7 +313,6 @@ fn fill_from_sysfs(id: &mut DeviceIdentity, sys: &Path) {
     id.physical_sector_bytes = id
         .physical_sector_bytes
         .or(read_trim(sys.join("queue/physical_block_size")).and_then(|s| s.parse().ok()));
-    id.vendor = read_trim(sys.join("device/vendor"));
     id.model = read_trim(sys.join("device/model"));
     id.serial = read_trim(sys.join("device/serial"))
         .or(read_trim(sys.join("serial")))
