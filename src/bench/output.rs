@@ -4,7 +4,7 @@
 use super::measure::Status;
 use super::report::BenchReport;
 use crate::device::FlushMethod;
-use crate::units::fmt_bytes;
+use crate::units::{fmt_bytes, thousands};
 use std::fmt::Write;
 
 /// Renders `rows` under `headers`: the first column left-aligned, the others right-aligned,
@@ -43,14 +43,9 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// Every figure in the tables, printed as the reading quotes it.
 fn f(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
+    super::reading::figure(v)
 }
 
 fn note(status: Status) -> String {
@@ -164,7 +159,7 @@ fn sweep_table(o: &mut String, r: &BenchReport) {
         .map(|x| {
             vec![
                 fmt_bytes(x.size_bytes),
-                x.ios.to_string(),
+                thousands(x.ios),
                 f(x.latency.latency_us_mean),
                 f(x.latency.latency_us_p50),
                 f(x.latency.latency_us_p99),

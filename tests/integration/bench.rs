@@ -226,10 +226,12 @@ fn slow_flush_shows_the_ms_floor_and_fast_flush_does_not() {
     assert!(none.latency_us_p50 < 1000.0, "the reference does not flush");
     assert_eq!(slow.reading.class, Class::FlushFloor);
     assert!(slow.reading.flush_latency_us_p50.unwrap() >= 5000.0);
-    // The floor the reading names is the measured one, in the units people read.
+    // The floor the reading names is the measured one, as the tables print it (µs) and
+    // in the unit people read it in (ms), with the row it comes from.
     let p50 = slow.reading.flush_latency_us_p50.unwrap();
     let takes = format!(
-        "A write+flush takes {} (",
+        "A write+flush takes {} µs ({}; the sweep's p50 at ",
+        plugpull::bench::reading::figure(p50),
         plugpull::units::fmt_duration_us(p50)
     );
     assert!(
@@ -237,10 +239,21 @@ fn slow_flush_shows_the_ms_floor_and_fast_flush_does_not() {
         "{takes:?}: {}",
         slow.reading.summary
     );
-    assert!(
-        takes.ends_with(" ms ("),
-        "a 5 ms floor reads in ms: {takes}"
-    );
+    assert!(takes.contains(" ms; "), "a 5 ms floor reads in ms: {takes}");
+    // And that figure is the p50 cell of the sweep table's row the summary names.
+    let size = slow.reading.summary[takes.len()..]
+        .split(',')
+        .next()
+        .unwrap();
+    let text = plugpull::bench::output::text(&slow);
+    let row: Vec<&str> = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{size} ")))
+        .unwrap_or_else(|| panic!("a {size} sweep row: {text}"))
+        .split_whitespace()
+        .collect();
+    // size (2 words), ios, mean, p50, ...
+    assert_eq!(row[4], plugpull::bench::reading::figure(p50), "{text}");
 
     let fast = run(&TestOpener::new(Duration::ZERO), &id, &cfg);
     for r in &fast.sweep {

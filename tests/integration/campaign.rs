@@ -465,3 +465,84 @@ fn example_campaigns_write_results_outside_the_source_tree() {
     let s = Settings::load(&own).unwrap();
     assert_eq!(s.results, d.path().join("honest.jsonl"));
 }
+
+/// The campaign commands of docs/campaign.md and docs/GUIDE.md, run as written (the
+/// lines of the block that names `simdrive-lying.toml`) in a directory of the user's
+/// own: each exits as its `# exit N` comment says, and everything they write lands in
+/// that directory, nothing beside the shipped example files.
+#[test]
+fn the_documented_example_campaigns_run_as_written_and_write_where_they_are_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let examples = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(root.join("hardware/examples"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let shipped = examples();
+    for doc in ["docs/campaign.md", "docs/GUIDE.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).unwrap();
+        let block = text
+            .split("```")
+            .skip(1)
+            .step_by(2)
+            .find(|b| b.contains("hardware/examples/simdrive-lying.toml"))
+            .unwrap_or_else(|| panic!("{doc}: no block runs simdrive-lying.toml"));
+        let commands: Vec<&str> = block
+            .lines()
+            .filter(|l| l.starts_with("plugpull "))
+            .collect();
+        assert!(commands.len() >= 3, "{doc}: {block}");
+        let cwd = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        // "From a clone of the repository": the relative path resolves as in a clone.
+        std::os::unix::fs::symlink(root.join("hardware"), cwd.path().join("hardware")).unwrap();
+        let bin_dir = Path::new(common::bin()).parent().unwrap().to_path_buf();
+        let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap());
+        for line in &commands {
+            let want: i32 = line
+                .split_once("# exit ")
+                .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+                .map_or(0, |n| n.parse().unwrap());
+            let out = Command::new("sh")
+                .args(["-c", line])
+                .current_dir(cwd.path())
+                .env("PATH", &path)
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(want),
+                "{doc}: `{line}`\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let mut made: Vec<String> = std::fs::read_dir(cwd.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "hardware")
+            .collect();
+        made.sort();
+        assert_eq!(
+            made,
+            [
+                "honest.jsonl",
+                "honest.witness",
+                "lying.html",
+                "lying.jsonl",
+                "lying.witness"
+            ],
+            "{doc}"
+        );
+        let honest = lines(&cwd.path().join("honest.jsonl"));
+        let lying = lines(&cwd.path().join("lying.jsonl"));
+        // The header line, then one line per cycle (--cycles 20 in both commands).
+        assert_eq!((honest.len(), lying.len()), (21, 21), "{doc}");
+        assert_eq!(
+            examples(),
+            shipped,
+            "{doc} wrote beside the shipped examples"
+        );
+    }
+}
