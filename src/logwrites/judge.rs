@@ -19,7 +19,7 @@ use crate::model::{Ack, RunDescriptor, RunLog};
 use crate::verify::classify::SectorTally;
 use crate::verify::report::Report;
 use crate::verify::{judge_tallies, scan, verify_device};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -114,7 +114,7 @@ impl PointJudge {
         }
         targets.sort_unstable();
         targets.dedup();
-        let mut found = HashMap::new();
+        let mut found = crate::verify::judge::FoundElsewhere::new();
         for cluster in self.clusters(&targets) {
             self.rescan(dev, &cluster, &mut found);
         }
@@ -145,7 +145,7 @@ impl PointJudge {
         &mut self,
         dev: &Arc<dyn Device>,
         cluster: &[usize],
-        found: &mut HashMap<(u16, u64), u64>,
+        found: &mut crate::verify::judge::FoundElsewhere,
     ) {
         let mut with: Vec<usize> = cluster.to_vec();
         for &i in cluster {
@@ -165,7 +165,7 @@ impl PointJudge {
         for &k in &selected {
             self.tallies[with[k]] = result.tallies[k];
         }
-        found.extend(result.found_elsewhere);
+        found.add(&result.found_elsewhere);
     }
 
     /// A run log holding `acks`, for a whole verify of a state.

@@ -9,11 +9,10 @@ use super::report::{AckLogCheck, Finding, MAX_FINDINGS, OrderingHoles, REPORT_FO
 use super::scan;
 use super::verdict::{Facts, ReadTimeout};
 use crate::model::{Ack, LossWindow, RecordClass, RunLog, Verdict};
-use std::collections::HashMap;
 use std::time::Duration;
 
 /// Where a record of a stream was found when it was not at home: (stream, seq) → offset.
-pub type FoundElsewhere = HashMap<(u16, u64), u64>;
+pub use super::scan::elsewhere::FoundElsewhere;
 
 /// A read that did not complete within the timeout proves nothing about the data: the
 /// host may be starved of CPU (an honest drive was once called FAIL under a CPU
@@ -28,41 +27,60 @@ pub(super) struct TimedOut {
     from: u64,
     len: u64,
     acks: u64,
+    /// The run's last ack and newest survivor, as [`Judging`] has them: known before any
+    /// ack is added, so each record left unread is counted where it belongs at once.
     last_ack_ns: u64,
+    newest_survivor: Option<u64>,
     /// Failing records that were read: the loss the drive proves.
     read_failing: u64,
     read_failing_bytes: u64,
     earliest_read_failing_ns: u64,
-    /// Records of a failing class the hung read left unread: (flushed_ns, class). Kept
-    /// one by one because where each sits in the timeline and whether it was counted as
-    /// an ordering hole depend on the last ack and the newest survivor, known only
-    /// after the pass; 16 bytes each, fewer than the live acks verify holds anyway.
-    unread: Vec<(u64, RecordClass)>,
+    /// Records of a failing class the hung read left unread: how many, how many of
+    /// them were ordering holes, and how many of each class fell in each bucket of the
+    /// timeline. Counted, not listed: a read that hangs early on a large drive leaves
+    /// most of its records unread, and a list would outgrow the memory budget.
+    unread: u64,
+    unread_holes: u64,
+    unread_by_bucket: std::collections::BTreeMap<(usize, RecordClass), u64>,
 }
 
 impl TimedOut {
-    pub fn new((from, len): (u64, u64)) -> TimedOut {
+    /// A read hung at `from`, leaving `len` bytes unread; the run's last ack was flushed
+    /// at `last_ack_ns` and its newest survivor submitted at `newest_survivor`.
+    pub fn new(
+        (from, len): (u64, u64),
+        last_ack_ns: u64,
+        newest_survivor: Option<u64>,
+    ) -> TimedOut {
         TimedOut {
             from,
             len,
             acks: 0,
-            last_ack_ns: 0,
+            last_ack_ns,
+            newest_survivor,
             read_failing: 0,
             read_failing_bytes: 0,
             earliest_read_failing_ns: u64::MAX,
-            unread: vec![],
+            unread: 0,
+            unread_holes: 0,
+            unread_by_bucket: Default::default(),
         }
     }
 
     /// Ack `a`, judged `c`: every ack of the run, in ack order.
     pub fn add(&mut self, a: &Ack, c: RecordClass) {
         self.acks += 1;
-        self.last_ack_ns = self.last_ack_ns.max(a.flushed_ns);
         if !c.is_failure() {
             return;
         }
         if self.left_unread(a.record.offset, a.record.len_bytes()) {
-            self.unread.push((a.flushed_ns, c));
+            self.unread += 1;
+            self.unread_holes += u64::from(self.newest_survivor.is_some_and(|s| s > a.flushed_ns));
+            let ms = self.last_ack_ns.saturating_sub(a.flushed_ns) as f64 / 1e6;
+            *self
+                .unread_by_bucket
+                .entry((distribution::bucket_125(ms), c))
+                .or_default() += 1;
         } else {
             self.read_failing += 1;
             self.read_failing_bytes += a.record.len_bytes();
@@ -77,11 +95,10 @@ impl TimedOut {
     }
 
     /// For a run judged in parts (`partition`), which sees only its failures in ack
-    /// order: `acks` more acks of the run that are not failures, the latest flushed at
-    /// `last_ack_ns`, as if each was [`TimedOut::add`]ed.
-    pub fn add_others(&mut self, acks: u64, last_ack_ns: u64) {
+    /// order: `acks` more acks of the run that are not failures, as if each was
+    /// [`TimedOut::add`]ed.
+    pub fn add_others(&mut self, acks: u64) {
         self.acks += acks;
-        self.last_ack_ns = self.last_ack_ns.max(last_ack_ns);
     }
 
     pub fn apply(self, report: &mut Report, read_timeout: Duration) {
@@ -93,7 +110,7 @@ impl TimedOut {
         }
         report.facts.read_timeout = Some(ReadTimeout {
             at_byte: self.from,
-            unread: self.unread.len() as u64,
+            unread: self.unread,
             acks: self.acks,
             limit: read_timeout,
             damage_seen,
@@ -105,20 +122,17 @@ impl TimedOut {
     /// the counts, the failing count, the loss window, the findings, the ordering holes
     /// and the timeline then speak of the records read only.
     fn leave_out_the_unread(&self, report: &mut Report) {
-        let survivor = report.ordering_holes.newest_survivor_submitted_ns;
-        for &(flushed_ns, c) in &self.unread {
-            if let Some(n) = report.counts.get_mut(c.name()) {
-                *n -= 1;
+        report.ordering_holes.count -= self.unread_holes;
+        for (&(bucket, c), &n) in &self.unread_by_bucket {
+            if let Some(count) = report.counts.get_mut(c.name()) {
+                *count -= n;
             }
-            let hole = survivor.is_some_and(|s| s > flushed_ns);
-            report.ordering_holes.count -= hole as u64;
-            let ms = self.last_ack_ns.saturating_sub(flushed_ns) as f64 / 1e6;
-            let to_ms = distribution::edge_125(distribution::bucket_125(ms));
+            let to_ms = distribution::edge_125(bucket);
             if let Some(b) = report.ack_timeline.iter_mut().find(|b| b.to_ms == to_ms)
-                && let Some(n) = b.counts.get_mut(c.name())
+                && let Some(count) = b.counts.get_mut(c.name())
             {
-                *n -= 1;
-                if *n == 0 {
+                *count -= n;
+                if *count == 0 {
                     b.counts.remove(c.name());
                 }
             }
@@ -310,6 +324,7 @@ impl Judging {
         report.region_read = reads
             .read_through
             .is_some_and(|(s, e)| s <= region.0 && region.1 <= e);
+        report.too_many_found_elsewhere = reads.too_many_found_elsewhere;
         report.verify_ms = started.elapsed().as_secs_f64() * 1e3;
         report.run = Some(d.clone());
         report.refresh_plain();
@@ -358,6 +373,7 @@ impl Judging {
             run: None,
             bytes_read: 0,
             region_read: false,
+            too_many_found_elsewhere: false,
             verify_ms: 0.0,
             ack_timeline: self.timeline.finish(),
             flush_latency: self.latency.finish(),
@@ -376,6 +392,9 @@ pub struct ReadsDone {
     pub bytes_read: u64,
     /// `scan::ScanResult::read_through`, of all the reads.
     pub read_through: Option<(u64, u64)>,
+    /// `FoundElsewhere::too_many`: so many records were found away from home that
+    /// none is named.
+    pub too_many_found_elsewhere: bool,
 }
 
 /// One failed record as the report lists it.

@@ -130,6 +130,11 @@ pub struct Report {
     /// records that covers it), no read hanging first: then a write put in the wrong
     /// place inside the region was seen (`scan::ScanResult::read_through`).
     pub region_read: bool,
+    /// More than `scan::elsewhere::MAX_NAMED` records of the run were found away from
+    /// their home (a drive misplacing writes wholesale): too many to track, so none is
+    /// classed misdirected; an acknowledged one among them counts as lost or stale.
+    #[serde(default)]
+    pub too_many_found_elsewhere: bool,
     pub verify_ms: f64,
     /// Every acknowledged record by ack time before the last ack and class (for charts).
     pub ack_timeline: Vec<super::distribution::TimelineBucket>,

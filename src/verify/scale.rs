@@ -327,7 +327,7 @@ pub fn verify_whole_run(
     let timed_out = match result.timed_out {
         None => None,
         Some(range) => {
-            let mut to = TimedOut::new(range);
+            let mut to = TimedOut::new(range, last_ack_ns, newest_survivor);
             let mut c_of = class_in_ack_order(&live, &result.tallies, elsewhere);
             acks.pass(&mut |chunk| chunk.iter().for_each(|a| to.add(a, c_of(a))))?;
             Some(to)
@@ -337,6 +337,7 @@ pub fn verify_whole_run(
         unreadable: result.unreadable,
         bytes_read: result.bytes_read,
         read_through: result.read_through,
+        too_many_found_elsewhere: elsewhere.too_many(),
     };
     let report = judging.finish_run(d, timed_out.map(|to| (to, read_timeout)), reads, t0);
     let every = (live.acks.len() / 256).max(1);

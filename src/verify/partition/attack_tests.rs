@@ -102,6 +102,8 @@ fn budget_for(live: u64) -> Budget {
 
 #[path = "attack_tests/device_end.rs"]
 mod device_end;
+#[path = "attack_tests/elsewhere.rs"]
+mod elsewhere;
 #[path = "attack_tests/explore.rs"]
 mod explore;
 #[path = "attack_tests/memory.rs"]

@@ -295,9 +295,7 @@ fn judge_in_parts(
                 .end_segment()
                 .map_err(|e| failure_spill_error(e, &dir))?,
         );
-        for (&k, &at) in &result.found_elsewhere {
-            elsewhere.entry(k).or_insert(at);
-        }
+        elsewhere.add(&result.found_elsewhere);
         totals.add(result, span_readable_end);
     }
     debug_assert!(across.is_empty(), "the last group owns everything after it");
@@ -305,7 +303,9 @@ fn judge_in_parts(
         .finish()
         .map_err(|e| failure_spill_error(e, &dir))?;
     judging.set_newest_survivor(newest_survivor);
-    let mut timed_out = totals.timed_out.map(TimedOut::new);
+    let mut timed_out = totals
+        .timed_out
+        .map(|range| TimedOut::new(range, last_ack_ns, newest_survivor));
     let readers = failure_segments
         .iter()
         .map(|s| s.reader(&failures_file, true))
@@ -342,12 +342,13 @@ fn judge_in_parts(
         });
     }
     if let Some(to) = &mut timed_out {
-        to.add_others(n - failed, last_ack_ns);
+        to.add_others(n - failed);
     }
     let reads = super::judge::ReadsDone {
         unreadable: totals.unreadable,
         bytes_read: totals.bytes_read,
         read_through: totals.read_through,
+        too_many_found_elsewhere: elsewhere.too_many(),
     };
     let report = judging.finish_run(d, timed_out.map(|to| (to, read_timeout)), reads, t0);
     Ok(Scaled { report, sample })

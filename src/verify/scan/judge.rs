@@ -1,12 +1,12 @@
 //! Judging the chunks of a scan, in offset order, against the acknowledged records they
 //! hold: what one chunk says about each record covering it.
 
+use super::elsewhere::FoundElsewhere;
 use super::pipeline::Chunk;
 use super::visible::Visible;
 use crate::model::Ack;
 use crate::record::{RunId, RunKey, SECTOR, expected_sector};
 use crate::verify::classify::{SectorFinding, SectorTally, classify_sector};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The run a scan judges: its id, the record format version its writer used, which
@@ -90,7 +90,7 @@ impl<'a> Judge<'a> {
     }
 
     /// Records of this run whose sectors sit away from their home in chunk `c`.
-    pub(super) fn note_found_elsewhere(&self, c: &Chunk, found: &mut HashMap<(u16, u64), u64>) {
+    pub(super) fn note_found_elsewhere(&self, c: &Chunk, found: &mut FoundElsewhere) {
         note_found_elsewhere(self.run, c, found);
     }
 
@@ -153,16 +153,14 @@ impl<'a> Judge<'a> {
 
 /// Records of run `run` whose sectors sit away from their home in chunk `c`: the first
 /// place each was found (chunks go by in offset order).
-pub(super) fn note_found_elsewhere(run: RunId, c: &Chunk, found: &mut HashMap<(u16, u64), u64>) {
+pub(super) fn note_found_elsewhere(run: RunId, c: &Chunk, found: &mut FoundElsewhere) {
     for (k, st) in c.stamps.iter().enumerate() {
         if let Ok(st) = st {
             let here = c.offset + (k * SECTOR) as u64;
             if st.run == run && st.home() != here {
                 // Where the record's first sector would be, given this one.
                 let landed = here.saturating_sub(st.index as u64 * SECTOR as u64);
-                found
-                    .entry((st.record.stream, st.record.seq))
-                    .or_insert(landed);
+                found.note((st.record.stream, st.record.seq), landed);
             }
         }
     }

@@ -8,6 +8,7 @@
 //! [`visible_ranges`]): once a later record was acknowledged over a sector, the earlier
 //! record's promise for that sector is void, whatever the drive holds there.
 
+pub mod elsewhere;
 mod judge;
 mod part;
 mod pipeline;
@@ -26,7 +27,7 @@ use crate::device::Device;
 use crate::model::Ack;
 use judge::Judge;
 use pipeline::{Pipeline, block_of, dev_end};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,7 +38,7 @@ pub const GRID_BYTES: u64 = pipeline::CHUNK_BYTES;
 pub struct ScanResult {
     pub tallies: Vec<SectorTally>,
     /// (stream, seq) of this run's records found away from their home, and where.
-    pub found_elsewhere: HashMap<(u16, u64), u64>,
+    pub found_elsewhere: elsewhere::FoundElsewhere,
     pub bytes_read: u64,
     /// Ranges that could not be read: (offset, len, reason).
     pub unreadable: Vec<(u64, u64, String)>,
@@ -342,7 +343,7 @@ fn scan_inner(
     } = how;
     let mut result = ScanResult {
         tallies: vec![SectorTally::default(); acks.len()],
-        found_elsewhere: HashMap::new(),
+        found_elsewhere: elsewhere::FoundElsewhere::new(),
         bytes_read: 0,
         unreadable: vec![],
         timed_out: None,

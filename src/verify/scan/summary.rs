@@ -29,7 +29,6 @@ use crate::device::Device;
 use crate::model::Ack;
 use crate::record::{RecordId, RunId, SECTOR};
 use crate::verify::classify::{SectorFinding, SectorTally};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
@@ -115,7 +114,7 @@ pub(super) struct Summary {
     /// Per slot: how many of its sectors, from its first, were read and held `record`'s
     /// sector of that index, intact and at home; `UNDECIDED` once one did not.
     seen: Vec<u32>,
-    pub found_elsewhere: HashMap<(u16, u64), u64>,
+    pub found_elsewhere: super::elsewhere::FoundElsewhere,
     pub bytes_read: u64,
     /// The ranges that failed to read, in offset order (the chunks' `bad`).
     pub bad: Vec<(u64, u64, String)>,
@@ -253,7 +252,7 @@ pub fn summarise_early(
             reads,
             record: Vec::with_capacity(slots),
             seen: Vec::with_capacity(slots),
-            found_elsewhere: HashMap::new(),
+            found_elsewhere: super::elsewhere::FoundElsewhere::new(),
             bytes_read: 0,
             bad: vec![],
             timed_out: None,
@@ -443,7 +442,7 @@ mod tests {
             reads: (0, 2048, 512),
             record: (0..3).map(rec).collect(),
             seen: vec![1, 1, 1],
-            found_elsewhere: HashMap::new(),
+            found_elsewhere: crate::verify::scan::elsewhere::FoundElsewhere::new(),
             bytes_read: 0,
             bad: vec![],
             timed_out: None,
