@@ -63,6 +63,7 @@ mod verify_damage;
 mod verify_exhaustive;
 mod verify_memory;
 mod verify_sparse;
+mod verify_streamed_attacks;
 mod verify_witness_streamed;
 mod witness;
 mod witness_crash;
