@@ -78,6 +78,29 @@ impl FetchedRun {
     }
 }
 
+impl FetchedRun {
+    /// A run already in a log file (as `plugpull fetch -o` writes one), copied to a
+    /// temporary file and judged as a cycle judges a fetched run: for measuring a
+    /// cycle's verify against `plugpull verify` on the same run (examples/cyclejudge.rs).
+    pub fn from_log_file(
+        path: &std::path::Path,
+    ) -> crate::witness::store::error::StoreResult<FetchedRun> {
+        let log = TempLog::new("cycle");
+        std::fs::copy(path, &log.0).map_err(crate::witness::store::error::StoreError::Io)?;
+        let mut acks = 0u64;
+        let (run, _) =
+            crate::witness::store::reader::stream_log_file(&log.0, None, &mut |chunk| {
+                acks += chunk.len() as u64
+            })?;
+        Ok(FetchedRun {
+            log,
+            descriptor: run.descriptor,
+            acks,
+            events: run.events,
+        })
+    }
+}
+
 /// What judging a fetched run gives.
 pub struct Judged {
     pub report: Report,

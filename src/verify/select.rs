@@ -12,9 +12,13 @@
 //! The stamps only name a run when the identity key finds none: a drive that kept its
 //! identity is always judged by its newest run, even when that run left no stamp (a
 //! drive that lost everything must FAIL, not PASS on an older run's leftovers). The
-//! limit: a drive whose identity changed *and* that lost every record of its newest run
-//! would be judged by the older run its stamps name; verify says on stderr which run it
-//! took from the stamps and why.
+//! stamps are read from a sample of the drive, so a later run whose records lie where the
+//! sample did not look is found another way: `plugpull verify` asks the witness for the
+//! runs of the same drive begun after the stamped run ended and takes the newest whose
+//! stamps the drive carries where its acks say (`verify::witnessed`). The limit: a drive
+//! whose identity changed *and* that lost every record of its newest run would be judged
+//! by the older run its stamps name; verify says on stderr which run it took from the
+//! stamps and why.
 
 use super::medium::{self, Sample};
 use crate::device::identity::DeviceIdentity;
@@ -218,6 +222,20 @@ pub fn check_identity_at(
             },
         }),
     }
+}
+
+/// Whether `target` carries stamps of `run` at `points` (where its acks say to look,
+/// `medium::RunPoints`); false when it cannot be read in time.
+pub fn carries_stamps(
+    target: &Path,
+    read_timeout: Duration,
+    run: RunId,
+    points: std::collections::BTreeSet<u64>,
+) -> Result<bool, SelectError> {
+    let s = sample(target, read_timeout, move |d| {
+        medium::find_run(d, run, &points)
+    })?;
+    Ok(s.is_some_and(|s| s.found))
 }
 
 /// Opens `target` for reading and runs `f` on it within `limit`; None if it cannot be

@@ -12,7 +12,7 @@ use super::options::{VerifyError, VerifyOptions};
 use super::report::Report;
 use super::{beyond, engine, evidence, gone, medium, progress, scale, scan, select};
 use crate::device::{Device, FileDevice, identity::DeviceIdentity};
-use crate::model::{Ack, RecordClass, RunDescriptor, WitnessEvent};
+use crate::model::{Ack, RunDescriptor, WitnessEvent};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -175,15 +175,15 @@ fn judge_target(
     };
     let mut report = judge(scan::ScanRun::from(d))?;
     // The runs that came after this one are in the log's last events, read by the pass
-    // just made: stamps of theirs make records of this run look stale, so the rare
-    // report with stale records is judged again knowing them.
+    // just made: their stamps over this run's records make those look stale, shorn or
+    // lost, so the rare report with failures is judged again knowing them (superseded
+    // where a later run overwrote them), as a cycle judges a fetched run from the start.
     let later = {
         let last = file_passes.last.borrow();
         let (log, _) = last.as_ref().expect("verify read the log");
         evidence::runs_after_the_end(&log.events)
     };
-    let stale = report.counts.get(RecordClass::Stale.name()).copied();
-    if stale.unwrap_or(0) > 0 && !later.is_empty() {
+    if report.facts.failing > 0 && !later.is_empty() {
         report = judge(scan::ScanRun::with_later_runs(d, &later))?;
         report.superseded_by_runs = later.iter().map(|r| r.hex()).collect();
     }

@@ -8,9 +8,10 @@
 
 use super::options::{VerifyError, VerifyOptions};
 use super::temp_log::TempLog;
-use super::{Verified, engine, evidence, select, streamed};
+use super::{Verified, engine, evidence, medium, select, streamed};
 use crate::device::identity::DeviceIdentity;
 use crate::model::RunSelector;
+use crate::record::RunId;
 use crate::wire::auth::Key;
 use crate::witness::client::FetchedFile;
 use crate::witness::client::error::ClientError;
@@ -27,11 +28,26 @@ pub(super) fn run_witnessed(
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
         .map_err(|e| VerifyError::Key(e.into()))?;
     let tmp = TempLog::new("verify");
-    let fetch_run = |run| {
-        fetch_waiting(o, addr, &RunSelector::Run(run), key.as_ref(), &tmp.0)?.ok_or_else(|| {
-            VerifyError::Fetch(format!("the witness at {addr} answered no run to run {run}").into())
-        })
+    // The run asked for, or an error: a witness that sends another run (one that mixed
+    // up its runs, a hostile one) would have the drive judged against promises made for
+    // another run.
+    let fetch_run_to = |run, path: &Path| {
+        let f = fetch_waiting(o, addr, &RunSelector::Run(run), key.as_ref(), path)?;
+        match f {
+            Some(f) if f.descriptor.run_id == run => Ok(f),
+            Some(f) => Err(VerifyError::Fetch(
+                format!(
+                    "asked the witness at {addr} for run {run} and it sent run {}: not judged",
+                    f.descriptor.run_id
+                )
+                .into(),
+            )),
+            None => Err(VerifyError::Fetch(
+                format!("the witness at {addr} answered no run to run {run}").into(),
+            )),
+        }
     };
+    let fetch_run = |run| fetch_run_to(run, &tmp.0);
     let fetched = match (o.run, device) {
         (Some(run), _) => fetch_run(run)?,
         (None, None) => return Err(VerifyError::TargetMissing(o.target.clone())),
@@ -51,10 +67,11 @@ pub(super) fn run_witnessed(
                         o.read_timeout,
                         |run| fetch_run(run).map_err(crate::exit::BoxedError::from),
                     )?;
-                    match (stamped, by_key) {
+                    let chosen = match (stamped, by_key) {
                         (Some(f), _) | (None, Some(f)) => f,
                         (None, None) => unreachable!("by_stamps names a run when the key has none"),
-                    }
+                    };
+                    newest_carried(o, key.as_ref(), chosen, &tmp.0, &fetch_run_to)?
                 }
             }
         }
@@ -70,6 +87,59 @@ pub(super) fn run_witnessed(
     );
     let source = (format!("witness {addr}"), how);
     streamed::run_streamed(o, device, &tmp.0, Some(source), None)
+}
+
+/// The newest run the target carries, from `f` (the run in `path`, chosen by the stamps
+/// a sample of the target found): a run the witness heard of on the same drive after
+/// `f`'s writer stopped, whose stamps the target carries where its acks say, is newer
+/// on the medium, and takes its place (moved into `path`), until none does. Why: the
+/// sample reads a few thousand sectors, and a later run's records may lie where it did
+/// not look; judged by the older run, the drive would be called FAIL for the sectors the
+/// later run overwrote (or, the later run's losses never named).
+fn newest_carried(
+    o: &VerifyOptions,
+    key: Option<&Key>,
+    mut f: FetchedFile,
+    path: &Path,
+    fetch_run_to: &dyn Fn(RunId, &Path) -> Result<FetchedFile, VerifyError>,
+) -> Result<FetchedFile, VerifyError> {
+    // Each step moves to a run begun after the last one's writer stopped: a witness
+    // cannot lead this on forever, but a bound keeps a hostile one from trying.
+    for _ in 0..64 {
+        let mut newer = None;
+        for run in evidence::runs_after_the_end(&f.events).into_iter().rev() {
+            let candidate = TempLog::new("later");
+            let g = fetch_run_to(run, &candidate.0)?;
+            let mut points = medium::RunPoints::default();
+            crate::witness::store::reader::stream_log_file(&candidate.0, key, &mut |chunk| {
+                points.add(chunk)
+            })
+            .map_err(|e| VerifyError::ReadingAcks {
+                path: candidate.0.clone(),
+                source: e.into(),
+            })?;
+            let points = points.finish(&g.descriptor);
+            if select::carries_stamps(&o.target, o.read_timeout, run, points)? {
+                std::fs::rename(&candidate.0, path).map_err(|e| VerifyError::ReadingAcks {
+                    path: candidate.0.clone(),
+                    source: e.into(),
+                })?;
+                newer = Some(g);
+                break;
+            }
+        }
+        let Some(g) = newer else {
+            return Ok(f);
+        };
+        eprintln!(
+            "plugpull verify: run {}, begun on the same drive after run {} ended, left its stamps on {}: verifying that run",
+            g.descriptor.run_id,
+            f.descriptor.run_id,
+            o.target.display()
+        );
+        f = g;
+    }
+    Ok(f)
 }
 
 /// Fetches the run `sel` names into `path`; None when the witness has no run under the
