@@ -97,8 +97,16 @@ pub fn latest_for_target(
     {
         return Ok(log.clone());
     }
-    let fetch_stamped =
-        |run| fetch_with_key(w.addr, &RunSelector::Run(run), w.key).map_err(BoxedError::from);
+    // A witness that sends another run than the one asked for is refused: the drive
+    // would be judged against another run's promises.
+    let fetch_stamped = |run| match fetch_with_key(w.addr, &RunSelector::Run(run), w.key) {
+        Ok(log) if log.descriptor.run_id == run => Ok(log),
+        Ok(log) => Err(BoxedError::from(format!(
+            "asked the witness for run {run} and it sent run {}",
+            log.descriptor.run_id
+        ))),
+        Err(e) => Err(BoxedError::from(e)),
+    };
     let descriptor = by_key.as_ref().map(|l| &l.descriptor);
     match by_stamps(
         w.addr,
