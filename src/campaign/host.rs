@@ -469,8 +469,11 @@ fn line(n: u64, of: u64, r: &CycleResult) -> String {
     match &r.error {
         Some(e) => format!("cycle {n}/{of}: {}: {e}", r.report.verdict),
         None => format!(
-            "cycle {n}/{of}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
-            r.delay_ms, r.acked_records, r.report.verdict, r.report.summary
+            "cycle {n}/{of}: cut {} after acks flowed, {} acked; {} - {}",
+            crate::units::fmt_duration_ms(r.delay_ms),
+            crate::units::thousands(r.acked_records),
+            r.report.verdict,
+            r.report.summary
         ),
     }
 }

@@ -218,10 +218,10 @@ fn run_drive_only(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
         let line = match &r.error {
             Some(e) => format!("cycle {cycle}/{}: ERROR: {e}", c.cycles_wanted),
             None => format!(
-                "cycle {cycle}/{}: cut {:.0} ms after acks flowed, {} acked; {} - {}",
+                "cycle {cycle}/{}: cut {} after acks flowed, {} acked; {} - {}",
                 c.cycles_wanted,
-                r.delay_ms,
-                r.acked_records,
+                crate::units::fmt_duration_ms(r.delay_ms),
+                crate::units::thousands(r.acked_records),
                 r.status(),
                 r.report.summary
             ),

@@ -330,39 +330,45 @@ impl Summary {
     }
 
     pub fn to_text(&self) -> String {
+        use crate::units::{fmt_duration_ms, fmt_duration_us, thousands as n};
         let judged = self.passed + self.failed;
         let mut o = format!(
             "campaign: {} cycle(s): {} passed, {} failed, {} inconclusive, {}{} error(s)\n",
-            self.cycles,
-            self.passed,
-            self.failed,
-            self.inconclusive,
+            n(self.cycles),
+            n(self.passed),
+            n(self.failed),
+            n(self.inconclusive),
             if self.cut_not_proven > 0 || !self.by_fall_time.is_empty() {
-                format!("{} cut not proven, ", self.cut_not_proven)
+                format!("{} cut not proven, ", n(self.cut_not_proven))
             } else {
                 String::new()
             },
-            self.errors
+            n(self.errors)
         );
         o += &format!(
             "failure rate: {:.2}% ({} of {} judged cycles); 95% upper bound {:.2}% ({})\n",
             self.failure_rate * 100.0,
-            self.failed,
-            judged,
+            n(self.failed),
+            n(judged),
             self.failure_rate_upper_95 * 100.0,
             self.method
         );
         if self.failed == 0 && judged > 0 {
             o += &format!(
-                "  with no failure in {judged} cycles, the drive may still fail up to {:.2}% of cuts (rule of three: 3/n = {:.2}%)\n",
+                "  with no failure in {} cycles, the drive may still fail up to {:.2}% of cuts (rule of three: 3/n = {:.2}%)\n",
+                n(judged),
                 self.failure_rate_upper_95 * 100.0,
                 300.0 / judged as f64
             );
         }
         if let Some(w) = &self.loss_window_ms {
             o += &format!(
-                "loss window (ms before the last ack): min {:.1}, p50 {:.1}, p90 {:.1}, max {:.1}; {} acknowledged record(s) lost in all\n",
-                w["min"], w["p50"], w["p90"], w["max"], self.lost_records_total
+                "loss window before the last ack: min {}, p50 {}, p90 {}, max {}; {} acknowledged record(s) lost in all\n",
+                fmt_duration_ms(w["min"]),
+                fmt_duration_ms(w["p50"]),
+                fmt_duration_ms(w["p90"]),
+                fmt_duration_ms(w["max"]),
+                n(self.lost_records_total)
             );
         }
         if let Some(c) = self.first_failure_cycle {
@@ -371,28 +377,28 @@ impl Summary {
         if self.dead_device_cycles > 0 {
             o += &format!(
                 "the drive did not come back after {} cut(s)\n",
-                self.dead_device_cycles
+                n(self.dead_device_cycles)
             );
         }
         if self.cut_not_proven > 0 {
             o += &format!(
                 "{} cycle(s) cut not proven: the rail never fell far enough, so they count as neither pass nor fail\n",
-                self.cut_not_proven
+                n(self.cut_not_proven)
             );
         }
         for g in &self.by_fall_time {
             o += &format!(
                 "fall time {:>9}: {} cycle(s): {} passed, {} failed, {} inconclusive, {} cut not proven, {} error(s); 95% upper bound {:.2}%{}\n",
                 format!("{} ms", g.fall_time_ms),
-                g.cycles,
-                g.passed,
-                g.failed,
-                g.inconclusive,
-                g.cut_not_proven,
-                g.errors,
+                n(g.cycles),
+                n(g.passed),
+                n(g.failed),
+                n(g.inconclusive),
+                n(g.cut_not_proven),
+                n(g.errors),
                 g.failure_rate_upper_95 * 100.0,
                 g.to_10_us_max
-                    .map(|us| format!("; slowest fall to 10%: {:.0} µs", us))
+                    .map(|us| format!("; slowest fall to 10%: {}", fmt_duration_us(us)))
                     .unwrap_or_default()
             );
         }
@@ -417,5 +423,51 @@ mod tests {
             let c: CycleResult = serde_json::from_str(line).unwrap();
             assert_eq!(serde_json::to_string(&c).unwrap(), line);
         }
+    }
+
+    /// The campaign's text groups every count by thousands and gives the loss window and
+    /// fall times as spans; the JSON keeps plain numbers.
+    #[test]
+    fn the_summary_text_separates_thousands() {
+        let s = Summary {
+            format: "plugpull-campaign/1",
+            cycles: 1_200,
+            passed: 1_000,
+            failed: 150,
+            inconclusive: 30,
+            cut_not_proven: 0,
+            errors: 20,
+            failure_rate: 150.0 / 1_150.0,
+            failure_rate_upper_95: 0.15,
+            method: "exact one-sided Clopper-Pearson, 95%",
+            loss_window_ms: Some(
+                [
+                    ("min", 1.5),
+                    ("p50", 24.3),
+                    ("p90", 340.0),
+                    ("max", 2_400.0),
+                ]
+                .into_iter()
+                .collect(),
+            ),
+            lost_records_total: 5_214,
+            first_failure_cycle: Some(1_017),
+            dead_device_cycles: 1_100,
+            plain: "p".into(),
+            by_fall_time: vec![],
+        };
+        let text = s.to_text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "campaign: 1,200 cycle(s): 1,000 passed, 150 failed, 30 inconclusive, 20 error(s)",
+                "failure rate: 13.04% (150 of 1,150 judged cycles); 95% upper bound 15.00% (exact one-sided Clopper-Pearson, 95%)",
+                "loss window before the last ack: min 1.5 ms, p50 24 ms, p90 340 ms, max 2.4 s; 5,214 acknowledged record(s) lost in all",
+                "first failure in cycle 1017",
+                "the drive did not come back after 1,100 cut(s)",
+                "In plain words: p",
+            ]
+        );
     }
 }

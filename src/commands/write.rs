@@ -37,13 +37,7 @@ fn run_tree(a: WriteArgs) -> anyhow::Result<i32> {
     if json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else if !quiet {
-        eprintln!(
-            "plugpull write: {} file(s), {} acknowledged in {:.1} s under {}",
-            s.files_acked,
-            crate::units::fmt_bytes(s.bytes_acked),
-            s.elapsed_ms / 1e3,
-            s.root.display()
-        );
+        eprintln!("{}", tree_line(&s));
     }
     Ok(match s.failure {
         Some(f) => {
@@ -53,6 +47,17 @@ fn run_tree(a: WriteArgs) -> anyhow::Result<i32> {
         None if write::interrupted_by_ctrl_c() => exit::INTERRUPTED,
         None => exit::PASS,
     })
+}
+
+/// The tree run's last line: the count grouped by thousands, the time as a span.
+fn tree_line(s: &crate::tree::write::TreeWriteSummary) -> String {
+    format!(
+        "plugpull write: {} file(s), {} acknowledged in {} under {}",
+        crate::units::thousands(s.files_acked),
+        crate::units::fmt_bytes(s.bytes_acked),
+        crate::units::fmt_duration_ms(s.elapsed_ms),
+        s.root.display()
+    )
 }
 
 /// The tree options the command line asks for.
@@ -104,4 +109,27 @@ pub fn options(a: WriteArgs) -> anyhow::Result<WriteOptions> {
         quiet: a.quiet,
         max_unconfirmed: a.max_unconfirmed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tree_line_separates_thousands_and_reads_a_span() {
+        let s = crate::tree::write::TreeWriteSummary {
+            run: crate::record::RunId([7; 16]),
+            root: "/mnt/t/tree".into(),
+            seed: 1,
+            flush: "fsync",
+            files_acked: 53_000,
+            bytes_acked: 53_000 * 4096,
+            elapsed_ms: 12_340.0,
+            failure: None,
+        };
+        assert_eq!(
+            tree_line(&s),
+            "plugpull write: 53,000 file(s), 207.0 MiB acknowledged in 12 s under /mnt/t/tree"
+        );
+    }
 }

@@ -81,10 +81,11 @@ pub fn writer_end(events: &[WitnessEvent]) -> WriterEnd {
         Some(e) if e.kind == "connect" => match connected_at_fetch {
             Some(f) => {
                 let heard = f.last_frame_at_ns.or(f.last_ack_at_ns).unwrap_or(0);
-                let silent_ms = f.at_ns.saturating_sub(heard) / 1_000_000;
+                let silent_s = f.at_ns.saturating_sub(heard) as f64 / 1e9;
                 WriterEnd::StillConnected(format!(
                     "the witness still held its connection when the acks were fetched, its \
-                     last frame {silent_ms} ms before"
+                     last frame {} before",
+                    crate::units::fmt_duration_s(silent_s)
                 ))
             }
             None => WriterEnd::Unknown(
@@ -107,16 +108,32 @@ pub fn writer_end(events: &[WitnessEvent]) -> WriterEnd {
             }
         }
         Some(e) if e.kind == "disconnect" && e.detail.starts_with(disconnect::CLOSED) => {
-            WriterEnd::Closed(e.detail.clone())
+            WriterEnd::Closed(detail(e))
         }
         Some(e)
             if e.kind == "disconnect" && !e.detail.starts_with(disconnect::WITNESS_RESTARTED) =>
         {
-            WriterEnd::Vanished(e.detail.clone())
+            WriterEnd::Vanished(detail(e))
         }
         // The witness restarted, or ended the connection for an error of its own: it
         // cannot say how the writer stopped.
-        Some(e) => WriterEnd::Unknown(e.detail.clone()),
+        Some(e) => WriterEnd::Unknown(detail(e)),
+    }
+}
+
+const LAST_HEARD: &str = "; writer last heard at ";
+
+/// An end event's detail with the time the writer was last heard as every text time
+/// reads (UTC, to the second, the zone named): the witness writes it in its own local
+/// time, to the millisecond and with no zone, which a reader of the report on another
+/// machine cannot place. The event's `last_frame_at_ns` is that same instant.
+fn detail(e: &WitnessEvent) -> String {
+    match (e.detail.split_once(LAST_HEARD), e.last_frame_at_ns) {
+        // "at the latest when its log was last written": a bound in words, kept.
+        (Some((head, when)), Some(ns)) if !when.starts_with("the latest") => {
+            format!("{head}{LAST_HEARD}{}", crate::units::fmt_utc_ns(ns))
+        }
+        _ => e.detail.clone(),
     }
 }
 
@@ -374,5 +391,50 @@ mod tests {
             silent,
         ];
         assert_eq!(runs_after_the_end(&fast_reboot), vec![after]);
+    }
+
+    /// The time the writer was last heard reads in UTC to the second with its zone,
+    /// from the event's own instant, whatever local time the witness wrote in words.
+    #[test]
+    fn the_last_heard_time_reads_in_utc_seconds() {
+        // 2026-12-02 13:54:04.873 UTC.
+        let heard = 1_796_219_644_873_000_000;
+        let gone = WitnessEvent {
+            last_frame_at_ns: Some(heard),
+            ..ev(
+                "disconnect",
+                heard + 60 * S,
+                "no complete frame for 60s (idle timeout); writer last heard at 2026-12-02 14:54:04.873",
+            )
+        };
+        let connect = ev("connect", S, "resume=false");
+        assert_eq!(
+            writer_end(&[connect.clone(), gone]),
+            WriterEnd::Vanished(
+                "no complete frame for 60s (idle timeout); writer last heard at 2026-12-02 13:54:04 UTC"
+                    .into()
+            )
+        );
+        // A bound in words stays as the witness wrote it.
+        let restarted = WitnessEvent {
+            last_frame_at_ns: Some(heard),
+            ..ev(
+                "disconnect",
+                heard + S,
+                "the witness restarted while the writer was connected; writer last heard at the latest when its log was last written",
+            )
+        };
+        assert_eq!(
+            writer_end(&[connect.clone(), restarted.clone()]),
+            WriterEnd::Unknown(restarted.detail.clone())
+        );
+        // Still connected: the silence as a span.
+        assert_eq!(
+            writer_end(&[connect, fetched(heard + 2_500_000_000, heard)]),
+            WriterEnd::StillConnected(
+                "the witness still held its connection when the acks were fetched, its last frame 2.5 s before"
+                    .into()
+            )
+        );
     }
 }

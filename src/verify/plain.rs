@@ -181,12 +181,15 @@ pub fn campaign_sentence(f: &CampaignFacts) -> String {
     let mut also = match not_proven {
         0 => String::new(),
         1 => "; 1 more cut did not prove the power fell, so it does not count".into(),
-        n => format!("; {n} more cuts did not prove the power fell, so they do not count"),
+        n => format!(
+            "; {} more cuts did not prove the power fell, so they do not count",
+            thousands(n)
+        ),
     };
     also += &match unjudged - not_proven {
         0 => String::new(),
         1 => "; 1 more cut gave no answer".into(),
-        n => format!("; {n} more cuts gave no answer"),
+        n => format!("; {} more cuts gave no answer", thousands(n)),
     };
     if f.failed > 0 {
         let mut s = format!(
@@ -521,6 +524,22 @@ mod tests {
         assert_eq!(
             campaign_sentence(&f),
             "These tests say nothing about the drive yet: none of the 3 power cuts gave an answer (the power was never proven to have fallen: check the switch and its wiring)."
+        );
+    }
+
+    /// Every count in a campaign's sentence reads grouped by thousands.
+    #[test]
+    fn campaign_sentences_separate_thousands() {
+        let f = CampaignFacts {
+            cycles: 12_000,
+            passed: 8_000,
+            cut_not_proven: 1_500,
+            upper_95: 0.0004,
+            ..Default::default()
+        };
+        assert_eq!(
+            campaign_sentence(&f),
+            "This drive kept every write it confirmed as saved through all 8,000 power cuts that were checked; 1,500 more cuts did not prove the power fell, so they do not count; 2,500 more cuts gave no answer. That still allows it to lose data in up to 0.0% of power cuts (95% confidence); more cuts narrow this."
         );
     }
 }

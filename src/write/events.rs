@@ -9,6 +9,7 @@
 //! [`POLL`] costs nothing on the write path, and a change too short to see between two
 //! looks still shows in the reconnect counter (`changes` reports it as lost + back).
 
+use crate::units::thousands;
 use crate::witness::client::{AckSender, SenderStats};
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,7 +80,7 @@ pub(super) fn changes(
     now: Instant,
 ) -> Vec<String> {
     let mut out = vec![];
-    let waiting = s.pushed.saturating_sub(s.durable);
+    let waiting = thousands(s.pushed.saturating_sub(s.durable));
     let why = s.last_error.as_deref().unwrap_or("no reason given");
     let reconnected = s.reconnects > seen.reconnects;
     if seen.connected && (!s.connected || reconnected) {
@@ -103,15 +104,16 @@ pub(super) fn changes(
     if s.connected && (reconnected || !seen.connected) {
         out.push(format!(
             "witness back at {witness}: resumed sending; {} acks durable at the witness, {waiting} being sent",
-            s.durable
+            thousands(s.durable)
         ));
         seen.lost_at = None;
         seen.reminded_at = None;
     }
-    let paused = waiting >= max_unconfirmed;
+    let paused = s.pushed.saturating_sub(s.durable) >= max_unconfirmed;
     if paused && !seen.paused {
         out.push(format!(
-            "writes paused: {waiting} acks are not yet durable at the witness (the limit is {max_unconfirmed}); writing resumes when the witness confirms them"
+            "writes paused: {waiting} acks are not yet durable at the witness (the limit is {}); writing resumes when the witness confirms them",
+            thousands(max_unconfirmed)
         ));
     } else if !paused && seen.paused {
         out.push(format!(
@@ -273,6 +275,40 @@ mod tests {
         assert_eq!(
             l,
             ["writes resumed: 50 acks wait to be durable at the witness"]
+        );
+    }
+
+    /// Counts of acks read at a glance: grouped by thousands, the limit too.
+    #[test]
+    fn counts_in_the_witness_lines_have_thousands_separators() {
+        let mut seen = Seen::start();
+        let t = Instant::now();
+        let l = changes(
+            &mut seen,
+            &stats(true, 0, 1_048_576, 0, ""),
+            1_048_576,
+            "w:1",
+            t,
+        );
+        assert_eq!(
+            l,
+            [
+                "writes paused: 1,048,576 acks are not yet durable at the witness (the limit is 1,048,576); writing resumes when the witness confirms them"
+            ]
+        );
+        let l = changes(
+            &mut seen,
+            &stats(false, 0, 1_048_576, 9_262, "closed"),
+            1_048_576,
+            "w:1",
+            t,
+        );
+        assert_eq!(
+            l,
+            [
+                "witness lost (closed): reconnecting to w:1; 1,039,314 acks not yet durable at the witness are kept and will be resent",
+                "writes resumed: 1,039,314 acks wait to be durable at the witness",
+            ]
         );
     }
 }

@@ -4,6 +4,7 @@
 //! are: "acked 69759" beside a witness holding 9262 read as a contradiction.
 
 use super::engine::Progress;
+use crate::units::{fmt_duration_us, thousands};
 use crate::witness::client::{AckSender, SenderStats};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,9 +69,12 @@ fn status_message(
 ) -> String {
     let waiting = s.pushed.saturating_sub(s.durable);
     format!(
-        "{flushed} flushed ({rate:.0}/s, {:.1} MiB/s), {} durable at the witness ({waiting} waiting){}{}  flush p50 {:.0} µs p99 {:.0} µs",
+        "{} flushed ({}/s, {:.1} MiB/s), {} durable at the witness ({} waiting){}{}  flush p50 {} p99 {}",
+        thousands(flushed),
+        thousands(rate.round() as u64),
         bytes_per_s / 1048576.0,
-        s.durable,
+        thousands(s.durable),
+        thousands(waiting),
         if s.connected {
             ""
         } else {
@@ -81,8 +85,8 @@ fn status_message(
         } else {
             ""
         },
-        p50_ns as f64 / 1e3,
-        p99_ns as f64 / 1e3,
+        fmt_duration_us(p50_ns as f64 / 1e3),
+        fmt_duration_us(p99_ns as f64 / 1e3),
     )
 }
 
@@ -106,16 +110,16 @@ mod tests {
             &s,
             100_000,
         );
-        assert!(
-            m.starts_with("69759 flushed (1000/s, 4.0 MiB/s), 9262 durable at the witness (60497 waiting), witness disconnected, reconnecting  flush"),
-            "{m}"
+        assert_eq!(
+            m,
+            "69,759 flushed (1,000/s, 4.0 MiB/s), 9,262 durable at the witness (60,497 waiting), witness disconnected, reconnecting  flush p50 50 µs p99 90 µs"
         );
         assert!(!m.contains("acked"), "{m}");
         assert!(!m.contains("paused"), "{m}");
         // At the limit the line says the writer is waiting, as the off-terminal log does.
         let m = status_message(69759, 0.0, 0.0, (50_000, 90_000), &s, 60497);
         assert!(
-            m.contains("(60497 waiting), witness disconnected, reconnecting, writes paused until the witness confirms"),
+            m.contains("(60,497 waiting), witness disconnected, reconnecting, writes paused until the witness confirms"),
             "{m}"
         );
     }

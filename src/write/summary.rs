@@ -6,7 +6,7 @@
 use super::clock::realtime_ns;
 use super::engine::{Failure, Progress};
 use super::plan::Plan;
-use crate::units::{fmt_duration_s, fmt_utc_ns};
+use crate::units::{fmt_bytes, fmt_duration_s, fmt_duration_us, fmt_utc_ns, thousands};
 use crate::witness::client::SenderStats;
 use serde::Serialize;
 use std::time::Duration;
@@ -114,19 +114,25 @@ pub(super) fn print_summary(
     if json {
         println!("{}", serde_json::to_string_pretty(summary)?);
     } else if !quiet {
-        super::events::say(&format!(
-            "stopped ({}): {} records flushed and acked ({}) in {:.1} s, {:.0} records/s, flush p50 {:.0} µs p99 {:.0} µs; {} of them durable at the witness",
-            summary.stopped_because,
-            summary.records_acked,
-            crate::units::fmt_bytes(summary.bytes_acked),
-            summary.seconds,
-            summary.records_per_s,
-            summary.flush_latency_us_p50,
-            summary.flush_latency_us_p99,
-            summary.witness_durable
-        ));
+        super::events::say(&summary_line(summary));
     }
     Ok(())
+}
+
+/// The summary in one line for people: counts with separators, spans in the units of
+/// every other report; the JSON keeps the exact figures.
+fn summary_line(s: &WriteSummary) -> String {
+    format!(
+        "stopped ({}): {} records flushed and acked ({}) in {}, {} records/s, flush p50 {} p99 {}; {} of them durable at the witness",
+        s.stopped_because,
+        thousands(s.records_acked),
+        fmt_bytes(s.bytes_acked),
+        fmt_duration_s(s.seconds),
+        thousands(s.records_per_s.round() as u64),
+        fmt_duration_us(s.flush_latency_us_p50),
+        fmt_duration_us(s.flush_latency_us_p99),
+        thousands(s.witness_durable)
+    )
 }
 
 /// Warns when the witness confirmed fewer acks than the writer made: verify judges only
@@ -135,8 +141,8 @@ pub(super) fn warn_witness_behind(stats: &SenderStats, acked: u64) {
     if stats.durable < acked {
         super::events::say(&format!(
             "warning: only {} of {} acks are durable at the witness ({}); verify judges only what the witness holds",
-            stats.durable,
-            acked,
+            thousands(stats.durable),
+            thousands(acked),
             stats.last_error.as_deref().unwrap_or("witness unreachable")
         ));
     }
@@ -155,8 +161,8 @@ pub(super) fn explain_interruption(
     } else {
         format!(
             "but the witness confirmed only {} of {} acks before the writer gave up waiting ({}); verify judges only those",
-            stats.durable,
-            stats.pushed,
+            thousands(stats.durable),
+            thousands(stats.pushed),
             stats.last_error.as_deref().unwrap_or("witness unreachable")
         )
     };
@@ -256,5 +262,24 @@ mod tests {
             "stream 0 seq 41 at offset 167936 (flushed 2026-12-02 17:38:48 UTC)"
         );
         assert_eq!(describe_last(&summary(None), flushed_ns), "none");
+    }
+
+    /// The last line groups every count by thousands and gives latencies and the run's
+    /// length in the span units of every other report.
+    #[test]
+    fn the_summary_line_separates_thousands_and_reads_spans() {
+        let mut s = summary(None);
+        s.stopped_because = "target failed".into();
+        s.records_acked = 1_234_567;
+        s.bytes_acked = 1_234_567 * 4096;
+        s.seconds = 12.34;
+        s.records_per_s = 100_047.6;
+        s.flush_latency_us_p50 = 87.2;
+        s.flush_latency_us_p99 = 6816.0;
+        s.witness_durable = 1_234_000;
+        assert_eq!(
+            summary_line(&s),
+            "stopped (target failed): 1,234,567 records flushed and acked (4.7 GiB) in 12 s, 100,048 records/s, flush p50 87 µs p99 6.8 ms; 1,234,000 of them durable at the witness"
+        );
     }
 }

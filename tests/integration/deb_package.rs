@@ -104,17 +104,42 @@ fn the_deb_installs_with_dpkg_and_brings_what_it_promises() {
     let (_, text) = sh("file -b /usr/bin/plugpull");
     assert!(text.contains("static"), "not static: {text}");
 
-    // Man pages: every subcommand's page, read through man(1) where it is installed.
-    for page in [
-        "plugpull",
-        "plugpull-write",
-        "plugpull-verify",
-        "plugpull-listen",
-    ] {
-        let f = format!("/usr/share/man/man1/{page}.1.gz");
-        assert!(Path::new(&f).exists(), "{f} missing");
-    }
+    // Man pages: every page `plugpull man --dir` writes, installed and no other, each
+    // one read through man(1) where it is installed.
+    let pages_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (code, text) = sh(&format!(
+        "/usr/bin/plugpull man --dir {}",
+        pages_dir.path().display()
+    ));
+    assert_eq!(code, 0, "plugpull man --dir: {text}");
+    let names = |dir: &Path, suffix: &str| {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter_map(|f| f.strip_suffix(suffix).map(str::to_string))
+            .filter(|p| p == "plugpull" || p.starts_with("plugpull-"))
+            .collect();
+        v.sort();
+        v
+    };
+    let written = names(pages_dir.path(), ".1");
+    assert!(
+        written.len() > 10 && written.iter().any(|p| p == "plugpull-verify"),
+        "man --dir wrote {written:?}"
+    );
+    let installed = names(Path::new("/usr/share/man/man1"), ".1.gz");
+    assert_eq!(installed, written, "the man pages in /usr/share/man/man1");
     if common::have_tool("man") {
+        for page in &written {
+            // The C locale: groff writes the page's hyphens as U+2010 in UTF-8 ones.
+            let (code, text) = sh(&format!(
+                "LC_ALL=C MANPAGER=cat MANWIDTH=80 man {page} 2>&1"
+            ));
+            assert!(
+                code == 0 && text.contains("NAME") && text.contains(&format!("{page}(1)")),
+                "man {page}: {text}"
+            );
+        }
         let (code, text) = sh("MANPAGER=cat MANWIDTH=80 man plugpull-write 2>&1");
         assert!(
             code == 0 && text.contains("--witness"),

@@ -211,7 +211,8 @@ fn campaign_counts(out: &str) -> Option<(u64, u64)> {
     let line = out.lines().find(|l| l.starts_with("campaign: "))?;
     let num = |word: &str| -> Option<u64> {
         let before = line.split(&format!(" {word}")).next()?;
-        before.rsplit(' ').next()?.parse().ok()
+        // Counts are grouped by thousands ("1,000 passed").
+        before.rsplit(' ').next()?.replace(',', "").parse().ok()
     };
     Some((num("passed")?, num("failed")?))
 }

@@ -124,9 +124,18 @@ fn verify(args: &[&str]) -> common::Run {
 fn the_blank_run_fails_when_judged() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (target, log) = small_run(dir.path(), false);
-    let r = verify(&[target.to_str().unwrap(), "--acks", log.to_str().unwrap()]);
+    let r = verify(&[
+        target.to_str().unwrap(),
+        "--acks",
+        log.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stdout.contains("FAIL"), "{r:?}");
+    let v = r.json();
+    assert_eq!(v["verdict"], "FAIL", "{v:#}");
+    // Never written: every acknowledged record is missing, none survived.
+    assert_eq!(v["acked_records"], ACKS, "{v:#}");
+    assert_eq!(v["counts"]["intact"], 0, "{v:#}");
 }
 
 /// The target is a copy of the run's drive, accepted with --allow-identity-mismatch:

@@ -110,27 +110,21 @@ fn drive(i: &RunInfo) -> String {
     }
 }
 
-/// A writer-clock time (ns since the epoch) as UTC with milliseconds.
-fn utc(ns: u64) -> String {
+/// A writer-clock time (ns since the epoch) as UTC with milliseconds, for the JSON's
+/// `durable_up_to` (a documented field; the text listing reads to the second).
+fn utc_ms(ns: u64) -> String {
     chrono::DateTime::from_timestamp_nanos(ns as i64)
         .format("%Y-%m-%d %H:%M:%S%.3f")
         .to_string()
 }
 
-/// The latest verdict in a few words: "FAIL 2026-11-30 14:02" (UTC, as the header
-/// says), or "not verified"; escaped
-/// (a witness older than the note checks may hold any string).
+/// The latest verdict in a few words: "FAIL 2026-11-30 14:02:10 UTC", or "not
+/// verified"; escaped (a witness older than the note checks may hold any string).
 fn verified(i: &RunInfo) -> String {
     let Some(m) = &i.verified else {
         return "not verified".into();
     };
-    let when = chrono::DateTime::parse_from_rfc3339(&m.verified_at)
-        .map(|t| {
-            t.with_timezone(&chrono::Utc)
-                .format("%Y-%m-%d %H:%M")
-                .to_string()
-        })
-        .unwrap_or_default();
+    let when = crate::units::fmt_utc_rfc3339(&m.verified_at).unwrap_or_default();
     format!("{} {when}", shown(&m.verdict))
         .trim_end()
         .to_string()
@@ -143,24 +137,21 @@ pub fn runs_text(runs: &[RunInfo]) -> String {
         return "the witness holds no runs\n".into();
     }
     let mut o = format!(
-        "{:<32}  {:<20}  {:>13}  {:<24}  {:<12}  {:<21}  drive\n",
-        "run", "started (UTC)", "acks", "durable up to (UTC)", "host", "verified (UTC)"
+        "{:<32}  {:<23}  {:>13}  {:<23}  {:<12}  {:<28}  drive\n",
+        "run", "started", "acks", "durable up to", "host", "verified"
     );
     for i in runs {
         let d = &i.descriptor;
-        let started = chrono::DateTime::parse_from_rfc3339(&d.started_at)
-            .map(|t| {
-                t.with_timezone(&chrono::Utc)
-                    .format("%Y-%m-%d %H:%M:%S")
-                    .to_string()
-            })
-            .unwrap_or_else(|_| shown(&d.started_at).into_owned());
+        let started = crate::units::fmt_utc_rfc3339(&d.started_at)
+            .unwrap_or_else(|| shown(&d.started_at).into_owned());
         o += &format!(
-            "{:<32}  {:<20}  {:>13}  {:<24}  {:<12}  {:<21}  {}{}\n",
+            "{:<32}  {:<23}  {:>13}  {:<23}  {:<12}  {:<28}  {}{}\n",
             d.run_id.hex(),
             started,
             crate::units::thousands(i.acks),
-            i.last_flushed_ns.map(utc).unwrap_or_else(|| "-".into()),
+            i.last_flushed_ns
+                .map(crate::units::fmt_utc_ns)
+                .unwrap_or_else(|| "-".into()),
             shown(&d.host),
             verified(i),
             shown(&drive(i)),
@@ -182,7 +173,7 @@ pub fn runs_json(runs: &[RunInfo]) -> serde_json::Value {
             "drive": drive(i),
             "acks": i.acks,
             "durable_up_to_ns": i.last_flushed_ns,
-            "durable_up_to": i.last_flushed_ns.map(utc),
+            "durable_up_to": i.last_flushed_ns.map(utc_ms),
             "log_damaged": i.damaged,
             "verified": i.verified.as_ref().map(|m| serde_json::json!({
                 "verdict": m.verdict,
@@ -241,8 +232,8 @@ mod tests {
         }
     }
 
-    /// A row names every time with its year, in UTC as the header says, and the count
-    /// of acks with thousands separators.
+    /// A row names every time with its year, in UTC to the second with the zone, as
+    /// every text time reads, and the count of acks with thousands separators.
     #[test]
     fn a_run_reads_with_dated_utc_times_and_separated_counts() {
         let text = runs_text(&[verified_run()]);
@@ -250,8 +241,8 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "run                               started (UTC)                  acks  durable up to (UTC)       host          verified (UTC)         drive",
-                "07070707070707070707070707070707  2026-12-02 02:40:05          32,715  2026-12-02 02:50:48.123   bench-host    PASS 2026-12-02 02:52  /srv/a.img",
+                "run                               started                           acks  durable up to            host          verified                      drive",
+                "07070707070707070707070707070707  2026-12-02 02:40:05 UTC         32,715  2026-12-02 02:50:48 UTC  bench-host    PASS 2026-12-02 02:52:10 UTC  /srv/a.img",
             ]
         );
     }
