@@ -6,7 +6,7 @@ use crate::model::peer_text::shown;
 use crate::model::{
     ClassCounts, LossWindow, RecordClass, ReportSummary, RunDescriptor, Verdict, WitnessEvent,
 };
-use crate::units::fmt_bytes;
+use crate::units::{fmt_bytes, thousands};
 use crate::verify::evidence::{WriterEnd, writer_end};
 use crate::verify::plain::{self, Facts, NoVerdictReason};
 use crate::verify::verdict;
@@ -416,15 +416,15 @@ impl Report {
     fn text_counts(&self, o: &mut String) {
         *o += &format!(
             "acknowledged records (durable at the witness): {} ({})\n",
-            self.acked_records,
+            thousands(self.acked_records),
             fmt_bytes(self.acked_bytes)
         );
         for c in RecordClass::ALL {
             let n = self.counts[c.name()];
             if n > 0 || !c.is_failure() {
-                *o += &format!("  {:<12} {:>10}", c.name(), n);
+                *o += &format!("  {:<12} {:>10}", c.name(), thousands(n));
                 if c == RecordClass::Corrupt && n > 0 {
-                    *o += &format!("   ({} flipped bits)", self.corrupt_bits);
+                    *o += &format!("   ({} flipped bits)", thousands(self.corrupt_bits));
                 }
                 *o += "\n";
             }
@@ -432,8 +432,9 @@ impl Report {
         let unread = self.unread_not_counted();
         if unread > 0 {
             *o += &format!(
-                "  {:<12} {unread:>10}   (a read timed out: not judged, in no count above)\n",
-                "unread"
+                "  {:<12} {:>10}   (a read timed out: not judged, in no count above)\n",
+                "unread",
+                thousands(unread)
             );
         }
         let counts = ClassCounts::from(&self.counts);
@@ -447,7 +448,7 @@ impl Report {
         if let Some(w) = &self.loss_window {
             *o += &format!(
                 "loss window: {} record(s), {}, acknowledged up to {:.1} ms before the last ack\n",
-                w.records,
+                thousands(w.records),
                 fmt_bytes(w.bytes),
                 w.ms
             );
@@ -455,7 +456,7 @@ impl Report {
         if self.ordering_holes.count > 0 {
             *o += &format!(
                 "ordering holes: {} failing record(s) were flushed before a record that survived was even submitted\n    ({})\n",
-                self.ordering_holes.count,
+                thousands(self.ordering_holes.count),
                 plain::ORDERING_HOLES
             );
         }
@@ -488,7 +489,10 @@ impl Report {
                 );
             }
             if self.findings.len() > 10 {
-                *o += &format!("  ... and {} more (see --json)\n", self.findings.len() - 10);
+                *o += &format!(
+                    "  ... and {} more (see --json)\n",
+                    thousands(self.findings.len() as u64 - 10)
+                );
             }
         }
     }

@@ -153,7 +153,7 @@ pub fn decide(f: &Facts) -> (Verdict, Reason) {
 /// what else is wrong (a damaged log, no cut seen unless `--rehearsal` said so), which
 /// does not change it.
 pub fn summary(f: &Facts, reason: Reason) -> String {
-    let acked = f.acked;
+    let acked = crate::units::thousands(f.acked);
     let how = || {
         f.writer_end
             .as_ref()
@@ -167,7 +167,7 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
         Reason::Lost => {
             let mut s = format!(
                 "{} of {acked} acknowledged records did not survive intact",
-                f.failing
+                crate::units::thousands(f.failing)
             );
             // The FAIL stands on the records read; those a hung read left were never
             // judged, and are in no count.
@@ -180,7 +180,9 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
                 s += &format!(
                     "; {} other acknowledged {were} left unread and not judged: a read at \
                      byte {} did not complete within {:?}",
-                    t.unread, t.at_byte, t.limit
+                    crate::units::thousands(t.unread),
+                    t.at_byte,
+                    t.limit
                 );
             }
             s
@@ -204,7 +206,10 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
                  records could not be checked (no damage was seen in the rest); this is not \
                  a verdict on the drive: run verify again, with a longer --read-timeout if \
                  this machine is busy",
-                t.at_byte, t.limit, t.unread, t.acks
+                t.at_byte,
+                t.limit,
+                crate::units::thousands(t.unread),
+                crate::units::thousands(t.acks)
             )
         }
         Reason::LogDamaged => format!(
@@ -212,7 +217,7 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
              {} (of the {acked} records it still holds, none failed)",
             damage_text(&f.log_damage)
         ),
-        Reason::LogNotProvenWhole if acked == 0 => format!(
+        Reason::LogNotProvenWhole if f.acked == 0 => format!(
             "the ack log holds no acknowledged records it can read, and cannot prove it \
              holds every ack (it may be cut short or damaged), so nothing could be \
              checked: {}",
@@ -247,7 +252,7 @@ pub fn summary(f: &Facts, reason: Reason) -> String {
              whether the drive kept them"
         ),
     };
-    if matches!(reason, Reason::Lost | Reason::DeadDevice) && acked > 0 {
+    if matches!(reason, Reason::Lost | Reason::DeadDevice) && f.acked > 0 {
         if !f.log_damage.is_empty() {
             s += &format!(
                 "; the ack log is also damaged: {}",
