@@ -545,18 +545,22 @@ pub fn read_uncached(path: &Path) -> std::io::Result<(Vec<u8>, &'static str)> {
 
 /// The tree section for people: counts per file class, then each failing file.
 pub fn tree_text(t: &TreeSection) -> String {
+    use crate::units::thousands;
     let mut o = format!(
         "\nTree {} ({} acknowledged file versions; read with {}):\n",
-        t.root, t.files_acked, t.read_mode
+        t.root,
+        thousands(t.files_acked),
+        t.read_mode
     );
     for (name, n) in &t.file_counts {
         if *n > 0 {
-            o += &format!("  {name:<13} {n}\n");
+            o += &format!("  {name:<13} {}\n", thousands(*n));
         }
     }
     o += &format!(
         "  never acknowledged: {} present, {} absent (not failures)\n",
-        t.unacked_present, t.unacked_absent
+        thousands(t.unacked_present),
+        thousands(t.unacked_absent)
     );
     for f in &t.findings {
         o += &format!(

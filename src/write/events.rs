@@ -37,10 +37,12 @@ pub fn say(msg: &str) {
     }
 }
 
-/// `2026-11-30 12:00:01.123`, local time.
+/// `2026-11-30 12:00:01.123 +01:00`: local time, to the millisecond (log lines are read
+/// next to each other's and the witness's), the zone named so a reader on another
+/// machine can place it.
 pub fn timestamp() -> String {
     chrono::Local::now()
-        .format("%Y-%m-%d %H:%M:%S%.3f")
+        .format("%Y-%m-%d %H:%M:%S%.3f %:z")
         .to_string()
 }
 

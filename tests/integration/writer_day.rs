@@ -40,18 +40,20 @@ fn wait_for(log: &Path, what: &str) {
     }
 }
 
-/// Whether `line` starts with a `YYYY-MM-DD HH:MM:SS.mmm ` timestamp.
+/// Whether `line` starts with a `YYYY-MM-DD HH:MM:SS.mmm +HH:MM ` timestamp (local
+/// time, the zone named).
 fn timestamped(line: &str) -> bool {
     let b = line.as_bytes();
-    b.len() > 24
-        && b[..23].iter().enumerate().all(|(i, c)| match i {
+    b.len() > 31
+        && b[..30].iter().enumerate().all(|(i, c)| match i {
             4 | 7 => *c == b'-',
-            10 => *c == b' ',
-            13 | 16 => *c == b':',
+            10 | 23 => *c == b' ',
+            13 | 16 | 27 => *c == b':',
             19 => *c == b'.',
+            24 => *c == b'+' || *c == b'-',
             _ => c.is_ascii_digit(),
         })
-        && b[23] == b' '
+        && b[30] == b' '
 }
 
 #[test]

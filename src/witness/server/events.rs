@@ -7,9 +7,11 @@
 use crate::model::now_ns;
 use crate::witness::server::shared::Shared;
 
+/// A log line's time: local, to the millisecond (lines are read next to the writer's),
+/// the zone named (`2026-11-30 12:00:01.123 +01:00`).
 pub(super) fn fmt_ns(ns: u64) -> String {
     let t = chrono::DateTime::from_timestamp_nanos(ns as i64).with_timezone(&chrono::Local);
-    t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
+    t.format("%Y-%m-%d %H:%M:%S%.3f %:z").to_string()
 }
 
 /// A value in a `key=value` log line: bare when it is one simple word, else quoted.
