@@ -578,3 +578,7 @@ pub fn tree_text(t: &TreeSection) -> String {
     }
     o
 }
+
+#[cfg(test)]
+#[path = "verify_tests.rs"]
+mod tests;

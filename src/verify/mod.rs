@@ -56,8 +56,8 @@ pub fn verify_device(dev: Arc<dyn Device>, log: &RunLog, read_timeout: Duration)
 }
 
 /// `verify_device`, reporting `(bytes_done, bytes_total)` of the scan as it goes, within
-/// the default budget (callers without the user's options; `plugpull verify` uses
-/// [`verify_device_within`]).
+/// the default budget: for the callers that hold a run's acks (replay, tests);
+/// `plugpull verify` and the cycles stream theirs from a file.
 ///
 /// A log no writer could produce gets no verdict (as `plugpull verify` refuses it): the
 /// report is INCONCLUSIVE and says why, since the callers (a campaign's cycle, the
@@ -82,8 +82,7 @@ pub fn verify_device_with_progress(
     )
 }
 
-/// [`verify_device_with_progress`] within `budget` (the user's `--memory` and
-/// `--work-dir`); the engine's refusal as an error, for `plugpull verify` to show.
+/// [`verify_device_with_progress`] within `budget`; the engine's refusal as an error.
 pub fn verify_device_within(
     dev: Arc<dyn Device>,
     log: &RunLog,

@@ -139,10 +139,10 @@ fn the_blank_run_fails_when_judged() {
 }
 
 /// The target is a copy of the run's drive, accepted with --allow-identity-mismatch:
-/// verify holds the log in memory (`verify::judge_target`). It must keep to the user's
+/// verify streams the log (`verify::streamed`). It must keep to the user's
 /// --memory there too: 64 MiB cannot hold this region in 512 parts.
 #[test]
-fn the_in_memory_path_keeps_to_memory() {
+fn a_copy_of_the_drive_keeps_to_memory() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let drive = dir.path().join("drive.img");
     let copy = dir.path().join("copy.img");
