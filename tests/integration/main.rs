@@ -58,6 +58,7 @@ mod tree_fs;
 mod tree_fs_bench;
 mod trust;
 mod verify_allocation;
+mod verify_attacks_more;
 mod verify_budget;
 mod verify_damage;
 mod verify_exhaustive;

@@ -108,5 +108,7 @@ mod elsewhere;
 mod explore;
 #[path = "attack_tests/memory.rs"]
 mod memory;
+#[path = "attack_tests/more.rs"]
+mod more;
 #[path = "attack_tests/reads.rs"]
 mod reads;
