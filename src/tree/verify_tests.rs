@@ -6,7 +6,9 @@ fn the_tree_text_separates_thousands() {
     let t = TreeSection {
         root: "/mnt/t".into(),
         files_acked: 1_234_567,
-        file_counts: [("intact", 1_234_000u64), ("lost", 567)].into_iter().collect(),
+        file_counts: [("intact", 1_234_000u64), ("lost", 567)]
+            .into_iter()
+            .collect(),
         unacked_present: 12_345,
         unacked_absent: 1_000,
         read_mode: "O_DIRECT".into(),

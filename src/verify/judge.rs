@@ -206,6 +206,9 @@ pub(super) struct Judging {
     losses: Losses,
     timeline: distribution::Timeline,
     latency: distribution::LatencyFine,
+    /// Where a hung read left the device unread (offset, length): failures there get no
+    /// finding, so the first [`MAX_FINDINGS`] are of records that were read.
+    unread: Option<(u64, u64)>,
 }
 
 impl Judging {
@@ -230,6 +233,7 @@ impl Judging {
             },
             timeline: distribution::Timeline::new(last_ack_ns),
             latency: latency.fine(),
+            unread: None,
         }
     }
 
@@ -271,6 +275,13 @@ impl Judging {
         self.newest_survivor = newest_survivor;
     }
 
+    /// Where a hung read left the device unread, when one did: before the first
+    /// [`Judging::add_loss`]. Those records are taken out of every count after
+    /// (`TimedOut::apply`); a finding kept for one would stand in for one that was read.
+    pub fn set_unread(&mut self, unread: Option<(u64, u64)>) {
+        self.unread = unread;
+    }
+
     /// Adds failed ack `a` to the losses: failures in ack order.
     pub fn add_loss(
         &mut self,
@@ -288,7 +299,10 @@ impl Judging {
         l.earliest_flushed_ns = l.earliest_flushed_ns.min(a.flushed_ns);
         let hole = self.newest_survivor.is_some_and(|s| s > a.flushed_ns);
         l.ordering_holes += hole as u64;
-        if l.findings.len() < MAX_FINDINGS {
+        let unread = self
+            .unread
+            .is_some_and(|(from, len)| a.record.offset < from + len && a.record.end() > from);
+        if l.findings.len() < MAX_FINDINGS && !unread {
             l.findings
                 .push(finding(a, c, t, elsewhere, self.last_ack_ns, hole));
         }

@@ -44,6 +44,9 @@ pub struct Facts<'a> {
     /// Verify did not read the whole region (it reads the live records' blocks unless
     /// `--scan-region`): a lost write may have landed where it did not look.
     pub region_unread: bool,
+    /// More records of the run were found away from home than verify names
+    /// (`scan::elsewhere`): their writes went to the wrong place, whatever their class.
+    pub too_many_found_elsewhere: bool,
 }
 
 impl<'a> Facts<'a> {
@@ -67,6 +70,7 @@ impl<'a> Facts<'a> {
             rehearsal: false,
             unread: 0,
             region_unread: false,
+            too_many_found_elsewhere: false,
         }
     }
 }
@@ -145,7 +149,7 @@ fn fail_sentence(f: &Facts, acked: u64) -> String {
     if has(&[Shorn, Corrupt]) {
         s += " Files on this drive can be left half-written or damaged.";
     }
-    if has(&[Misdirected]) {
+    if has(&[Misdirected]) || f.too_many_found_elsewhere {
         s += " It also put data in the wrong place, which can damage other files.";
     }
     if f.region_unread && has(&[Lost]) {
@@ -309,6 +313,7 @@ mod tests {
             rehearsal: false,
             unread: 0,
             region_unread: false,
+            too_many_found_elsewhere: false,
         }
     }
 

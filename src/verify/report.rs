@@ -216,6 +216,7 @@ impl Report {
                 .is_some_and(|w| w.rehearsal && !w.cut_evidence),
             unread: self.unread_not_counted(),
             region_unread: self.region_unread(),
+            too_many_found_elsewhere: self.too_many_found_elsewhere,
         })
     }
 
@@ -428,6 +429,12 @@ impl Report {
                 }
                 *o += "\n";
             }
+        }
+        if self.too_many_found_elsewhere {
+            *o += &format!(
+                "  more than {} records of this run were found away from their home: too many to name; a record found only elsewhere counts as lost, not misdirected\n",
+                thousands(crate::verify::scan::elsewhere::MAX_NAMED as u64)
+            );
         }
         let unread = self.unread_not_counted();
         if unread > 0 {

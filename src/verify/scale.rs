@@ -320,6 +320,7 @@ pub fn verify_whole_run(
     }
     failures.sort_unstable_by_key(|f| f.0);
     judging.set_newest_survivor(newest_survivor);
+    judging.set_unread(result.timed_out);
     for &(_, j, c) in &failures {
         judging.add_loss(&live.acks[j], c, &result.tallies[j], elsewhere);
     }

@@ -103,11 +103,15 @@ fn newest_carried(
     path: &Path,
     fetch_run_to: &dyn Fn(RunId, &Path) -> Result<FetchedFile, VerifyError>,
 ) -> Result<FetchedFile, VerifyError> {
-    // Each step moves to a run begun after the last one's writer stopped: a witness
-    // cannot lead this on forever, but a bound keeps a hostile one from trying.
+    // Each step moves to a run begun after the last one's writer stopped, never back
+    // to one already judged (a witness whose runs list each other), and a bound keeps a
+    // hostile witness from leading this on.
+    let mut seen = vec![f.descriptor.run_id];
     for _ in 0..64 {
         let mut newer = None;
-        for run in evidence::runs_after_the_end(&f.events).into_iter().rev() {
+        let mut not_carried = vec![];
+        let later = evidence::runs_after_the_end(&f.events);
+        for run in later.into_iter().rev().filter(|r| !seen.contains(r)) {
             let candidate = TempLog::new("later");
             let g = fetch_run_to(run, &candidate.0)?;
             let mut points = medium::RunPoints::default();
@@ -127,10 +131,23 @@ fn newest_carried(
                 newer = Some(g);
                 break;
             }
+            not_carried.push(run);
         }
         let Some(g) = newer else {
+            // Said, not hidden: a later run the witness holds that left no stamp here is
+            // a copy made before it, or a drive that lost every record of it; only the
+            // user knows which.
+            for run in not_carried {
+                eprintln!(
+                    "plugpull verify: run {run}, begun on the same drive after run {} ended, left no stamp on {} where its acks say (a copy made before it, or a drive that lost all of it); verifying run {} (if this medium did hold run {run}, `--run {run} --allow-identity-mismatch` judges it)",
+                    f.descriptor.run_id,
+                    o.target.display(),
+                    f.descriptor.run_id
+                );
+            }
             return Ok(f);
         };
+        seen.push(g.descriptor.run_id);
         eprintln!(
             "plugpull verify: run {}, begun on the same drive after run {} ended, left its stamps on {}: verifying that run",
             g.descriptor.run_id,

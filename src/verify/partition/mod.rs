@@ -303,6 +303,7 @@ fn judge_in_parts(
         .finish()
         .map_err(|e| failure_spill_error(e, &dir))?;
     judging.set_newest_survivor(newest_survivor);
+    judging.set_unread(totals.timed_out);
     let mut timed_out = totals
         .timed_out
         .map(|range| TimedOut::new(range, last_ack_ns, newest_survivor));
