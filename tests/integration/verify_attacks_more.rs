@@ -6,14 +6,13 @@
 //! temporary directory is left empty.
 
 use crate::common;
-use crate::verify_streamed_attacks::{left_in, private_tmp, run_in};
+use crate::verify_streamed_attacks::{
+    left_in, no_run_for_device, private_tmp, run_in, run_of, scripted_witness,
+};
 use common::*;
 use plugpull::model::{RunLog, RunSelector, WitnessEvent};
 use plugpull::record::RunId;
-use plugpull::wire::frame::{self, Decoded};
-use plugpull::wire::msg::{Msg, NO_RUN_FOR_DEVICE};
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use plugpull::wire::msg::Msg;
 use std::path::{Path, PathBuf};
 
 mod misplaced;
@@ -84,13 +83,6 @@ fn chain() -> Chain {
     }
 }
 
-fn run_of(r: &Run) -> String {
-    r.json()["run"]["run_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
 /// `verify COPY --witness ADDR --json --rehearsal` with a private TMPDIR: (the run, what
 /// was left in TMPDIR).
 fn verify_copy(addr: &str, copy: &Path) -> (Run, Vec<String>) {
@@ -156,48 +148,6 @@ fn a_later_run_that_lost_every_record_is_named_on_stderr() {
     );
 }
 
-fn read_msg(s: &mut TcpStream) -> Option<Msg> {
-    let mut buf = Vec::new();
-    let mut b = [0u8; 4096];
-    loop {
-        if let Decoded::Frame(f) = frame::decode(&buf) {
-            return Msg::decode(&f).ok();
-        }
-        let n = s.read(&mut b).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&b[..n]);
-    }
-}
-
-/// A witness that answers a Fetch with what `answer` makes of its selector (None:
-/// closes at once), for as many connections as come.
-fn scripted_witness(answer: impl Fn(&RunSelector) -> Option<Vec<u8>> + Send + 'static) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for s in l.incoming() {
-            let Ok(mut s) = s else { return };
-            if let Some(Msg::Fetch(sel)) = read_msg(&mut s)
-                && let Some(reply) = answer(&sel)
-            {
-                let _ = s.write_all(&reply);
-            }
-            let _ = s.shutdown(std::net::Shutdown::Write);
-            let _ = s.read_to_end(&mut Vec::new());
-        }
-    });
-    addr
-}
-
-fn no_run_for_device() -> Vec<u8> {
-    Msg::Error {
-        message: format!("{NO_RUN_FOR_DEVICE} key:x at this witness; pass --run RUN_ID"),
-    }
-    .encode()
-}
-
 /// A fetch reply for `log` with `extra` events after its own.
 fn reply(log: &RunLog, extra: &[WitnessEvent]) -> Vec<u8> {
     let mut out = Msg::FetchRun(log.descriptor.clone()).encode();
@@ -248,7 +198,7 @@ fn a_witness_that_lists_a_later_run_it_cannot_send() {
     let z = RunId::parse(&c.z).unwrap();
     let (rx, ry) = (reply(&x, &[]), reply(&y, &[]));
     let (idx, idy) = (x.descriptor.run_id, y.descriptor.run_id);
-    let addr = scripted_witness(move |sel| match sel {
+    let (addr, _) = scripted_witness(usize::MAX, move |sel| match sel {
         RunSelector::LatestForDevice(_) => Some(no_run_for_device()),
         RunSelector::Run(r) if *r == idx => Some(rx.clone()),
         RunSelector::Run(r) if *r == idy => Some(ry.clone()),
@@ -285,7 +235,7 @@ fn a_witness_whose_runs_list_each_other_judges_the_newer() {
     let rx = reply(&x, &[later_run(after(&x), &c.y)]);
     let ry = reply(&y, &[later_run(after(&y), &c.x)]);
     let (idx, idy) = (x.descriptor.run_id, y.descriptor.run_id);
-    let addr = scripted_witness(move |sel| match sel {
+    let (addr, _) = scripted_witness(usize::MAX, move |sel| match sel {
         RunSelector::LatestForDevice(_) => Some(no_run_for_device()),
         RunSelector::Run(r) if *r == idx => Some(rx.clone()),
         RunSelector::Run(r) if *r == idy => Some(ry.clone()),

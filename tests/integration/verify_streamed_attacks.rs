@@ -58,7 +58,7 @@ fn reply_of(addr: &str, run: RunId) -> Vec<u8> {
     reply
 }
 
-fn read_msg(s: &mut TcpStream) -> Option<Msg> {
+pub(crate) fn read_msg(s: &mut TcpStream) -> Option<Msg> {
     let mut buf = Vec::new();
     let mut b = [0u8; 4096];
     loop {
@@ -74,12 +74,12 @@ fn read_msg(s: &mut TcpStream) -> Option<Msg> {
 }
 
 /// The Fetch selectors a scripted witness was asked, in order.
-type Asked = Arc<Mutex<Vec<RunSelector>>>;
+pub(crate) type Asked = Arc<Mutex<Vec<RunSelector>>>;
 
 /// A witness that answers `connections` connections, then stops listening (a witness
 /// gone): a Fetch with what `answer` makes of its selector (None: closes at once),
 /// anything else (a verdict note) by closing.
-fn scripted_witness(
+pub(crate) fn scripted_witness(
     connections: usize,
     answer: impl Fn(&RunSelector) -> Option<Vec<u8>> + Send + 'static,
 ) -> (String, Asked) {
@@ -103,7 +103,7 @@ fn scripted_witness(
     (addr, asked)
 }
 
-fn no_run_for_device() -> Vec<u8> {
+pub(crate) fn no_run_for_device() -> Vec<u8> {
     Msg::Error {
         message: format!("{NO_RUN_FOR_DEVICE} key:x at this witness; pass --run RUN_ID"),
     }
@@ -146,7 +146,7 @@ fn two_runs() -> TwoRuns {
     }
 }
 
-fn run_of(r: &Run) -> String {
+pub(crate) fn run_of(r: &Run) -> String {
     r.json()["run"]["run_id"]
         .as_str()
         .unwrap_or_default()
