@@ -77,8 +77,8 @@ fn on_ctrl_c_say_interrupted() {
     extern "C" fn on_sigint(_: libc::c_int) {
         const MSG: &[u8] =
             b"\nplugpull verify: interrupted (Ctrl-C): no verdict. Verify only reads the drive; run it again.\n";
-        // The fetched ack log, if verify made one: nothing else would remove it.
-        crate::verify::temp_log::unlink_current();
+        // The fetched ack logs, if verify made any: nothing else would remove them.
+        crate::verify::temp_log::unlink_live();
         // SAFETY: write(2) and _exit(2) are async-signal-safe; MSG is a static buffer.
         unsafe {
             libc::write(2, MSG.as_ptr().cast(), MSG.len());

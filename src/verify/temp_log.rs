@@ -4,20 +4,23 @@
 //! dropped, and by Ctrl-C.
 //!
 //! Why one module: both make such a file, and a Ctrl-C handler exits at once, so no
-//! `Drop` runs; the handler removes the live one itself ([`unlink_current`]), whoever
-//! made it.
+//! `Drop` runs; the handler removes the live ones itself ([`unlink_live`]), whoever made
+//! them. Several can be live at once (`verify --witness` fetches a later run beside the
+//! one it holds), so each has a slot of its own: a second one dropped never unregisters
+//! the first.
 
 use std::ffi::{CStr, CString, c_char};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// A temporary log file's path (`.0`), removed when dropped; `.1` is the same path for
-/// the Ctrl-C handler.
-pub struct TempLog(pub PathBuf, Option<&'static CStr>);
+/// the Ctrl-C handler, and its slot in [`LIVE`].
+pub struct TempLog(pub PathBuf, Option<(&'static CStr, usize)>);
 
-/// The temporary log made last and not yet dropped, for the Ctrl-C handler: a pointer,
-/// so the handler reads it with one atomic load.
-static CURRENT: AtomicPtr<c_char> = AtomicPtr::new(std::ptr::null_mut());
+/// The temporary logs made and not yet dropped, for the Ctrl-C handler: pointers, so
+/// the handler reads each with one atomic load. More than this many at once (plugpull
+/// makes at most three) go unregistered.
+static LIVE: [AtomicPtr<c_char>; 16] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 16];
 
 /// Temporary logs made by this process: two made within the clock's resolution still
 /// get two names.
@@ -25,7 +28,7 @@ static MADE: AtomicU64 = AtomicU64::new(0);
 
 impl TempLog {
     /// A new path `plugpull-KIND-PID-NANOS-N.acklog` in the temporary directory (the
-    /// file is not created), registered for [`unlink_current`].
+    /// file is not created), registered for [`unlink_live`].
     pub fn new(kind: &str) -> TempLog {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -40,44 +43,49 @@ impl TempLog {
         let c = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
             .ok()
             .map(|c| &*Box::leak(c.into_boxed_c_str()));
-        if let Some(c) = c {
-            CURRENT.store(c.as_ptr().cast_mut(), Ordering::SeqCst);
-        }
-        TempLog(path, c)
+        let registered = c.and_then(|c| {
+            let p = c.as_ptr().cast_mut();
+            let free = |slot: &AtomicPtr<c_char>| {
+                let null = std::ptr::null_mut();
+                slot.compare_exchange(null, p, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+            };
+            LIVE.iter().position(free).map(|i| (c, i))
+        });
+        TempLog(path, registered)
     }
 }
 
 impl Drop for TempLog {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-        // No longer the live one (unless a later one took its place already).
-        if let Some(c) = self.1 {
-            let _ = CURRENT.compare_exchange(
-                c.as_ptr().cast_mut(),
-                std::ptr::null_mut(),
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            );
+        if let Some((_, slot)) = self.1 {
+            LIVE[slot].store(std::ptr::null_mut(), Ordering::SeqCst);
         }
     }
 }
 
-/// The live temporary log, if any: what [`unlink_current`] removes.
-pub fn current() -> Option<&'static CStr> {
-    let p = CURRENT.load(Ordering::SeqCst);
-    // SAFETY: a non-null `CURRENT` points to a NUL-terminated string leaked by
-    // `TempLog::new`, never freed.
-    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
+/// The live temporary logs: what [`unlink_live`] removes.
+pub fn live() -> Vec<&'static CStr> {
+    LIVE.iter()
+        .map(|slot| slot.load(Ordering::SeqCst))
+        .filter(|p| !p.is_null())
+        // SAFETY: a non-null slot points to a NUL-terminated string leaked by
+        // `TempLog::new`, never freed.
+        .map(|p| unsafe { CStr::from_ptr(p) })
+        .collect()
 }
 
-/// Removes the live temporary log: for a Ctrl-C handler, so async-signal-safe (one
-/// atomic load and unlink(2)).
-pub fn unlink_current() {
-    let p = CURRENT.load(Ordering::SeqCst);
-    if !p.is_null() {
-        // SAFETY: unlink(2) is async-signal-safe; `p` is a NUL-terminated string that
-        // lives as long as the process (leaked by `TempLog::new`).
-        unsafe { libc::unlink(p) };
+/// Removes the live temporary logs: for a Ctrl-C handler, so async-signal-safe (atomic
+/// loads and unlink(2), no allocation).
+pub fn unlink_live() {
+    for slot in &LIVE {
+        let p = slot.load(Ordering::SeqCst);
+        if !p.is_null() {
+            // SAFETY: unlink(2) is async-signal-safe; `p` is a NUL-terminated string
+            // that lives as long as the process (leaked by `TempLog::new`).
+            unsafe { libc::unlink(p) };
+        }
     }
 }
 
@@ -98,19 +106,28 @@ mod tests {
         let mine = format!("plugpull-test-{}-", std::process::id());
         assert!(name.starts_with(&mine), "{name}");
         // What the handler would remove is the same path, byte for byte.
-        let c = b.1.expect("a path without NUL");
+        let (c, _) = b.1.expect("a path without NUL");
         assert_eq!(c.to_bytes(), b.0.as_os_str().as_encoded_bytes());
         std::fs::write(&a.0, b"acks").unwrap();
         std::fs::write(&b.0, b"acks").unwrap();
         let (pa, pb) = (a.0.clone(), b.0.clone());
-        drop(a);
-        assert!(!pa.exists(), "dropped, so removed");
-        assert!(pb.exists(), "the other one is still in use");
+        let live_now =
+            || -> Vec<Vec<u8>> { live().iter().map(|c| c.to_bytes().to_vec()).collect() };
+        let (ba, bb) = (
+            pa.as_os_str().as_encoded_bytes().to_vec(),
+            pb.as_os_str().as_encoded_bytes().to_vec(),
+        );
+        assert!(live_now().contains(&ba) && live_now().contains(&bb));
         drop(b);
-        assert!(!pb.exists());
+        assert!(!pb.exists(), "dropped, so removed");
+        assert!(pa.exists(), "the other one is still in use");
+        // The one made first stays registered when the one made after it goes: a
+        // Ctrl-C now still removes it.
+        assert!(live_now().contains(&ba), "the first is still live");
+        assert!(!live_now().contains(&bb));
+        drop(a);
+        assert!(!pa.exists());
         // Neither is registered any more: a Ctrl-C now removes neither.
-        let now = current().map(|c| c.to_bytes().to_vec());
-        assert_ne!(now.as_deref(), Some(pa.as_os_str().as_encoded_bytes()));
-        assert_ne!(now.as_deref(), Some(pb.as_os_str().as_encoded_bytes()));
+        assert!(!live_now().contains(&ba) && !live_now().contains(&bb));
     }
 }
