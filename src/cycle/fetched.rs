@@ -76,9 +76,7 @@ impl FetchedRun {
             events: events.to_vec(),
         })
     }
-}
 
-impl FetchedRun {
     /// A run already in a log file (as `plugpull fetch -o` writes one), copied to a
     /// temporary file and judged as a cycle judges a fetched run: for measuring a
     /// cycle's verify against `plugpull verify` on the same run (examples/cyclejudge.rs).
@@ -137,7 +135,8 @@ impl scale::AckPasses for NewestOf<'_> {
 
 impl FetchedRun {
     /// Judges the drive (or, when it did not come back, `Err` says why) against the
-    /// fetched acks: the report `cycle::judge` gives on the same run held in memory.
+    /// fetched acks, streamed from the file through verify's engine: the report
+    /// `plugpull verify --acks` gives on the same log.
     pub fn judge(&self, drive: Result<Arc<dyn Device>, String>, read_timeout: Duration) -> Judged {
         let file = scale::FilePasses {
             path: &self.log.0,
