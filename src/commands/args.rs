@@ -344,7 +344,7 @@ fn memory(s: &str) -> Result<u64, String> {
     let b = parse_size(s).map_err(|e| e.to_string())?;
     if b < MIN_MEMORY {
         return Err(format!(
-            "{s} is too little: verify needs at least {} (give e.g. 128M)",
+            "{s} is too little: it needs at least {} (give e.g. 128M)",
             crate::units::fmt_bytes(MIN_MEMORY)
         ));
     }
@@ -394,6 +394,11 @@ pub struct ReplayArgs {
     /// A read of the scratch image slower than this counts as unreadable (as in verify).
     #[arg(long, value_parser = duration, default_value = "30s")]
     pub read_timeout: Duration,
+    /// Peak memory replay may use (e.g. 512M, 2G). Replay holds each acknowledged
+    /// record's state for the whole log (about 160 bytes an ack): a run that needs more
+    /// is refused before the log is replayed, naming the --memory it needs.
+    #[arg(long, value_parser = memory, default_value = "512M", value_name = "SIZE")]
+    pub memory: u64,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,

@@ -37,6 +37,7 @@ pub fn options(a: ReplayArgs) -> anyhow::Result<ReplayOptions> {
         full_verify: a.full_verify,
         scratch_dir: a.scratch_dir,
         read_timeout: a.read_timeout,
+        memory_bytes: a.memory,
         json: a.json,
     })
 }

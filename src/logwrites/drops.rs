@@ -37,7 +37,7 @@ pub struct Plan {
     /// Log entries left out.
     pub dropped: Vec<u64>,
     /// How many of the main pass's acks (in ackable order) are judged.
-    pub acks: usize,
+    pub acks: u32,
     pub expected: Verdict,
     /// The records whose loss the drop must show: (stream, seq).
     pub expected_lost: Vec<(u16, u64)>,
@@ -49,7 +49,7 @@ pub struct DropState {
     pub kind: DropKind,
     pub judged_at_entry: u64,
     pub dropped_entries: Vec<u64>,
-    pub acks: usize,
+    pub acks: u32,
     pub expected: Verdict,
     pub verdict: Verdict,
     /// "stream S seq N" of each record the drop must show lost.
@@ -103,7 +103,7 @@ fn plan_acked(pass: &MainPass, witness_acks: &[Ack], rng: &mut Rng) -> Option<Pl
         .collect();
     let p = pick(rng, &with_acks)?;
     let at = pass.points[p].entry;
-    let ackable = |i: usize| pass.ackable_at[i].is_some_and(|q| q <= p);
+    let ackable = |i: usize| pass.ackable_at[i].is_some_and(|q| q as usize <= p);
     let candidates: Vec<usize> = (0..pass.writes.len())
         .filter(|&w| {
             let wi = &pass.writes[w];
@@ -232,7 +232,7 @@ pub fn run_plan<R: Read>(
     let judged = RunLog {
         files: Default::default(),
         descriptor: log.descriptor.clone(),
-        acks: super::judge::in_writer_order(pass.acks[..plan.acks].to_vec()),
+        acks: super::judge::in_writer_order(pass.acks[..plan.acks as usize].to_vec()),
         events: vec![],
     };
     let report = verify_device(image.device(), &judged, read_timeout);

@@ -19,7 +19,6 @@ use crate::model::{Ack, RunDescriptor, RunLog};
 use crate::verify::classify::SectorTally;
 use crate::verify::report::Report;
 use crate::verify::{judge_tallies, scan, verify_device};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,13 +26,18 @@ use std::time::Duration;
 /// shares far apart on the device do not make one scan read everything between them.
 const CLUSTER_GAP_BYTES: u64 = 256 << 10;
 
-pub struct PointJudge {
+pub struct PointJudge<'a> {
     descriptor: RunDescriptor,
+    /// The witness's acks, every one the log may make ackable.
+    witness: &'a [Ack],
     /// The acks judged so far, in the order they became ackable; only ever appended.
     pub acks: Vec<Ack>,
     tallies: Vec<SectorTally>,
-    /// Ack indexes by record offset, to find the acks overlapping a range.
-    by_offset: BTreeMap<u64, Vec<usize>>,
+    /// Indexes into `witness` sorted by record offset, built once: finds the acks
+    /// overlapping a range in 4 bytes an ack (a map from offset to a list took some 90).
+    by_offset: Vec<u32>,
+    /// Per witness ack: its index in `acks`, or `NOT_YET` while it is not judged.
+    judged_as: Vec<u32>,
     max_len: u64,
     /// Byte ranges written or discarded since the last judged state.
     dirty: Vec<(u64, u64)>,
@@ -45,13 +49,30 @@ pub struct PointJudge {
     pub bytes_read: u64,
 }
 
-impl PointJudge {
-    pub fn new(descriptor: RunDescriptor, full: bool, read_timeout: Duration) -> PointJudge {
+/// `judged_as` of a witness ack not (yet) ackable.
+const NOT_YET: u32 = u32::MAX;
+
+impl<'a> PointJudge<'a> {
+    /// A judge of `witness` acks (fewer than `u32::MAX`), none of them ackable yet.
+    pub fn new(
+        descriptor: RunDescriptor,
+        witness: &'a [Ack],
+        full: bool,
+        read_timeout: Duration,
+    ) -> PointJudge<'a> {
+        assert!(
+            witness.len() < NOT_YET as usize,
+            "replay judges fewer than u32::MAX acks (the memory check refuses more)"
+        );
+        let mut by_offset: Vec<u32> = (0..witness.len() as u32).collect();
+        by_offset.sort_unstable_by_key(|&i| witness[i as usize].record.offset);
         PointJudge {
             descriptor,
+            witness,
             acks: vec![],
             tallies: vec![],
-            by_offset: BTreeMap::new(),
+            by_offset,
+            judged_as: vec![NOT_YET; witness.len()],
             max_len: 0,
             dirty: vec![],
             fresh: vec![],
@@ -68,27 +89,36 @@ impl PointJudge {
         }
     }
 
-    /// Acks the writer could have received by now, on top of the earlier ones.
-    pub fn add(&mut self, acks: impl IntoIterator<Item = Ack>) {
-        for a in acks {
+    /// Witness acks (by index) the writer could have received by now, on top of the
+    /// earlier ones.
+    pub fn add(&mut self, ready: impl IntoIterator<Item = usize>) {
+        for w in ready {
+            let a = self.witness[w];
             let i = self.acks.len();
             self.max_len = self.max_len.max(a.record.len_bytes());
-            self.by_offset.entry(a.record.offset).or_default().push(i);
+            self.judged_as[w] = i as u32;
             self.acks.push(a);
             self.tallies.push(SectorTally::default());
             self.fresh.push(i);
         }
     }
 
-    /// Acks whose records overlap [s, e).
+    /// Judged acks (indexes into `acks`) whose records overlap [s, e).
     fn overlapping(&self, s: u64, e: u64, out: &mut Vec<usize>) {
         let from = s.saturating_sub(self.max_len.saturating_sub(1));
-        for ids in self.by_offset.range(from..e).map(|(_, v)| v) {
-            out.extend(
-                ids.iter()
-                    .copied()
-                    .filter(|&i| self.acks[i].record.end() > s),
-            );
+        let offset = |k: usize| self.witness[self.by_offset[k] as usize].record.offset;
+        let lo = self
+            .by_offset
+            .partition_point(|&w| self.witness[w as usize].record.offset < from);
+        for k in lo..self.by_offset.len() {
+            if offset(k) >= e {
+                break;
+            }
+            let w = self.by_offset[k] as usize;
+            let i = self.judged_as[w];
+            if i != NOT_YET && self.witness[w].record.end() > s {
+                out.push(i as usize);
+            }
         }
     }
 

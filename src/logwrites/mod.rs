@@ -14,6 +14,7 @@
 //! durable point with the incremental judge of `judge`, `drops` the left-out writes.
 //! The format and the way to record a log: docs/replay.md.
 
+pub mod budget;
 pub mod drops;
 pub mod encode;
 pub mod format;
@@ -59,6 +60,9 @@ pub struct ReplayOptions {
     /// Where the scratch image goes; None: the system's temporary directory.
     pub scratch_dir: Option<PathBuf>,
     pub read_timeout: Duration,
+    /// Peak memory the replay may hold, in bytes (`budget`): a run that needs more is
+    /// refused before the log is replayed.
+    pub memory_bytes: u64,
     /// The command prints JSON (the domain only returns the summary).
     pub json: bool,
 }
@@ -86,6 +90,8 @@ pub enum ReplayError {
     /// The run's acks could not be loaded (or no writer can have produced them).
     #[error(transparent)]
     Acks(#[from] VerifyError),
+    #[error(transparent)]
+    Memory(#[from] budget::TooBig),
     #[error("the scratch image in {}", .dir.display())]
     Scratch {
         dir: PathBuf,
@@ -224,6 +230,28 @@ fn run_in_log(path: &Path) -> Result<RunId, ReplayError> {
     run.ok_or_else(|| ReplayError::NoRun(path.to_path_buf()))
 }
 
+/// How many acks an ack file (`--acks`) holds, counted without holding them; None for
+/// the witness, or a log in a witness directory with a journal (read whole when loaded).
+fn acks_in_file(o: &ReplayOptions) -> Result<Option<u64>, ReplayError> {
+    let AckSource::File(path) = &o.acks else {
+        return Ok(None);
+    };
+    if !crate::witness::store::reader::streamable(path) {
+        return Ok(None);
+    }
+    let key = crate::wire::auth::load_key(o.key_file.as_deref())
+        .map_err(|e| VerifyError::Key(e.into()))?;
+    let mut n = 0u64;
+    crate::witness::store::reader::stream_log_file(path, key.as_ref(), &mut |a| {
+        n += a.len() as u64
+    })
+    .map_err(|e| VerifyError::ReadingAcks {
+        path: path.clone(),
+        source: e.into(),
+    })?;
+    Ok(Some(n))
+}
+
 /// Loads the run's acks as verify does.
 fn load_acks(o: &ReplayOptions, run: RunId) -> Result<RunLog, ReplayError> {
     let vo = VerifyOptions {
@@ -251,7 +279,15 @@ pub fn run(o: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         Some(r) => r,
         None => run_in_log(&o.log)?,
     };
+    // The log's own count of its entries (its super block), and the run's acks counted
+    // from an ack file before they are loaded: a run too big is refused before either
+    // is held.
+    let entries = open_log(&o.log)?.sup.nr_entries;
+    if let Some(n) = acks_in_file(o)? {
+        budget::check(n, entries, o.drops > 0, o.memory_bytes)?;
+    }
     let log = load_acks(o, run)?;
+    budget::check(log.acks.len() as u64, entries, o.drops > 0, o.memory_bytes)?;
     let s = &log.descriptor.settings;
     let size = log
         .descriptor
@@ -282,8 +318,11 @@ pub fn run(o: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         &image,
         &log.descriptor,
         &log.acks,
-        o.full_verify,
-        o.read_timeout,
+        replay::PassOptions {
+            full_verify: o.full_verify,
+            for_drops: o.drops > 0,
+            read_timeout: o.read_timeout,
+        },
     )
     .map_err(pass_err)?;
     let plans = drops::plan(&pass, &log.acks, o.drops, o.seed);
@@ -346,11 +385,10 @@ fn summarise(
         ));
     }
     let mut notes = vec![];
-    if !pass.never_durable.is_empty() {
-        let first = pass.never_durable[0].record;
+    if let Some(first) = pass.first_never_durable.map(|a| a.record) {
         notes.push(format!(
             "{} of the run's {} acks have no durable write in the log (first: stream {} seq {}); they were never judged: was the run written through the log-writes target from its start?",
-            pass.never_durable.len(),
+            pass.never_durable,
             log.acks.len(),
             first.stream,
             first.seq

@@ -18,13 +18,13 @@ pub struct Point {
     /// The log entry (a flush or a FUA write) after which the state was judged.
     pub entry: u64,
     /// How many acks were judged: the first `acks` of [`MainPass::acks`].
-    pub acks: usize,
+    pub acks: u32,
     pub expected: Verdict,
     pub verdict: Verdict,
     /// Acked records in a failure class, and intact ones (what the tests compare
     /// between the incremental and the whole judge).
-    pub failed: u64,
-    pub intact: u64,
+    pub failed: u32,
+    pub intact: u32,
 }
 
 /// What the main pass found, and what the drop states need from it.
@@ -32,16 +32,18 @@ pub struct MainPass {
     pub points: Vec<Point>,
     /// Acks in the order they became ackable.
     pub acks: Vec<Ack>,
-    /// Per witness ack: the durable point from which it is ackable.
-    pub ackable_at: Vec<Option<usize>>,
+    /// Per witness ack: the durable point from which it is ackable (kept, like
+    /// `writes`, only for drop states; else empty).
+    pub ackable_at: Vec<Option<u32>>,
     pub writes: Vec<WriteInfo>,
     pub entries: u64,
     pub flushes: u64,
     pub fua_writes: u64,
     pub discards: u64,
     pub marks: Vec<String>,
-    /// Acks of the run the log never made durable.
-    pub never_durable: Vec<Ack>,
+    /// How many acks of the run the log never made durable, and the first of them.
+    pub never_durable: usize,
+    pub first_never_durable: Option<Ack>,
     /// Sectors of the run in the log that belong to no ack.
     pub unacked_sectors: u64,
     /// One line per durable point whose verdict disagrees with the expectation.
@@ -55,7 +57,7 @@ pub struct MainPass {
 
 /// The verdict an honest replay must get for `acks` acknowledged records: PASS, or
 /// INCONCLUSIVE while the writer can have received no ack yet.
-pub fn expected_for(acks: usize) -> Verdict {
+pub fn expected_for(acks: u32) -> Verdict {
     if acks == 0 {
         Verdict::Inconclusive
     } else {
@@ -87,29 +89,48 @@ pub enum PassError {
     Image(std::io::Error),
 }
 
+/// What the main pass is asked to do besides judging every durable point.
+#[derive(Clone, Copy, Debug)]
+pub struct PassOptions {
+    /// Judge each point with a whole verify (the reference).
+    pub full_verify: bool,
+    /// Keep what drop states are planned from (`MainPass::writes`, `ackable_at`).
+    pub for_drops: bool,
+    pub read_timeout: Duration,
+}
+
 /// Replays every entry of `reader` into `image`, judging each durable point.
 pub fn main_pass<R: Read>(
     mut reader: LogReader<R>,
     image: &ScratchImage,
     descriptor: &RunDescriptor,
     witness_acks: &[Ack],
-    full_verify: bool,
-    read_timeout: Duration,
+    o: PassOptions,
 ) -> Result<MainPass, PassError> {
     let dev = image.device();
-    let mut tracker = Tracker::new(descriptor.run_id, witness_acks);
-    let mut judge = PointJudge::new(descriptor.clone(), full_verify, read_timeout);
+    let mut tracker = Tracker::new(descriptor.run_id, witness_acks, o.for_drops);
+    let mut judge = PointJudge::new(
+        descriptor.clone(),
+        witness_acks,
+        o.full_verify,
+        o.read_timeout,
+    );
     let mut pass = MainPass {
         points: vec![],
         acks: vec![],
-        ackable_at: vec![None; witness_acks.len()],
+        ackable_at: if o.for_drops {
+            vec![None; witness_acks.len()]
+        } else {
+            vec![]
+        },
         writes: vec![],
         entries: 0,
         flushes: 0,
         fua_writes: 0,
         discards: 0,
         marks: vec![],
-        never_durable: vec![],
+        never_durable: 0,
+        first_never_durable: None,
         unacked_sectors: 0,
         disagreements: vec![],
         judge_ms: 0.0,
@@ -129,28 +150,32 @@ pub fn main_pass<R: Read>(
             continue;
         }
         let ready = tracker.take_ackable();
-        for &i in &ready {
-            pass.ackable_at[i] = Some(pass.points.len());
+        if o.for_drops {
+            for &i in &ready {
+                pass.ackable_at[i] = Some(pass.points.len() as u32);
+            }
         }
-        judge.add(ready.into_iter().map(|i| witness_acks[i]));
+        judge.add(ready);
         let t0 = Instant::now();
         let report = judge.judge(&dev);
         pass.judge_ms += t0.elapsed().as_secs_f64() * 1e3;
+        // The judged acks fit in u32 (`PointJudge::new`), so do their counts.
+        let judged = judge.acks.len() as u32;
         let point = Point {
             entry: e.index,
-            acks: judge.acks.len(),
-            expected: expected_for(judge.acks.len()),
+            acks: judged,
+            expected: expected_for(judged),
             verdict: report.verdict,
             failed: RecordClass::ALL
                 .iter()
                 .filter(|c| c.is_failure())
                 .map(|c| report.counts.get(c.name()).copied().unwrap_or(0))
-                .sum(),
+                .sum::<u64>() as u32,
             intact: report
                 .counts
                 .get(RecordClass::Intact.name())
                 .copied()
-                .unwrap_or(0),
+                .unwrap_or(0) as u32,
         };
         if point.verdict != point.expected {
             pass.disagreements.push(format!(
@@ -166,14 +191,12 @@ pub fn main_pass<R: Read>(
         }
         pass.points.push(point);
     }
-    pass.never_durable = tracker
-        .never_ackable()
-        .into_iter()
-        .map(|i| witness_acks[i])
-        .collect();
+    let (never, first) = tracker.never_ackable();
+    pass.never_durable = never;
+    pass.first_never_durable = first.map(|i| witness_acks[i]);
     pass.unacked_sectors = tracker.unacked_sectors;
     pass.uncounted_entries = reader.entry_follows();
-    pass.writes = std::mem::take(&mut tracker.writes);
+    pass.writes = tracker.writes.take().unwrap_or_default();
     pass.bytes_read = judge.bytes_read;
     pass.acks = judge.acks;
     Ok(pass)

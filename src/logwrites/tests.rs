@@ -5,7 +5,7 @@ use super::drops;
 use super::encode::LogEncoder;
 use super::format::{self, FormatError, LogReader};
 use super::image::ScratchImage;
-use super::replay::{MainPass, main_pass};
+use super::replay::{MainPass, PassOptions, main_pass};
 use crate::device::FlushMethod;
 use crate::device::identity::DeviceIdentity;
 use crate::model::{Ack, RunDescriptor, RunLog, Verdict, WriterSettings};
@@ -221,8 +221,11 @@ impl Fixture {
             &image,
             &self.descriptor,
             &self.acks,
-            full,
-            Duration::from_secs(30),
+            PassOptions {
+                full_verify: full,
+                for_drops: true,
+                read_timeout: Duration::from_secs(30),
+            },
         )
         .unwrap_or_else(|e| panic!("{e:?}"))
     }
@@ -242,7 +245,7 @@ fn a_record_is_judged_only_after_the_flush_that_follows_all_its_writes() {
     enc.mark("half");
     enc.flush(); // point 2: r0 too
     let p = f.pass(&enc.finish(), false);
-    let got: Vec<(u64, usize, Verdict)> = p
+    let got: Vec<(u64, u32, Verdict)> = p
         .points
         .iter()
         .map(|x| (x.entry, x.acks, x.verdict))
@@ -259,7 +262,8 @@ fn a_record_is_judged_only_after_the_flush_that_follows_all_its_writes() {
     assert_eq!(p.acks[0].record.stream, 1);
     assert_eq!(p.marks, vec!["half".to_string()]);
     assert_eq!(p.ackable_at, vec![Some(2), Some(1)]);
-    assert!(p.never_durable.is_empty());
+    assert_eq!(p.never_durable, 0);
+    assert!(p.first_never_durable.is_none());
 }
 
 #[test]
@@ -274,8 +278,8 @@ fn writes_after_the_last_flush_are_not_acked_and_an_unflushed_record_never_is() 
     let p = f.pass(&enc.finish(), false);
     assert_eq!(p.points.len(), 1);
     assert_eq!(p.points[0].acks, 1);
-    assert_eq!(p.never_durable.len(), 1);
-    assert_eq!(p.never_durable[0].record.seq, 1);
+    assert_eq!(p.never_durable, 1);
+    assert_eq!(p.first_never_durable.unwrap().record.seq, 1);
 }
 
 /// A two-stream run that wraps with records of mixed sizes, some writes batched under
@@ -339,7 +343,7 @@ fn the_incremental_judge_agrees_with_a_whole_verify_at_every_point() {
         let log = busy_log_shares(&mut f, damage, share);
         let fast = f.pass(&log, false);
         let whole = f.pass(&log, true);
-        let key = |p: &MainPass| -> Vec<(u64, usize, Verdict, u64, u64)> {
+        let key = |p: &MainPass| -> Vec<(u64, u32, Verdict, u32, u32)> {
             p.points
                 .iter()
                 .map(|x| (x.entry, x.acks, x.verdict, x.failed, x.intact))
@@ -430,8 +434,11 @@ fn mangled_logs_never_panic_the_reader_or_the_replay() {
             &image,
             &f.descriptor,
             &f.acks,
-            false,
-            Duration::from_secs(30),
+            PassOptions {
+                full_verify: false,
+                for_drops: true,
+                read_timeout: Duration::from_secs(30),
+            },
         );
     }
 }

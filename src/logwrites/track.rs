@@ -9,7 +9,6 @@
 use super::format::Entry;
 use crate::model::Ack;
 use crate::record::{RunId, SECTOR, decode_stamp};
-use std::collections::HashMap;
 
 /// One logged write or discard, kept for choosing the writes a drop state leaves out.
 #[derive(Clone, Debug)]
@@ -27,50 +26,58 @@ pub struct WriteInfo {
     pub durable_at: Option<usize>,
 }
 
-/// Per acked record: how many of its sectors the log wrote, and how many are durable.
-#[derive(Clone, Copy, Debug, Default)]
-struct RecState {
-    written: u32,
-    durable: u32,
-    ackable: bool,
-}
-
 /// Follows the log entry by entry: which acks become ackable at each durable point.
-pub struct Tracker {
+/// Why compact: it holds one entry per witness ack for the whole replay, so each is a
+/// few bytes (an index into the witness's acks, a sector count), never a copy of the ack.
+pub struct Tracker<'a> {
     run: RunId,
-    acks: Vec<Ack>,
-    /// (stream, seq) -> index into `acks`.
-    by_key: HashMap<(u16, u64), usize>,
-    state: Vec<RecState>,
+    acks: &'a [Ack],
+    /// Indexes into `acks` sorted by (stream, seq): finds a stamp's record.
+    by_key: Vec<u32>,
+    /// Per ack: how many of its sectors the log made durable so far.
+    durable: Vec<u32>,
     /// (ack index, sectors) written since the last flush, not yet durable.
-    pending: Vec<(usize, u32)>,
+    pending: Vec<(u32, u32)>,
     /// Indexes into `writes` not yet durable.
     pending_writes: Vec<usize>,
-    pub writes: Vec<WriteInfo>,
+    /// Every logged write and discard, kept only when asked for (drop states need them).
+    pub writes: Option<Vec<WriteInfo>>,
     /// Acks whose sectors are all durable, not yet handed out by `take_ackable`.
     ready: Vec<usize>,
     /// Sectors stamped by the run that belong to no ack (written but never acked).
     pub unacked_sectors: u64,
 }
 
-impl Tracker {
-    pub fn new(run: RunId, acks: &[Ack]) -> Tracker {
-        let by_key = acks
-            .iter()
-            .enumerate()
-            .map(|(i, a)| ((a.record.stream, a.record.seq), i))
-            .collect();
+impl<'a> Tracker<'a> {
+    /// A tracker of `acks` (at most `u32::MAX` of them); `keep_writes` keeps a
+    /// [`WriteInfo`] per logged write.
+    pub fn new(run: RunId, acks: &'a [Ack], keep_writes: bool) -> Tracker<'a> {
+        assert!(
+            u32::try_from(acks.len()).is_ok(),
+            "replay tracks at most u32::MAX acks (the memory check refuses more)"
+        );
+        let mut by_key: Vec<u32> = (0..acks.len() as u32).collect();
+        by_key.sort_unstable_by_key(|&i| key(&acks[i as usize]));
         Tracker {
             run,
-            acks: acks.to_vec(),
+            acks,
             by_key,
-            state: vec![RecState::default(); acks.len()],
+            durable: vec![0; acks.len()],
             pending: vec![],
             pending_writes: vec![],
-            writes: vec![],
+            writes: keep_writes.then(Vec::new),
             ready: vec![],
             unacked_sectors: 0,
         }
+    }
+
+    /// The index of the ack of record (stream, seq), if the witness holds one.
+    fn find(&self, stream: u16, seq: u64) -> Option<usize> {
+        let at = self
+            .by_key
+            .binary_search_by_key(&(stream, seq), |&i| key(&self.acks[i as usize]))
+            .ok()?;
+        Some(self.by_key[at] as usize)
     }
 
     /// Notes one entry, before it is a durable point (if it is one): a flush first makes
@@ -79,10 +86,13 @@ impl Tracker {
     pub fn note(&mut self, e: &Entry, point: usize) {
         if e.is_flush() {
             for (i, n) in std::mem::take(&mut self.pending) {
-                self.make_durable(i, n);
+                self.make_durable(i as usize, n);
             }
-            for w in std::mem::take(&mut self.pending_writes) {
-                self.writes[w].durable_at = Some(point);
+            let pending_writes = std::mem::take(&mut self.pending_writes);
+            if let Some(writes) = self.writes.as_mut() {
+                for w in pending_writes {
+                    writes[w].durable_at = Some(point);
+                }
             }
         }
         if !(e.is_write() || e.is_discard()) {
@@ -97,8 +107,8 @@ impl Tracker {
                 if st.run != self.run || st.home() != e.offset + (k * SECTOR) as u64 {
                     continue;
                 }
-                match self.by_key.get(&(st.record.stream, st.record.seq)) {
-                    Some(&i) if self.acks[i].record == st.record => match held.last_mut() {
+                match self.find(st.record.stream, st.record.seq) {
+                    Some(i) if self.acks[i].record == st.record => match held.last_mut() {
                         Some((j, n)) if *j == i => *n += 1,
                         _ => held.push((i, 1)),
                     },
@@ -106,36 +116,36 @@ impl Tracker {
                 }
             }
         }
-        let w = self.writes.len();
         let durable_now = e.is_fua() && e.is_write();
-        self.writes.push(WriteInfo {
-            entry: e.index,
-            offset: e.offset,
-            len: e.len,
-            discard: e.is_discard(),
-            fua: e.is_fua(),
-            flush: e.is_flush(),
-            acks: held.iter().map(|&(i, _)| i).collect(),
-            durable_at: durable_now.then_some(point),
-        });
+        if let Some(writes) = self.writes.as_mut() {
+            if !durable_now {
+                self.pending_writes.push(writes.len());
+            }
+            writes.push(WriteInfo {
+                entry: e.index,
+                offset: e.offset,
+                len: e.len,
+                discard: e.is_discard(),
+                fua: e.is_fua(),
+                flush: e.is_flush(),
+                acks: held.iter().map(|&(i, _)| i).collect(),
+                durable_at: durable_now.then_some(point),
+            });
+        }
         for (i, n) in held {
-            self.state[i].written += n;
             if durable_now {
                 self.make_durable(i, n);
             } else {
-                self.pending.push((i, n));
+                self.pending.push((i as u32, n));
             }
-        }
-        if !durable_now {
-            self.pending_writes.push(w);
         }
     }
 
     fn make_durable(&mut self, i: usize, n: u32) {
-        let s = &mut self.state[i];
-        s.durable += n;
-        if !s.ackable && s.durable >= self.acks[i].record.sectors {
-            s.ackable = true;
+        let sectors = self.acks[i].record.sectors;
+        let before = self.durable[i];
+        self.durable[i] = before.saturating_add(n);
+        if before < sectors && self.durable[i] >= sectors {
             self.ready.push(i);
         }
     }
@@ -145,12 +155,18 @@ impl Tracker {
         std::mem::take(&mut self.ready)
     }
 
-    /// Acks the log never made durable in full (the log missed their writes or flush).
-    pub fn never_ackable(&self) -> Vec<usize> {
-        (0..self.acks.len())
-            .filter(|&i| !self.state[i].ackable)
-            .collect()
+    /// Acks the log never made durable in full (the log missed their writes or flush):
+    /// how many, and the first.
+    pub fn never_ackable(&self) -> (usize, Option<usize>) {
+        let mut never =
+            (0..self.acks.len()).filter(|&i| self.durable[i] < self.acks[i].record.sectors);
+        let first = never.next();
+        (first.map_or(0, |_| 1 + never.count()), first)
     }
+}
+
+fn key(a: &Ack) -> (u16, u64) {
+    (a.record.stream, a.record.seq)
 }
 
 /// The run of the newest plugpull stamp in a write's data (the last stamped sector).

@@ -41,6 +41,7 @@ mod plain_words;
 mod power;
 mod power_firmware;
 mod replay;
+mod replay_memory;
 mod report;
 mod run_identity;
 mod runs;

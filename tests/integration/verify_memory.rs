@@ -318,7 +318,7 @@ fn a_work_dir_that_fills_up_while_reading_stops_verify_with_no_verdict() {
 
 /// A log of 2 M acks of one sector each (80 MB as acks), sequential over `written_to`
 /// (created, sparse), in `log`.
-fn two_million_acks(written_to: &Path, log: &Path) -> u64 {
+pub(crate) fn two_million_acks(written_to: &Path, log: &Path) -> u64 {
     let slots: u64 = 2 << 20;
     std::fs::File::create(written_to)
         .unwrap()
