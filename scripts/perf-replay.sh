@@ -8,6 +8,7 @@
 # Usage: scripts/perf-replay.sh [ACKS...]   (default: 100000 1000000)
 #   RECORD_BYTES (512), FLUSH_EVERY (1000), SLOTS (each ACKS), ROOT_DIR (/var/tmp: log,
 #   acks, image and replay's scratch image; verify's work files go to /dev/shm),
+#   MEMORY (replay's --memory, default 4G: 4 M acks need more than the default 512M),
 #   PP=path/to/plugpull and GEN=path/to/replaymem use those binaries instead of building.
 # Disk: about ACKS * (RECORD_BYTES + 512) B of log plus twice SLOTS * RECORD_BYTES on
 # ROOT_DIR per size, deleted after it; the generator holds the log in RAM twice.
@@ -35,6 +36,7 @@ for n in "$@"; do
     d=$(mktemp -d "$ROOT_DIR/plugpull-replaymem.XXXX")
     "$GEN" "$d" "$n" "${SLOTS:-$n}" "$RECORD_BYTES" "$FLUSH_EVERY"
     /usr/bin/time -v "$PP" replay "$d/lw.log" --acks "$d/run.acklog" --scratch-dir "$d" --json \
+        --memory "${MEMORY:-4G}" \
         >"$d/replay.json" 2>"$d/replay.time" || true
     /usr/bin/time -v "$PP" verify "$d/final.img" --acks "$d/run.acklog" --rehearsal --json \
         --work-dir /dev/shm >"$d/verify.json" 2>"$d/verify.time" || true
