@@ -25,9 +25,11 @@ pub mod replay;
 mod tests;
 pub mod track;
 
-use crate::model::{RunLog, Verdict};
+use crate::model::{RunLog, RunSelector, Verdict};
 use crate::record::RunId;
+use crate::verify::temp_log::TempLog;
 use crate::verify::{AckSource, VerifyError, VerifyOptions};
+use crate::wire::auth::Key;
 use drops::DropState;
 use format::{FormatError, LogReader};
 use replay::PassError;
@@ -230,33 +232,51 @@ fn run_in_log(path: &Path) -> Result<RunId, ReplayError> {
     run.ok_or_else(|| ReplayError::NoRun(path.to_path_buf()))
 }
 
-/// How many acks an ack file (`--acks`) holds, counted without holding them; None for
-/// the witness, or a log in a witness directory with a journal (read whole when loaded).
-fn acks_in_file(o: &ReplayOptions) -> Result<Option<u64>, ReplayError> {
-    let AckSource::File(path) = &o.acks else {
-        return Ok(None);
-    };
+/// How many acks a log file holds, counted without holding them; None for a log in a
+/// witness directory with a journal (read whole when loaded, the journal overlaid).
+fn acks_in_file(path: &Path, key: Option<&Key>) -> Result<Option<u64>, ReplayError> {
     if !crate::witness::store::reader::streamable(path) {
         return Ok(None);
     }
-    let key = crate::wire::auth::load_key(o.key_file.as_deref())
-        .map_err(|e| VerifyError::Key(e.into()))?;
     let mut n = 0u64;
-    crate::witness::store::reader::stream_log_file(path, key.as_ref(), &mut |a| {
-        n += a.len() as u64
-    })
-    .map_err(|e| VerifyError::ReadingAcks {
-        path: path.clone(),
-        source: e.into(),
-    })?;
+    crate::witness::store::reader::stream_log_file(path, key, &mut |a| n += a.len() as u64)
+        .map_err(|e| VerifyError::ReadingAcks {
+            path: path.to_path_buf(),
+            source: e.into(),
+        })?;
     Ok(Some(n))
 }
 
-/// Loads the run's acks as verify does.
-fn load_acks(o: &ReplayOptions, run: RunId) -> Result<RunLog, ReplayError> {
+/// The run's acks, counted and checked against `--memory` (with the log's `entries`)
+/// before they are loaded: from the ack file, or fetched from the witness into a
+/// temporary file first (in TMPDIR, removed after), as `verify --witness` does.
+fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, ReplayError> {
+    let key = crate::wire::auth::load_key(o.key_file.as_deref())
+        .map_err(|e| VerifyError::Key(e.into()))?;
+    let check = |acks| budget::check(acks, entries, o.drops > 0, o.memory_bytes);
+    let fetched = TempLog::new("replay");
+    let file = match &o.acks {
+        AckSource::File(path) => {
+            if let Some(n) = acks_in_file(path, key.as_ref())? {
+                check(n)?;
+            }
+            path.clone()
+        }
+        AckSource::Witness(addr) => {
+            let f = crate::witness::client::fetch_into_file(
+                addr,
+                &RunSelector::Run(run),
+                key.as_ref(),
+                &fetched.0,
+            )
+            .map_err(|e| VerifyError::Fetch(e.into()))?;
+            check(f.acks)?;
+            fetched.0.clone()
+        }
+    };
     let vo = VerifyOptions {
         target: o.log.clone(),
-        acks: o.acks.clone(),
+        acks: AckSource::File(file),
         key_file: o.key_file.clone(),
         run: Some(run),
         allow_identity_mismatch: true,
@@ -268,6 +288,8 @@ fn load_acks(o: &ReplayOptions, run: RunId) -> Result<RunLog, ReplayError> {
         budget: Default::default(),
     };
     let log = crate::verify::load_run(&vo)?;
+    // Also for a journaled log, which could not be counted before it was read.
+    check(log.acks.len() as u64)?;
     crate::witness::validate::refuse_impossible_run(&log).map_err(VerifyError::from)?;
     Ok(log)
 }
@@ -279,15 +301,10 @@ pub fn run(o: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         Some(r) => r,
         None => run_in_log(&o.log)?,
     };
-    // The log's own count of its entries (its super block), and the run's acks counted
-    // from an ack file before they are loaded: a run too big is refused before either
-    // is held.
+    // The log's own count of its entries (its super block): with the run's acks, what
+    // the replay will hold, checked before either is.
     let entries = open_log(&o.log)?.sup.nr_entries;
-    if let Some(n) = acks_in_file(o)? {
-        budget::check(n, entries, o.drops > 0, o.memory_bytes)?;
-    }
-    let log = load_acks(o, run)?;
-    budget::check(log.acks.len() as u64, entries, o.drops > 0, o.memory_bytes)?;
+    let log = load_acks(o, run, entries)?;
     let s = &log.descriptor.settings;
     let size = log
         .descriptor

@@ -192,3 +192,43 @@ fn a_run_too_big_is_refused_before_its_acks_are_loaded() {
     assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// The same 2 M acks served by a witness: fetched into a temporary file a frame at a
+/// time, counted, and refused before they are loaded.
+#[test]
+fn a_run_too_big_from_the_witness_is_refused_before_its_acks_are_loaded() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let wdir = dir.path().join("witness");
+    std::fs::create_dir(&wdir).unwrap();
+    let run = RunId([0x5c; 16]);
+    let acks = plugpull::witness::store::layout::log_path(&wdir, run);
+    let acked = crate::verify_memory::two_million_acks(&dir.path().join("drive.img"), &acks);
+    let w = crate::common::witness::WitnessProc::start(&wdir);
+    let mut enc = LogEncoder::new(512);
+    enc.write(0, &[0u8; 512], false);
+    enc.flush();
+    let log = dir.path().join("lw.log");
+    std::fs::write(&log, enc.finish()).unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let args = [
+        "replay",
+        log.to_str().unwrap(),
+        "--witness",
+        &w.addr,
+        "--run",
+        &run.hex(),
+        "--scratch-dir",
+        dir.path().to_str().unwrap(),
+        "--memory",
+        "64M",
+    ];
+    let (rss, code) = crate::fetch_streamed::peak_rss_kib_to(&args, &out, &err);
+    let err = std::fs::read_to_string(&err).unwrap_or_default();
+    assert_eq!(code, 2, "{err}");
+    let count = plugpull::units::thousands(acked);
+    assert!(
+        err.contains(&format!("replaying {count} acks over a log of 2 entries")),
+        "{err}"
+    );
+    assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
+}
