@@ -6,10 +6,10 @@
 use super::config::Config;
 use super::data::fill_random;
 use super::measure::{Failure, Limits, Status, timed};
+use super::progress::Progress;
 use super::stats::mb_per_s;
 use crate::device::{AlignedBuf, Device, FlushMethod};
 use crate::rng::Rng;
-use indicatif::ProgressBar;
 use serde::Serialize;
 use std::io;
 use std::time::{Duration, Instant};
@@ -59,7 +59,7 @@ pub fn run(
     dev: &dyn Device,
     flush_method: FlushMethod,
     cfg: &Config,
-    pb: &ProgressBar,
+    pb: &Progress,
 ) -> io::Result<Durability> {
     let mut rng = Rng::new(cfg.seed).fork(3);
     let record = cfg.durability_record_bytes.min(cfg.region_bytes);
@@ -71,7 +71,7 @@ pub fn run(
         if super::measure::stopped() {
             break; // interrupted: no empty rows
         }
-        pb.set_message(format!("durability {mode:?}"));
+        pb.start(format!("durability {mode:?}"));
         let limits = Limits {
             time: if mode == FlushMode::FlushEveryRecord {
                 cfg.durability_max_time
@@ -116,7 +116,7 @@ pub fn run(
             status: m.status,
             error: m.error,
         });
-        pb.inc(1);
+        pb.done();
     }
     Ok(Durability {
         flush_method,

@@ -6,10 +6,10 @@
 use super::config::{Config, IopsConfig, Op, Pattern};
 use super::data::fill_random;
 use super::measure::{Failure, Limits, Measured, Status, timed};
+use super::progress::Progress;
 use super::stats::{Samples, mb_per_s, per_s};
 use crate::device::{AlignedBuf, Device};
 use crate::rng::Rng;
-use indicatif::ProgressBar;
 use serde::Serialize;
 use std::io;
 use std::time::Instant;
@@ -50,7 +50,7 @@ pub fn run(
     dev: &dyn Device,
     cfg: &Config,
     ic: &IopsConfig,
-    pb: &ProgressBar,
+    pb: &Progress,
 ) -> io::Result<Vec<IopsRow>> {
     let threads = ic.threads.max(1);
     let mut rows = vec![];
@@ -58,7 +58,7 @@ pub fn run(
         if super::measure::stopped() {
             break; // interrupted: no empty rows
         }
-        pb.set_message(format!(
+        pb.start(format!(
             "iops {op:?} {pattern:?} {}",
             crate::units::fmt_bytes(bs)
         ));
@@ -109,7 +109,7 @@ pub fn run(
             status,
             error,
         });
-        pb.inc(1);
+        pb.done();
     }
     Ok(rows)
 }

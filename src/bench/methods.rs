@@ -6,11 +6,11 @@
 use super::config::Config;
 use super::data::fill_random;
 use super::measure::{Failure, Limits, Status, timed};
+use super::progress::Progress;
 use super::stats::per_s;
 use super::target::TargetOpener;
 use crate::device::{AlignedBuf, FlushMethod};
 use crate::rng::Rng;
-use indicatif::ProgressBar;
 use serde::Serialize;
 use std::io;
 
@@ -43,11 +43,7 @@ pub struct MethodRow {
 /// of the region, each followed by one flush call (none for the reference; for O_DSYNC the
 /// flush is in the write and the call is a no-op on a real file).
 /// Err only when the buffer cannot be allocated.
-pub fn run(
-    opener: &dyn TargetOpener,
-    cfg: &Config,
-    pb: &ProgressBar,
-) -> io::Result<Vec<MethodRow>> {
+pub fn run(opener: &dyn TargetOpener, cfg: &Config, pb: &Progress) -> io::Result<Vec<MethodRow>> {
     let mut rng = Rng::new(cfg.seed).fork(2);
     let mut buf = AlignedBuf::try_new(cfg.method_write_bytes as usize)?;
     fill_random(&mut buf, &mut rng);
@@ -56,7 +52,7 @@ pub fn run(
         if super::measure::stopped() {
             break; // interrupted: no empty rows
         }
-        pb.set_message(format!("method {}", method.name()));
+        pb.start(format!("method {}", method.name()));
         let row = match opener.open(method) {
             Ok(dev) => {
                 let limits = Limits {
@@ -102,7 +98,7 @@ pub fn run(
             },
         };
         rows.push(row);
-        pb.inc(1);
+        pb.done();
     }
     Ok(rows)
 }

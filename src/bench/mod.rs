@@ -5,7 +5,7 @@
 //!
 //! The core ([`run_with`]) works on [`Device`](crate::device::Device)s obtained from a
 //! [`TargetOpener`], so tests run it in-process against devices that sleep or count;
-//! [`run`] is the command: safety checks, target preparation, identity, progress bar,
+//! [`run`] is the command: safety checks, target preparation, identity, progress,
 //! output.
 
 pub mod config;
@@ -15,6 +15,7 @@ pub mod iops;
 pub mod measure;
 pub mod methods;
 pub mod output;
+pub mod progress;
 pub mod reading;
 pub mod report;
 pub mod stats;
@@ -25,9 +26,8 @@ pub mod tree;
 use crate::device::identity::{DeviceIdentity, identify};
 use crate::device::{DeviceError, FlushMethod};
 pub use config::{BenchOptions, Config, Table};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+pub use progress::Progress;
 pub use report::{BenchReport, FORMAT, Settings};
-use std::io::IsTerminal;
 pub use target::TargetOpener;
 
 /// How a bench run that produced its tables ended.
@@ -87,7 +87,7 @@ pub fn run_with(
     id: &DeviceIdentity,
     cfg: &Config,
     info: &TargetInfo,
-    pb: &ProgressBar,
+    pb: &Progress,
 ) -> Result<BenchReport, BenchError> {
     let started_at = chrono::Local::now().to_rfc3339();
     let sweep = if cfg.run_sweep {
@@ -169,7 +169,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchReport, BenchError> {
             crate::units::fmt_bytes(t.region_bytes)
         );
     }
-    let pb = progress_bar(steps(&cfg, sector), o.quiet);
+    let pb = Progress::on_stderr(steps(&cfg, sector), o.quiet, o.json);
     let opener = t.opener(o.direct)?;
     let info = TargetInfo {
         target: o.target.display().to_string(),
@@ -177,7 +177,7 @@ pub fn run(o: &BenchOptions) -> Result<BenchReport, BenchError> {
         is_dir: t.is_dir,
     };
     let report = run_with(&opener, &id, &cfg, &info, &pb);
-    pb.finish_and_clear();
+    pb.finish();
     drop(t); // removes bench's own file from a directory target
     report
 }
@@ -217,17 +217,4 @@ fn install_stop_handler() {
             eprintln!("plugpull: warning: cannot catch {sig}: {e}");
         }
     }
-}
-
-/// A progress bar on stderr, hidden when stderr is not a terminal or with --quiet.
-fn progress_bar(steps: u64, quiet: bool) -> ProgressBar {
-    if quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::stderr());
-    pb.set_style(
-        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
-            .expect("valid template"),
-    );
-    pb
 }

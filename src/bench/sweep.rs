@@ -6,10 +6,10 @@
 use super::config::Config;
 use super::data::fill_random;
 use super::measure::{Failure, Limits, Status, timed};
+use super::progress::Progress;
 use super::stats::{LatencySummary, mb_per_s, per_s};
 use crate::device::{AlignedBuf, Device, FlushMethod};
 use crate::rng::Rng;
-use indicatif::ProgressBar;
 use serde::Serialize;
 use std::io;
 
@@ -45,7 +45,7 @@ pub fn sizes(cfg: &Config, sector_bytes: u32) -> Vec<u64> {
 /// Runs the sweep on `dev`, flushing after every write with `cfg.sweep_flush` (the device
 /// must have been opened for that method; `None` means no flush call at all).
 /// Err only when a size's buffer cannot be allocated: there is nothing to measure with.
-pub fn run(dev: &dyn Device, cfg: &Config, pb: &ProgressBar) -> io::Result<Vec<SweepRow>> {
+pub fn run(dev: &dyn Device, cfg: &Config, pb: &Progress) -> io::Result<Vec<SweepRow>> {
     let mut rng = Rng::new(cfg.seed).fork(1);
     let flush = cfg.sweep_flush != FlushMethod::None;
     let mut rows = vec![];
@@ -53,7 +53,7 @@ pub fn run(dev: &dyn Device, cfg: &Config, pb: &ProgressBar) -> io::Result<Vec<S
         if super::measure::stopped() {
             break; // interrupted: no empty rows
         }
-        pb.set_message(format!("sweep {}", crate::units::fmt_bytes(size)));
+        pb.start(format!("sweep {}", crate::units::fmt_bytes(size)));
         let mut buf = AlignedBuf::try_new(size as usize)?;
         fill_random(&mut buf, &mut rng);
         let slots = cfg.region_bytes / size;
@@ -80,7 +80,7 @@ pub fn run(dev: &dyn Device, cfg: &Config, pb: &ProgressBar) -> io::Result<Vec<S
             status: m.status,
             error: m.error,
         });
-        pb.inc(1);
+        pb.done();
     }
     Ok(rows)
 }

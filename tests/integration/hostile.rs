@@ -13,8 +13,9 @@ use plugpull::wire::frame::{self, FrameType};
 use plugpull::wire::msg::{Msg, PROTOCOL_VERSION};
 use plugpull::witness::client::{AckSender, ClientOptions, fetch_with_key};
 use plugpull::witness::store::layout::{LOG_EXTENSION, log_path};
+use plugpull::witness::store::reader::read_log_file;
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -87,22 +88,26 @@ impl Harness {
         }
         s.finish(Duration::from_secs(30)).unwrap();
         let done_log = log_path(&dir, d.run_id);
-        // The Bye event is logged after the writer leaves: wait until the file settles
-        // (a loaded machine can hold the witness's append for seconds).
-        let mut done_bytes = std::fs::read(&done_log).unwrap();
+        // The Bye event is logged after the writer leaves, as the run's last frame: wait
+        // until the file's own bytes end with it whole (read from a copy, so no journal
+        // is overlaid). A loaded machine can hold the witness's append for seconds.
+        let copy = tempfile::NamedTempFile::new().unwrap();
         let t0 = Instant::now();
-        loop {
-            std::thread::sleep(Duration::from_millis(100));
+        let done_bytes = loop {
             let now = std::fs::read(&done_log).unwrap();
-            if now == done_bytes && String::from_utf8_lossy(&now).contains("\"bye\"") {
-                break;
+            std::fs::write(copy.path(), &now).unwrap();
+            let last = read_log_file(copy.path())
+                .ok()
+                .and_then(|l| l.events.last().cloned());
+            if last.is_some_and(|e| e.kind == "bye") {
+                break now;
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(60),
-                "the finished run's log never settled with its bye"
+                "the finished run's log has no bye after 60 s"
             );
-            done_bytes = now;
-        }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         // The live writer.
         let sender =
             Arc::new(AckSender::connect(&addr, &descriptor(2), opts(Some(key()))).unwrap());
@@ -404,32 +409,59 @@ fn random_bytes() {
     h.check();
 }
 
+/// A peer that sends its Hello a byte a second is cut at the handshake timeout, however
+/// alive each byte keeps the connection: answered with the reason, then closed.
 #[test]
 fn one_byte_a_second() {
     let h = Harness::start(&["--handshake-timeout", "3s", "--idle-timeout", "3s"]);
     let (mut s, mut sess) = raw_authenticated(&h.addr, &key());
     let f = sealed(&mut sess, &hello(7));
-    let t0 = Instant::now();
-    let mut sent = 0;
-    s.set_nonblocking(false).unwrap();
-    for b in &f {
-        if s.write_all(&[*b]).is_err() {
-            break;
+    // The pause between bytes is a wait for the witness's answer, so the trickle stops
+    // at that event. A witness that never cuts it is caught after 30 one-second waits,
+    // ten times its timeout and long before the Hello's last byte (which would complete
+    // the handshake) goes out; one that answers and keeps the socket open, likewise.
+    let patience = 30;
+    assert!(f.len() > patience, "a Hello of {} bytes", f.len());
+    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let (mut got, mut buf, mut sent, mut waits) = (Vec::new(), [0u8; 4096], 0, 0);
+    let ended = loop {
+        assert!(
+            waits < patience,
+            "{}",
+            if got.is_empty() {
+                format!("no answer to a peer trickling {sent} bytes (--handshake-timeout 3s)")
+            } else {
+                format!(
+                    "the witness answered ({} bytes) but kept the connection open",
+                    got.len()
+                )
+            }
+        );
+        if got.is_empty() && s.write_all(&f[sent..sent + 1]).is_ok() {
+            sent += 1;
         }
-        sent += 1;
-        std::thread::sleep(Duration::from_secs(1));
-        if t0.elapsed() > Duration::from_secs(8) {
-            break;
+        match s.read(&mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => waits += 1,
+            Err(e) => break Err(e),
         }
-    }
-    let e = read_error(&mut s);
-    assert!(e.contains("no handshake within 3s"), "{e}");
-    // Answered and closed: a connection the witness answered but kept open would end
-    // only at this loop's 8 s and then `read_error`'s own 15 s read timeout.
+    };
+    let frame::Decoded::Frame(reply) = frame::decode(&got) else {
+        panic!(
+            "no Error frame before the connection ended ({ended:?}, {} bytes)",
+            got.len()
+        )
+    };
+    assert_eq!(reply.ty, FrameType::Error);
+    let e = String::from_utf8_lossy(reply.payload);
+    assert!(e.starts_with("no handshake within 3s"), "{e}");
+    // Then closed by the witness (a reset too: it may close with bytes of ours unread).
     assert!(
-        t0.elapsed() < Duration::from_secs(20),
-        "a trickling peer kept its connection for {:?} ({sent} bytes)",
-        t0.elapsed()
+        ended
+            .as_ref()
+            .map_or_else(|e| e.kind() == ErrorKind::ConnectionReset, |()| true),
+        "{ended:?}"
     );
     h.check();
 }

@@ -194,26 +194,26 @@ fn an_undamaged_tree_passes_and_every_damage_is_named_as_what_was_done() {
         .map(|(p, (c, _))| (p.clone(), c.as_str()))
         .collect();
     assert_eq!(classes, want, "{}", r.stdout);
-    // The layer the evidence points at.
-    assert!(
-        got[&moved.path].1.contains("moved-away"),
-        "{:?}",
-        got[&moved.path]
+    // The layer the evidence points at, and the evidence.
+    let layer = |f: &FileStep| got[&f.path].1.as_str();
+    assert_eq!(
+        layer(&moved),
+        format!(
+            "directory entry: the file's data survived under {}",
+            root.join("t0/moved-away").display()
+        )
     );
-    assert!(
-        got[&removed.path].1.contains("neither"),
-        "{:?}",
-        got[&removed.path]
+    assert_eq!(
+        layer(&removed),
+        "directory entry and data: neither the name nor the data was found"
     );
-    assert!(
-        got[&unrenamed.path].1.contains(tmp.as_str()),
-        "{:?}",
-        got[&unrenamed.path]
+    assert_eq!(
+        layer(&unrenamed),
+        format!("directory: the rename to the final name was lost; the data survived under {tmp}")
     );
-    assert!(
-        got[&truncated.path].1.contains("size"),
-        "{:?}",
-        got[&truncated.path]
+    assert_eq!(
+        layer(&truncated),
+        "file size (inode): the acknowledged length was lost"
     );
     // The donor itself is untouched and intact; the device counts agree.
     assert!(!got.contains_key(&donor.path));
