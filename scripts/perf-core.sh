@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The core performance benchmark (issue: core). Prints each figure and its ratio to raw
+# The core performance benchmark. Prints each figure and its ratio to raw
 # I/O measured in the same run on the same target:
 #   1. writer acks/s vs a plain O_DIRECT pwrite+fdatasync loop, on the root disk and on /dev/shm
 #   2. verify of a 1 GiB region vs dd O_DIRECT sequential read of the same file

@@ -15,8 +15,8 @@
 # Usage: scripts/perf-hour.sh [SECONDS] [SAMPLE_SECONDS] [DIR] [-- EXTRA WRITE ARGS]
 #   defaults: 3600 s, 60 s, /dev/shm; e.g. scripts/perf-hour.sh 300 30 /dev/shm -- --batch 8
 #   PLUGPULL=path/to/plugpull uses that binary instead of building target/release.
-# The witness log (version 2) grows by ~4-5 bytes per ack for this sequential run: at
-# 300k acks/s an hour is ~5 GB (a version 1 log, 40 B per ack, would be ~43 GB). The run
+# The witness log (format 3) grows by about 2-3.5 bytes per ack for this sequential run
+# (docs/performance.md, "Witness log size"): at 300k acks/s an hour is 2-4 GB. The run
 # is stopped early (and says so) when the witness directory's file system has less than
 # MIN_FREE_MB (default 2048) free.
 set -euo pipefail

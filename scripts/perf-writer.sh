@@ -16,7 +16,7 @@
 #   PIN=1 gives S streams S cores (taskset -c 0..S-1), for the C loop and the writer
 #   alike: one stream of plugpull uses two threads (I/O and content), so without pinning
 #   it already takes both cores of a 2-core machine and a second stream has nowhere to
-#   run. Pinned, "2 vs 1 stream" is the scaling per core the issue asks for. The witness
+#   run. Pinned, "2 vs 1 stream" is the scaling per core. The witness
 #   is not pinned (in a real test it runs on another machine).
 #   SHARED=1 gives the C loops of S streams one file, each its own 1/S share, as the
 #   streams of `plugpull write --streams S` share one target (default: a file each). On

@@ -132,7 +132,8 @@ pub fn text(r: &BenchReport) -> String {
     if !r.methods.is_empty() {
         methods_table(&mut o, r);
     }
-    if let Some(du) = &r.durability {
+    // A table cut short before its first row (Ctrl-C) is left out, as the sweep is.
+    if let Some(du) = r.durability.as_ref().filter(|du| !du.rows.is_empty()) {
         durability_table(&mut o, du);
     }
     if let Some(iops) = &r.iops {

@@ -522,7 +522,7 @@ pub struct BenchArgs {
     /// Print the report as JSON on stdout (format in docs/bench.md).
     #[arg(long)]
     pub json: bool,
-    /// No progress bar.
+    /// No progress bar, and no progress lines when stderr is not a terminal.
     #[arg(long, short)]
     pub quiet: bool,
 }
