@@ -23,7 +23,7 @@ fn main() {
         panic!("{} is missing", path.display());
     };
     let dev = FileDevice::from_target(t, FlushMethod::Fdatasync).unwrap();
-    let mut buf = AlignedBuf::new(4096);
+    let mut buf = AlignedBuf::try_new(4096).expect("a 4 KiB buffer");
     buf.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
     let (t0, limit) = (Instant::now(), Duration::from_secs_f64(secs));
     let (mut n, mut at) = (0u64, 0u64);

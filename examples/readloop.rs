@@ -8,7 +8,7 @@ use std::time::Instant;
 fn main() {
     let path = std::env::args().nth(1).expect("FILE");
     let dev = FileDevice::open_read(std::path::Path::new(&path)).unwrap();
-    let mut buf = AlignedBuf::new(1 << 20);
+    let mut buf = AlignedBuf::try_new(1 << 20).expect("a 1 MiB buffer");
     let t0 = Instant::now();
     let mut at = 0;
     while at + (1 << 20) <= dev.size_bytes() {

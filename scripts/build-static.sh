@@ -27,7 +27,8 @@
 #
 # The build is the `dist` profile (Cargo.toml: release with line tables) for the host's
 # linux-gnu triple; the first build takes several minutes on 2 cores, later ones only
-# relink. Env: CARGO (default cargo).
+# relink. Cargo's progress and a line per step go to stderr, the result line to stdout.
+# Env: CARGO (default cargo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-target/static}
@@ -50,16 +51,21 @@ link=()
 for f in cfsetispeed cfsetospeed; do
   link+=(-C "link-arg=-Wl,--defsym=\"$f@$symver\"=$f")
 done
-echo "build-static.sh: building the static binary ($triple, dist profile); the first build takes several minutes" >&2
-RUSTFLAGS='-C target-feature=+crt-static' "$cargo" rustc --locked --quiet --bin plugpull \
+step() { echo "build-static.sh: $*" >&2; }
+
+step "building the static binary ($triple, dist profile); the first build takes several minutes"
+RUSTFLAGS='-C target-feature=+crt-static' "$cargo" rustc --locked --bin plugpull \
   --profile dist --target "$triple" -- "${link[@]}"
 
 built=target/$triple/dist/plugpull
 mkdir -p "$out"
+step "splitting the debug info into $out/plugpull.debug, stripping $out/plugpull"
 objcopy --only-keep-debug "$built" "$out/plugpull.debug"
 strip --strip-debug -o "$out/plugpull" "$built"
 # The link names the file, so it must be made beside it (objcopy reads it for its CRC).
 (cd "$out" && objcopy --add-gnu-debuglink=plugpull.debug plugpull)
+
+step "checking that $out/plugpull is static and runs"
 
 kind=$(file -b "$out/plugpull")
 lddsays=$(ldd "$out/plugpull" 2>&1 || true)
@@ -72,5 +78,6 @@ case $lddsays in *"not a dynamic executable"* | *"statically linked"*) ;; *)
   exit 1 ;;
 esac
 version=$("$out/plugpull" --version)
-size_mib=$(( $(stat -c %s "$out/plugpull") / 1048576 ))
-echo "$out/plugpull: $version, static ($kind), $size_mib MiB; debug info in $out/plugpull.debug"
+# In MB (10^6 bytes) with one decimal, as docs/install.md gives it.
+size_mb=$(awk -v b="$(stat -c %s "$out/plugpull")" 'BEGIN { printf "%.1f", b / 1e6 }')
+echo "$out/plugpull: $version, static ($kind), $size_mb MB; debug info in $out/plugpull.debug"

@@ -24,7 +24,7 @@ fn main() {
 /// the next ones from per-thread arenas that keep what is freed; verify judging a run in
 /// parts allocates each part's tallies on a new thread, and a run of 10 GiB of 4 KiB
 /// records under `--memory 128M` peaked at 168 MB (108 MB with this; docs/performance.md
-/// "Memory").
+/// "Scale").
 fn return_large_frees_to_the_system() {
     #[cfg(target_env = "gnu")]
     // SAFETY: mallopt only sets a tuning parameter of the allocator, before any thread

@@ -122,9 +122,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     Duration::try_from_secs_f64(secs).map_err(|_| UnitError::TooLarge(s.into()))
 }
 
-/// "4.0 KiB", "1.5 GiB".
+/// "4.0 KiB", "1.5 GiB"; up to EiB, where u64 ends (16 EiB).
 pub fn fmt_bytes(b: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    const U: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     let mut v = b as f64;
     let mut i = 0;
     while v >= 1024.0 && i < U.len() - 1 {
@@ -320,5 +320,9 @@ mod tests {
     fn bytes_print() {
         assert_eq!(fmt_bytes(512), "512 B");
         assert_eq!(fmt_bytes(4096), "4.0 KiB");
+        assert_eq!(fmt_bytes(3 << 40), "3.0 TiB");
+        assert_eq!(fmt_bytes(1536 << 40), "1.5 PiB");
+        assert_eq!(fmt_bytes(1 << 62), "4.0 EiB");
+        assert_eq!(fmt_bytes(u64::MAX), "16.0 EiB");
     }
 }

@@ -41,21 +41,6 @@ impl AlignedBuf {
         Ok(AlignedBuf { ptr, len })
     }
 
-    /// [`AlignedBuf::try_new`] for callers with no error path: out of memory ends the
-    /// process the way any failed allocation does (`handle_alloc_error`, as `Vec` does),
-    /// not with a panic. Its one caller outside tests is verify's scan pipeline
-    /// (`verify::scan::pipeline::empty_chunk`), whose chunk buffers are allocated deep in
-    /// the scan with no error to return yet; it keeps this until that path can report
-    /// one. Every other caller uses `try_new` and reports the error.
-    pub fn new(len: usize) -> AlignedBuf {
-        AlignedBuf::try_new(len).unwrap_or_else(|_| {
-            std::alloc::handle_alloc_error(
-                Layout::from_size_align(len.max(1), BUF_ALIGN)
-                    .unwrap_or(Layout::new::<[u8; BUF_ALIGN]>()),
-            )
-        })
-    }
-
     fn layout(len: usize) -> io::Result<Layout> {
         Layout::from_size_align(len.max(1), BUF_ALIGN).map_err(|_| too_large(len))
     }
@@ -178,7 +163,7 @@ mod tests {
     #[test]
     fn aligned_and_zeroed() {
         for len in [0, 1, 512, 4096, 1 << 20] {
-            let b = AlignedBuf::new(len);
+            let b = AlignedBuf::try_new(len).unwrap();
             assert_eq!(b.as_ptr() as usize % BUF_ALIGN, 0);
             assert_eq!(b.len(), len);
             assert!(b.iter().all(|&x| x == 0));
@@ -219,7 +204,7 @@ mod tests {
     #[test]
     fn large_buffers_are_advised_onto_huge_pages_before_their_first_touch() {
         for len in [HUGE, 3 * HUGE + 4096] {
-            let mut b = AlignedBuf::new(len);
+            let mut b = AlignedBuf::try_new(len).unwrap();
             let p = b.as_ptr() as usize;
             assert_eq!(p % HUGE, 0, "{len}: aligned to a huge page");
             // Nothing touched yet: a buffer zeroed by hand (the allocator's aligned

@@ -5,10 +5,11 @@
 //! whose capability says `PwrCtrl+` in `lspci -vv` (SltCap): the port can switch the
 //! slot's power itself. Writing 0 to the slot's `power` file powers it off, 1 on.
 //!
-//! What the cut is worth (docs/power-drivers.md): the kernel powers a slot off through
-//! sysfs as a *safe* removal: it unbinds the NVMe driver first, and the NVMe driver, with
-//! the controller still present, sends it a shutdown notification (CC.SHN), which lets
-//! the drive flush its cache. So a pcie-slot cut is an announced power loss; the drive's
+//! What the cut is worth (docs/campaign.md, "`pcie-slot`: NVMe slot power without extra
+//! hardware"): the kernel powers a slot off through sysfs as a *safe* removal: it
+//! unbinds the NVMe driver first, and the NVMe driver, with the controller still
+//! present, sends it a shutdown notification (CC.SHN), which lets the drive flush its
+//! cache. So a pcie-slot cut is an announced power loss; the drive's
 //! unsafe-shutdown counter should not rise. It tests that the drive keeps what it
 //! acknowledged across a power loss after a normal shutdown, and that the power path,
 //! rescan and re-detection work; a surprise cut needs a switch on the rail (serial

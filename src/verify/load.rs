@@ -48,7 +48,7 @@ pub fn load_run_checked(o: &VerifyOptions) -> Result<LoadedRun, VerifyError> {
             let log = fetch(o, witness, key.as_ref())?;
             let how = format!(
                 "fetched from the witness, which counted {} acks and sent them all{}",
-                log.acks.len(),
+                crate::units::thousands(log.acks.len() as u64),
                 if key.is_some() {
                     " over a connection authenticated with --key-file"
                 } else {

@@ -78,7 +78,7 @@ pub(super) fn run_witnessed(
     };
     let how = format!(
         "fetched from the witness, which counted {} acks and sent them all{}",
-        fetched.acks,
+        crate::units::thousands(fetched.acks),
         if key.is_some() {
             " over a connection authenticated with --key-file"
         } else {

@@ -13,6 +13,8 @@
 mod clock;
 pub mod engine;
 mod events;
+#[cfg(feature = "test-support")]
+pub mod fault;
 mod pipe;
 pub mod plan;
 mod prepare;
@@ -114,7 +116,8 @@ pub enum WriteError {
     /// A stream thread panicked: plugpull's bug, not the target's failure. Every stream
     /// stopped, and nothing was acknowledged after it.
     #[error(
-        "plugpull failed: a thread of stream {stream} {what}. This is a bug in plugpull, not a failure of the target; every stream stopped and nothing more was acknowledged ({acked} records were). Please report it with the message above"
+        "plugpull failed: a thread of stream {stream} {what}. This is a bug in plugpull, not a failure of the target; every stream stopped and nothing more was acknowledged ({} records were). Please report it with the message above",
+        crate::units::thousands(*.acked)
     )]
     Internal {
         stream: u16,
@@ -187,6 +190,8 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     let buffers = RecordBuffers::allocate(&plan, o.batch)?;
     let sender = connect(o, &descriptor)?;
     let dev = prepare(o, &mut tp)?;
+    #[cfg(feature = "test-support")]
+    let dev = fault::PanicAtWrite::from_env(dev, &plan);
     if !o.quiet {
         announce(o, &plan, &device);
     }

@@ -17,7 +17,8 @@ pub struct WriteSummary {
     pub format: &'static str,
     pub run_id: String,
     pub target: String,
-    /// "limit reached", "interrupted" or "target failed".
+    /// "limit reached", "interrupted", "target failed" or "plugpull failed" (a bug: a
+    /// stream thread panicked).
     pub stopped_because: String,
     pub records_acked: u64,
     pub bytes_acked: u64,
@@ -72,7 +73,9 @@ pub(super) fn summarize(
         format: "plugpull-write/1",
         run_id: plan.run.hex(),
         target: target.to_string(),
-        stopped_because: if failure.is_some() {
+        stopped_because: if failure.as_ref().is_some_and(Failure::is_internal) {
+            "plugpull failed".into()
+        } else if failure.is_some() {
             "target failed".into()
         } else if *interrupted {
             "interrupted".into()

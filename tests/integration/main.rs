@@ -76,3 +76,4 @@ mod witness_validation;
 mod write_batch;
 mod writer_day;
 mod writer_failures;
+mod writer_panic;

@@ -15,6 +15,7 @@
 
 use crate::common;
 use common::*;
+use plugpull::le::u32_at;
 use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -196,10 +197,7 @@ fn md1(img: &Path, off: u64) {
     sb[92..96].copy_from_slice(&2u32.to_le_bytes());
     sb[144..152].copy_from_slice(&(off >> 9).to_le_bytes());
     sb[168..184].copy_from_slice(&[0xa5; 16]);
-    let mut sum: u64 = sb
-        .chunks_exact(4)
-        .map(|w| u32::from_le_bytes(w.try_into().unwrap()) as u64)
-        .sum();
+    let mut sum: u64 = sb.chunks_exact(4).map(|w| u32_at(w, 0) as u64).sum();
     sum = (sum >> 32) + (sum & 0xffff_ffff);
     sb[216..220].copy_from_slice(&(sum as u32).to_le_bytes());
     at(img, off, &sb);
@@ -264,7 +262,7 @@ fn apfs(img: &Path) {
     b[72..88].copy_from_slice(&[0x42; 16]);
     let (mut lo, mut hi) = (0u64, 0u64);
     for w in b[8..].chunks_exact(4) {
-        lo += u32::from_le_bytes(w.try_into().unwrap()) as u64;
+        lo += u32_at(w, 0) as u64;
         hi += lo;
     }
     let low = !((lo + hi) % 0xffff_ffff) as u32;

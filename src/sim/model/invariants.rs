@@ -1,5 +1,5 @@
 //! What the drive model guarantees between operations, checked after every operation in
-//! debug and test builds (see `sim::invariant`).
+//! every build (see `sim::invariant`).
 //!
 //! Why these: they are the model's stated design (module docs of `model`, `media`, and
 //! docs/fault-model.md) turned into checks, so a change that breaks one fails the first
@@ -123,7 +123,7 @@ impl Model {
         )
     }
 
-    /// After every operation (debug and test builds): all invariants over the next
+    /// After every operation (in every build): all invariants over the next
     /// window of every structure, or a panic.
     pub(super) fn assert_invariants(&self) {
         assert_holds(|| {

@@ -9,13 +9,13 @@ use crate::verify::budget::Budget;
 /// Bytes verify holds per live record while it judges them: the painted slot (ack and
 /// number, 56 B), its tally (40 B), the scan's state and the allocators' slack; a map
 /// piece instead of a slot when records do not fit one grid. Measured:
-/// docs/performance.md "Memory".
+/// docs/performance.md "Scale".
 pub const LIVE_RECORD_BYTES: u64 = 160;
 
 /// [`LIVE_RECORD_BYTES`] for the whole run when its records are of one size: the slot
-/// table and the early reads' per-slot summary instead of tallies. Measured: 2.6 M live
-/// records of 512 B judged whole peak at 298 MB, early reads included (docs/performance.md
-/// "Scale").
+/// table and the early reads' per-slot summary instead of tallies. Measured: 2,621,440
+/// live records of 512 B judged as one run (`--memory 4G`) peak at 337,812 KiB, the
+/// fixed costs included (docs/performance.md "Scale").
 pub const WHOLE_GRID_LIVE_RECORD_BYTES: u64 = 100;
 
 /// Bytes verify holds whatever the run: the program, the reads' buffers

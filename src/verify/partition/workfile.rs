@@ -18,6 +18,7 @@
 //! The files are unlinked as soon as they are made (`TempFile`): nothing is left behind
 //! when verify ends, however it ends.
 
+use crate::le::u32_at;
 use crate::model::Ack;
 use crate::record::RecordId;
 use crate::verify::classify::SectorTally;
@@ -293,8 +294,8 @@ impl Reader {
     fn read_block(&mut self) -> io::Result<()> {
         let mut head = [0u8; 8];
         self.file.read_exact_at(&mut head, self.pos)?;
-        let len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(head[4..].try_into().expect("4 bytes"));
+        let len = u32_at(&head, 0) as usize;
+        let crc = u32_at(&head, 4);
         if len == 0 || len > 2 * BLOCK_BYTES {
             return Err(bad("a block of an impossible length"));
         }

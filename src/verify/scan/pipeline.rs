@@ -86,15 +86,46 @@ impl Pipeline {
         p
     }
 
-    /// Starts reading `runs` of `dev` (sorted, disjoint, whole `block`s each, within the
-    /// device), chunk after chunk, no chunk crossing the end of a run: only the bytes
-    /// that hold records are read when they are sparse in their span (`super::Reads`).
+    /// [`Pipeline::try_start_runs`] for the scan, which has no error to return yet: a
+    /// chunk buffer that cannot be had ends verify with a panic that says so (as any
+    /// other bug in the scan), not with the abort of a failed allocation.
     pub fn start_runs(
         dev: Arc<dyn Device>,
         runs: Arc<Vec<(u64, u64)>>,
         block: u64,
         pool: usize,
     ) -> Pipeline {
+        Pipeline::try_start_runs(dev, runs, block, pool).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts reading `runs` of `dev` (sorted, disjoint, whole `block`s each, within the
+    /// device), chunk after chunk, no chunk crossing the end of a run: only the bytes
+    /// that hold records are read when they are sparse in their span (`super::Reads`).
+    /// An error, before any read starts, when the chunks' buffers cannot be allocated.
+    pub fn try_start_runs(
+        dev: Arc<dyn Device>,
+        runs: Arc<Vec<(u64, u64)>>,
+        block: u64,
+        pool: usize,
+    ) -> std::io::Result<Pipeline> {
+        // No chunk is longer than the widest run: a small run (a test's few sectors)
+        // does not allocate and zero 12 MiB of buffers on every verify.
+        let widest = runs.iter().map(|&(s, e)| e - s).max().unwrap_or(0);
+        let n = CHUNK_BYTES.min(widest) as usize;
+        let chunks = (0..READERS * pool)
+            .map(|_| empty_chunk(n))
+            .collect::<std::io::Result<Vec<Chunk>>>()
+            .map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "verify cannot allocate its read buffers ({} chunks of {}): {e}",
+                        READERS * pool,
+                        crate::units::fmt_bytes(n as u64)
+                    ),
+                )
+            })?;
+        let mut chunks = chunks.into_iter();
         let (to_judge, from_decoder) = mpsc::sync_channel::<Chunk>(pool);
         let mut from_readers = vec![];
         let mut give_backs = vec![];
@@ -108,15 +139,11 @@ impl Pipeline {
                 })
                 .collect(),
         );
-        let widest = runs.iter().map(|&(s, e)| e - s).max().unwrap_or(0);
         for k in 0..READERS {
             let (to_decoder, from_reader) = mpsc::sync_channel::<Chunk>(pool);
             let (give_back, recycled) = mpsc::channel::<Chunk>();
-            for _ in 0..pool {
-                // No chunk is longer than the widest run: a small run (a test's few
-                // sectors) does not allocate and zero 12 MiB of buffers on every verify.
-                let n = CHUNK_BYTES.min(widest) as usize;
-                give_back.send(empty_chunk(n)).expect("fresh channel");
+            for c in chunks.by_ref().take(pool) {
+                give_back.send(c).expect("fresh channel");
             }
             from_readers.push(from_reader);
             give_backs.push(give_back);
@@ -136,14 +163,14 @@ impl Pipeline {
             (Some(f), Some(l)) => (f.0, l.1),
             _ => (0, 0),
         };
-        Pipeline {
+        Ok(Pipeline {
             reads: (start, end, block),
             from_decoder,
             give_backs,
             clocks,
             taken: 0.into(),
             born,
-        }
+        })
     }
 
     /// The next chunk in file order; None if its read has not completed `timeout` after
@@ -204,17 +231,30 @@ impl Pipeline {
     }
 }
 
-pub(super) fn empty_chunk(n: usize) -> Chunk {
-    Chunk {
+/// A chunk of `n` bytes, its buffers allocated; an error when the memory cannot be had.
+pub(super) fn empty_chunk(n: usize) -> std::io::Result<Chunk> {
+    let buf = AlignedBuf::try_new(n)?;
+    let (mut stamps, mut content_ok) = (Vec::new(), Vec::new());
+    let no_memory = |_| {
+        std::io::Error::new(
+            std::io::ErrorKind::OutOfMemory,
+            format!("cannot allocate the sector table of a {n}-byte chunk: out of memory"),
+        )
+    };
+    stamps.try_reserve_exact(n / SECTOR).map_err(no_memory)?;
+    content_ok
+        .try_reserve_exact(n / SECTOR)
+        .map_err(no_memory)?;
+    Ok(Chunk {
         offset: 0,
         index: 0,
         len: 0,
-        buf: AlignedBuf::new(n),
+        buf,
         bad: vec![],
         read_ns: 0,
-        stamps: Vec::with_capacity(n / SECTOR),
-        content_ok: Vec::with_capacity(n / SECTOR),
-    }
+        stamps,
+        content_ok,
+    })
 }
 
 /// The chunks of `runs` in file order: (offset, len), none crossing the end of a run or
@@ -341,4 +381,20 @@ pub(super) fn block_of(dev: &dyn Device) -> u64 {
 
 pub(super) fn dev_end(dev: &dyn Device, block: u64) -> u64 {
     dev.size_bytes() / block * block
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chunk whose memory cannot be had is an error that says so, not an abort of the
+    /// process (a test process that aborted would fail every test with it).
+    #[test]
+    fn a_chunk_without_memory_is_an_error() {
+        let e = empty_chunk(1 << 62).err().expect("no 4 EiB chunk");
+        assert!(e.to_string().contains("cannot map an I/O buffer"), "{e}");
+        let c = empty_chunk(CHUNK_BYTES as usize).expect("a 2 MiB chunk");
+        assert_eq!(c.buf.len(), CHUNK_BYTES as usize);
+        assert!(c.stamps.capacity() >= CHUNK_BYTES as usize / SECTOR);
+    }
 }

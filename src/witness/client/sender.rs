@@ -10,6 +10,7 @@
 
 use crate::model::{Ack, FileName, RunDescriptor};
 use crate::sync::{lock, wait, wait_timeout};
+use crate::units::{fmt_duration_s, thousands};
 use crate::wire::auth::{self, Opener, Sealer, Session};
 use crate::wire::msg::Msg;
 use crate::witness::client::batch;
@@ -214,12 +215,12 @@ impl AckSender {
         let s = self.finish_within(timeout);
         if s.durable < s.pushed {
             refuse!(
-                "the witness confirmed {} of {} acks within {:?}; {} acks are not known to \
+                "the witness confirmed {} of {} acks within {}; {} acks are not known to \
                  be durable there (last error: {})",
-                s.durable,
-                s.pushed,
-                timeout,
-                s.pushed - s.durable,
+                thousands(s.durable),
+                thousands(s.pushed),
+                fmt_duration_s(timeout.as_secs_f64()),
+                thousands(s.pushed - s.durable),
                 s.last_error.as_deref().unwrap_or("none")
             );
         }

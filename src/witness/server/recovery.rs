@@ -5,6 +5,7 @@
 //! torn tail is judged, and a fetch by device must find the newest run from the start.
 
 use crate::model::{WitnessEvent, disconnect, now_ns};
+use crate::units::thousands;
 use crate::witness::server::error::{Doing, WitnessError};
 use crate::witness::server::shared::Shared;
 use crate::witness::store::journal_replay::Replayed;
@@ -17,14 +18,16 @@ pub(super) fn note_replayed(sh: &Shared, replayed: &Replayed) {
     if replayed.journals > 0 {
         sh.log(format_args!(
             "replayed {} journal files: {} entries into {} run logs{}",
-            replayed.journals,
-            replayed.entries,
-            replayed.runs,
+            thousands(replayed.journals as u64),
+            thousands(replayed.entries),
+            thousands(replayed.runs as u64),
             match (replayed.orphaned_entries, replayed.skipped_entries) {
                 (0, 0) => String::new(),
                 (o, s) => format!(
-                    "; skipped {o} entries whose run log is gone and {s} that would \
-                     have left a hole in their log"
+                    "; skipped {} entries whose run log is gone and {} that would \
+                     have left a hole in their log",
+                    thousands(o),
+                    thousands(s)
                 ),
             }
         ));
@@ -35,7 +38,7 @@ pub(super) fn note_replayed(sh: &Shared, replayed: &Replayed) {
 pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
     let rd = std::fs::read_dir(&sh.dir)
         .doing(|| format!("reading the witness directory {}", sh.dir.display()))?;
-    let mut n = 0;
+    let mut n = 0u64;
     for e in rd {
         let path = e?.path();
         if path.extension().and_then(|x| x.to_str()) != Some(LOG_EXTENSION) {
@@ -47,9 +50,9 @@ pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
                     sh.log(format_args!(
                         "recovered {}: cut a torn tail of {} bytes ({}); kept {} acks",
                         path.display(),
-                        rec.truncated_bytes,
+                        thousands(rec.truncated_bytes),
                         rec.reason.as_deref().unwrap_or("?"),
-                        l.durable_acks()
+                        thousands(l.durable_acks())
                     ));
                 }
                 let heard = l.first_event_at_ns().unwrap_or_else(|| modified_ns(&path));
@@ -69,7 +72,11 @@ pub(super) fn recover_dir(sh: &Shared) -> Result<(), WitnessError> {
             }
         }
     }
-    sh.log(format_args!("{n} run logs in {}", sh.dir.display()));
+    sh.log(format_args!(
+        "{} run logs in {}",
+        thousands(n),
+        sh.dir.display()
+    ));
     Ok(())
 }
 

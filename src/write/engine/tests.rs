@@ -195,7 +195,7 @@ fn a_run_without_memory_for_its_buffers_is_refused_before_it_writes() {
     let text = crate::exit::error_chain(&e);
     assert!(
         text.starts_with(
-            "cannot allocate the writer's record buffers (2 streams of 32 buffers of 4194304.0 TiB)"
+            "cannot allocate the writer's record buffers (2 streams of 32 buffers of 4.0 EiB)"
         ),
         "{text}"
     );

@@ -5,7 +5,6 @@
 //! ([`mount`]), a file system on a loop device on the simulated drive ([`fsstack`]).
 //! Every test file uses these instead of its own copy, so a fix to how a fixture starts
 //! or cleans up is made once.
-#![allow(dead_code)]
 
 pub mod fsstack;
 pub mod loopdev;
@@ -13,16 +12,10 @@ pub mod mount;
 pub mod simdrive;
 pub mod witness;
 
-// Each test file uses some of the fixtures; the rest are unused there.
-#[allow(unused_imports)]
 pub use fsstack::{FsKind, FsStack, Mount};
-#[allow(unused_imports)]
 pub use loopdev::LoopDev;
-#[allow(unused_imports)]
 pub use mount::{Mounted, mkfs_ext4};
-#[allow(unused_imports)]
 pub use simdrive::SimDrive;
-#[allow(unused_imports)]
 pub use witness::{InProcessWitness, Listen, WitnessProc};
 
 use plugpull::device::FlushMethod;
