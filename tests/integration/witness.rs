@@ -238,7 +238,7 @@ fn torn_tail_is_truncated_on_restart() {
         .find(|l| l.contains(&cut))
         .map(str::to_string)
         .unwrap_or_else(|| panic!("no {cut:?} line:\n{}", w.log()));
-    assert!(line.ends_with("; kept 1000 acks"), "{line}");
+    assert!(line.ends_with("; kept 1,000 acks"), "{line}");
     drop(w);
 
     // Garbage whose length prefix is absurd.

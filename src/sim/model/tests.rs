@@ -167,7 +167,7 @@ fn a_resolver_change_the_log_does_not_show_is_caught() {
     );
 }
 
-/// In debug and test builds the drive runs the checks itself after every operation.
+/// In every build the drive runs the checks itself after every operation.
 #[test]
 #[should_panic(expected = "simulated drive invariant broken: cache overlay")]
 fn the_next_operation_panics_on_a_broken_invariant() {
