@@ -271,7 +271,11 @@ mod tests {
 
     #[test]
     fn within_gives_up_on_a_hung_read() {
-        struct Hung;
+        /// A drive whose reads hang until the test lets them go (a minute at most).
+        struct Hung {
+            reading: mpsc::Sender<()>,
+            release: std::sync::Mutex<mpsc::Receiver<()>>,
+        }
         impl Device for Hung {
             fn size_bytes(&self) -> u64 {
                 1 << 20
@@ -286,13 +290,33 @@ mod tests {
                 Ok(())
             }
             fn read_at(&self, _: &mut [u8], _: u64) -> std::io::Result<()> {
-                std::thread::sleep(Duration::from_secs(30));
+                let _ = self.reading.send(());
+                let release = self.release.lock().unwrap();
+                let _ = release.recv_timeout(Duration::from_secs(60));
                 Ok(())
             }
         }
+        let (reading, read_started) = mpsc::channel();
+        let (release, released) = mpsc::channel();
+        let dev = Hung {
+            reading,
+            release: std::sync::Mutex::new(released),
+        };
+        let limit = Duration::from_millis(100);
         let t0 = std::time::Instant::now();
-        let r = within(Arc::new(Hung), Duration::from_millis(100), newest_stamp);
-        assert!(r.is_none());
-        assert!(t0.elapsed() < Duration::from_secs(5));
+        let r = within(Arc::new(dev), limit, newest_stamp);
+        let waited = t0.elapsed();
+        assert!(r.is_none(), "a result from a drive whose reads hang");
+        // Never before the limit; the upper bound only tells giving up from waiting for
+        // the read, which hangs for a minute.
+        assert!(
+            waited >= limit && waited < Duration::from_secs(30),
+            "gave up after {waited:?} with a limit of {limit:?}"
+        );
+        assert!(
+            read_started.recv_timeout(Duration::from_secs(30)).is_ok(),
+            "the read it gave up on was never made"
+        );
+        let _ = release.send(());
     }
 }
