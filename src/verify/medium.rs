@@ -271,7 +271,12 @@ mod tests {
 
     #[test]
     fn within_gives_up_on_a_hung_read() {
-        struct Hung;
+        /// A drive whose reads hang until the test lets them go, or `until` passes.
+        struct Hung {
+            reading: mpsc::Sender<()>,
+            release: std::sync::Mutex<mpsc::Receiver<()>>,
+            until: std::time::Instant,
+        }
         impl Device for Hung {
             fn size_bytes(&self) -> u64 {
                 1 << 20
@@ -286,13 +291,38 @@ mod tests {
                 Ok(())
             }
             fn read_at(&self, _: &mut [u8], _: u64) -> std::io::Result<()> {
-                std::thread::sleep(Duration::from_secs(30));
+                let _ = self.reading.send(());
+                let release = self.release.lock().unwrap();
+                let left = self
+                    .until
+                    .saturating_duration_since(std::time::Instant::now());
+                let _ = release.recv_timeout(left);
                 Ok(())
             }
         }
+        let (reading, read_started) = mpsc::channel();
+        let (release, released) = mpsc::channel();
         let t0 = std::time::Instant::now();
-        let r = within(Arc::new(Hung), Duration::from_millis(100), newest_stamp);
-        assert!(r.is_none());
-        assert!(t0.elapsed() < Duration::from_secs(5));
+        let dev = Hung {
+            reading,
+            release: std::sync::Mutex::new(released),
+            until: t0 + Duration::from_secs(60),
+        };
+        let limit = Duration::from_millis(100);
+        let r = within(Arc::new(dev), limit, newest_stamp);
+        let waited = t0.elapsed();
+        assert!(r.is_none(), "a result from a drive whose reads hang");
+        // Never before the limit; the upper bound only tells giving up from waiting for
+        // the read, which hangs for a minute (then the result would not be None either).
+        assert!(
+            waited >= limit && waited < Duration::from_secs(30),
+            "gave up after {waited:?} with a limit of {limit:?}"
+        );
+        assert!(
+            read_started.recv_timeout(Duration::from_secs(30)).is_ok(),
+            "the read it gave up on was never made"
+        );
+        // Every read, this one and the rest, returns now.
+        drop(release);
     }
 }

@@ -9,7 +9,6 @@ use plugpull::wire::msg::Msg;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// A temporary directory in RAM when there is one (the issue's reproduction used
 /// /dev/shm), else the default temporary directory.
@@ -83,38 +82,51 @@ fn counted_run_placed(w: &WitnessProc, target: &Path, count: u32, placement: &st
     r.json()["run_id"].as_str().unwrap().to_string()
 }
 
-/// The issue's reproduction: `write` 8 MiB for ~4 s, the target copied mid-run (a drive
-/// that lost everything after that moment), the full log fetched. Returns the witness,
-/// the run id, the complete target, the mid-run copy and the fetched log.
+/// Records of the reproduction's run (some 20 passes over its 8 MiB).
+const COUNT: u64 = 40_000;
+/// The writer pauses while this many acks wait to be durable at the witness: it is never
+/// further ahead of the witness than that.
+const MAX_UNCONFIRMED: u64 = 1024;
+
+/// The issue's reproduction: `write` [`COUNT`] records over 8 MiB, the target copied
+/// halfway through (a drive that lost everything after that moment), the full log
+/// fetched. Returns the witness, the run id, the complete target, the mid-run copy and
+/// the fetched log.
 fn issue_reproduction(dir: &Path) -> (WitnessProc, String, PathBuf, PathBuf, PathBuf) {
     let w = WitnessProc::start(&dir.join("w"));
     let target = dir.join("target.img");
     let copy = dir.join("copy.img");
-    let child = Command::new(bin())
+    let err = dir.join("write.err");
+    let mut child = Command::new(bin())
         .args(["write", target.to_str().unwrap(), "--witness", &w.addr])
-        .args(["--size", "8M", "--duration", "4s", "--json"])
+        .args(["--size", "8M", "--count", &COUNT.to_string()])
+        .args(["--max-unconfirmed", &MAX_UNCONFIRMED.to_string(), "--json"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(fs::File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    // Copy once the witness holds acks and the run is well under way.
-    let t0 = Instant::now();
-    loop {
-        let logged = fs::read_dir(&w.dir)
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .filter(|e| e.path().extension().is_some_and(|x| x == "acklog"))
-            // About 1600 acks: 64 KiB of plain Acks frames, 8 KiB of CompactAcks.
-            .any(|e| e.metadata().unwrap().len() > 8 << 10);
-        if logged && t0.elapsed() > Duration::from_secs(2) {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "no acks logged");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    fs::copy(&target, &copy).unwrap();
+    // Halfway by the run's own acks: the damage flipped at a fifth of the log then lies
+    // among acks of records written before the copy, so only the acks after the damage
+    // show what the copy lost.
+    wait_for_durable_acks(&w, COUNT / 2, &mut child);
+    // The writer stands still while the target is copied.
+    // SAFETY: kill has no memory preconditions; the pid is our child's, not yet reaped.
+    let signal = |sig| unsafe { libc::kill(child.id() as libc::pid_t, sig) };
+    signal(libc::SIGSTOP);
+    let copied = fs::copy(&target, &copy);
+    let durable = durable_acks(&w);
+    signal(libc::SIGCONT);
+    copied.unwrap();
+    // It had written at most MAX_UNCONFIRMED records more than the witness held: every
+    // record after those is written, and acked, after the copy.
+    assert!(
+        durable + 2 * MAX_UNCONFIRMED < COUNT,
+        "{durable} of {COUNT} acks were durable when the writer was stopped: too late for a \
+         mid-run copy"
+    );
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let stderr = fs::read_to_string(&err).unwrap();
+    assert!(out.status.success(), "{out:?}\n{stderr}");
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let run_id = j["run_id"].as_str().unwrap().to_string();
     let log = dir.join("full.acklog");

@@ -15,9 +15,12 @@ use plugpull::record::{RecordId, RunId};
 use plugpull::witness::client::{AckSender, ClientOptions};
 use std::time::{Duration, Instant};
 
-/// Far longer than any ack round trip on a loaded test machine, far shorter than the
-/// heartbeat below, so only the send policy itself can deliver the acks in time.
-const CONFIRM_BOUND: Duration = Duration::from_secs(3);
+/// How long a flush's acks may take to be confirmed: a round trip takes milliseconds,
+/// so this is slack for a loaded machine; a third of the heartbeat below, so a sender
+/// that leaves them until a heartbeat (or the run's end) wakes it fails.
+const CONFIRM_BOUND: Duration = Duration::from_secs(20);
+/// The heartbeat interval of the sender under test.
+const HEARTBEAT: Duration = Duration::from_secs(60);
 
 fn ack(i: u64) -> Ack {
     Ack {
@@ -42,7 +45,7 @@ fn quiet_writer(flushes: u64, acks_per_flush: u64) -> Vec<Duration> {
     d.settings.streams = 1;
     let opts = ClientOptions {
         // A heartbeat wakes the sender; it must not be what delivers the acks.
-        heartbeat: Duration::from_secs(60),
+        heartbeat: HEARTBEAT,
         ..Default::default()
     };
     let s = AckSender::connect(&w.addr, &d, opts).unwrap();

@@ -10,6 +10,8 @@
 
 use crate::common;
 
+use plugpull::wire::frame;
+use plugpull::wire::msg::Msg;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
@@ -89,25 +91,13 @@ impl Controller {
     }
 
     /// Waits (bounded) for the end; exit code, summary, stderr.
-    fn finish(mut self) -> (i32, Value, String) {
-        let mut child = self.0.take().unwrap();
-        let t0 = Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            if t0.elapsed() > Duration::from_secs(60) {
-                let _ = child.kill();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    fn finish(self) -> (i32, Value, String) {
+        let (code, stdout, stderr) = self.finish_any();
         let s = serde_json::from_str(&stdout)
             .unwrap_or_else(|e| panic!("summary is not JSON ({e}): {stdout}\n{stderr}"));
-        (out.status.code().unwrap_or(-1), s, stderr)
+        (code, s, stderr)
     }
-}
 
-impl Controller {
     /// Waits (bounded) for the end without asking for a summary on stdout.
     fn finish_any(mut self) -> (i32, String, String) {
         let mut child = self.0.take().unwrap();
@@ -126,14 +116,38 @@ impl Controller {
         )
     }
 
-    /// Stops a controller still waiting for its host, and returns what it said.
-    fn kill_and_finish(mut self) -> (i32, String, String) {
-        // The log line of a dropped connection follows its close.
-        std::thread::sleep(Duration::from_millis(500));
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
+    /// Stops a controller still waiting for its host once its stderr holds each of
+    /// `lines` (a dropped connection is logged after its close: the caller cannot know
+    /// when), or after 20 s; returns its stderr.
+    fn kill_once_logged(mut self, lines: &[&str]) -> String {
+        let mut child = self.0.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut err = String::new();
+        while !lines.iter().all(|l| err.contains(l)) {
+            // A timeout, or the controller closed stderr: the caller's checks say what
+            // is missing.
+            let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            else {
+                break;
+            };
+            err.push_str(&line);
+            err.push('\n');
         }
-        self.finish_any()
+        let _ = child.kill();
+        let _ = child.wait();
+        // The rest, up to the end the kill made.
+        for line in rx {
+            err.push_str(&line);
+            err.push('\n');
+        }
+        err
     }
 }
 
@@ -186,6 +200,24 @@ fn closed_by_peer(s: &mut TcpStream, within: Duration) -> bool {
     }
 }
 
+/// Asks the witness on `s` for its runs; its first answer, None when it closed the
+/// connection instead.
+fn list_runs_on(s: &mut TcpStream) -> Option<Msg> {
+    s.write_all(&Msg::ListRuns.encode()).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = Vec::new();
+    loop {
+        if let frame::Decoded::Frame(f) = frame::decode(&buf) {
+            return Msg::decode(&f).ok();
+        }
+        let mut c = [0u8; 4096];
+        match s.read(&mut c) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&c[..n]),
+        }
+    }
+}
+
 fn boot(previous: Value) -> Value {
     json!({"format": "plugpull-agent/1", "type": "boot", "host": "guest", "previous": previous})
 }
@@ -220,11 +252,14 @@ fn one_connection_carries_a_whole_cycle_and_idle_witness_connections_survive() {
     half.shutdown(std::net::Shutdown::Write).unwrap();
     assert!(closed_by_peer(&mut half, Duration::from_secs(10)));
 
-    // The guest boots: longer than the witness's default handshake timeout (5 s).
-    std::thread::sleep(Duration::from_secs(7).saturating_sub(t0.elapsed()));
+    // The guest boots, for twice the witness's default handshake timeout (5 s): the time
+    // passing is what is tested. Then the witness answers the first request on the
+    // connection opened at start, which it could not had it dropped it.
+    std::thread::sleep(Duration::from_secs(10).saturating_sub(t0.elapsed()));
+    let answer = list_runs_on(&mut witness_idle);
     assert!(
-        !closed_by_peer(&mut witness_idle, Duration::from_millis(200)),
-        "the witness dropped an idle connection before [witness] handshake_timeout"
+        matches!(answer, Some(Msg::FetchEnd { acks: 0 })),
+        "the witness dropped an idle connection before [witness] handshake_timeout: {answer:?}"
     );
 
     let r1 = ask(&mut agent, boot(Value::Null));
@@ -568,7 +603,7 @@ fn agent_with_a_wrong_key_is_refused() {
     let reply = raw_ask(&mut s, &good.seal(&boot_msg)).expect("an answer to the right key");
     assert_eq!(good.open(&reply, 0)["type"], "next", "{reply}");
     drop(s);
-    let (_, _, err) = ctl.kill_and_finish();
+    let err = ctl.kill_once_logged(&["MAC check failed", "an agent without a key"]);
     assert!(err.contains("MAC check failed"), "{err}");
     assert!(err.contains("an agent without a key"), "{err}");
 }
@@ -602,7 +637,7 @@ fn replayed_agent_frames_are_refused() {
         None,
         "replayed on another connection"
     );
-    let (_, _, err) = ctl.kill_and_finish();
+    let err = ctl.kill_once_logged(&["replayed, dropped or reordered", "MAC check failed"]);
     assert!(err.contains("replayed, dropped or reordered"), "{err}");
     assert!(err.contains("MAC check failed"), "{err}");
 }

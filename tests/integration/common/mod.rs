@@ -193,18 +193,9 @@ pub fn eventually(limit: std::time::Duration, what: &str, mut done: impl FnMut()
 /// directory, so a test cuts on an event of the run, not after a wall-clock sleep that a
 /// loaded machine stretches. Panics if `writer` exits first or a minute passes.
 pub fn wait_for_durable_acks(w: &WitnessProc, n: u64, writer: &mut Child) {
-    use plugpull::model::RunSelector;
     let t0 = Instant::now();
     loop {
-        let run = std::fs::read_dir(&w.dir).ok().and_then(|d| {
-            d.filter_map(|e| e.ok()).find_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                RunId::parse(name.strip_suffix(".acklog")?)
-            })
-        });
-        let durable = run
-            .and_then(|r| plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(r)).ok())
-            .map_or(0, |log| log.acks.len() as u64);
+        let durable = durable_acks(w);
         if durable >= n {
             return;
         }
@@ -217,6 +208,20 @@ pub fn wait_for_durable_acks(w: &WitnessProc, n: u64, writer: &mut Child) {
         );
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// How many durable acks the witness holds of the one run in its directory (0 before
+/// the run has a log).
+pub fn durable_acks(w: &WitnessProc) -> u64 {
+    use plugpull::model::RunSelector;
+    let run = std::fs::read_dir(&w.dir).ok().and_then(|d| {
+        d.filter_map(|e| e.ok()).find_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            RunId::parse(name.strip_suffix(".acklog")?)
+        })
+    });
+    run.and_then(|r| plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(r)).ok())
+        .map_or(0, |log| log.acks.len() as u64)
 }
 
 /// `plugpull write TARGET --witness W --json EXTRA...`.
