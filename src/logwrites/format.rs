@@ -170,6 +170,17 @@ impl<R: Read> LogReader<R> {
         })
     }
 
+    /// The most entries this reader can yield: the super block's count, but no more than
+    /// the log's length holds (each entry takes at least its header sector). Why: a
+    /// damaged count (2^60) is for the pass to report where the log ends, not for the
+    /// memory check to be refused with.
+    pub fn entries_at_most(&self) -> u64 {
+        let ss = self.sup.sector_bytes as u64;
+        self.log_bytes.map_or(self.sup.nr_entries, |len| {
+            self.sup.nr_entries.min(len.saturating_sub(ss) / ss)
+        })
+    }
+
     fn truncated(&self, what: &str, at: u64) -> FormatError {
         FormatError::Damaged(format!(
             "truncated: {what} of entry {} (at byte {at}) runs past the end of the log; the super block counts {} entries",

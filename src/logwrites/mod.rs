@@ -15,12 +15,16 @@
 //! The format and the way to record a log: docs/replay.md.
 
 pub mod budget;
+#[cfg(test)]
+mod differential_tests;
 pub mod drops;
 pub mod encode;
 pub mod format;
 pub mod image;
 mod judge;
 pub mod replay;
+#[cfg(test)]
+mod run_tests;
 #[cfg(test)]
 mod tests;
 pub mod track;
@@ -131,7 +135,8 @@ pub struct ReplaySummary {
     pub drop_expected: BTreeMap<&'static str, usize>,
     pub drops: Vec<DropState>,
     pub seed: u64,
-    /// One line per verdict that disagrees with its expectation.
+    /// One line per verdict that disagrees with its expectation (past
+    /// [`replay::MAX_DISAGREEMENT_LINES`] durable points, one line counting the rest).
     pub disagreement_lines: Vec<String>,
     pub disagreements: usize,
     pub replay_ms: f64,
@@ -232,48 +237,77 @@ fn run_in_log(path: &Path) -> Result<RunId, ReplayError> {
     run.ok_or_else(|| ReplayError::NoRun(path.to_path_buf()))
 }
 
-/// How many acks a log file holds, counted without holding them; None for a log in a
-/// witness directory with a journal (read whole when loaded, the journal overlaid).
-fn acks_in_file(path: &Path, key: Option<&Key>) -> Result<Option<u64>, ReplayError> {
-    if !crate::witness::store::reader::streamable(path) {
-        return Ok(None);
-    }
+/// How many acks a streamable log file holds, counted without holding them, and its
+/// run: the run is checked first, so an ack log of another run is refused as such and
+/// not for its size.
+fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<u64, ReplayError> {
     let mut n = 0u64;
-    crate::witness::store::reader::stream_log_file(path, key, &mut |a| n += a.len() as u64)
-        .map_err(|e| VerifyError::ReadingAcks {
-            path: path.to_path_buf(),
-            source: e.into(),
-        })?;
-    Ok(Some(n))
+    let (log, _) =
+        crate::witness::store::reader::stream_log_file(path, key, &mut |a| n += a.len() as u64)
+            .map_err(|e| VerifyError::ReadingAcks {
+                path: path.to_path_buf(),
+                source: e.into(),
+            })?;
+    if log.descriptor.run_id != run {
+        return Err(VerifyError::WrongRun {
+            found: log.descriptor.run_id,
+            asked: run,
+        }
+        .into());
+    }
+    Ok(n)
 }
 
 /// The run's acks, counted and checked against `--memory` (with the log's `entries`)
-/// before they are loaded: from the ack file, or fetched from the witness into a
-/// temporary file first (in TMPDIR, removed after), as `verify --witness` does.
+/// before they are loaded: from the ack file (a log in a witness directory with a
+/// journal is first copied with the journal overlaid, as verify does), or fetched from
+/// the witness into a temporary file first (in TMPDIR, removed after), as `verify
+/// --witness` does.
 fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, ReplayError> {
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
         .map_err(|e| VerifyError::Key(e.into()))?;
     let check = |acks| budget::check(acks, entries, o.drops > 0, o.memory_bytes);
-    let fetched = TempLog::new("replay");
-    let file = match &o.acks {
-        AckSource::File(path) => {
-            if let Some(n) = acks_in_file(path, key.as_ref())? {
-                check(n)?;
+    let copy = TempLog::new("replay");
+    let file =
+        match &o.acks {
+            AckSource::File(path) => {
+                let overlaid = crate::witness::store::reader::copy_overlaid(path, &copy.0)
+                    .map_err(|e| VerifyError::ReadingAcks {
+                        path: path.clone(),
+                        source: e.into(),
+                    })?;
+                let file = if overlaid.is_some() {
+                    copy.0.clone()
+                } else {
+                    path.clone()
+                };
+                check(acks_in_file(&file, key.as_ref(), run)?)?;
+                file
             }
-            path.clone()
-        }
-        AckSource::Witness(addr) => {
-            let f = crate::witness::client::fetch_into_file(
-                addr,
-                &RunSelector::Run(run),
-                key.as_ref(),
-                &fetched.0,
-            )
-            .map_err(|e| VerifyError::Fetch(e.into()))?;
-            check(f.acks)?;
-            fetched.0.clone()
-        }
-    };
+            AckSource::Witness(addr) => {
+                let f = crate::witness::client::fetch_into_file(
+                    addr,
+                    &RunSelector::Run(run),
+                    key.as_ref(),
+                    &copy.0,
+                )
+                .map_err(|e| VerifyError::Fetch(e.into()))?;
+                // As verify: a witness that sends another run is refused as such, before
+                // its acks are counted against --memory.
+                if f.descriptor.run_id != run {
+                    return Err(VerifyError::Fetch(
+                    format!(
+                        "asked the witness at {addr} for run {run} and it sent run {}: not judged",
+                        f.descriptor.run_id
+                    )
+                    .into(),
+                )
+                .into());
+                }
+                check(f.acks)?;
+                copy.0.clone()
+            }
+        };
     let vo = VerifyOptions {
         target: o.log.clone(),
         acks: AckSource::File(file),
@@ -288,8 +322,6 @@ fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, Repl
         budget: Default::default(),
     };
     let log = crate::verify::load_run(&vo)?;
-    // Also for a journaled log, which could not be counted before it was read.
-    check(log.acks.len() as u64)?;
     crate::witness::validate::refuse_impossible_run(&log).map_err(VerifyError::from)?;
     Ok(log)
 }
@@ -301,9 +333,9 @@ pub fn run(o: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
         Some(r) => r,
         None => run_in_log(&o.log)?,
     };
-    // The log's own count of its entries (its super block): with the run's acks, what
-    // the replay will hold, checked before either is.
-    let entries = open_log(&o.log)?.sup.nr_entries;
+    // The entries the pass can replay (the super block's count, within the log's
+    // length): with the run's acks, what the replay will hold, checked before either is.
+    let entries = open_log(&o.log)?.entries_at_most();
     let log = load_acks(o, run, entries)?;
     let s = &log.descriptor.settings;
     let size = log
@@ -364,7 +396,7 @@ fn summarise(
     o: &ReplayOptions,
     log: &RunLog,
     sector_bytes: u32,
-    pass: replay::MainPass,
+    mut pass: replay::MainPass,
     states: Vec<DropState>,
     t0: Instant,
 ) -> ReplaySummary {
@@ -376,7 +408,21 @@ fn summarise(
     for d in &states {
         *drop_expected.entry(d.expected.name()).or_insert(0) += 1;
     }
-    let mut lines = pass.disagreements.clone();
+    let as_expected = pass
+        .points
+        .iter()
+        .filter(|p| p.verdict == p.expected)
+        .count();
+    let points_disagreeing = pass.points.len() - as_expected;
+    let mut lines = std::mem::take(&mut pass.disagreements);
+    if points_disagreeing > lines.len() {
+        lines.push(format!(
+            "{} more durable points disagree, not listed (the first {} are)",
+            crate::units::thousands((points_disagreeing - lines.len()) as u64),
+            lines.len()
+        ));
+    }
+    let drops_disagreeing = states.iter().filter(|d| !d.agrees).count();
     for d in states.iter().filter(|d| !d.agrees) {
         lines.push(format!(
             "drop state ({}) at log entry {} without entries {:?} ({} acks): expected {}{}, verify says {}{}",
@@ -424,12 +470,7 @@ fn summarise(
             o.drops
         ));
     }
-    let as_expected = pass
-        .points
-        .iter()
-        .filter(|p| p.verdict == p.expected)
-        .count();
-    let disagreements = lines.len();
+    let disagreements = points_disagreeing + drops_disagreeing;
     ReplaySummary {
         format: REPLAY_FORMAT,
         log: o.log.display().to_string(),

@@ -232,3 +232,47 @@ fn a_run_too_big_from_the_witness_is_refused_before_its_acks_are_loaded() {
     );
     assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
 }
+
+/// The same 2 M acks as the witness keeps them, in its directory with a journal, given
+/// as `--acks`: copied with the journal overlaid (in TMPDIR, removed after), counted and
+/// refused before they are loaded, as from a plain ack file.
+#[test]
+fn a_run_too_big_in_a_journaled_witness_directory_is_refused_before_its_acks_are_loaded() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let wdir = dir.path().join("witness");
+    std::fs::create_dir(&wdir).unwrap();
+    let run = RunId([0x5c; 16]);
+    let acks = plugpull::witness::store::layout::log_path(&wdir, run);
+    let acked = crate::verify_memory::two_million_acks(&dir.path().join("drive.img"), &acks);
+    let _w = crate::common::witness::WitnessProc::start(&wdir);
+    assert!(
+        !plugpull::witness::store::reader::streamable(&acks),
+        "the witness directory's log is read with its journal"
+    );
+    let mut enc = LogEncoder::new(512);
+    enc.write(0, &[0u8; 512], false);
+    enc.flush();
+    let log = dir.path().join("lw.log");
+    std::fs::write(&log, enc.finish()).unwrap();
+    let (rss, code, out, err) = replay_measured(
+        dir.path(),
+        &[
+            log.to_str().unwrap(),
+            "--acks",
+            acks.to_str().unwrap(),
+            "--run",
+            &run.hex(),
+            "--scratch-dir",
+            dir.path().to_str().unwrap(),
+            "--memory",
+            "64M",
+        ],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    let count = plugpull::units::thousands(acked);
+    assert!(
+        err.contains(&format!("replaying {count} acks over a log of 2 entries")),
+        "{err}"
+    );
+    assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
+}
