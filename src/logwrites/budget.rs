@@ -23,14 +23,23 @@ pub const BYTES_PER_ENTRY: u64 = 24;
 pub const BYTES_PER_ENTRY_FOR_DROPS: u64 = 112;
 /// Buffers that do not grow with the run: the log reader's, the scan's, the binary.
 pub const FIXED_BYTES: u64 = 32 << 20;
-/// With drop states: the read buffers of the whole verify that judges each.
+/// With drop states: the read buffers of the whole verify that judges each; and its
+/// early reads of the region (up to `verify::partition::plan::EARLY_READ_BYTES`), which
+/// that verify holds when the run fits its own default budget, as a drop state's does.
 pub const FIXED_BYTES_FOR_DROPS: u64 = 48 << 20;
 
-/// What a replay of `acks` acks over a log of `entries` entries holds at its peak.
-pub fn need_bytes(acks: u64, entries: u64, drops: bool) -> u64 {
+/// What a replay of `acks` acks over a log of `entries` entries holds at its peak; with
+/// drop states, of a run whose region is `region_bytes` long.
+pub fn need_bytes(acks: u64, entries: u64, drops: bool, region_bytes: u64) -> u64 {
     let per_ack = BYTES_PER_ACK + if drops { BYTES_PER_ACK_FOR_DROPS } else { 0 };
     let per_entry = BYTES_PER_ENTRY + if drops { BYTES_PER_ENTRY_FOR_DROPS } else { 0 };
-    let fixed = FIXED_BYTES + if drops { FIXED_BYTES_FOR_DROPS } else { 0 };
+    let early_reads = region_bytes.min(crate::verify::partition::plan::EARLY_READ_BYTES);
+    let fixed = FIXED_BYTES
+        + if drops {
+            FIXED_BYTES_FOR_DROPS + early_reads
+        } else {
+            0
+        };
     fixed
         .saturating_add(acks.saturating_mul(per_ack))
         .saturating_add(entries.saturating_mul(per_entry))
@@ -60,9 +69,16 @@ fn memory_arg(need: u64) -> String {
     format!("{}M", need.div_ceil(1 << 20))
 }
 
-/// Whether a replay of `acks` acks over `entries` log entries fits in `budget_bytes`.
-pub fn check(acks: u64, entries: u64, drops: bool, budget_bytes: u64) -> Result<(), TooBig> {
-    let need = need_bytes(acks, entries, drops);
+/// Whether a replay of `acks` acks over `entries` log entries (with drop states, of a
+/// run whose region is `region_bytes` long) fits in `budget_bytes`.
+pub fn check(
+    acks: u64,
+    entries: u64,
+    drops: bool,
+    region_bytes: u64,
+    budget_bytes: u64,
+) -> Result<(), TooBig> {
+    let need = need_bytes(acks, entries, drops, region_bytes);
     if need <= budget_bytes {
         return Ok(());
     }
@@ -82,9 +98,9 @@ mod tests {
     #[test]
     fn a_run_fits_until_its_acks_and_entries_pass_the_budget() {
         let budget = 512 << 20;
-        assert!(check(1_000_000, 1_000_000, false, budget).is_ok());
-        let e = check(4_000_000, 4_000_000, false, budget).unwrap_err();
-        assert_eq!(e.need_bytes, need_bytes(4_000_000, 4_000_000, false));
+        assert!(check(1_000_000, 1_000_000, false, 0, budget).is_ok());
+        let e = check(4_000_000, 4_000_000, false, 0, budget).unwrap_err();
+        assert_eq!(e.need_bytes, need_bytes(4_000_000, 4_000_000, false, 0));
         let text = e.to_string();
         assert!(text.contains("4,000,000 acks"), "{text}");
         assert!(text.contains("more than --memory 512.0 MiB"), "{text}");
@@ -95,14 +111,25 @@ mod tests {
             .and_then(|s| s.split('M').next())
             .and_then(|n| n.parse().ok())
             .expect("a --memory in whole MiB");
-        assert!(check(4_000_000, 4_000_000, false, ask << 20).is_ok());
-        assert!(check(4_000_000, 4_000_000, false, (ask - 1) << 20).is_err());
+        assert!(check(4_000_000, 4_000_000, false, 0, ask << 20).is_ok());
+        assert!(check(4_000_000, 4_000_000, false, 0, (ask - 1) << 20).is_err());
     }
 
     #[test]
     fn drop_states_cost_more_and_counts_never_overflow() {
-        assert!(need_bytes(10, 10, true) > need_bytes(10, 10, false));
-        assert_eq!(need_bytes(u64::MAX, 1, false), u64::MAX);
-        assert!(check(u64::MAX, u64::MAX, true, u64::MAX - 1).is_err());
+        assert!(need_bytes(10, 10, true, 0) > need_bytes(10, 10, false, 0));
+        // The drop states' verify reads the region early, up to its bound.
+        let small = need_bytes(10, 10, true, 1 << 20);
+        assert_eq!(need_bytes(10, 10, true, 2 << 20), small + (1 << 20));
+        assert_eq!(
+            need_bytes(10, 10, true, u64::MAX),
+            need_bytes(10, 10, true, 1 << 40)
+        );
+        assert_eq!(
+            need_bytes(10, 10, false, 1 << 40),
+            need_bytes(10, 10, false, 0)
+        );
+        assert_eq!(need_bytes(u64::MAX, 1, false, 0), u64::MAX);
+        assert!(check(u64::MAX, u64::MAX, true, u64::MAX, u64::MAX - 1).is_err());
     }
 }

@@ -238,9 +238,9 @@ fn run_in_log(path: &Path) -> Result<RunId, ReplayError> {
 }
 
 /// How many acks a streamable log file holds, counted without holding them, and its
-/// run: the run is checked first, so an ack log of another run is refused as such and
-/// not for its size.
-fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<u64, ReplayError> {
+/// run's region length: the run is checked first, so an ack log of another run is
+/// refused as such and not for its size.
+fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<(u64, u64), ReplayError> {
     let mut n = 0u64;
     let (log, _) =
         crate::witness::store::reader::stream_log_file(path, key, &mut |a| n += a.len() as u64)
@@ -255,7 +255,7 @@ fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<u64, Repla
         }
         .into());
     }
-    Ok(n)
+    Ok((n, log.descriptor.settings.region_bytes))
 }
 
 /// The run's acks, counted and checked against `--memory` (with the log's `entries`)
@@ -266,7 +266,9 @@ fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<u64, Repla
 fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, ReplayError> {
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
         .map_err(|e| VerifyError::Key(e.into()))?;
-    let check = |acks| budget::check(acks, entries, o.drops > 0, o.memory_bytes);
+    let check = |(acks, region_bytes)| {
+        budget::check(acks, entries, o.drops > 0, region_bytes, o.memory_bytes)
+    };
     let copy = TempLog::new("replay");
     let file =
         match &o.acks {
@@ -304,7 +306,7 @@ fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, Repl
                 )
                 .into());
                 }
-                check(f.acks)?;
+                check((f.acks, f.descriptor.settings.region_bytes))?;
                 copy.0.clone()
             }
         };
