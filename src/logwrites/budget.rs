@@ -11,9 +11,11 @@
 use crate::units::{fmt_bytes, thousands};
 
 /// Bytes held per ack of the run: the witness's ack (40), its copy in judging order
-/// (40), its sector tally (40), four u32 indexes (16) less what a judgement leaves
-/// unused, as measured (docs/performance.md, "Replay": 136 B per ack and entry).
-pub const BYTES_PER_ACK: u64 = 120;
+/// (40), its sector tally (40), four u32 indexes (16), and a little for the judgement's
+/// class per ack. Why not less: every ack the log makes durable holds all of it however
+/// few entries the log has (a writeback write carries dozens of records, so the bytes
+/// per entry below do not make up for it); measured 136 to 140 bytes an ack.
+pub const BYTES_PER_ACK: u64 = 144;
 /// Per ack, with drop states: the durable point from which each is ackable, and the
 /// whole verify of each drop state (the judged acks and the engine's own per-ack state).
 pub const BYTES_PER_ACK_FOR_DROPS: u64 = 176;
@@ -113,6 +115,20 @@ mod tests {
             .expect("a --memory in whole MiB");
         assert!(check(4_000_000, 4_000_000, false, 0, ask << 20).is_ok());
         assert!(check(4_000_000, 4_000_000, false, 0, (ask - 1) << 20).is_err());
+    }
+
+    /// What each judged ack holds for the whole pass, whatever the log's entries: the
+    /// figure per ack must cover it alone.
+    #[test]
+    fn the_bytes_per_ack_cover_what_every_judged_ack_holds() {
+        use std::mem::size_of;
+        let held = 2 * size_of::<crate::model::Ack>()
+            + size_of::<crate::verify::classify::SectorTally>()
+            + 4 * size_of::<u32>();
+        assert!(
+            BYTES_PER_ACK >= held as u64,
+            "{BYTES_PER_ACK} bytes an ack, each holds {held}"
+        );
     }
 
     #[test]
