@@ -266,7 +266,7 @@ fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<u64, Repla
 fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, ReplayError> {
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
         .map_err(|e| VerifyError::Key(e.into()))?;
-    let check = |acks| budget::check(acks, entries, o.drops > 0, o.memory_bytes);
+    let check = |acks| budget::check(acks, entries, o.drops > 0, o.full_verify, o.memory_bytes);
     let copy = TempLog::new("replay");
     let file =
         match &o.acks {
