@@ -118,6 +118,7 @@ pub struct ReplaySummary {
     pub flushes: u64,
     pub fua_writes: u64,
     pub discards: u64,
+    /// The names of the first [`replay::MAX_MARKS`] marks (a note counts them all).
     pub marks: Vec<String>,
     /// The run's acks at the witness.
     pub acks: usize,
@@ -455,6 +456,13 @@ fn summarise(
             log.acks.len(),
             first.stream,
             first.seq
+        ));
+    }
+    if pass.marks_total > pass.marks.len() as u64 {
+        notes.push(format!(
+            "the log has {} marks; the first {} are listed",
+            crate::units::thousands(pass.marks_total),
+            pass.marks.len()
         ));
     }
     if pass.uncounted_entries {
