@@ -12,36 +12,47 @@ use crate::units::{fmt_bytes, thousands};
 
 /// Bytes held per ack of the run: the witness's ack (40), its copy in judging order
 /// (40), its sector tally (40), four u32 indexes (16), and a little for the judgement's
-/// class per ack. Why not less: every ack the log makes durable holds all of it however
-/// few entries the log has (a writeback write carries dozens of records, so the bytes
-/// per entry below do not make up for it); measured 136 to 140 bytes an ack.
+/// class per ack. Why not less: every ack the log makes durable holds all of it, however
+/// few entries the log has (a writeback write carries dozens of records, so the
+/// per-entry bytes below do not make up for it); measured 136 to 140 bytes an ack.
 pub const BYTES_PER_ACK: u64 = 144;
-/// Per ack, with drop states: the durable point from which each is ackable, and the
-/// whole verify of each drop state (the judged acks and the engine's own per-ack state).
-pub const BYTES_PER_ACK_FOR_DROPS: u64 = 176;
+/// Per ack, with drop states: the durable point from which each is ackable.
+pub const BYTES_PER_ACK_FOR_DROPS: u64 = 8;
 /// Per log entry: a judged durable point (at most one per entry).
 pub const BYTES_PER_ENTRY: u64 = 24;
 /// Per log entry, with drop states: what is kept of each logged write to plan them.
 pub const BYTES_PER_ENTRY_FOR_DROPS: u64 = 112;
 /// Buffers that do not grow with the run: the log reader's, the scan's, the binary.
 pub const FIXED_BYTES: u64 = 32 << 20;
-/// With drop states: the read buffers of the whole verify that judges each; and its
-/// early reads of the region (up to `verify::partition::plan::EARLY_READ_BYTES`), which
-/// that verify holds when the run fits its own default budget, as a drop state's does.
-pub const FIXED_BYTES_FOR_DROPS: u64 = 48 << 20;
+/// Per ack, for each whole verify (a drop state's, or every point's with
+/// `--full-verify`): the judged acks handed to it, and their copy in writer order.
+pub const BYTES_PER_ACK_FOR_WHOLE_VERIFY: u64 = 80;
 
-/// What a replay of `acks` acks over a log of `entries` entries holds at its peak; with
-/// drop states, of a run whose region is `region_bytes` long.
-pub fn need_bytes(acks: u64, entries: u64, drops: bool, region_bytes: u64) -> u64 {
-    let per_ack = BYTES_PER_ACK + if drops { BYTES_PER_ACK_FOR_DROPS } else { 0 };
-    let per_entry = BYTES_PER_ENTRY + if drops { BYTES_PER_ENTRY_FOR_DROPS } else { 0 };
-    let early_reads = region_bytes.min(crate::verify::partition::plan::EARLY_READ_BYTES);
-    let fixed = FIXED_BYTES
-        + if drops {
-            FIXED_BYTES_FOR_DROPS + early_reads
-        } else {
-            0
-        };
+/// What a whole verify of `acks` acks holds besides them: what verify plans for itself
+/// within its default budget (`verify::partition::plan`): its fixed buffers, its early
+/// reads (128 MiB, filled at once from a scratch image in the page cache) and each live
+/// record, or that budget when the run would not fit it (then verify judges in parts).
+pub fn whole_verify_bytes(acks: u64) -> u64 {
+    use crate::verify::partition::plan::{EARLY_READ_BYTES, FIXED_BYTES, LIVE_RECORD_BYTES};
+    acks.saturating_mul(LIVE_RECORD_BYTES)
+        .saturating_add(FIXED_BYTES + EARLY_READ_BYTES)
+        .min(crate::verify::budget::DEFAULT_MEMORY_BYTES)
+}
+
+/// What a replay of `acks` acks over a log of `entries` entries holds at its peak, with
+/// drop states and with a whole verify per durable point (`--full-verify`) if asked.
+pub fn need_bytes(acks: u64, entries: u64, drops: bool, full_verify: bool) -> u64 {
+    let mut per_ack = BYTES_PER_ACK;
+    let mut per_entry = BYTES_PER_ENTRY;
+    let mut fixed = FIXED_BYTES;
+    if drops {
+        per_ack += BYTES_PER_ACK_FOR_DROPS;
+        per_entry += BYTES_PER_ENTRY_FOR_DROPS;
+    }
+    if drops || full_verify {
+        per_ack += BYTES_PER_ACK_FOR_WHOLE_VERIFY;
+        fixed = fixed.saturating_add(whole_verify_bytes(acks));
+    }
     fixed
         .saturating_add(acks.saturating_mul(per_ack))
         .saturating_add(entries.saturating_mul(per_entry))
@@ -50,10 +61,15 @@ pub fn need_bytes(acks: u64, entries: u64, drops: bool, region_bytes: u64) -> u6
 /// A replay that would not fit in `--memory`.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "replaying {acks} acks over a log of {entries} entries{with_drops} needs about {need}, more than --memory {budget}: pass --memory {ask} (replay keeps every acknowledged record's state for the whole log; it does not judge in parts as verify does)",
+    "replaying {acks} acks over a log of {entries} entries{with} needs about {need}, more than --memory {budget}: pass --memory {ask} (replay keeps every acknowledged record's state for the whole log; it does not judge in parts as verify does)",
     acks = thousands(*.acks),
     entries = thousands(*.entries),
-    with_drops = if *.drops { " with drop states" } else { "" },
+    with = match (*.drops, *.full_verify) {
+        (true, true) => " with drop states and --full-verify",
+        (true, false) => " with drop states",
+        (false, true) => " with --full-verify",
+        (false, false) => "",
+    },
     need = fmt_bytes(*.need_bytes),
     budget = fmt_bytes(*.budget_bytes),
     ask = memory_arg(*.need_bytes),
@@ -62,6 +78,7 @@ pub struct TooBig {
     pub acks: u64,
     pub entries: u64,
     pub drops: bool,
+    pub full_verify: bool,
     pub need_bytes: u64,
     pub budget_bytes: u64,
 }
@@ -71,16 +88,15 @@ fn memory_arg(need: u64) -> String {
     format!("{}M", need.div_ceil(1 << 20))
 }
 
-/// Whether a replay of `acks` acks over `entries` log entries (with drop states, of a
-/// run whose region is `region_bytes` long) fits in `budget_bytes`.
+/// Whether a replay of `acks` acks over `entries` log entries fits in `budget_bytes`.
 pub fn check(
     acks: u64,
     entries: u64,
     drops: bool,
-    region_bytes: u64,
+    full_verify: bool,
     budget_bytes: u64,
 ) -> Result<(), TooBig> {
-    let need = need_bytes(acks, entries, drops, region_bytes);
+    let need = need_bytes(acks, entries, drops, full_verify);
     if need <= budget_bytes {
         return Ok(());
     }
@@ -88,6 +104,7 @@ pub fn check(
         acks,
         entries,
         drops,
+        full_verify,
         need_bytes: need,
         budget_bytes,
     })
@@ -100,9 +117,9 @@ mod tests {
     #[test]
     fn a_run_fits_until_its_acks_and_entries_pass_the_budget() {
         let budget = 512 << 20;
-        assert!(check(1_000_000, 1_000_000, false, 0, budget).is_ok());
-        let e = check(4_000_000, 4_000_000, false, 0, budget).unwrap_err();
-        assert_eq!(e.need_bytes, need_bytes(4_000_000, 4_000_000, false, 0));
+        assert!(check(1_000_000, 1_000_000, false, false, budget).is_ok());
+        let e = check(4_000_000, 4_000_000, false, false, budget).unwrap_err();
+        assert_eq!(e.need_bytes, need_bytes(4_000_000, 4_000_000, false, false));
         let text = e.to_string();
         assert!(text.contains("4,000,000 acks"), "{text}");
         assert!(text.contains("more than --memory 512.0 MiB"), "{text}");
@@ -113,12 +130,12 @@ mod tests {
             .and_then(|s| s.split('M').next())
             .and_then(|n| n.parse().ok())
             .expect("a --memory in whole MiB");
-        assert!(check(4_000_000, 4_000_000, false, 0, ask << 20).is_ok());
-        assert!(check(4_000_000, 4_000_000, false, 0, (ask - 1) << 20).is_err());
+        assert!(check(4_000_000, 4_000_000, false, false, ask << 20).is_ok());
+        assert!(check(4_000_000, 4_000_000, false, false, (ask - 1) << 20).is_err());
     }
 
     /// What each judged ack holds for the whole pass, whatever the log's entries: the
-    /// figure per ack must cover it alone.
+    /// per-ack figure must cover it alone.
     #[test]
     fn the_bytes_per_ack_cover_what_every_judged_ack_holds() {
         use std::mem::size_of;
@@ -131,21 +148,38 @@ mod tests {
         );
     }
 
+    /// A drop state's verify and each of `--full-verify`'s hold, besides the judged acks,
+    /// what verify plans for itself: its buffers and early reads (168 MiB) and each live
+    /// record, up to its own default budget.
+    #[test]
+    fn whole_verifies_are_reckoned_as_verify_plans_them() {
+        use crate::verify::partition::plan;
+        let fixed = plan::FIXED_BYTES + plan::EARLY_READ_BYTES;
+        for n in [10, 150_000, 1_000_000, 10_000_000] {
+            let alone = need_bytes(n, n, false, false);
+            let live = (fixed + n * plan::LIVE_RECORD_BYTES).min(512 << 20);
+            for (drops, full) in [(true, false), (false, true), (true, true)] {
+                let need = need_bytes(n, n, drops, full);
+                assert!(need >= alone + live + n * 80, "{n} acks, {drops} {full}");
+            }
+            assert!(need_bytes(n, n, true, false) > need_bytes(n, n, false, true));
+        }
+        let text = check(10, 10, false, true, 1).unwrap_err().to_string();
+        assert!(
+            text.contains("10 entries with --full-verify needs"),
+            "{text}"
+        );
+        let text = check(10, 10, true, true, 1).unwrap_err().to_string();
+        assert!(
+            text.contains("with drop states and --full-verify"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn drop_states_cost_more_and_counts_never_overflow() {
-        assert!(need_bytes(10, 10, true, 0) > need_bytes(10, 10, false, 0));
-        // The drop states' verify reads the region early, up to its bound.
-        let small = need_bytes(10, 10, true, 1 << 20);
-        assert_eq!(need_bytes(10, 10, true, 2 << 20), small + (1 << 20));
-        assert_eq!(
-            need_bytes(10, 10, true, u64::MAX),
-            need_bytes(10, 10, true, 1 << 40)
-        );
-        assert_eq!(
-            need_bytes(10, 10, false, 1 << 40),
-            need_bytes(10, 10, false, 0)
-        );
-        assert_eq!(need_bytes(u64::MAX, 1, false, 0), u64::MAX);
-        assert!(check(u64::MAX, u64::MAX, true, u64::MAX, u64::MAX - 1).is_err());
+        assert!(need_bytes(10, 10, true, false) > need_bytes(10, 10, false, false));
+        assert_eq!(need_bytes(u64::MAX, 1, false, false), u64::MAX);
+        assert!(check(u64::MAX, u64::MAX, true, true, u64::MAX - 1).is_err());
     }
 }

@@ -118,6 +118,7 @@ pub struct ReplaySummary {
     pub flushes: u64,
     pub fua_writes: u64,
     pub discards: u64,
+    /// The names of the first [`replay::MAX_MARKS`] marks (a note counts them all).
     pub marks: Vec<String>,
     /// The run's acks at the witness.
     pub acks: usize,
@@ -238,9 +239,9 @@ fn run_in_log(path: &Path) -> Result<RunId, ReplayError> {
 }
 
 /// How many acks a streamable log file holds, counted without holding them, and its
-/// run's region length: the run is checked first, so an ack log of another run is
-/// refused as such and not for its size.
-fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<(u64, u64), ReplayError> {
+/// run: the run is checked first, so an ack log of another run is refused as such and
+/// not for its size.
+fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<u64, ReplayError> {
     let mut n = 0u64;
     let (log, _) =
         crate::witness::store::reader::stream_log_file(path, key, &mut |a| n += a.len() as u64)
@@ -255,7 +256,7 @@ fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<(u64, u64)
         }
         .into());
     }
-    Ok((n, log.descriptor.settings.region_bytes))
+    Ok(n)
 }
 
 /// The run's acks, counted and checked against `--memory` (with the log's `entries`)
@@ -266,9 +267,7 @@ fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<(u64, u64)
 fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, ReplayError> {
     let key = crate::wire::auth::load_key(o.key_file.as_deref())
         .map_err(|e| VerifyError::Key(e.into()))?;
-    let check = |(acks, region_bytes)| {
-        budget::check(acks, entries, o.drops > 0, region_bytes, o.memory_bytes)
-    };
+    let check = |acks| budget::check(acks, entries, o.drops > 0, o.full_verify, o.memory_bytes);
     let copy = TempLog::new("replay");
     let file =
         match &o.acks {
@@ -306,7 +305,7 @@ fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, Repl
                 )
                 .into());
                 }
-                check((f.acks, f.descriptor.settings.region_bytes))?;
+                check(f.acks)?;
                 copy.0.clone()
             }
         };
@@ -457,6 +456,13 @@ fn summarise(
             log.acks.len(),
             first.stream,
             first.seq
+        ));
+    }
+    if pass.marks_total > pass.marks.len() as u64 {
+        notes.push(format!(
+            "the log has {} marks; the first {} are listed",
+            crate::units::thousands(pass.marks_total),
+            pass.marks.len()
         ));
     }
     if pass.uncounted_entries {

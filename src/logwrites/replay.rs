@@ -40,7 +40,9 @@ pub struct MainPass {
     pub flushes: u64,
     pub fua_writes: u64,
     pub discards: u64,
+    /// The names of the log's first [`MAX_MARKS`] marks, and how many marks it has.
     pub marks: Vec<String>,
+    pub marks_total: u64,
     /// How many acks of the run the log never made durable, and the first of them.
     pub never_durable: usize,
     pub first_never_durable: Option<Ack>,
@@ -61,6 +63,10 @@ pub struct MainPass {
 /// a log with a flush per record would outgrow the `--memory` the run was checked
 /// against (24 bytes a point); the count of them stays exact.
 pub const MAX_DISAGREEMENT_LINES: usize = 1000;
+
+/// Marks whose names are kept. Why a bound: a mark's name takes up to its entry's
+/// sector (4 KiB with 4096-byte blocks) where the memory check reckons 24 bytes an entry.
+pub const MAX_MARKS: usize = 1000;
 
 /// The verdict an honest replay must get for `acks` acknowledged records: PASS, or
 /// INCONCLUSIVE while the writer can have received no ack yet.
@@ -136,6 +142,7 @@ pub fn main_pass<R: Read>(
         fua_writes: 0,
         discards: 0,
         marks: vec![],
+        marks_total: 0,
         never_durable: 0,
         first_never_durable: None,
         unacked_sectors: 0,
@@ -220,7 +227,10 @@ fn count(pass: &mut MainPass, e: &Entry) {
         pass.discards += 1;
     }
     if let Some(m) = &e.mark {
-        pass.marks.push(m.clone());
+        pass.marks_total += 1;
+        if pass.marks.len() < MAX_MARKS {
+            pass.marks.push(m.clone());
+        }
     }
 }
 

@@ -373,3 +373,29 @@ fn disagreeing_points_are_all_counted_and_the_first_are_described() {
         s.line()
     );
 }
+
+/// A log of many marks with long names (what fits a 4 KiB entry sector) keeps the first
+/// names and counts the rest in a note, instead of holding every name where the memory
+/// check reckons 24 bytes an entry.
+#[test]
+fn many_marks_are_counted_and_the_first_are_named() {
+    let _one = REPLAYING.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Case::new();
+    let acks: Vec<Ack> = (0..2).map(ack).collect();
+    let mut enc = logged(&acks);
+    let long = "m".repeat(400);
+    let many = super::replay::MAX_MARKS + 30;
+    for _ in 0..many {
+        enc.mark(&long);
+    }
+    let log = c.file("lw.log", &enc.finish());
+    let s = replayed(&c.options(&log, AckSource::File(c.ack_file(RUN, &acks)), ENOUGH));
+    assert_eq!(s.marks.len(), super::replay::MAX_MARKS);
+    assert_eq!(s.marks[0], long);
+    assert_eq!(s.entries, 4 + many as u64);
+    let note = format!(
+        "the log has 1,030 marks; the first {} are listed",
+        s.marks.len()
+    );
+    assert!(s.notes.contains(&note), "{:?}", s.notes);
+}

@@ -50,28 +50,7 @@ fn logged_run(dir: &Path, acks: u64) -> (PathBuf, PathBuf) {
     }
     let log = dir.join("lw.log");
     std::fs::write(&log, enc.finish()).unwrap();
-    let descriptor = RunDescriptor {
-        run_id: RUN,
-        format_version: FORMAT_VERSION,
-        plugpull_version: env!("CARGO_PKG_VERSION").into(),
-        host: "test".into(),
-        started_at: "2026-05-28T00:00:00Z".into(),
-        device: identity::identify(&target),
-        tree: None,
-        settings: WriterSettings {
-            region_offset: 0,
-            region_bytes: acks * 512,
-            record_bytes_min: 512,
-            record_bytes_max: 512,
-            placement: "sequential".into(),
-            streams: 1,
-            flush: FlushMethod::Fdatasync,
-            direct: true,
-            seed: 1,
-            max_records_unacked: None,
-        },
-        command: vec![],
-    };
+    let descriptor = descriptor_for(&target, acks * 512);
     let acklog = dir.join("run.acklog");
     let mut stream = (0..acks).map(|i| ack(i, FLUSH_EVERY));
     plugpull::witness::store::export::write_log_file_from(
@@ -83,6 +62,33 @@ fn logged_run(dir: &Path, acks: u64) -> (PathBuf, PathBuf) {
     )
     .unwrap();
     (log, acklog)
+}
+
+/// The descriptor of a one-stream sequential run of 512 B records over `region_bytes`
+/// written to `target`.
+fn descriptor_for(target: &Path, region_bytes: u64) -> RunDescriptor {
+    RunDescriptor {
+        run_id: RUN,
+        format_version: FORMAT_VERSION,
+        plugpull_version: env!("CARGO_PKG_VERSION").into(),
+        host: "test".into(),
+        started_at: "2026-05-28T00:00:00Z".into(),
+        device: identity::identify(target),
+        tree: None,
+        settings: WriterSettings {
+            region_offset: 0,
+            region_bytes,
+            record_bytes_min: 512,
+            record_bytes_max: 512,
+            placement: "sequential".into(),
+            streams: 1,
+            flush: FlushMethod::Fdatasync,
+            direct: true,
+            seed: 1,
+            max_records_unacked: None,
+        },
+        command: vec![],
+    }
 }
 
 /// The `--memory` a refusal names ("pass --memory 85M").
@@ -275,4 +281,90 @@ fn a_run_too_big_in_a_journaled_witness_directory_is_refused_before_its_acks_are
         "{err}"
     );
     assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
+}
+
+/// A one-stream run of `acks` 512 B records placed at random over a region of `slots`
+/// records, one write each, a flush every `flush_every`: (log, acks) in `dir`.
+fn logged_random_run(dir: &Path, acks: u64, slots: u64, flush_every: u64) -> (PathBuf, PathBuf) {
+    let target = dir.join("drive.img");
+    std::fs::File::create(&target)
+        .unwrap()
+        .set_len(slots * 512)
+        .unwrap();
+    let key = RunKey::new(RUN);
+    let mut buf = vec![0u8; 512];
+    let mut enc = LogEncoder::new(512);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let list: Vec<Ack> = (0..acks)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let record = RecordId {
+                stream: 0,
+                seq: i + 1,
+                offset: x % slots * 512,
+                sectors: 1,
+                write_time_ns: T0_NS + i * 10_000,
+            };
+            fill_record(&mut buf, &key, RUN, &record);
+            enc.write(record.offset, &buf, false);
+            if (i + 1) % flush_every == 0 || i + 1 == acks {
+                enc.flush();
+            }
+            Ack {
+                record,
+                flushed_ns: T0_NS + i * 10_000 + 5_000,
+            }
+        })
+        .collect();
+    let log = dir.join("lw.log");
+    std::fs::write(&log, enc.finish()).unwrap();
+    let mut descriptor = descriptor_for(&target, slots * 512);
+    descriptor.settings.placement = "random".into();
+    let acklog = dir.join("run.acklog");
+    plugpull::witness::store::export::write_log_file_from(
+        &acklog,
+        &descriptor,
+        &mut list.into_iter(),
+        &[],
+        None,
+    )
+    .unwrap();
+    (log, acklog)
+}
+
+/// A whole verify (a drop state's, or each durable point's with `--full-verify`) holds
+/// what verify plans for itself besides the replay's own state: its buffers, its early
+/// reads (128 MiB, filled at once from a scratch image in the page cache) and its live
+/// records. 150,000 acks at random over 2 GiB: each is refused under 64M and the
+/// `--memory` the refusal names is kept to.
+#[test]
+fn whole_verifies_keep_to_the_memory_the_refusal_names() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (log, acks) = logged_random_run(dir.path(), 150_000, 4 << 20, 50_000);
+    let d = dir.path().to_str().unwrap();
+    let (log, acks) = (log.to_str().unwrap(), acks.to_str().unwrap());
+    for extra in [&["--drops", "2", "--seed", "7"][..], &["--full-verify"][..]] {
+        let mut args = vec![log, "--acks", acks, "--scratch-dir", d, "--json"];
+        args.extend_from_slice(extra);
+        args.extend(["--memory", "64M"]);
+        let (rss, code, out, err) = replay_measured(dir.path(), &args);
+        assert_eq!(code, 2, "{extra:?}: {out}{err}");
+        assert!(err.contains("replaying 150,000 acks"), "{err}");
+        assert!(rss < 64 << 10, "{extra:?}: peak RSS {rss} KiB refusing");
+        let asked = memory_named(&err);
+        let at = args.len() - 1;
+        args[at] = &asked;
+        let (rss, code, out, err) = replay_measured(dir.path(), &args);
+        assert_eq!(code, 0, "{extra:?} --memory {asked}: {out}{err}");
+        let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(j["disagreements"], 0, "{out}");
+        assert_eq!(j["durable_points"], 3, "{out}");
+        let asked_kib = plugpull::units::parse_size(&asked).unwrap() as i64 >> 10;
+        assert!(
+            rss < asked_kib,
+            "{extra:?}: peak RSS {rss} KiB over the --memory {asked} the refusal named"
+        );
+    }
 }
