@@ -16,8 +16,10 @@ use crate::units::{fmt_bytes, thousands};
 /// few entries the log has (a writeback write carries dozens of records, so the
 /// per-entry bytes below do not make up for it); measured 136 to 140 bytes an ack.
 pub const BYTES_PER_ACK: u64 = 144;
-/// Per ack, with drop states: the durable point from which each is ackable.
-pub const BYTES_PER_ACK_FOR_DROPS: u64 = 8;
+/// Per ack, with drop states: the durable point from which each is ackable (8), and its
+/// place in the list of acks its write holds (8), which the bytes per entry do not
+/// cover when a write holds many records.
+pub const BYTES_PER_ACK_FOR_DROPS: u64 = 16;
 /// Per log entry: a judged durable point (at most one per entry).
 pub const BYTES_PER_ENTRY: u64 = 24;
 /// Per log entry, with drop states: what is kept of each logged write to plan them.

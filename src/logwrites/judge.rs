@@ -62,7 +62,7 @@ impl<'a> PointJudge<'a> {
     ) -> PointJudge<'a> {
         assert!(
             witness.len() < NOT_YET as usize,
-            "replay judges fewer than u32::MAX acks (the memory check refuses more)"
+            "replay judges fewer than u32::MAX acks (loading that many takes some 170 GB first)"
         );
         let mut by_offset: Vec<u32> = (0..witness.len() as u32).collect();
         by_offset.sort_unstable_by_key(|&i| witness[i as usize].record.offset);

@@ -54,7 +54,7 @@ impl<'a> Tracker<'a> {
     pub fn new(run: RunId, acks: &'a [Ack], keep_writes: bool) -> Tracker<'a> {
         assert!(
             u32::try_from(acks.len()).is_ok(),
-            "replay tracks at most u32::MAX acks (the memory check refuses more)"
+            "replay tracks at most u32::MAX acks (loading that many takes some 170 GB first)"
         );
         let mut by_key: Vec<u32> = (0..acks.len() as u32).collect();
         by_key.sort_unstable_by_key(|&i| key(&acks[i as usize]));
