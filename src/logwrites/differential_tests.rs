@@ -15,9 +15,7 @@ use super::format::{FLUSH, FUA, LogReader};
 use super::image::ScratchImage;
 use super::replay::{PassOptions, main_pass};
 use super::track::Tracker;
-use crate::device::FlushMethod;
-use crate::device::identity::DeviceIdentity;
-use crate::model::{Ack, RunDescriptor, Verdict, WriterSettings};
+use crate::model::{Ack, RunDescriptor, Verdict};
 use crate::record::{RecordId, RunId, RunKey, SECTOR, decode_stamp, fill_record};
 use crate::rng::Rng;
 use std::collections::HashMap;
@@ -109,33 +107,7 @@ impl Reference {
 }
 
 fn descriptor() -> RunDescriptor {
-    RunDescriptor {
-        run_id: RUN,
-        format_version: crate::record::FORMAT_VERSION,
-        plugpull_version: "test".into(),
-        host: "h".into(),
-        started_at: "2026-01-01T00:00:00Z".into(),
-        device: DeviceIdentity {
-            target: "/dev/x".into(),
-            kind: "file".into(),
-            size_bytes: REGION,
-            ..Default::default()
-        },
-        settings: WriterSettings {
-            region_offset: 0,
-            region_bytes: REGION,
-            record_bytes_min: 512,
-            record_bytes_max: 8192,
-            placement: "random".into(),
-            streams: 2,
-            flush: FlushMethod::Fdatasync,
-            direct: true,
-            seed: 1,
-            max_records_unacked: None,
-        },
-        command: vec![],
-        tree: None,
-    }
+    super::tests::run_descriptor(RUN, REGION, (512, 8192), "random", 2)
 }
 
 /// A random log of `steps` operations and the run's acks (each stream's in seq order).

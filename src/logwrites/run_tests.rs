@@ -5,9 +5,7 @@
 use super::encode::LogEncoder;
 use super::replay::MAX_DISAGREEMENT_LINES;
 use super::{ReplayError, ReplayOptions, ReplaySummary, run};
-use crate::device::FlushMethod;
-use crate::device::identity::DeviceIdentity;
-use crate::model::{Ack, RunDescriptor, WriterSettings};
+use crate::model::{Ack, RunDescriptor};
 use crate::record::{RecordId, RunId, RunKey, fill_record};
 use crate::verify::{AckSource, VerifyError};
 use std::path::{Path, PathBuf};
@@ -22,34 +20,8 @@ const RUN: RunId = RunId([0x4e; 16]);
 const RECORD_BYTES: u64 = 4096;
 
 fn descriptor(run: RunId, records: u64) -> RunDescriptor {
-    let region_bytes = records * RECORD_BYTES;
-    RunDescriptor {
-        run_id: run,
-        format_version: crate::record::FORMAT_VERSION,
-        plugpull_version: "test".into(),
-        host: "h".into(),
-        started_at: "2026-01-01T00:00:00Z".into(),
-        device: DeviceIdentity {
-            target: "/dev/x".into(),
-            kind: "file".into(),
-            size_bytes: region_bytes,
-            ..Default::default()
-        },
-        settings: WriterSettings {
-            region_offset: 0,
-            region_bytes,
-            record_bytes_min: RECORD_BYTES,
-            record_bytes_max: RECORD_BYTES,
-            placement: "sequential".into(),
-            streams: 1,
-            flush: FlushMethod::Fdatasync,
-            direct: true,
-            seed: 1,
-            max_records_unacked: None,
-        },
-        command: vec![],
-        tree: None,
-    }
+    let record = (RECORD_BYTES, RECORD_BYTES);
+    super::tests::run_descriptor(run, records * RECORD_BYTES, record, "sequential", 1)
 }
 
 /// Ack i of a one-stream sequential run of 4 KiB records.

@@ -157,33 +157,7 @@ impl Fixture {
         Fixture {
             run,
             key: RunKey::new(run),
-            descriptor: RunDescriptor {
-                run_id: run,
-                format_version: crate::record::FORMAT_VERSION,
-                plugpull_version: "test".into(),
-                host: "h".into(),
-                started_at: "2026-01-01T00:00:00Z".into(),
-                device: DeviceIdentity {
-                    target: "/dev/x".into(),
-                    kind: "file".into(),
-                    size_bytes: region_bytes,
-                    ..Default::default()
-                },
-                settings: WriterSettings {
-                    region_offset: 0,
-                    region_bytes,
-                    record_bytes_min: 4096,
-                    record_bytes_max: 8192,
-                    placement: "sequential".into(),
-                    streams,
-                    flush: FlushMethod::Fdatasync,
-                    direct: true,
-                    seed: 1,
-                    max_records_unacked: None,
-                },
-                command: vec![],
-                tree: None,
-            },
+            descriptor: run_descriptor(run, region_bytes, (4096, 8192), "sequential", streams),
             acks: vec![],
         }
     }
@@ -508,4 +482,42 @@ fn writer_order_is_by_seq_per_stream_whatever_the_clock_did() {
     assert_eq!(order, [(0, 1), (1, 1), (0, 2), (0, 3), (0, 4), (1, 2)]);
     // Each ack keeps its own times.
     assert!(got.iter().all(|a| a.flushed_ns == a.record.write_time_ns));
+}
+
+/// The descriptor of a run of `streams` streams writing records of `record_bytes`
+/// (least, most) over `region_bytes` from offset 0 of a file: the replay tests' runs.
+pub(super) fn run_descriptor(
+    run: RunId,
+    region_bytes: u64,
+    record_bytes: (u64, u64),
+    placement: &str,
+    streams: u16,
+) -> RunDescriptor {
+    RunDescriptor {
+        run_id: run,
+        format_version: crate::record::FORMAT_VERSION,
+        plugpull_version: "test".into(),
+        host: "h".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        device: DeviceIdentity {
+            target: "/dev/x".into(),
+            kind: "file".into(),
+            size_bytes: region_bytes,
+            ..Default::default()
+        },
+        settings: WriterSettings {
+            region_offset: 0,
+            region_bytes,
+            record_bytes_min: record_bytes.0,
+            record_bytes_max: record_bytes.1,
+            placement: placement.into(),
+            streams,
+            flush: FlushMethod::Fdatasync,
+            direct: true,
+            seed: 1,
+            max_records_unacked: None,
+        },
+        command: vec![],
+        tree: None,
+    }
 }
