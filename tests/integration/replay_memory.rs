@@ -168,11 +168,7 @@ fn a_run_too_big_is_refused_before_its_acks_are_loaded() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let acks = dir.path().join("big.acklog");
     let acked = crate::verify_memory::two_million_acks(&dir.path().join("drive.img"), &acks);
-    let mut enc = LogEncoder::new(512);
-    enc.write(0, &[0u8; 512], false);
-    enc.flush();
-    let log = dir.path().join("lw.log");
-    std::fs::write(&log, enc.finish()).unwrap();
+    let log = one_write_log(dir.path());
     let run = plugpull::record::RunId([0x5c; 16]).hex();
     let (rss, code, out, err) = replay_measured(
         dir.path(),
@@ -188,12 +184,7 @@ fn a_run_too_big_is_refused_before_its_acks_are_loaded() {
             "64M",
         ],
     );
-    assert_eq!(code, 2, "{out}{err}");
-    let count = plugpull::units::thousands(acked);
-    assert!(
-        err.contains(&format!("replaying {count} acks over a log of 2 entries")),
-        "{err}"
-    );
+    assert_refused_for(acked, code, &out, &err);
     assert!(err.contains("more than --memory 64.0 MiB"), "{err}");
     assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
     assert!(!err.contains("panicked"), "{err}");
@@ -210,11 +201,7 @@ fn a_run_too_big_from_the_witness_is_refused_before_its_acks_are_loaded() {
     let acks = plugpull::witness::store::layout::log_path(&wdir, run);
     let acked = crate::verify_memory::two_million_acks(&dir.path().join("drive.img"), &acks);
     let w = crate::common::witness::WitnessProc::start(&wdir);
-    let mut enc = LogEncoder::new(512);
-    enc.write(0, &[0u8; 512], false);
-    enc.flush();
-    let log = dir.path().join("lw.log");
-    std::fs::write(&log, enc.finish()).unwrap();
+    let log = one_write_log(dir.path());
     let (out, err) = (dir.path().join("out"), dir.path().join("err"));
     let args = [
         "replay",
@@ -230,12 +217,7 @@ fn a_run_too_big_from_the_witness_is_refused_before_its_acks_are_loaded() {
     ];
     let (rss, code) = crate::fetch_streamed::peak_rss_kib_to(&args, &out, &err);
     let err = std::fs::read_to_string(&err).unwrap_or_default();
-    assert_eq!(code, 2, "{err}");
-    let count = plugpull::units::thousands(acked);
-    assert!(
-        err.contains(&format!("replaying {count} acks over a log of 2 entries")),
-        "{err}"
-    );
+    assert_refused_for(acked, code, "", &err);
     assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
 }
 
@@ -255,11 +237,7 @@ fn a_run_too_big_in_a_journaled_witness_directory_is_refused_before_its_acks_are
         !plugpull::witness::store::reader::streamable(&acks),
         "the witness directory's log is read with its journal"
     );
-    let mut enc = LogEncoder::new(512);
-    enc.write(0, &[0u8; 512], false);
-    enc.flush();
-    let log = dir.path().join("lw.log");
-    std::fs::write(&log, enc.finish()).unwrap();
+    let log = one_write_log(dir.path());
     let (rss, code, out, err) = replay_measured(
         dir.path(),
         &[
@@ -274,12 +252,7 @@ fn a_run_too_big_in_a_journaled_witness_directory_is_refused_before_its_acks_are
             "64M",
         ],
     );
-    assert_eq!(code, 2, "{out}{err}");
-    let count = plugpull::units::thousands(acked);
-    assert!(
-        err.contains(&format!("replaying {count} acks over a log of 2 entries")),
-        "{err}"
-    );
+    assert_refused_for(acked, code, &out, &err);
     assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
 }
 
@@ -367,4 +340,25 @@ fn whole_verifies_keep_to_the_memory_the_refusal_names() {
             "{extra:?}: peak RSS {rss} KiB over the --memory {asked} the refusal named"
         );
     }
+}
+
+/// A log of one write and a flush (2 entries), in `dir`: the log beside a run too big.
+fn one_write_log(dir: &Path) -> PathBuf {
+    let mut enc = LogEncoder::new(512);
+    enc.write(0, &[0u8; 512], false);
+    enc.flush();
+    let log = dir.join("lw.log");
+    std::fs::write(&log, enc.finish()).unwrap();
+    log
+}
+
+/// Replay of `acked` acks over [`one_write_log`] refused for its memory: exit 2, the
+/// counts named.
+fn assert_refused_for(acked: u64, code: i32, out: &str, err: &str) {
+    assert_eq!(code, 2, "{out}{err}");
+    let count = plugpull::units::thousands(acked);
+    assert!(
+        err.contains(&format!("replaying {count} acks over a log of 2 entries")),
+        "{err}"
+    );
 }
