@@ -6,7 +6,7 @@
 //! change; every other record keeps the tally it had. Those are re-scanned
 //! (`verify::scan::scan_selected`) together with every ack overlapping them, so their
 //! visibility is decided as in a whole scan; then `verify::judge_tallies` judges the whole
-//! set. `full` judges every state with `verify::verify_device` instead, the streaming
+//! set. `full` judges every state with a whole verify instead, the streaming
 //! engine `plugpull verify` ships (the reference the tests compare against; some 16
 //! times slower per durable point, 9 ms against 0.55 ms on a 3000-record log in a
 //! release build, since it reads the whole span every time). So the durable points of
@@ -18,7 +18,7 @@ use crate::device::Device;
 use crate::model::{Ack, RunDescriptor, RunLog};
 use crate::verify::classify::SectorTally;
 use crate::verify::report::Report;
-use crate::verify::{judge_tallies, scan, verify_device};
+use crate::verify::{judge_tallies, scan, verify_device_or_no_reads};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -122,15 +122,16 @@ impl<'a> PointJudge<'a> {
         }
     }
 
-    /// Judges the image as it is now against the acks added so far.
-    pub fn judge(&mut self, dev: &Arc<dyn Device>) -> Report {
+    /// Judges the image as it is now against the acks added so far; an error when the
+    /// scan's read buffers cannot be had.
+    pub fn judge(&mut self, dev: &Arc<dyn Device>) -> std::io::Result<Report> {
         if self.full {
             self.dirty.clear();
             self.fresh.clear();
             let log = self.log(self.acks.clone());
-            let r = verify_device(dev.clone(), &log, self.read_timeout);
+            let r = verify_device_or_no_reads(dev.clone(), &log, self.read_timeout)?;
             self.bytes_read += r.bytes_read;
-            return r;
+            return Ok(r);
         }
         // New acks, and the older ones whose visible sectors they may hide.
         let mut targets: Vec<usize> = std::mem::take(&mut self.fresh);
@@ -146,11 +147,11 @@ impl<'a> PointJudge<'a> {
         targets.dedup();
         let mut found = crate::verify::judge::FoundElsewhere::new();
         for cluster in self.clusters(&targets) {
-            self.rescan(dev, &cluster, &mut found);
+            self.rescan(dev, &cluster, &mut found)?;
         }
         let (mut report, _) = judge_tallies(&self.acks, &self.tallies, &found);
         report.run = Some(self.descriptor.clone());
-        report
+        Ok(report)
     }
 
     /// `targets` (sorted by index) split into groups close together on the device.
@@ -176,7 +177,7 @@ impl<'a> PointJudge<'a> {
         dev: &Arc<dyn Device>,
         cluster: &[usize],
         found: &mut crate::verify::judge::FoundElsewhere,
-    ) {
+    ) -> std::io::Result<()> {
         let mut with: Vec<usize> = cluster.to_vec();
         for &i in cluster {
             let r = self.acks[i].record;
@@ -190,12 +191,13 @@ impl<'a> PointJudge<'a> {
             .map(|i| with.binary_search(i).expect("a target is in its own set"))
             .collect();
         let run = &self.descriptor;
-        let result = scan::scan_selected(dev.clone(), run, &sub, &selected, self.read_timeout);
+        let result = scan::scan_selected(dev.clone(), run, &sub, &selected, self.read_timeout)?;
         self.bytes_read += result.bytes_read;
         for &k in &selected {
             self.tallies[with[k]] = result.tallies[k];
         }
         found.add(&result.found_elsewhere);
+        Ok(())
     }
 
     /// A run log holding `acks`, for a whole verify of a state.

@@ -104,6 +104,11 @@ pub enum ReplayError {
         #[source]
         source: io::Error,
     },
+    /// Verify's read buffers could not be had to judge a replayed state.
+    #[error(
+        "replay could not read back a replayed state, so there is no summary: free some memory (or replay on a machine with more free) and replay again"
+    )]
+    ReadBuffers(#[source] io::Error),
 }
 
 /// What a replay found (the JSON of `plugpull replay --json`).
@@ -360,6 +365,7 @@ pub fn run(o: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             dir: dir.clone(),
             source,
         },
+        PassError::ReadBuffers(source) => ReplayError::ReadBuffers(source),
     };
     let reader = open_log(&o.log)?;
     let sector_bytes = reader.sup.sector_bytes;

@@ -100,6 +100,8 @@ pub fn named_losses(r: &Report, max: usize) -> Vec<String> {
 pub enum PassError {
     Format(FormatError),
     Image(std::io::Error),
+    /// The scan's read buffers could not be had.
+    ReadBuffers(std::io::Error),
 }
 
 /// What the main pass is asked to do besides judging every durable point.
@@ -171,7 +173,7 @@ pub fn main_pass<R: Read>(
         }
         judge.add(ready);
         let t0 = Instant::now();
-        let report = judge.judge(&dev);
+        let report = judge.judge(&dev).map_err(PassError::ReadBuffers)?;
         pass.judge_ms += t0.elapsed().as_secs_f64() * 1e3;
         // The judged acks fit in u32 (`PointJudge::new`), so do their counts.
         let judged = judge.acks.len() as u32;

@@ -70,16 +70,35 @@ pub fn verify_device_with_progress(
     progress: &(dyn Fn(u64, u64) + Sync),
 ) -> Report {
     let budget = budget::Budget::default();
-    verify_device_within(dev, log, read_timeout, scan_region, progress, &budget).unwrap_or_else(
-        |e| {
-            let mut r = refused_report(log, &e);
-            r.superseded_by_runs = evidence::runs_after_the_end(&log.events)
-                .iter()
-                .map(|r| r.hex())
-                .collect();
-            r
-        },
-    )
+    verify_device_within(dev, log, read_timeout, scan_region, progress, &budget)
+        .unwrap_or_else(|e| refused_with_later_runs(log, &e))
+}
+
+/// [`verify_device`] for a caller that must stop rather than record a report when verify
+/// could not read at all (its read buffers could not be had): `plugpull replay`, which
+/// compares verdicts, would otherwise count a machine short of memory as verify
+/// disagreeing with the log.
+pub fn verify_device_or_no_reads(
+    dev: Arc<dyn Device>,
+    log: &RunLog,
+    read_timeout: Duration,
+) -> Result<Report, std::io::Error> {
+    let budget = budget::Budget::default();
+    match verify_device_within(dev, log, read_timeout, false, &|_, _| {}, &budget) {
+        Ok(r) => Ok(r),
+        Err(VerifyError::ReadBuffers(e)) => Err(e),
+        Err(e) => Ok(refused_with_later_runs(log, &e)),
+    }
+}
+
+/// [`refused_report`], naming the runs begun after this one ended.
+fn refused_with_later_runs(log: &RunLog, e: &VerifyError) -> Report {
+    let mut r = refused_report(log, e);
+    r.superseded_by_runs = evidence::runs_after_the_end(&log.events)
+        .iter()
+        .map(|r| r.hex())
+        .collect();
+    r
 }
 
 /// [`verify_device_with_progress`] within `budget`; the engine's refusal as an error.

@@ -158,6 +158,11 @@ pub enum VerifyError {
     /// parts instead (`engine::verify_streamed_run`); never shown.
     #[error("the run's live records outgrew the memory budget while it was painted")]
     OutgrewTheBudget,
+    /// The scan's read buffers, or the threads that fill them, could not be had.
+    #[error(
+        "verify could not start reading the target, so there is no verdict: free some memory (or verify on a machine with more free) and verify again"
+    )]
+    ReadBuffers(#[source] std::io::Error),
     /// No memory to sample the medium for records past the log's last acks.
     #[error(
         "verify could not look on the target for records past the log's last acks (which show a log taken before the writer stopped)"

@@ -230,8 +230,12 @@ pub fn verify_whole_run(
                 read_timeout,
             )
         });
+    // Reads ahead are only faster: without the memory for them (128 MiB ahead of a
+    // large region) the scan reads after the first pass, with buffers of its own, and
+    // verify stops with `ReadBuffers` only if even those cannot be had.
+    let summarising = summarising.and_then(Result::ok);
     let early = match summarising {
-        None if !sparse => Some(scan::read_early(dev.clone(), region.0, region.1)),
+        None if !sparse => scan::read_early(dev.clone(), region.0, region.1).ok(),
         _ => None,
     };
     let mut painted = first_pass(d, acks, held_at_most)?;
@@ -257,7 +261,11 @@ pub fn verify_whole_run(
     let (result, scan_acks, counted) = std::thread::scope(|s| {
         let scan = s.spawn(move || match summarising {
             Some(sum) if on_grid == Some(sum.grid()) => {
-                scan::scan_summarised(dev, run, scan_acks, sum, read_timeout, also, progress)
+                match scan::scan_summarised(dev, run, scan_acks, sum, read_timeout, also, progress)
+                {
+                    Ok((r, a)) => (Ok(r), a),
+                    Err(e) => (Err(e), vec![]),
+                }
             }
             // Not the grid summarised (another size, or the map painted): read anew.
             None if sparse => {
@@ -295,6 +303,7 @@ pub fn verify_whole_run(
     });
     live.acks = scan_acks;
     let seen = counted?;
+    let result = result.map_err(super::VerifyError::ReadBuffers)?;
     if seen != n {
         return Err(super::VerifyError::AcksChanged {
             first: n,

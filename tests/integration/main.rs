@@ -64,6 +64,7 @@ mod verify_budget;
 mod verify_damage;
 mod verify_exhaustive;
 mod verify_memory;
+mod verify_no_read_buffers;
 mod verify_sparse;
 mod verify_streamed_attacks;
 mod verify_witness_streamed;

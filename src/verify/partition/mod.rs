@@ -233,6 +233,7 @@ fn judge_in_parts(
         });
         live.acks = scan_acks;
         counted?;
+        let result = result.map_err(VerifyError::ReadBuffers)?;
         // The owned live records whose sectors are all judged: survivors counted now,
         // failures kept for the merge; those across the group's end wait for the next.
         // Survivors counted at once; failures kept by their place in the live list (16 B

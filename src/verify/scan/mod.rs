@@ -18,6 +18,8 @@ mod visible;
 
 pub use judge::ScanRun;
 pub use part::{Part, readable_end, tidy_unreadable, whole_span};
+#[cfg(feature = "test-support")]
+pub use pipeline::NO_READ_BUFFERS;
 pub use sparse::{Reads, SPARSE_RATIO, reads_of_run, sparse_at_most};
 pub use summary::{SlotGrid, SummaryRead, summarise_early, summary_grid};
 pub use visible::Visible;
@@ -80,7 +82,7 @@ pub fn scan_with_progress(
         also,
         ..Default::default()
     };
-    scan_inner(dev, run, acks, how, read_timeout, progress)
+    scan_inner(dev, run, acks, how, read_timeout, progress).expect("a test's read buffers")
 }
 
 /// The scan with each ack's visible ranges already known (as
@@ -100,7 +102,7 @@ pub fn scan_visible(
     also: Option<(u64, u64)>,
     early: Option<EarlyRead>,
     progress: &dyn Fn(u64, u64),
-) -> ScanResult {
+) -> std::io::Result<ScanResult> {
     let how = Inputs {
         selected: None,
         visible: Some(visible),
@@ -124,7 +126,7 @@ pub fn scan_visible_sparse(
     read_timeout: Duration,
     also: Option<(u64, u64)>,
     progress: &dyn Fn(u64, u64),
-) -> ScanResult {
+) -> std::io::Result<ScanResult> {
     let how = Inputs {
         selected: None,
         visible: Some(visible),
@@ -145,7 +147,7 @@ pub fn scan_part(
     read_timeout: Duration,
     part: Part,
     progress: &dyn Fn(u64, u64),
-) -> ScanResult {
+) -> std::io::Result<ScanResult> {
     let how = Inputs {
         selected: None,
         visible: Some(visible),
@@ -190,15 +192,18 @@ pub struct EarlyRead {
     pipeline: Pipeline,
 }
 
-/// Starts reading [from, to) of `dev` for a later [`scan_visible`].
-pub fn read_early(dev: Arc<dyn Device>, from: u64, to: u64) -> EarlyRead {
+/// Starts reading [from, to) of `dev` for a later [`scan_visible`]; an error when the
+/// reads' buffers cannot be had.
+pub fn read_early(dev: Arc<dyn Device>, from: u64, to: u64) -> std::io::Result<EarlyRead> {
     let block = block_of(dev.as_ref());
     let start = from / block * block;
     let readable_end = (to.div_ceil(block) * block).min(dev_end(dev.as_ref(), block));
     let readable_end = readable_end.max(start);
-    EarlyRead {
-        pipeline: Pipeline::start(dev, start, readable_end, block, pipeline::EARLY_POOL),
-    }
+    #[cfg(feature = "test-support")]
+    pipeline::starved_by_test(true)?;
+    Ok(EarlyRead {
+        pipeline: Pipeline::start(dev, start, readable_end, block, pipeline::EARLY_POOL)?,
+    })
 }
 
 /// Slots judged by [`scan_summarised`] from their summary, and read again (tests: that
@@ -228,13 +233,13 @@ pub fn scan_summarised(
     read_timeout: Duration,
     also: Option<(u64, u64)>,
     progress: &dyn Fn(u64, u64),
-) -> (ScanResult, Vec<Ack>) {
+) -> std::io::Result<(ScanResult, Vec<Ack>)> {
     let run = run.into();
     let whole = Visible::whole_records(acks.len());
     if acks.is_empty() {
         drop(summary);
-        let r = scan_visible(dev, run, &acks, whole, read_timeout, also, None, progress);
-        return (r, acks);
+        let r = scan_visible(dev, run, &acks, whole, read_timeout, also, None, progress)?;
+        return Ok((r, acks));
     }
     // Slot order is offset order (checked while judging: `off_grid`), so the first and
     // the last ack give the span.
@@ -249,8 +254,8 @@ pub fn scan_summarised(
     } = judged;
     let fits = sum.reads == (span.start, span.readable_end, span.block) && sum.timed_out.is_none();
     if !fits || off_grid {
-        let r = scan_visible(dev, run, &acks, whole, read_timeout, also, None, progress);
-        return (r, acks);
+        let r = scan_visible(dev, run, &acks, whole, read_timeout, also, None, progress)?;
+        return Ok((r, acks));
     }
     let mut unreadable = vec![];
     if span.readable_end < span.end {
@@ -272,7 +277,7 @@ pub fn scan_summarised(
         bad: &sum.bad,
         read_timeout,
     };
-    let again = reads.judge(run, &acks, again, whole, &mut tallies);
+    let again = reads.judge(run, &acks, again, whole, &mut tallies)?;
     unreadable.append(&mut sum.bad);
     unreadable.extend(again.new_bad);
     progress(span.end - span.start, span.end - span.start);
@@ -287,7 +292,7 @@ pub fn scan_summarised(
             Some(_) => None,
         },
     };
-    (result, acks)
+    Ok((result, acks))
 }
 
 /// What to judge besides the acks, and what is already under way.
@@ -317,7 +322,7 @@ pub fn scan_selected(
     acks: &[Ack],
     selected: &[usize],
     read_timeout: Duration,
-) -> ScanResult {
+) -> std::io::Result<ScanResult> {
     let how = Inputs {
         selected: Some(selected),
         ..Default::default()
@@ -332,7 +337,7 @@ fn scan_inner(
     how: Inputs,
     read_timeout: Duration,
     progress: &dyn Fn(u64, u64),
-) -> ScanResult {
+) -> std::io::Result<ScanResult> {
     let Inputs {
         selected,
         visible,
@@ -356,7 +361,7 @@ fn scan_inner(
     // A part with no records still reads its share of the span (what lies there may be
     // a record of the run written in the wrong place).
     if order.is_empty() && part.is_none() {
-        return result;
+        return Ok(result);
     }
     let span = match &part {
         None => Span::new(dev.as_ref(), acks, &order, also),
@@ -391,7 +396,7 @@ fn scan_inner(
             read_timeout,
             &mut result,
         );
-        return result;
+        return Ok(result);
     }
     // The reads first, so they run while the judge is set up (a sort of the acks).
     let wanted = (span.start, span.readable_end, span.block);
@@ -399,7 +404,7 @@ fn scan_inner(
         (early, Some(runs)) => {
             drop(early);
             let runs = Arc::new(runs);
-            let p = Pipeline::start_runs(dev, runs.clone(), span.block, pipeline::POOL);
+            let p = Pipeline::start_runs(dev, runs.clone(), span.block, pipeline::POOL)?;
             (p, runs)
         }
         (Some(e), None) if e.pipeline.reads == wanted => {
@@ -413,7 +418,7 @@ fn scan_inner(
                 span.readable_end,
                 span.block,
                 pipeline::POOL,
-            );
+            )?;
             (p, Arc::new(vec![(span.start, span.readable_end)]))
         }
     };
@@ -457,7 +462,7 @@ fn scan_inner(
         judge.judge_range(None, at, span.end, &mut result.tallies);
         progress(total, total);
     }
-    result
+    Ok(result)
 }
 
 /// The bytes to read: the records' span (and `also`), in whole device blocks, and how

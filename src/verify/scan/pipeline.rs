@@ -24,6 +24,29 @@ pub(super) const POOL: usize = 3;
 pub(super) const EARLY_POOL: usize = 32;
 const READERS: usize = 2;
 
+/// Test support (Cargo.toml's test-support feature, not in the shipped binary): when set,
+/// no chunk buffer can be allocated (`all`), or none for reading ahead of the first pass
+/// (`ahead`), so a test can run the command itself and see what verify does without the
+/// memory for its reads (an environment variable because the test runs the binary, and
+/// no flag of the shipped command line should exist for it).
+#[cfg(feature = "test-support")]
+pub const NO_READ_BUFFERS: &str = "PLUGPULL_TEST_NO_READ_BUFFERS";
+
+/// An out-of-memory error when [`NO_READ_BUFFERS`] refuses these buffers (`ahead`: the
+/// buffers of reads ahead of the first pass).
+#[cfg(feature = "test-support")]
+pub(super) fn starved_by_test(ahead: bool) -> std::io::Result<()> {
+    match std::env::var(NO_READ_BUFFERS).as_deref() {
+        Ok("all") => {}
+        Ok("ahead") if ahead => {}
+        _ => return Ok(()),
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::OutOfMemory,
+        format!("out of memory ({NO_READ_BUFFERS} is set)"),
+    ))
+}
+
 /// One chunk of the span, read and decoded.
 pub(super) struct Chunk {
     pub offset: u64,
@@ -79,30 +102,20 @@ impl Pipeline {
         readable_end: u64,
         block: u64,
         pool: usize,
-    ) -> Pipeline {
+    ) -> std::io::Result<Pipeline> {
         let runs = Arc::new(vec![(start, readable_end.max(start))]);
-        let mut p = Pipeline::start_runs(dev, runs, block, pool);
+        let mut p = Pipeline::start_runs(dev, runs, block, pool)?;
         p.reads = (start, readable_end, block);
-        p
-    }
-
-    /// [`Pipeline::try_start_runs`] for the scan, which has no error to return yet: a
-    /// chunk buffer that cannot be had ends verify with a panic that says so (as any
-    /// other bug in the scan), not with the abort of a failed allocation.
-    pub fn start_runs(
-        dev: Arc<dyn Device>,
-        runs: Arc<Vec<(u64, u64)>>,
-        block: u64,
-        pool: usize,
-    ) -> Pipeline {
-        Pipeline::try_start_runs(dev, runs, block, pool).unwrap_or_else(|e| panic!("{e}"))
+        Ok(p)
     }
 
     /// Starts reading `runs` of `dev` (sorted, disjoint, whole `block`s each, within the
     /// device), chunk after chunk, no chunk crossing the end of a run: only the bytes
     /// that hold records are read when they are sparse in their span (`super::Reads`).
-    /// An error, before any read starts, when the chunks' buffers cannot be allocated.
-    pub fn try_start_runs(
+    /// An error, before any read starts, when the chunks' buffers cannot be allocated or
+    /// a reader thread cannot be started: verify stops with it (exit 2, no verdict)
+    /// instead of aborting, as a failed allocation would.
+    pub fn start_runs(
         dev: Arc<dyn Device>,
         runs: Arc<Vec<(u64, u64)>>,
         block: u64,
@@ -156,9 +169,9 @@ impl Pipeline {
                 recycled,
                 to_decoder,
                 clock,
-            );
+            )?;
         }
-        spawn_decoder(from_readers, to_judge);
+        spawn_decoder(from_readers, to_judge)?;
         let (start, end) = match (runs.first(), runs.last()) {
             (Some(f), Some(l)) => (f.0, l.1),
             _ => (0, 0),
@@ -233,6 +246,8 @@ impl Pipeline {
 
 /// A chunk of `n` bytes, its buffers allocated; an error when the memory cannot be had.
 pub(super) fn empty_chunk(n: usize) -> std::io::Result<Chunk> {
+    #[cfg(feature = "test-support")]
+    starved_by_test(false)?;
     let buf = AlignedBuf::try_new(n)?;
     let (mut stamps, mut content_ok) = (Vec::new(), Vec::new());
     let no_memory = |_| {
@@ -281,47 +296,64 @@ fn spawn_reader(
     recycled: mpsc::Receiver<Chunk>,
     to_decoder: mpsc::SyncSender<Chunk>,
     (clocks, born): (Arc<Vec<ReadClock>>, std::time::Instant),
-) {
+) -> std::io::Result<()> {
     use std::sync::atomic::Ordering::Release;
     // Not scoped threads: if a read hangs we must be able to walk away from it.
-    std::thread::spawn(move || {
-        let dev = &*dev;
-        let clock = &clocks[k];
-        let mine = chunks_of(&runs).enumerate().skip(k).step_by(READERS);
-        for (index, (at, len)) in mine {
-            let Ok(mut c) = recycled.recv() else { return };
-            c.offset = at;
-            c.index = index;
-            c.len = len as usize;
-            clock.done.store(false, Release);
-            let started_ns = born.elapsed().as_nanos() as u64;
-            clock.started_ns.store(started_ns, Release);
-            clock.index.store(index, Release);
-            c.bad = read_chunk(dev, &mut c.buf[..c.len], at, block);
-            c.read_ns = born.elapsed().as_nanos() as u64 - started_ns;
-            clock.done.store(true, Release);
-            if to_decoder.send(c).is_err() {
-                return;
+    let spawned = std::thread::Builder::new()
+        .name("verify-read".into())
+        .spawn(move || {
+            let dev = &*dev;
+            let clock = &clocks[k];
+            let mine = chunks_of(&runs).enumerate().skip(k).step_by(READERS);
+            for (index, (at, len)) in mine {
+                let Ok(mut c) = recycled.recv() else { return };
+                c.offset = at;
+                c.index = index;
+                c.len = len as usize;
+                clock.done.store(false, Release);
+                let started_ns = born.elapsed().as_nanos() as u64;
+                clock.started_ns.store(started_ns, Release);
+                clock.index.store(index, Release);
+                c.bad = read_chunk(dev, &mut c.buf[..c.len], at, block);
+                c.read_ns = born.elapsed().as_nanos() as u64 - started_ns;
+                clock.done.store(true, Release);
+                if to_decoder.send(c).is_err() {
+                    return;
+                }
             }
-        }
-    });
+        });
+    spawned.map(drop).map_err(no_thread)
+}
+
+/// The error of a reader or decoder thread the system would not start.
+pub(super) fn no_thread(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(
+        e.kind(),
+        format!("verify cannot start a thread of its read pipeline: {e}"),
+    )
 }
 
 /// The decoder: takes the readers' chunks in turn (so in file order), decodes stamps and
 /// checks content CRCs.
-fn spawn_decoder(from_readers: Vec<mpsc::Receiver<Chunk>>, to_judge: mpsc::SyncSender<Chunk>) {
-    std::thread::spawn(move || {
-        // Chunks come back in file order: reader k holds chunks k, k+READERS, ...
-        for turn in 0.. {
-            let Ok(mut c) = from_readers[turn % READERS].recv() else {
-                return;
-            };
-            decode(&mut c);
-            if to_judge.send(c).is_err() {
-                return;
+fn spawn_decoder(
+    from_readers: Vec<mpsc::Receiver<Chunk>>,
+    to_judge: mpsc::SyncSender<Chunk>,
+) -> std::io::Result<()> {
+    let spawned = std::thread::Builder::new()
+        .name("verify-decode".into())
+        .spawn(move || {
+            // Chunks come back in file order: reader k holds chunks k, k+READERS, ...
+            for turn in 0.. {
+                let Ok(mut c) = from_readers[turn % READERS].recv() else {
+                    return;
+                };
+                decode(&mut c);
+                if to_judge.send(c).is_err() {
+                    return;
+                }
             }
-        }
-    });
+        });
+    spawned.map(drop).map_err(no_thread)
 }
 
 /// Decodes every sector's stamp of `c` and checks its content CRC.

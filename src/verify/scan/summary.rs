@@ -228,7 +228,8 @@ impl Drop for SummaryRead {
 }
 
 /// Starts reading [from, to) of `dev` (whole blocks, clamped to the device) and
-/// summarising it per slot of `grid`, for a later [`super::scan_summarised`].
+/// summarising it per slot of `grid`, for a later [`super::scan_summarised`]; an error
+/// when the reads' buffers or threads cannot be had.
 pub fn summarise_early(
     dev: Arc<dyn Device>,
     run: ScanRun,
@@ -236,7 +237,7 @@ pub fn summarise_early(
     from: u64,
     to: u64,
     read_timeout: Duration,
-) -> SummaryRead {
+) -> std::io::Result<SummaryRead> {
     let block = block_of(dev.as_ref());
     let start = from / block * block;
     let readable_end = (to.div_ceil(block) * block).min(dev_end(dev.as_ref(), block));
@@ -246,7 +247,21 @@ pub fn summarise_early(
     let reads = (start, readable_end, block);
     let (to_judge, acks_in) = mpsc::channel::<Vec<Ack>>();
     let slots = (readable_end.saturating_sub(grid.base)).div_ceil(grid.len) as usize;
-    let thread = std::thread::spawn(move || {
+    #[cfg(feature = "test-support")]
+    pipeline::starved_by_test(true)?;
+    // Started here, not on the thread, so a failure to allocate them is this call's error.
+    let pipeline = match start < readable_end {
+        true => Some(Pipeline::start(
+            dev,
+            start,
+            readable_end,
+            block,
+            pipeline::POOL,
+        )?),
+        false => None,
+    };
+    let summarising = std::thread::Builder::new().name("verify-summary".into());
+    let thread = summarising.spawn(move || {
         let mut sum = Summary {
             grid,
             reads,
@@ -259,8 +274,6 @@ pub fn summarise_early(
         };
         let mut judged: Option<Judged> = None;
         let mut at = start;
-        let pipeline = (start < readable_end)
-            .then(|| Pipeline::start(dev, start, readable_end, block, pipeline::POOL));
         while let Some(pipeline) = &pipeline
             && at < readable_end
             && !stopping.load(Ordering::Relaxed)
@@ -293,12 +306,12 @@ pub fn summarise_early(
         }
         (sum, judged)
     });
-    SummaryRead {
+    Ok(SummaryRead {
         grid,
         stop,
         to_judge,
-        thread: Some(thread),
-    }
+        thread: Some(thread.map_err(pipeline::no_thread)?),
+    })
 }
 
 /// What every sector of a slot says about the live ack `rec` of that slot when the slot
@@ -352,7 +365,7 @@ impl Reread<'_> {
         again: Vec<usize>,
         visible: Visible,
         tallies: &mut [SectorTally],
-    ) -> Reread2 {
+    ) -> std::io::Result<Reread2> {
         let (_, readable_end, end, block) = self.span;
         // The blocks to read, merged where records share or touch a block.
         let mut ranges: Vec<(u64, u64)> = vec![];
@@ -370,7 +383,7 @@ impl Reread<'_> {
         }
         let mut judge = Judge::new(run, acks, again, visible);
         let runs = Arc::new(ranges);
-        let reads = pipeline::Pipeline::start_runs(self.dev.clone(), runs.clone(), block, 1);
+        let reads = pipeline::Pipeline::start_runs(self.dev.clone(), runs.clone(), block, 1)?;
         let mut out = Reread2 {
             new_bad: vec![],
             timed_out: None,
@@ -400,7 +413,7 @@ impl Reread<'_> {
             None if readable_end < end => judge.judge_range(None, readable_end, end, tallies),
             None => {}
         }
-        out
+        Ok(out)
     }
 }
 

@@ -58,7 +58,7 @@ fn a_selected_scan_gives_the_whole_scan_s_tallies_for_the_selected() {
     }
     let t = Duration::from_secs(5);
     let whole = scan(dev.clone(), run, &acks, t);
-    let some = scan_selected(dev, run, &acks, &[0, 2], t);
+    let some = scan_selected(dev, run, &acks, &[0, 2], t).unwrap();
     assert_eq!(some.tallies[0], whole.tallies[0]);
     assert_eq!(some.tallies[2], whole.tallies[2]);
     assert_eq!(some.tallies[1], SectorTally::default());
