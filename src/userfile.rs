@@ -138,33 +138,9 @@ impl TempFile {
             crate::rng::fill_os_random(&mut r);
             let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
             let tmp = dir.join(format!(".{}.{hex}.tmp", name.to_string_lossy()));
-            let opened = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&tmp);
-            match opened {
-                Ok(f) => {
-                    let m = f
-                        .metadata()
-                        .map_err(io_err(|| format!("creating {}", tmp.display())))?;
-                    if !m.is_file() || m.nlink() != 1 {
-                        return Err(UserFileError::NotRegular {
-                            path: tmp,
-                            doing: "write",
-                            kind: "not the new file it was created as",
-                        });
-                    }
-                    let t = TempFile {
-                        path: tmp,
-                        id: (m.dev(), m.ino()),
-                        done: false,
-                    };
-                    return Ok((t, f));
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => return Err(io_err(|| format!("creating {}", tmp.display()))(e)),
+            match TempFile::create_new(tmp, mode)? {
+                Ok(made) => return Ok(made),
+                Err(taken) => last = Some(taken),
             }
         }
         Err(io_err(|| {
@@ -172,6 +148,48 @@ impl TempFile {
         })(
             last.unwrap_or_else(|| io::Error::other("no free name"))
         ))
+    }
+
+    /// Creates exactly `tmp` (a name the caller made unique, and knows so as to remove
+    /// it itself where no `Drop` runs: a Ctrl-C handler) with permissions `mode`, as
+    /// [`TempFile::beside`] does its random name; an error if anything is there.
+    pub fn at(tmp: &Path, mode: u32) -> Result<(TempFile, File), UserFileError> {
+        TempFile::create_new(tmp.to_path_buf(), mode)?
+            .map_err(io_err(|| format!("creating {}", tmp.display())))
+    }
+
+    /// Creates `tmp` with O_CREAT|O_EXCL|O_NOFOLLOW; `Ok(Err(_))` when the name is taken.
+    fn create_new(
+        tmp: PathBuf,
+        mode: u32,
+    ) -> Result<Result<(TempFile, File), io::Error>, UserFileError> {
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp);
+        let f = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(Err(e)),
+            Err(e) => return Err(io_err(|| format!("creating {}", tmp.display()))(e)),
+        };
+        let m = f
+            .metadata()
+            .map_err(io_err(|| format!("creating {}", tmp.display())))?;
+        if !m.is_file() || m.nlink() != 1 {
+            return Err(UserFileError::NotRegular {
+                path: tmp,
+                doing: "write",
+                kind: "not the new file it was created as",
+            });
+        }
+        let t = TempFile {
+            path: tmp,
+            id: (m.dev(), m.ino()),
+            done: false,
+        };
+        Ok(Ok((t, f)))
     }
 
     /// Where the file is now.

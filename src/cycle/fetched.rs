@@ -39,7 +39,7 @@ impl FetchedRun {
 /// witness that sends another run is refused.
 pub fn fetch_run(addr: &str, run: RunId) -> ClientResult<FetchedRun> {
     let log = TempLog::new("cycle");
-    let f = crate::witness::client::fetch_into_file(addr, &RunSelector::Run(run), None, &log.0)?;
+    let f = log.fetch_into(addr, &RunSelector::Run(run), None)?;
     // Another run's acks would judge the drive against promises this cycle never made
     // (the file goes with `log`).
     if f.descriptor.run_id != run {

@@ -291,13 +291,9 @@ fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, Repl
                 file
             }
             AckSource::Witness(addr) => {
-                let f = crate::witness::client::fetch_into_file(
-                    addr,
-                    &RunSelector::Run(run),
-                    key.as_ref(),
-                    &copy.0,
-                )
-                .map_err(|e| VerifyError::Fetch(e.into()))?;
+                let f = copy
+                    .fetch_into(addr, &RunSelector::Run(run), key.as_ref())
+                    .map_err(|e| VerifyError::Fetch(e.into()))?;
                 // As verify: a witness that sends another run is refused as such, before
                 // its acks are counted against --memory.
                 if f.descriptor.run_id != run {

@@ -7,19 +7,29 @@
 //! `Drop` runs; the handler removes the live ones itself ([`unlink_live`]), whoever made
 //! them. Several can be live at once (`verify --witness` fetches a later run beside the
 //! one it holds), so each has a slot of its own: a second one dropped never unregisters
-//! the first.
+//! the first. A fetch is written to the log's part file first, renamed over the log
+//! when the whole run is in ([`TempLog::fetch_into`]); the part file has a name known in
+//! advance and a slot of its own too, so a Ctrl-C in the middle of a fetch leaves
+//! nothing behind either.
 
+use crate::model::RunSelector;
+use crate::wire::auth::Key;
+use crate::witness::client::FetchedFile;
+use crate::witness::client::error::ClientResult;
 use std::ffi::{CStr, CString, c_char};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-/// A temporary log file's path (`.0`), removed when dropped; `.1` is the same path for
-/// the Ctrl-C handler, and its slot in [`LIVE`].
-pub struct TempLog(pub PathBuf, Option<(&'static CStr, usize)>);
+/// A temporary log file's path (`.0`), removed when dropped, with its part file: each
+/// path also as the Ctrl-C handler reads it, in its slot of [`LIVE`].
+pub struct TempLog(pub PathBuf, Registered, PathBuf, Registered);
 
-/// The temporary logs made and not yet dropped, for the Ctrl-C handler: pointers, so
-/// the handler reads each with one atomic load. More than this many at once (plugpull
-/// makes at most three) go unregistered.
+/// A path registered for [`unlink_live`]: the same bytes, and the slot holding them.
+type Registered = Option<(&'static CStr, usize)>;
+
+/// The paths of temporary logs and their part files made and not yet dropped, for the
+/// Ctrl-C handler: pointers, so the handler reads each with one atomic load. More than
+/// this many at once (plugpull makes at most three logs, two paths each) go unregistered.
 static LIVE: [AtomicPtr<c_char>; 16] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 16];
 
 /// Temporary logs made by this process: two made within the clock's resolution still
@@ -38,28 +48,49 @@ impl TempLog {
             "plugpull-{kind}-{}-{nanos}-{n}.acklog",
             std::process::id()
         ));
-        // Leaked on purpose (a hundred bytes per temporary log): a signal handler may be
-        // reading it at any moment, so it is never freed.
-        let c = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
-            .ok()
-            .map(|c| &*Box::leak(c.into_boxed_c_str()));
-        let registered = c.and_then(|c| {
-            let p = c.as_ptr().cast_mut();
-            let free = |slot: &AtomicPtr<c_char>| {
-                let null = std::ptr::null_mut();
-                slot.compare_exchange(null, p, Ordering::SeqCst, Ordering::SeqCst)
-                    .is_ok()
-            };
-            LIVE.iter().position(free).map(|i| (c, i))
-        });
-        TempLog(path, registered)
+        let mut part = path.clone().into_os_string();
+        part.push(".part");
+        let part = PathBuf::from(part);
+        let (log_slot, part_slot) = (register(&path), register(&part));
+        TempLog(path, log_slot, part, part_slot)
     }
+
+    /// Fetches `sel` from the witness at `addr` into this log (its end mark signed with
+    /// `key` if given), through its part file.
+    pub fn fetch_into(
+        &self,
+        addr: &str,
+        sel: &RunSelector,
+        key: Option<&Key>,
+    ) -> ClientResult<FetchedFile> {
+        crate::witness::client::fetch_into_file_via(addr, sel, key, &self.0, Some(&self.2))
+    }
+}
+
+/// `path` in a free slot of [`LIVE`], if there is one (and the path holds no NUL).
+fn register(path: &Path) -> Registered {
+    // Leaked on purpose (a hundred bytes per path): a signal handler may be reading it
+    // at any moment, so it is never freed.
+    let c = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))
+        .ok()
+        .map(|c| &*Box::leak(c.into_boxed_c_str()));
+    c.and_then(|c| {
+        let p = c.as_ptr().cast_mut();
+        let free = |slot: &AtomicPtr<c_char>| {
+            let null = std::ptr::null_mut();
+            slot.compare_exchange(null, p, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        };
+        LIVE.iter().position(free).map(|i| (c, i))
+    })
 }
 
 impl Drop for TempLog {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-        if let Some((_, slot)) = self.1 {
+        // The part file is not removed here: the fetch removes its own on failure
+        // (checking it is the file it made) and renames it on success.
+        for (_, slot) in [self.1, self.3].into_iter().flatten() {
             LIVE[slot].store(std::ptr::null_mut(), Ordering::SeqCst);
         }
     }
@@ -108,6 +139,12 @@ mod tests {
         // What the handler would remove is the same path, byte for byte.
         let (c, _) = b.1.expect("a path without NUL");
         assert_eq!(c.to_bytes(), b.0.as_os_str().as_encoded_bytes());
+        // And its part file, where a fetch writes before the log is whole, in a slot of
+        // its own.
+        let (part, part_slot) = b.3.expect("a path without NUL");
+        assert_eq!(part.to_bytes(), b.2.as_os_str().as_encoded_bytes());
+        assert_ne!(Some(part_slot), b.1.map(|(_, slot)| slot));
+        assert!(b.2.to_string_lossy().ends_with(".acklog.part"));
         std::fs::write(&a.0, b"acks").unwrap();
         std::fs::write(&b.0, b"acks").unwrap();
         let (pa, pb) = (a.0.clone(), b.0.clone());

@@ -31,8 +31,8 @@ pub(super) fn run_witnessed(
     // The run asked for, or an error: a witness that sends another run (one that mixed
     // up its runs, a hostile one) would have the drive judged against promises made for
     // another run.
-    let fetch_run_to = |run, path: &Path| {
-        let f = fetch_waiting(o, addr, &RunSelector::Run(run), key.as_ref(), path)?;
+    let fetch_run_to = |run, into: &TempLog| {
+        let f = fetch_waiting(o, addr, &RunSelector::Run(run), key.as_ref(), into)?;
         match f {
             Some(f) if f.descriptor.run_id == run => Ok(f),
             Some(f) => Err(VerifyError::Fetch(
@@ -47,13 +47,13 @@ pub(super) fn run_witnessed(
             )),
         }
     };
-    let fetch_run = |run| fetch_run_to(run, &tmp.0);
+    let fetch_run = |run| fetch_run_to(run, &tmp);
     let fetched = match (o.run, device) {
         (Some(run), _) => fetch_run(run)?,
         (None, None) => return Err(VerifyError::TargetMissing(o.target.clone())),
         (None, Some(device)) => {
             let sel = RunSelector::LatestForDevice(device.key());
-            match fetch_waiting(o, addr, &sel, key.as_ref(), &tmp.0)? {
+            match fetch_waiting(o, addr, &sel, key.as_ref(), &tmp)? {
                 Some(f) if f.descriptor.device.same_medium(device) => f,
                 by_key => {
                     // The stamps are read from the target: the work directory first.
@@ -89,7 +89,7 @@ pub(super) fn run_witnessed(
     streamed::run_streamed(o, device, &tmp.0, Some(source), None)
 }
 
-/// The newest run the target carries, from `f` (the run in `path`, chosen by the stamps
+/// The newest run the target carries, from `f` (the run in `path`'s log, chosen by the stamps
 /// a sample of the target found): a run the witness heard of on the same drive after
 /// `f`'s writer stopped, whose stamps the target carries where its acks say, is newer
 /// on the medium, and takes its place (moved into `path`), until none does. Why: the
@@ -101,7 +101,7 @@ fn newest_carried(
     key: Option<&Key>,
     mut f: FetchedFile,
     path: &Path,
-    fetch_run_to: &dyn Fn(RunId, &Path) -> Result<FetchedFile, VerifyError>,
+    fetch_run_to: &dyn Fn(RunId, &TempLog) -> Result<FetchedFile, VerifyError>,
 ) -> Result<FetchedFile, VerifyError> {
     // Each step moves to a run begun after the last one's writer stopped, never back
     // to one already judged (a witness whose runs list each other), and a bound keeps a
@@ -113,7 +113,7 @@ fn newest_carried(
         let later = evidence::runs_after_the_end(&f.events);
         for run in later.into_iter().rev().filter(|r| !seen.contains(r)) {
             let candidate = TempLog::new("later");
-            let g = fetch_run_to(run, &candidate.0)?;
+            let g = fetch_run_to(run, &candidate)?;
             let mut points = medium::RunPoints::default();
             crate::witness::store::reader::stream_log_file(&candidate.0, key, &mut |chunk| {
                 points.add(chunk)
@@ -159,7 +159,7 @@ fn newest_carried(
     Ok(f)
 }
 
-/// Fetches the run `sel` names into `path`; None when the witness has no run under the
+/// Fetches the run `sel` names into the log `into`; None when the witness has no run under the
 /// drive's key. A writer the witness has not heard from for a while is probably gone
 /// with its host; the witness decides after its idle timeout. Judging before then would
 /// give no verdict (the log could still grow), so this waits for it, within reason.
@@ -168,11 +168,11 @@ fn fetch_waiting(
     addr: &str,
     sel: &RunSelector,
     key: Option<&Key>,
-    path: &Path,
+    into: &TempLog,
 ) -> Result<Option<FetchedFile>, VerifyError> {
     let t0 = Instant::now();
     loop {
-        let fetched = match crate::witness::client::fetch_into_file(addr, sel, key, path) {
+        let fetched = match into.fetch_into(addr, sel, key) {
             Ok(f) => f,
             Err(ClientError::NoRunForDevice { .. }) => return Ok(None),
             Err(e) => return Err(VerifyError::Fetch(e.into())),

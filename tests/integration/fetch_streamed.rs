@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// An ack of a device run: 4 KiB records in sequence over the test descriptor's region.
-fn device_ack(i: u64) -> Ack {
+pub(crate) fn device_ack(i: u64) -> Ack {
     Ack {
         record: RecordId {
             stream: 0,
@@ -357,7 +357,7 @@ fn fake_witness(acks: u64, cut: bool) -> String {
     addr
 }
 
-fn read_one_frame(s: &mut TcpStream) {
+pub(crate) fn read_one_frame(s: &mut TcpStream) {
     let mut buf = Vec::new();
     let mut b = [0u8; 4096];
     loop {

@@ -35,6 +35,7 @@ mod hardware_schematics;
 mod hostile;
 mod hostile_fuzz;
 mod install;
+mod interrupted_fetch;
 mod lab;
 mod peer_strings;
 mod plain_words;

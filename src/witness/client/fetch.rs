@@ -166,17 +166,30 @@ pub fn fetch_into_file(
     key: Option<&Key>,
     path: &std::path::Path,
 ) -> ClientResult<FetchedFile> {
+    fetch_into_file_via(addr, sel, key, path, None)
+}
+
+/// [`fetch_into_file`] written first to `part` if given, a name the caller removes
+/// itself if it is interrupted (`verify::temp_log`), else to a random name beside `path`.
+pub fn fetch_into_file_via(
+    addr: &str,
+    sel: &RunSelector,
+    key: Option<&Key>,
+    path: &std::path::Path,
+    part: Option<&std::path::Path>,
+) -> ClientResult<FetchedFile> {
+    let create = |d: &_| export::LogFileWriter::create_via(path, part, d);
     let mut file: Option<export::LogFileWriter> = None;
     let (descriptor, events) = fetch_streamed(addr, sel, key, &mut |d, a, names| {
         let w = match &mut file {
             Some(w) => w,
-            None => file.insert(export::LogFileWriter::create(path, d)?),
+            None => file.insert(create(d)?),
         };
         Ok(w.push_named(a, names)?)
     })?;
     let w = match file {
         Some(w) => w,
-        None => export::LogFileWriter::create(path, &descriptor)?,
+        None => create(&descriptor)?,
     };
     let acks = w.acks();
     w.finish(&events, key)?;

@@ -20,8 +20,8 @@ mod runs;
 mod sender;
 
 pub use fetch::{
-    AckSink, FetchOptions, FetchedFile, FetchedRun, fetch, fetch_into_file, fetch_streamed,
-    fetch_to_file, fetch_with_key,
+    AckSink, FetchOptions, FetchedFile, FetchedRun, fetch, fetch_into_file, fetch_into_file_via,
+    fetch_streamed, fetch_to_file, fetch_with_key,
 };
 pub use options::ClientOptions;
 pub use runs::{list_runs, record_verdict, runs_json, runs_text, sort_newest_first};

@@ -165,7 +165,22 @@ pub struct LogFileWriter {
 impl LogFileWriter {
     /// Starts the file (a [`TempFile`] beside `path`) with header and descriptor.
     pub fn create(path: &Path, descriptor: &RunDescriptor) -> StoreResult<LogFileWriter> {
-        let (tmp, f) = temp_beside(path)?;
+        LogFileWriter::create_via(path, None, descriptor)
+    }
+
+    /// [`LogFileWriter::create`] written first to `part` if given (a name the caller
+    /// made and removes itself where no `Drop` runs, as a Ctrl-C handler does), else to
+    /// a random name beside `path`.
+    pub fn create_via(
+        path: &Path,
+        part: Option<&Path>,
+        descriptor: &RunDescriptor,
+    ) -> StoreResult<LogFileWriter> {
+        let (tmp, f) = match part {
+            None => temp_beside(path)?,
+            Some(part) => TempFile::at(part, 0o600)
+                .map_err(|e| StoreError::Invalid(crate::exit::error_chain(&e)))?,
+        };
         let mut buf = Vec::with_capacity(1 << 20);
         Msg::FileHeader {
             version: LOG_VERSION,

@@ -136,7 +136,14 @@ pub fn copy_overlaid(path: &Path, out: &Path) -> StoreResult<Option<Vec<WitnessE
     };
     let copy = || -> io::Result<(std::fs::File, u64)> {
         let mut from = std::fs::File::open(path)?;
-        let mut to = std::fs::File::create(out)?;
+        // A new file, never one planted at the name (a link is not followed).
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(out)?;
         let len = io::copy(&mut from, &mut to)?;
         Ok((to, len))
     };

@@ -1,0 +1,107 @@
+//! Ctrl-C while a run is being fetched from the witness into a temporary file (`verify
+//! --witness`, `replay --witness`): the command exits 130 and leaves nothing in TMPDIR,
+//! neither the log nor the file the fetch was writing (its part file). The signal
+//! handler exits at once, so no `Drop` removes them: the handler must know both names.
+
+use crate::common;
+use crate::fetch_streamed::{device_ack, read_one_frame};
+use common::*;
+use plugpull::model::Ack;
+use plugpull::record::RunId;
+use plugpull::wire::msg::Msg;
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const RUN: RunId = RunId([0x37; 16]);
+
+/// A witness that answers one Fetch with the run's descriptor and 3 frames of acks,
+/// then sends nothing more and keeps the connection open (a witness that hung
+/// mid-fetch). Returns its address.
+fn stalling_witness() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        read_one_frame(&mut s);
+        s.write_all(&Msg::FetchRun(test_descriptor(RUN)).encode())
+            .unwrap();
+        for k in 0..3u64 {
+            let first = 1 + k * 4096;
+            let acks: Vec<Ack> = (first..first + 4096).map(device_ack).collect();
+            let _ = s.write_all(&Msg::Acks { first, acks }.encode());
+        }
+        std::thread::sleep(Duration::from_secs(120));
+        drop(s);
+    });
+    addr
+}
+
+/// Runs `plugpull ARGS` with TMPDIR set to `tmp`, waits until the fetch has made a file
+/// there, sends SIGINT, and checks the exit code and that `tmp` is left empty.
+fn interrupted_mid_fetch(args: &[&str], tmp: &Path, what: &str) {
+    let child = Command::new(bin())
+        .args(args)
+        .env("TMPDIR", tmp)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually(
+        Duration::from_secs(30),
+        "the fetch to make its file in TMPDIR",
+        || std::fs::read_dir(tmp).unwrap().next().is_some(),
+    );
+    // What the signal interrupts: the fetch writing its part file, the log not yet in.
+    let made: Vec<String> = names_in(tmp);
+    assert!(
+        made.len() == 1 && made[0].ends_with(".part"),
+        "{what}: {made:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{what}: {stderr}");
+    assert!(stderr.contains("interrupted (Ctrl-C)"), "{what}: {stderr}");
+    assert_eq!(
+        names_in(tmp),
+        Vec::<String>::new(),
+        "{what}: left in TMPDIR (it had made {made:?}); {stderr}"
+    );
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn ctrl_c_during_verifys_fetch_leaves_nothing_in_tmpdir() {
+    let d = tempfile::tempdir().unwrap();
+    let tmp = d.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let target = d.path().join("t.img");
+    std::fs::write(&target, vec![0u8; 1 << 20]).unwrap();
+    let addr = stalling_witness();
+    let (t, run) = (target.to_str().unwrap(), RUN.hex());
+    let args = [
+        "verify",
+        t,
+        "--witness",
+        &addr,
+        "--run",
+        &run,
+        "--rehearsal",
+    ];
+    interrupted_mid_fetch(&args, &tmp, "verify");
+}
