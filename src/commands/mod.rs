@@ -13,6 +13,7 @@ pub mod completions;
 pub mod demo;
 pub mod fetch;
 pub mod help;
+pub mod interrupt;
 pub mod listen;
 pub mod man;
 pub mod render;

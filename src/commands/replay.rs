@@ -10,6 +10,11 @@ use crate::model::Verdict;
 
 pub fn run(a: ReplayArgs) -> anyhow::Result<i32> {
     let o = options(a)?;
+    // Replay only reads the log and the acks; its scratch image has no name (module
+    // `logwrites::image`) and its fetched acks are removed by the handler.
+    crate::commands::interrupt::on_ctrl_c_say(
+        b"\nplugpull replay: interrupted (Ctrl-C): no summary. Replay only reads the log; run it again.\n",
+    );
     let summary = logwrites::run(&o)?;
     if o.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);

@@ -12,7 +12,11 @@ use crate::verify::{self, VerifyError, VerifyOptions};
 
 pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
     let options = options(a)?;
-    on_ctrl_c_say_interrupted();
+    // Verify only reads the target and the acks: nothing to undo, and stopping mid-scan
+    // beats a half verdict.
+    crate::commands::interrupt::on_ctrl_c_say(
+        b"\nplugpull verify: interrupted (Ctrl-C): no verdict. Verify only reads the drive; run it again.\n",
+    );
     let format = Format::from_flags(options.json, options.quiet);
     if options.target.is_dir() {
         return match crate::tree::verify_dir(&options) {
@@ -69,22 +73,4 @@ pub fn options(a: VerifyArgs) -> anyhow::Result<VerifyOptions> {
             work_dir: a.work_dir,
         },
     })
-}
-
-/// Ctrl-C during verify: say so and exit 130 at once. Verify only reads the target and
-/// the acks, so there is nothing to undo, and stopping mid-scan beats a half verdict.
-fn on_ctrl_c_say_interrupted() {
-    extern "C" fn on_sigint(_: libc::c_int) {
-        const MSG: &[u8] =
-            b"\nplugpull verify: interrupted (Ctrl-C): no verdict. Verify only reads the drive; run it again.\n";
-        // The fetched ack logs, if verify made any: nothing else would remove them.
-        crate::verify::temp_log::unlink_live();
-        // SAFETY: write(2) and _exit(2) are async-signal-safe; MSG is a static buffer.
-        unsafe {
-            libc::write(2, MSG.as_ptr().cast(), MSG.len());
-            libc::_exit(exit::INTERRUPTED);
-        }
-    }
-    // SAFETY: the handler only calls async-signal-safe functions.
-    unsafe { libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t) };
 }

@@ -1,7 +1,10 @@
-//! The scratch image the log is replayed into: one sparse file in a private temporary
-//! directory, removed on drop. Why a file and not memory: the data device may be as big
-//! as a disk; a sparse file costs only the bytes the log wrote. It is read back through
-//! the [`Device`] trait, so verify judges it exactly as it judges a drive.
+//! The scratch image the log is replayed into: one sparse file, created in a private
+//! temporary directory and removed with it at once, so it has no name while replay uses
+//! it (through its open descriptor). Why: however replay ends (Ctrl-C, a kill, a crash)
+//! the kernel frees it, and nothing is left in the scratch directory. Why a file and not
+//! memory: the data device may be as big as a disk; a sparse file costs only the bytes
+//! the log wrote. It is read back through the [`Device`] trait, so verify judges it
+//! exactly as it judges a drive.
 
 use super::format::Entry;
 use crate::device::Device;
@@ -13,7 +16,6 @@ use std::sync::Arc;
 
 /// The replayed data device.
 pub struct ScratchImage {
-    dir: PathBuf,
     file: Arc<File>,
     size_bytes: u64,
     base: Option<PathBuf>,
@@ -22,8 +24,8 @@ pub struct ScratchImage {
 }
 
 impl ScratchImage {
-    /// An image of `size_bytes` zeroes (or a copy of `base`, grown to `size_bytes`) in a
-    /// new directory under `parent`.
+    /// An image of `size_bytes` zeroes (or a copy of `base`, grown to `size_bytes`), made
+    /// in a new directory under `parent` and unlinked with it before this returns.
     pub fn create(parent: &Path, size_bytes: u64, base: Option<&Path>) -> io::Result<ScratchImage> {
         let dir = parent.join(format!(
             "plugpull-replay-{}-{:016x}",
@@ -37,15 +39,15 @@ impl ScratchImage {
             .write(true)
             .create_new(true)
             .open(&path);
-        let file = match file {
-            Ok(f) => f,
-            Err(e) => {
+        let unlinked = std::fs::remove_file(&path).and_then(|()| std::fs::remove_dir(&dir));
+        let file = match (file, unlinked) {
+            (Ok(f), Ok(())) => f,
+            (Err(e), _) | (_, Err(e)) => {
                 let _ = std::fs::remove_dir_all(&dir);
                 return Err(e);
             }
         };
         let mut img = ScratchImage {
-            dir,
             file: Arc::new(file),
             size_bytes,
             base: base.map(Path::to_path_buf),
@@ -126,15 +128,12 @@ impl ScratchImage {
         })
     }
 
-    /// Where the image is (for messages).
-    pub fn path(&self) -> PathBuf {
-        self.dir.join("image")
-    }
-}
-
-impl Drop for ScratchImage {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+    /// The image's bytes, whole (tests).
+    #[cfg(test)]
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.file.metadata().unwrap().len() as usize];
+        self.file.read_exact_at(&mut v, 0).unwrap();
+        v
     }
 }
 

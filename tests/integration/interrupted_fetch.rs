@@ -105,3 +105,30 @@ fn ctrl_c_during_verifys_fetch_leaves_nothing_in_tmpdir() {
     ];
     interrupted_mid_fetch(&args, &tmp, "verify");
 }
+
+#[test]
+fn ctrl_c_during_replays_fetch_leaves_nothing_in_tmpdir() {
+    let d = tempfile::tempdir().unwrap();
+    let tmp = d.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // A log of one write and a flush: replay counts its entries before it fetches.
+    let mut enc = plugpull::logwrites::encode::LogEncoder::new(512);
+    enc.write(0, &[0u8; 4096], false);
+    enc.flush();
+    let log = d.path().join("lw.log");
+    std::fs::write(&log, enc.finish()).unwrap();
+    let addr = stalling_witness();
+    let (l, run, scratch) = (log.to_str().unwrap(), RUN.hex(), d.path().to_str().unwrap());
+    let args = [
+        "replay",
+        l,
+        "--witness",
+        &addr,
+        "--run",
+        &run,
+        "--scratch-dir",
+        scratch,
+    ];
+    interrupted_mid_fetch(&args, &tmp, "replay");
+    assert_eq!(names_in(d.path()), ["lw.log", "tmp"]);
+}
