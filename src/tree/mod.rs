@@ -16,6 +16,7 @@
 //! the run descriptor's `tree` settings and checks the names against (`names`); logs
 //! from before file entries carry no names, and the plan alone says where files are.
 
+pub mod budget;
 pub mod names;
 pub mod plan;
 pub mod verify;

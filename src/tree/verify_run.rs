@@ -13,6 +13,9 @@ pub enum TreeError {
     Tree(#[from] verify::TreeVerifyError),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// The tree would not fit `--memory` (`tree::budget`).
+    #[error(transparent)]
+    Memory(#[from] crate::tree::budget::TooBig),
 }
 
 impl TreeError {
@@ -27,11 +30,15 @@ impl TreeError {
     }
 }
 
-/// `plugpull verify DIR`: loads the run (as for a device) and judges the tree; the
-/// command renders the report (text, `--quiet` verdict line, or JSON with a "tree"
-/// section) and then tells the witness.
+/// `plugpull verify DIR`: loads the run (as for a device, within `--memory`) and judges
+/// the tree; the command renders the report (text, `--quiet` verdict line, or JSON with
+/// a "tree" section) and then tells the witness.
 pub fn verify_dir(o: &crate::verify::VerifyOptions) -> Result<TreeVerified, TreeError> {
-    let loaded = crate::verify::load_run_checked(o)?;
+    // Counted, and checked against --memory, before a single ack is held.
+    let loaded = crate::verify::load::load_run_counted(o, |d, acks| {
+        crate::tree::budget::check(d.tree.as_ref(), acks, o.budget.memory_bytes)
+            .map_err(TreeError::from)
+    })?;
     crate::witness::validate::refuse_impossible_run(&loaded.log)
         .map_err(crate::verify::VerifyError::from)?;
     let mut r = verify::verify_tree(&o.target, &loaded.log)?;

@@ -76,15 +76,7 @@ pub(super) fn run_witnessed(
             }
         }
     };
-    let how = format!(
-        "fetched from the witness, which counted {} acks and sent them all{}",
-        crate::units::thousands(fetched.acks),
-        if key.is_some() {
-            " over a connection authenticated with --key-file"
-        } else {
-            ""
-        }
-    );
+    let how = super::load::witness_how(fetched.acks, key.is_some());
     let source = (format!("witness {addr}"), how);
     streamed::run_streamed(o, device, &tmp.0, Some(source), None)
 }

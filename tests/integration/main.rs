@@ -58,6 +58,7 @@ mod tree_damage;
 mod tree_file_acks;
 mod tree_fs;
 mod tree_fs_bench;
+mod tree_memory;
 mod trust;
 mod verify_allocation;
 mod verify_attacks_more;
