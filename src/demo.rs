@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-const DRIVE_BYTES: u64 = 64 << 20;
+pub(crate) const DRIVE_BYTES: u64 = 64 << 20;
 
 /// Why the demo could not run its cycle.
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +46,7 @@ pub enum DemoError {
 type Result<T, E = DemoError> = std::result::Result<T, E>;
 
 /// Keeps a witness-side error whole (its causes included) as a [`DemoError`].
-fn witness_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DemoError {
+pub(crate) fn witness_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DemoError {
     DemoError::Witness(e.into())
 }
 
@@ -117,7 +117,7 @@ pub fn run(o: DemoOptions) -> Result<Verdict> {
 }
 
 /// 4 KiB records, one stream, front to back over the whole drive, for `duration`.
-fn demo_plan(seed: u64, duration: Duration) -> Plan {
+pub(crate) fn demo_plan(seed: u64, duration: Duration) -> Plan {
     Plan {
         run: RunId::random(),
         region_offset: 0,
@@ -134,7 +134,7 @@ fn demo_plan(seed: u64, duration: Duration) -> Plan {
 }
 
 /// The simulated drive as the run descriptor names it.
-fn drive_identity(profile_name: &str) -> DeviceIdentity {
+pub(crate) fn drive_identity(profile_name: &str) -> DeviceIdentity {
     DeviceIdentity {
         target: "simdrive".into(),
         kind: "simulated".into(),
@@ -209,7 +209,7 @@ fn print_outcome(o: &DemoOptions, seed: u64, report: &Report, oracle_faults: usi
     );
 }
 
-fn tempfile_dir() -> Result<PathBuf> {
+pub(crate) fn tempfile_dir() -> Result<PathBuf> {
     let d = std::env::temp_dir().join(format!("plugpull-demo-{}", std::process::id()));
     std::fs::create_dir_all(&d).map_err(|source| DemoError::TempDir {
         path: d.clone(),

@@ -8,6 +8,7 @@ pub mod cycle;
 pub mod demo;
 pub mod device;
 pub mod exit;
+pub mod fleet;
 pub mod io_step;
 pub mod latency;
 pub mod le;

@@ -29,6 +29,7 @@ mod cli_day;
 mod cli_write_verify;
 mod cycle_fetched;
 mod deb_package;
+mod demo_fleet;
 mod fetch_streamed;
 mod guide_simdrive;
 mod hardware_schematics;

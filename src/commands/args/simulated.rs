@@ -32,15 +32,23 @@ pub struct DemoArgs {
     /// Simulated drive profile: honest, lying, ... (see docs/fault-model.md).
     #[arg(long, default_value = "honest")]
     pub profile: String,
-    /// How long the writer runs before the cut.
-    #[arg(long, value_parser = duration, default_value = "3s")]
-    pub duration: Duration,
+    /// How long the writer runs before the cut (default 3s; with --fleet, 1s a cut).
+    #[arg(long, value_parser = duration)]
+    pub duration: Option<Duration>,
     /// Seed of the writer and the drive's faults (random if not given; printed either way).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Print the verify report of the cycle as JSON on stdout.
+    /// Print the verify report of the cycle (with --fleet: the matrix) as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Three simulated drives (with power-loss protection, honest with a volatile cache,
+    /// lying about flushes) cut together, cut after cut, and compared in one matrix
+    /// (docs/fleet.md). Exit 1 when any drive lost acknowledged writes.
+    #[arg(long, conflicts_with = "profile")]
+    pub fleet: bool,
+    /// With --fleet: the power cuts given to every drive.
+    #[arg(long, requires = "fleet", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub cuts: u32,
 }
 
 #[derive(Args, Debug, Clone)]
