@@ -20,6 +20,7 @@ pub mod report;
 pub mod rng;
 pub mod sim;
 pub mod soak;
+pub mod stats;
 pub mod sync;
 pub mod tree;
 pub mod units;

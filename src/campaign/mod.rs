@@ -26,7 +26,6 @@ pub mod host_listen;
 pub mod proof;
 pub mod results;
 pub mod results_file;
-pub mod stats;
 pub mod target;
 pub mod witness_backing;
 

@@ -1,10 +1,10 @@
 //! What the results file holds: one JSON header line, then one JSON line per finished
 //! cycle (`results_file` opens, reads and appends it), and the summary of its cycles.
 
-use super::stats::{clopper_pearson_upper, quantile};
 use crate::model::{ReportSummary, Verdict};
 use crate::power::SwitchTiming;
 use crate::power::fall::Fall;
+use crate::stats::{clopper_pearson_upper, quantile};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

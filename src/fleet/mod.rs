@@ -5,13 +5,12 @@
 //! comparison (a consumer SSD against one with a capacitor bank, this batch against the
 //! one we trust). Per drive: how many cuts it was given and how each was judged, what
 //! the failing cuts lost, and how high its failure rate can be at 95% confidence; between
-//! drives, Fisher's exact test on failing against clean cuts (`stats`); and a flag on a
+//! drives, Fisher's exact test on failing against clean cuts (`crate::stats`); and a flag on a
 //! drive that claims power-loss protection and lost acknowledged writes.
 //!
 //! `demo` runs three simulated drives in this process; `text` renders the matrix.
 
 pub mod demo;
-pub mod stats;
 pub mod text;
 
 use crate::model::Verdict;
@@ -103,7 +102,7 @@ pub struct DriveRow {
     pub acked_lost_per_failing_cut: Vec<u64>,
     pub worst_loss_window_ms: Option<f64>,
     /// The most its failure rate per judged cut (PASS or FAIL) can be, at 95%
-    /// confidence (`stats::failure_rate_upper_95`).
+    /// confidence (`crate::stats::clopper_pearson_upper`).
     pub failure_rate_upper_95: f64,
     /// It claims power-loss protection and lost acknowledged writes.
     pub plp_claim_broken: bool,
@@ -122,7 +121,7 @@ impl DriveRow {
         let mut row = DriveRow {
             plp_claim_broken: drive.claims_plp && fail > 0,
             drive,
-            failure_rate_upper_95: stats::failure_rate_upper_95(fail, pass + fail),
+            failure_rate_upper_95: crate::stats::clopper_pearson_upper(fail, pass + fail, 0.05),
             cuts,
             pass,
             fail,
@@ -207,7 +206,7 @@ impl Matrix {
                 pairs.push(Pair {
                     a: a.drive.name.clone(),
                     b: b.drive.name.clone(),
-                    p_value: stats::fisher_exact_two_sided(a.fail, a.pass, b.fail, b.pass),
+                    p_value: crate::stats::fisher_exact_two_sided(a.fail, a.pass, b.fail, b.pass),
                 });
             }
         }

@@ -1,56 +1,47 @@
-//! The two numbers a qualification matrix rests on, computed exactly (no normal
-//! approximation: a fleet campaign has tens of cycles, not thousands).
+//! How sure a campaign and a fleet's matrix are, computed exactly (no normal
+//! approximation: a campaign has tens of cycles, not thousands).
 //!
-//! - [`failure_rate_upper_95`]: with `k` failing cuts in `n`, the most the drive's
-//!   failure rate per cut can be at 95% confidence (one-sided Clopper-Pearson). A drive
-//!   that passed 20 cuts of 20 is not proven perfect: its rate is below 13.9%.
-//! - [`fisher_exact_two_sided`]: whether two drives' failing and clean cuts differ by
-//!   more than chance (Fisher's exact test on the 2×2 table), the test a user ran by hand
+//! - [`clopper_pearson_upper`]: the exact one-sided upper bound on the per-cut failure
+//!   rate. At zero failures in n cuts it is 1 - 0.05^(1/n) at 95%, which the "rule of
+//!   three" approximates as 3/n; we report the exact value. A drive that passed 20 cuts
+//!   of 20 is not proven perfect: its rate is below 13.9%.
+//! - [`fisher_exact_two_sided`]: whether two drives' failing and clean cuts differ by more
+//!   than chance (Fisher's exact test on the 2×2 table), the test a user ran by hand
 //!   between two configurations in an OpenZFS issue.
 
-/// ln(k!) for k in 0..=n.
-fn ln_factorials(n: u64) -> Vec<f64> {
-    let mut v = Vec::with_capacity(n as usize + 1);
-    let mut acc = 0.0f64;
-    v.push(0.0);
-    for k in 1..=n {
-        acc += (k as f64).ln();
-        v.push(acc);
-    }
-    v
-}
-
-/// P(X <= k) for X ~ Binomial(n, p).
-fn binomial_cdf(k: u64, n: u64, p: f64, lf: &[f64]) -> f64 {
+/// P(X <= x) for X ~ Binomial(n, p), summed in log space (stable for thousands of cycles).
+pub fn binom_cdf(x: u64, n: u64, p: f64) -> f64 {
     if p <= 0.0 {
         return 1.0;
     }
     if p >= 1.0 {
-        return if k >= n { 1.0 } else { 0.0 };
+        return if x >= n { 1.0 } else { 0.0 };
     }
     let (lp, lq) = (p.ln(), (1.0 - p).ln());
-    (0..=k.min(n))
-        .map(|i| {
-            let ln_choose = lf[n as usize] - lf[i as usize] - lf[(n - i) as usize];
-            (ln_choose + i as f64 * lp + (n - i) as f64 * lq).exp()
-        })
-        .sum::<f64>()
-        .min(1.0)
+    let mut log_choose = 0.0f64; // ln C(n, 0)
+    let mut sum = 0.0f64;
+    for k in 0..=x.min(n) {
+        if k > 0 {
+            log_choose += ((n - k + 1) as f64).ln() - (k as f64).ln();
+        }
+        sum += (log_choose + k as f64 * lp + (n - k) as f64 * lq).exp();
+    }
+    sum.min(1.0)
 }
 
-/// The one-sided 95% upper bound on a failure rate seen as `k` failures in `n` trials
-/// (Clopper-Pearson: the rate at which `k` or fewer failures happen 5% of the time);
-/// 1.0 with no trials or when every trial failed.
-pub fn failure_rate_upper_95(k: u64, n: u64) -> f64 {
-    if n == 0 || k >= n {
+/// The exact one-sided upper confidence bound on p after `failures` in `n` trials, at
+/// confidence `1 - alpha`: the p with P(X <= failures; n, p) = alpha.
+pub fn clopper_pearson_upper(failures: u64, n: u64, alpha: f64) -> f64 {
+    if n == 0 {
         return 1.0;
     }
-    let lf = ln_factorials(n);
-    // The CDF falls as p rises: bisect for CDF = 0.05.
-    let (mut lo, mut hi) = (k as f64 / n as f64, 1.0f64);
-    for _ in 0..100 {
+    if failures >= n {
+        return 1.0;
+    }
+    let (mut lo, mut hi) = (failures as f64 / n as f64, 1.0f64);
+    for _ in 0..200 {
         let mid = (lo + hi) / 2.0;
-        if binomial_cdf(k, n, mid, &lf) > 0.05 {
+        if binom_cdf(failures, n, mid) > alpha {
             lo = mid;
         } else {
             hi = mid;
@@ -88,10 +79,35 @@ pub fn fisher_exact_two_sided(a: u64, b: u64, c: u64, d: u64) -> f64 {
     p.min(1.0)
 }
 
+/// ln(k!) for k in 0..=n.
+fn ln_factorials(n: u64) -> Vec<f64> {
+    let mut v = Vec::with_capacity(n as usize + 1);
+    let mut acc = 0.0f64;
+    v.push(0.0);
+    for k in 1..=n {
+        acc += (k as f64).ln();
+        v.push(acc);
+    }
+    v
+}
+
+/// Quantile of sorted values (nearest rank).
+pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    crate::latency::nearest_rank(sorted, q)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
+    #[test]
+    fn zero_failures_is_about_three_over_n() {
+        for n in [10u64, 50, 100, 1000, 3000] {
+            let u = clopper_pearson_upper(0, n, 0.05);
+            let exact = 1.0 - 0.05f64.powf(1.0 / n as f64);
+            assert!((u - exact).abs() < 1e-9, "n={n}: {u} vs {exact}");
+            assert!((u * n as f64 - 3.0).abs() < 0.5, "n={n}: {u}");
+        }
+    }
     fn close(got: f64, want: f64) -> bool {
         (got - want).abs() <= 1e-6 * want.max(1e-12) + 1e-12
     }
@@ -130,14 +146,23 @@ mod tests {
             (19, 20, 0.9974386212234697),
         ];
         for (k, n, want) in cases {
-            let got = failure_rate_upper_95(k, n);
+            let got = clopper_pearson_upper(k, n, 0.05);
             assert!(close(got, want), "{k} of {n}: {got} != {want}");
         }
-        assert_eq!(failure_rate_upper_95(0, 0), 1.0);
-        assert_eq!(failure_rate_upper_95(5, 5), 1.0);
+        assert_eq!(clopper_pearson_upper(0, 0, 0.05), 1.0);
+        assert_eq!(clopper_pearson_upper(5, 5, 0.05), 1.0);
         assert!(close(
-            failure_rate_upper_95(0, 20),
+            clopper_pearson_upper(0, 20, 0.05),
             1.0 - 0.05f64.powf(1.0 / 20.0)
         ));
+    }
+
+    #[test]
+    fn known_values() {
+        // 1 failure in 20: exact one-sided 95% upper bound 0.2161 (tables).
+        let u = clopper_pearson_upper(1, 20, 0.05);
+        assert!((u - 0.2161).abs() < 1e-3, "{u}");
+        // 50 of 50: 1.
+        assert_eq!(clopper_pearson_upper(50, 50, 0.05), 1.0);
     }
 }
