@@ -411,6 +411,7 @@ fn cycle_inner(
     };
     evidence.unsafe_shutdowns_delta = r.unsafe_shutdowns_delta;
     r.report = report.to_summary();
+    r.shown = results::ShownByTheReport::of(&report);
     evidence.apply(r);
     Ok(())
 }

@@ -103,6 +103,43 @@ pub struct CycleResult {
     /// could not back it (`witness_backing.rs`); `verdict` is then ERROR.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_verdict: Option<Verdict>,
+    /// What `plugpull report` shows of the cycle's verify besides its summary, as the
+    /// verify report has it: the drive's identity, the run's descriptor, the acks'
+    /// timeline and the flush latencies (docs/campaign.md, "The HTML report"). Kept in
+    /// drive-only cycles; absent in whole-host cycles (the agent reports its summary
+    /// only) and in files made before they were kept.
+    #[serde(flatten)]
+    pub shown: ShownByTheReport,
+}
+
+/// The parts of a cycle's verify report the HTML report draws (`CycleResult::shown`):
+/// JSON as the verify report writes them, read back by `report::input`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ShownByTheReport {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ack_timeline: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush_latency: Option<serde_json::Value>,
+}
+
+impl ShownByTheReport {
+    /// What `r` shows: its device (else the one the run's writer identified).
+    pub fn of(r: &crate::verify::report::Report) -> ShownByTheReport {
+        fn json<T: Serialize>(v: Option<&T>) -> Option<serde_json::Value> {
+            v.and_then(|v| serde_json::to_value(v).ok())
+        }
+        let device = r.device.as_ref().or(r.run.as_ref().map(|d| &d.device));
+        ShownByTheReport {
+            device: json(device),
+            run: json(r.run.as_ref()),
+            ack_timeline: json(Some(&r.ack_timeline)).filter(|_| !r.ack_timeline.is_empty()),
+            flush_latency: json(r.flush_latency.as_ref()),
+        }
+    }
 }
 
 /// The status of one cycle: its verdict, except that a cut not proven is its own.
@@ -136,6 +173,7 @@ impl CycleResult {
             verify_verdict: None,
             cut_evidence: vec![],
             agent_verdict: None,
+            shown: ShownByTheReport::default(),
         }
     }
 

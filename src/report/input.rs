@@ -192,6 +192,11 @@ pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycl
     };
     let mut out = vec![];
     for (label, v) in docs {
+        // A campaign results file's own first line: its configuration, not a run.
+        let format = v.get("format").and_then(Value::as_str).unwrap_or("");
+        if format.starts_with("plugpull-campaign/") {
+            continue;
+        }
         match find_verify(&v) {
             Some((r, cycle)) => {
                 let report: VerifyReport =
@@ -264,7 +269,10 @@ mod tests {
         assert_eq!(c.len(), 2);
         assert_eq!(c[0].label, "c.jsonl:1");
         assert_eq!(c[1].label, "cycle 7");
-        assert_eq!(notes.len(), 1);
+        // The campaign header is the results file's own line, skipped without a note.
+        assert_eq!(notes, Vec::<String>::new());
+        parse("x.jsonl", r#"{"format":"something-else/1"}"#, &mut notes).unwrap();
+        assert_eq!(notes, ["x.jsonl: not a plugpull verify report, skipped"]);
         assert!(parse("bad", "{\n", &mut notes).is_err());
     }
 }

@@ -243,6 +243,77 @@ fn several_reports_render_as_a_campaign() {
     assert!(html.contains("cycle 9"));
     assert!(html.contains("not a plugpull verify report, skipped"));
     assert!(html.contains("4 cycles: 2 FAIL, 2 PASS"));
+    // Two drives' runs: the title names no one drive their latencies would be pooled under.
+    assert!(
+        html.contains("<title>plugpull: 2 drives - FAIL</title>"),
+        "{}",
+        &html[..400]
+    );
+}
+
+/// A campaign's results file, as `plugpull campaign` writes it, renders as whole as one
+/// verify report: its header line is taken for what it is, the title names the drive,
+/// every cycle carries its timeline, flush latencies, device and run.
+#[test]
+fn a_campaign_results_file_renders_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/hardware/examples/simdrive-lying.toml"
+    );
+    let results = dir.path().join("lying.jsonl");
+    let c = bin()
+        .args(["campaign", "--config", config, "--cycles", "2", "--results"])
+        .arg(&results)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        c.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&c.stderr)
+    );
+    let out = dir.path().join("r.html");
+    let o = bin()
+        .arg("report")
+        .arg(&results)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(!stderr.contains("skipped"), "{stderr}");
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert_self_contained(&html);
+    assert!(html.contains("<title>plugpull: plugpull simdrive (lying) - FAIL</title>"));
+    for missing in [
+        "has no ack_timeline",
+        "has no flush_latency",
+        "holds no device identity",
+        "holds no command lines",
+        "not a plugpull verify report",
+    ] {
+        assert!(!html.contains(missing), "{missing}");
+    }
+    assert!(html.contains("<svg id=\"chart-timeline\""));
+    assert!(html.contains("<svg id=\"chart-latency\""));
+    // Each cycle's run, its start and its writer, as the results file names them.
+    let text = std::fs::read_to_string(&results).unwrap();
+    for line in text.lines().skip(1) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let run = v["run_id"].as_str().unwrap();
+        assert!(html.contains(&format!("<code>{run}</code>")), "{run}");
+        assert_eq!(v["device"]["model"], "plugpull simdrive (lying)");
+        assert!(v["ack_timeline"].as_array().is_some_and(|t| !t.is_empty()));
+        assert!(v["flush_latency"]["count"].as_u64().is_some_and(|n| n > 0));
+    }
+    assert_eq!(
+        html.matches("4.0 KiB records, sequential, 1 stream(s), fdatasync")
+            .count(),
+        2
+    );
 }
 
 #[test]

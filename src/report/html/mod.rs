@@ -137,21 +137,40 @@ pub fn render(
     o
 }
 
+/// The drive the cycles tested, for the title: its model (else its target), or how many
+/// drives when the runs tested more than one (their latencies are not one drive's).
+fn what_was_tested(cycles: &[Cycle]) -> String {
+    let field = |c: &Cycle, k: &str| {
+        let d = c
+            .report
+            .device
+            .as_ref()
+            .or(c.report.run.as_ref().map(|r| &r.device));
+        d.and_then(|d| d.get(k)).and_then(value_text)
+    };
+    let mut drives: Vec<(Option<String>, Option<String>)> = cycles
+        .iter()
+        .map(|c| (field(c, "model"), field(c, "serial")))
+        .filter(|d| *d != (None, None))
+        .collect();
+    drives.sort();
+    drives.dedup();
+    match drives.as_slice() {
+        [] => match cycles[0].report.target.as_str() {
+            "" => "a drive".into(),
+            t => t.to_string(),
+        },
+        [(Some(model), _)] => model.clone(),
+        [(None, Some(serial))] => format!("serial {serial}"),
+        more => format!("{} drives", more.len()),
+    }
+}
+
 /// The document head, the title and the verdict banner.
 fn head_and_banner(o: &mut String, cycles: &[Cycle], s: &Summary, title: Option<&str>) {
-    let model = cycles
-        .iter()
-        .find_map(|c| {
-            c.report
-                .device
-                .as_ref()
-                .and_then(|d| d.get("model"))
-                .and_then(value_text)
-        })
-        .unwrap_or_else(|| cycles[0].report.target.clone());
     let title = title
         .map(str::to_string)
-        .unwrap_or_else(|| format!("plugpull: {} - {}", model, s.verdict));
+        .unwrap_or_else(|| format!("plugpull: {} - {}", what_was_tested(cycles), s.verdict));
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
