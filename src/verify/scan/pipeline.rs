@@ -35,7 +35,7 @@ pub const NO_READ_BUFFERS: &str = "PLUGPULL_TEST_NO_READ_BUFFERS";
 /// An out-of-memory error when [`NO_READ_BUFFERS`] refuses these buffers (`ahead`: the
 /// buffers of reads ahead of the first pass).
 #[cfg(feature = "test-support")]
-pub(super) fn starved_by_test(ahead: bool) -> std::io::Result<()> {
+pub fn starved_by_test(ahead: bool) -> std::io::Result<()> {
     match std::env::var(NO_READ_BUFFERS).as_deref() {
         Ok("all") => {}
         Ok("ahead") if ahead => {}
