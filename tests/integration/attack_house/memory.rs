@@ -53,9 +53,10 @@ fn judged_then_refused(args: &[&str], judged_code: i32, what: &str) {
     assert_refused(&starved(args, Some("all")), what);
 }
 
-/// A report without the lines that time it (`verify_ms`: two runs differ there).
+/// A report without the lines that time it (`verify_ms`, `judge_ms_per_point`: two runs
+/// differ there).
 fn untimed(report: &str) -> Vec<&str> {
-    report.lines().filter(|l| !l.contains("_ms\"")).collect()
+    report.lines().filter(|l| !l.contains("_ms")).collect()
 }
 
 /// The run id of a `plugpull write` that finished (`run_id`; a tree's `run`).
@@ -240,4 +241,128 @@ fn a_cycle_without_read_buffers_is_inconclusive_with_the_reason() {
     assert_eq!(report["verdict"], "INCONCLUSIVE", "{out:?}");
     assert!(out.stdout.contains("free some memory"), "{out:?}");
     assert!(!out.stderr.contains("panicked"), "{out:?}");
+}
+
+/// The memory that runs out part way (`after:N`: the first N read buffers are had, no
+/// more): for every N the command either gives the report it gives with memory or is
+/// refused, never a partial verdict, a panic or disagreements. N0, the fewest buffers
+/// the command needs, is found by bisection (more memory never fails); N0 - 1 runs out
+/// at the very last buffer, in the last thing read (a replay's last drop state, a run's
+/// last part), and a spread of N below it elsewhere.
+fn out_of_memory_part_way(args: &[&str], judged_code: i32, refused: fn(&Run, &str), what: &str) {
+    let judged = starved(args, None);
+    assert_eq!(
+        judged.code, judged_code,
+        "{what}, with read buffers: {judged:?}"
+    );
+    let after = |n: u64| starved(args, Some(&format!("after:{n}")));
+    let fits = |n: u64| after(n).code != 2;
+    let mut high = 1;
+    while !fits(high) {
+        high *= 2;
+        assert!(high < 1 << 20, "{what}: refused with {high} read buffers");
+    }
+    let mut low = 0;
+    while low < high {
+        let mid = (low + high) / 2;
+        match fits(mid) {
+            true => high = mid,
+            false => low = mid + 1,
+        }
+    }
+    let n0 = low;
+    assert!(n0 > 0, "{what}: reads nothing");
+    let mut probes: Vec<u64> = vec![0, 1, 2, n0 / 4, n0 / 2, 3 * n0 / 4, n0 - 2, n0 - 1, n0];
+    probes.retain(|&n| n <= n0);
+    probes.dedup();
+    for n in probes {
+        let r = after(n);
+        let what = format!("{what}, {n} of the {n0} read buffers it needs");
+        if r.code == 2 {
+            refused(&r, &what);
+        } else {
+            assert_eq!(r.code, judged.code, "{what}: {r:?}");
+            let (got, want) = (untimed(&r.stdout), untimed(&judged.stdout));
+            let differ: Vec<_> = got.iter().zip(&want).filter(|(a, b)| a != b).collect();
+            assert!(
+                got.len() == want.len() && differ.is_empty(),
+                "{what}: {differ:?}"
+            );
+        }
+        if n == n0 - 1 {
+            assert_eq!(r.code, 2, "{what}: the last buffer is needed");
+        }
+    }
+}
+
+fn replay_refused(r: &Run, what: &str) {
+    assert!(
+        r.stderr.contains("so there is no summary")
+            && r.stderr.contains("free some memory")
+            && !r.stderr.contains("panicked"),
+        "{what}: {r:?}"
+    );
+    assert!(r.stdout.is_empty(), "{what}: {r:?}");
+}
+
+#[test]
+fn verify_and_replay_refuse_when_memory_runs_out_part_way() {
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let one = d.path().join("one.img");
+    let run = written(&w, &one, &["--size", "8M", "--count", "600"]);
+    let mixed = d.path().join("mixed.img");
+    let sizes = ["--size", "8M", "--record-size", "4k-16k", "--count", "600"];
+    written(&w, &mixed, &sizes);
+    let dir = d.path().join("tree");
+    std::fs::create_dir(&dir).unwrap();
+    written(&w, &dir, &["--files", "30"]);
+    for (what, t) in [
+        ("one size", one.to_str().unwrap()),
+        ("several sizes", mixed.to_str().unwrap()),
+        ("a tree", dir.to_str().unwrap()),
+    ] {
+        let args = ["verify", t, "--witness", &w.addr, "--rehearsal", "--json"];
+        out_of_memory_part_way(&args, 0, assert_refused, what);
+    }
+    if let Some(work) = crate::verify_budget::dir_on_another_fs(&one) {
+        let (o, work) = (one.to_str().unwrap(), work.path().to_str().unwrap());
+        let parts = [
+            "verify",
+            o,
+            "--witness",
+            &w.addr,
+            "--rehearsal",
+            "--json",
+            "--memory",
+            "64M",
+            "--work-dir",
+            work,
+        ];
+        out_of_memory_part_way(&parts, 0, assert_refused, "in parts");
+    } else {
+        common::skip_unless(false, "no second file system (/dev/shm) for the parts case");
+    }
+    let small = d.path().join("small.img");
+    let run_small = written(&w, &small, &["--size", "1M", "--count", "40"]);
+    let _ = run;
+    let log = log_of_the_run(&w, &run_small, d.path());
+    let (l, scratch) = (log.to_str().unwrap(), d.path().to_str().unwrap());
+    let base = [
+        "replay",
+        l,
+        "--witness",
+        &w.addr,
+        "--scratch-dir",
+        scratch,
+        "--json",
+    ];
+    let drops = ["--drops", "4", "--seed", "1"];
+    for (what, extra) in [
+        ("--drops 4", &drops[..]),
+        ("--full-verify", &["--full-verify", "--seed", "1"][..]),
+    ] {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        out_of_memory_part_way(&args, 0, replay_refused, what);
+    }
 }
