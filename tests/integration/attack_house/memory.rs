@@ -258,7 +258,10 @@ fn out_of_memory_part_way(args: &[&str], judged_code: i32, refused: fn(&Run, &st
     let after = |n: u64| starved(args, Some(&format!("after:{n}")));
     let fits = |n: u64| {
         let r = after(n);
-        assert!(r.code == 2 || r.code == judged.code, "{what}, {n} read buffers: {r:?}");
+        assert!(
+            r.code == 2 || r.code == judged.code,
+            "{what}, {n} read buffers: {r:?}"
+        );
         r.code != 2
     };
     let mut high = 1;
