@@ -18,6 +18,7 @@
 
 pub mod names;
 pub mod plan;
+mod uncached;
 pub mod verify;
 mod verify_run;
 pub mod write;
