@@ -193,3 +193,95 @@ fn a_signal_during_fetch_to_a_file_leaves_nothing_beside_it() {
         assert_eq!(left, Vec::<String>::new(), "{sig}: left behind; {stderr}");
     }
 }
+
+/// Ctrl-C and SIGTERM while verify (no `--run`: the run chosen by the target's stamps)
+/// fetches a later run of the same drive to see whether the target carries it
+/// (`verify::witnessed::newest_carried`): the run it holds and the later one's part
+/// file both go. The witness sends run X whole, listing a later run Y, and hangs in
+/// the middle of Y.
+#[test]
+fn a_signal_while_a_later_run_is_fetched_leaves_nothing_in_tmpdir() {
+    use plugpull::model::{RunLog, RunSelector, WitnessEvent};
+    let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let w = WitnessProc::start(&d.path().join("w"));
+    let target = d.path().join("t.img");
+    let wr = write(&w, &target, &["--size", "4M", "--count", "200"]);
+    assert_eq!(wr.code, 0, "{wr:?}");
+    let x = RunId::parse(wr.json()["run_id"].as_str().unwrap()).unwrap();
+    let log: RunLog = plugpull::witness::client::fetch(&w.addr, &RunSelector::Run(x)).unwrap();
+    let y = RunId([0x6b; 16]);
+    let end_ns = log.events.iter().map(|e| e.at_ns).max().unwrap_or(0);
+    let later = WitnessEvent {
+        at_ns: end_ns + 1_000_000,
+        kind: plugpull::model::LATER_RUN_EVENT.into(),
+        peer: String::new(),
+        durable_acks: 0,
+        last_ack_at_ns: None,
+        last_frame_at_ns: None,
+        detail: y.hex(),
+    };
+    let mut whole_x = Msg::FetchRun(log.descriptor.clone()).encode();
+    whole_x.extend(
+        Msg::Acks {
+            first: 0,
+            acks: log.acks.clone(),
+        }
+        .encode(),
+    );
+    for e in log.events.iter().chain([&later]) {
+        whole_x.extend(Msg::Event(e.clone()).encode());
+    }
+    whole_x.extend(
+        Msg::FetchEnd {
+            acks: log.acks.len() as u64,
+        }
+        .encode(),
+    );
+    for (sig, want) in [(Signal::SIGINT, 130), (Signal::SIGTERM, 143)] {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let (whole_x, descriptor) = (whole_x.clone(), log.descriptor.clone());
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut s) = conn else { return };
+                let asked = crate::verify_streamed_attacks::read_msg(&mut s);
+                let reply = match asked {
+                    Some(Msg::Fetch(RunSelector::Run(r))) if r == x => whole_x.clone(),
+                    Some(Msg::Fetch(RunSelector::Run(r))) if r == y => {
+                        // Y's descriptor and a frame of acks, then nothing: hung.
+                        let mut d = descriptor.clone();
+                        d.run_id = y;
+                        let mut part = Msg::FetchRun(d).encode();
+                        let acks: Vec<Ack> = (1..4097).map(device_ack).collect();
+                        part.extend(Msg::Acks { first: 1, acks }.encode());
+                        let _ = s.write_all(&part);
+                        std::thread::sleep(Duration::from_secs(120));
+                        continue;
+                    }
+                    _ => crate::verify_streamed_attacks::no_run_for_device(),
+                };
+                let _ = s.write_all(&reply);
+            }
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let t = target.to_str().unwrap();
+        let mut child = spawn_in(
+            &["verify", t, "--witness", &addr, "--rehearsal"],
+            tmp.path(),
+        );
+        // X's log whole and Y's part file begun.
+        eventually(Duration::from_secs(60), "the later run's part file", || {
+            assert!(child.try_wait().unwrap().is_none(), "it ended first");
+            let names = names_in(tmp.path());
+            names
+                .iter()
+                .any(|n| n.contains("-later-") && n.ends_with(".part"))
+                && names
+                    .iter()
+                    .any(|n| n.contains("-verify-") && n.ends_with(".acklog"))
+        });
+        let (code, stderr, left) = stopped_by(child, sig, &[tmp.path()]);
+        assert_eq!(code, Some(want), "{sig}: {stderr}");
+        assert_eq!(left, Vec::<String>::new(), "{sig}: left behind; {stderr}");
+    }
+}
