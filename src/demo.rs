@@ -209,9 +209,17 @@ fn print_outcome(o: &DemoOptions, seed: u64, report: &Report, oracle_faults: usi
     );
 }
 
+/// A new directory of its own in TMPDIR. Why a random name and create_dir (not
+/// create_dir_all): a name from the pid alone could be planted first by another user (a
+/// directory of theirs, or a symlink to one), which the demo would then write its logs
+/// into and remove with all it holds; a name taken fails here instead.
 pub(crate) fn tempfile_dir() -> Result<PathBuf> {
-    let d = std::env::temp_dir().join(format!("plugpull-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&d).map_err(|source| DemoError::TempDir {
+    let d = std::env::temp_dir().join(format!(
+        "plugpull-demo-{}-{:016x}",
+        std::process::id(),
+        crate::rng::random_seed()
+    ));
+    std::fs::create_dir(&d).map_err(|source| DemoError::TempDir {
         path: d.clone(),
         source,
     })?;

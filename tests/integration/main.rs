@@ -21,6 +21,7 @@ mod ack_sender_heartbeat;
 mod ack_sender_idle;
 mod agent;
 mod architecture;
+mod attack_house;
 mod bench;
 mod campaign;
 mod campaign_agent_conn;
