@@ -287,6 +287,7 @@ fn the_incremental_judge_agrees_with_a_whole_verify_on_random_logs() {
                 full_verify: full,
                 for_drops: false,
                 read_timeout: Duration::from_secs(30),
+                part: None,
             };
             main_pass(reader, &image, &d, &acks, o).unwrap_or_else(|e| panic!("{e:?}"))
         };
