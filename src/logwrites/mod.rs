@@ -24,6 +24,8 @@ pub mod image;
 mod judge;
 pub mod parts;
 pub mod parts_plan;
+#[cfg(test)]
+mod parts_tests;
 pub mod replay;
 #[cfg(test)]
 mod run_tests;
