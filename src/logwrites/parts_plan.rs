@@ -31,7 +31,7 @@ impl Histogram {
         let span = end.saturating_sub(start).max(1);
         Histogram {
             start,
-            bucket_bytes: span.div_ceil(BUCKETS as u64).max(512),
+            bucket_bytes: span.div_ceil(BUCKETS as u64).next_multiple_of(512),
             counts: vec![0; BUCKETS],
             crossing: vec![0; BUCKETS + 1],
         }
