@@ -116,36 +116,56 @@ pub fn check(
     })
 }
 
-/// Per ack of a part, judged in parts: its state as judged whole, and its index among
-/// the witness's acks (8, to name the first never made durable).
-pub const BYTES_PER_ACK_IN_PARTS: u64 = BYTES_PER_ACK + 8;
+/// Per ack of a part, judged in parts: its state as judged whole, its index among the
+/// witness's acks (8, to name the first never made durable), and its share of the
+/// writes not yet durable (8).
+pub const BYTES_PER_ACK_IN_PARTS: u64 = BYTES_PER_ACK + 16;
 /// Judged in parts, besides [`FIXED_BYTES`]: the histogram the parts are cut from
 /// (65,536 buckets of 16 bytes) and the losses named for the first disagreeing points.
 pub const PARTS_FIXED_BYTES: u64 = 2 << 20;
+/// Judged in parts, per write between two durable points (at most, over the log): the
+/// byte range it changed, kept until the next point is judged (16), and its share of
+/// the writes not yet durable (8).
+pub const BYTES_PER_PENDING_WRITE: u64 = 24;
 
-/// What a part of `acks` acks holds at its peak over a log of `entries` entries (the
-/// merged points, 24 bytes an entry, are held through every part).
-pub fn part_need_bytes(acks: u64, entries: u64) -> u64 {
+/// What a log holds that a replay in parts keeps for every part: counted in one pass
+/// over the log before the parts (`parts::shape`), so a part is reckoned its log's
+/// durable points, not an entry each as a whole replay is before it reads the log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogShape {
+    pub durable_points: u64,
+    /// The most writes and discards between two durable points.
+    pub pending_writes_at_most: u64,
+}
+
+/// What a part of `acks` acks holds at its peak over a log of `shape` (the merged
+/// points, 24 bytes each, are held through every part).
+pub fn part_need_bytes(acks: u64, shape: LogShape) -> u64 {
     (FIXED_BYTES + PARTS_FIXED_BYTES)
-        .saturating_add(entries.saturating_mul(BYTES_PER_ENTRY))
+        .saturating_add(shape.durable_points.saturating_mul(BYTES_PER_ENTRY))
+        .saturating_add(
+            shape
+                .pending_writes_at_most
+                .saturating_mul(BYTES_PER_PENDING_WRITE),
+        )
         .saturating_add(acks.saturating_mul(BYTES_PER_ACK_IN_PARTS))
 }
 
-/// The most acks a part may hold within `budget_bytes` over a log of `entries` entries.
-pub fn part_room_acks(entries: u64, budget_bytes: u64) -> u64 {
-    budget_bytes.saturating_sub(part_need_bytes(0, entries)) / BYTES_PER_ACK_IN_PARTS
+/// The most acks a part may hold within `budget_bytes` over a log of `shape`.
+pub fn part_room_acks(shape: LogShape, budget_bytes: u64) -> u64 {
+    budget_bytes.saturating_sub(part_need_bytes(0, shape)) / BYTES_PER_ACK_IN_PARTS
 }
 
 /// A run judged in parts whose largest piece no cut can separate does not fit.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "judging {total} acks in parts of the region: bytes {start}..{end} hold {acks} acks whose records overlap one another (or lie within one {bucket} bucket, the finest cut), so no part can hold fewer; with the log's {entries} entries that needs about {need}, more than --memory {budget}: pass --memory {ask}",
+    "judging {total} acks in parts of the region: bytes {start}..{end} hold {acks} acks whose records overlap one another (or lie within one {bucket} bucket, the finest cut), so no part can hold fewer; with the log's {points} durable points that needs about {need}, more than --memory {budget}: pass --memory {ask}",
     total = thousands(*.total_acks),
     start = thousands(.range.0),
     end = if .range.1 == u64::MAX { "the end".to_string() } else { thousands(.range.1) },
     acks = thousands(*.acks),
     bucket = fmt_bytes(*.bucket_bytes),
-    entries = thousands(*.entries),
+    points = thousands(*.durable_points),
     need = fmt_bytes(*.need_bytes),
     budget = fmt_bytes(*.budget_bytes),
     ask = memory_arg(*.need_bytes),
@@ -155,7 +175,7 @@ pub struct PieceTooBig {
     pub range: (u64, u64),
     pub acks: u64,
     pub bucket_bytes: u64,
-    pub entries: u64,
+    pub durable_points: u64,
     pub need_bytes: u64,
     pub budget_bytes: u64,
 }

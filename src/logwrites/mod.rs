@@ -294,7 +294,6 @@ fn run_in_parts(
     o: &ReplayOptions,
     file: &AckFile,
     key: Option<&Key>,
-    entries: u64,
     t0: Instant,
 ) -> Result<ReplaySummary, ReplayError> {
     let d = &file.descriptor;
@@ -307,7 +306,11 @@ fn run_in_parts(
             })
     };
     let histogram = parts::survey(d, &mut stream)?;
-    let room = budget::part_room_acks(entries, o.memory_bytes);
+    let shape = parts::shape(open_log(&o.log)?).map_err(|source| ReplayError::Format {
+        path: o.log.clone(),
+        source,
+    })?;
+    let room = budget::part_room_acks(shape, o.memory_bytes);
     let plan = histogram
         .cut(room)
         .map_err(|(range, acks)| budget::PieceTooBig {
@@ -315,8 +318,8 @@ fn run_in_parts(
             range,
             acks,
             bucket_bytes: histogram.bucket_bytes(),
-            entries,
-            need_bytes: budget::part_need_bytes(acks, entries),
+            durable_points: shape.durable_points,
+            need_bytes: budget::part_need_bytes(acks, shape),
             budget_bytes: o.memory_bytes,
         })?;
     let image = scratch(o, d)?;
@@ -328,7 +331,7 @@ fn run_in_parts(
         d,
         &mut stream,
         &plan,
-        entries,
+        shape.durable_points,
         o.read_timeout,
     )
     .map_err(|e| match e {
@@ -377,7 +380,7 @@ pub fn run(o: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     ) {
         Ok(()) => {}
         Err(too_big) if whole_only => return Err(too_big.into()),
-        Err(_) => return run_in_parts(o, &file, key.as_ref(), entries, t0),
+        Err(_) => return run_in_parts(o, &file, key.as_ref(), t0),
     }
     let log = load_acks(o, run, &file)?;
     drop(file);

@@ -13,6 +13,7 @@
 //! not move). Drop states and `--full-verify` judge whole states with a whole verify,
 //! so they are never judged in parts (`budget`).
 
+use super::budget::LogShape;
 use super::format::{FormatError, LogReader};
 use super::image::ScratchImage;
 use super::parts_plan::{Histogram, PartsPlan};
@@ -110,6 +111,24 @@ pub fn survey(d: &RunDescriptor, stream: &mut AckStream) -> Result<Histogram, Ve
     Ok(h)
 }
 
+/// The log's durable points and the most writes between two, from one pass over it.
+pub fn shape<R: Read>(reader: LogReader<R>) -> Result<LogShape, FormatError> {
+    let mut shape = LogShape::default();
+    let mut pending = 0u64;
+    for e in reader {
+        let e = e?;
+        if e.is_write() || e.is_discard() {
+            pending += 1;
+            shape.pending_writes_at_most = shape.pending_writes_at_most.max(pending);
+        }
+        if e.is_durable_point() {
+            shape.durable_points += 1;
+            pending = 0;
+        }
+    }
+    Ok(shape)
+}
+
 /// The merged judgement of every part.
 pub struct Judged {
     /// The points, counts and notes as a whole pass gives them (its `acks` empty).
@@ -119,7 +138,7 @@ pub struct Judged {
 }
 
 /// Judges the log in the parts of `plan`. `open` gives a fresh reader of the log from
-/// its start, `points_at_most` bounds its durable points (the merged points are
+/// its start, `points` is how many durable points it has (the merged points are
 /// reserved once, 24 bytes each).
 #[allow(clippy::too_many_arguments)]
 pub fn judge_in_parts<R: Read>(
@@ -128,10 +147,10 @@ pub fn judge_in_parts<R: Read>(
     descriptor: &RunDescriptor,
     stream: &mut AckStream,
     plan: &PartsPlan,
-    points_at_most: u64,
+    points: u64,
     read_timeout: Duration,
 ) -> Result<Judged, PartsError> {
-    let mut merged: Vec<Point> = Vec::with_capacity(points_at_most.min(1 << 32) as usize);
+    let mut merged: Vec<Point> = Vec::with_capacity(points.min(1 << 32) as usize);
     // Per point, the losses the first failing part named: the first points only.
     let mut losses: BTreeMap<usize, String> = BTreeMap::new();
     let mut whole: Option<MainPass> = None;
