@@ -76,8 +76,8 @@ impl Histogram {
         out
     }
 
-    /// Parts of at most `room_acks` acks each, or the largest piece when one holds more:
-    /// (its byte range, its acks).
+    /// Parts of at most `room_acks` acks each, about as many acks in each, or the
+    /// largest piece when one holds more: (its byte range, its acks).
     pub fn cut(&self, room_acks: u64) -> Result<PartsPlan, ((u64, u64), u64)> {
         let pieces = self.pieces();
         let edge = |k: usize| self.start + k as u64 * self.bucket_bytes;
@@ -88,13 +88,19 @@ impl Histogram {
             let end = pieces.get(biggest + 1).map_or(u64::MAX, |p| edge(p.0));
             return Err(((edge(pieces[biggest].0), end), pieces[biggest].1));
         }
+        // As many parts as the room needs, filled evenly: the peak is the biggest
+        // part's, so a greedy fill to the room would hold more than the run needs.
+        let total: u64 = pieces.iter().map(|p| p.1).sum();
+        let parts = total.div_ceil(room_acks.max(1)).max(1);
+        let even = total.div_ceil(parts).saturating_add(pieces[biggest].1);
+        let limit = even.min(room_acks);
         let mut plan = PartsPlan {
             starts: vec![0],
             acks: vec![0],
         };
         for &(k, n) in &pieces {
             let held = plan.acks.last_mut().expect("one part at least");
-            if *held + n > room_acks && *held > 0 {
+            if *held + n > limit && *held > 0 {
                 plan.starts.push(edge(k));
                 plan.acks.push(n);
             } else {
@@ -167,6 +173,15 @@ mod tests {
             assert!(s < e);
         }
         assert_eq!(plan.range(plan.len() - 1).1, u64::MAX);
+        // 101 acks in parts of 10 at most: 11, or one more where a piece of 4 does not
+        // fill the room; and with room for all but 1, two even parts, not 100 and 1.
+        assert!((11..=12).contains(&plan.len()), "{plan:?}");
+        let room_for_all = h.cut(100).unwrap();
+        assert_eq!(room_for_all.len(), 2, "{room_for_all:?}");
+        assert!(
+            room_for_all.acks.iter().all(|&n| n >= 40),
+            "{room_for_all:?}"
+        );
     }
 
     #[test]

@@ -6,18 +6,15 @@
 use super::differential_tests::{descriptor_over, random_log_over};
 use super::format::LogReader;
 use super::image::ScratchImage;
-use super::parts::{judge_in_parts, survey};
+use super::parts::{AckStream, judge_in_parts, survey};
 use super::replay::{MainPass, PassOptions, main_pass};
 use crate::model::{Ack, RunDescriptor, RunLog, Verdict};
 use std::io::Cursor;
 use std::time::Duration;
 
 /// The acks streamed in batches of 7, as an ack file's frames give them.
-fn streamer<'a>(
-    d: &'a RunDescriptor,
-    acks: &'a [Ack],
-) -> impl FnMut(&mut dyn FnMut(&[Ack])) -> Result<RunLog, crate::verify::VerifyError> + 'a {
-    move |sink| {
+fn streamer<'a>(d: &'a RunDescriptor, acks: &'a [Ack]) -> Box<AckStream<'a>> {
+    Box::new(move |sink: &mut dyn FnMut(&[Ack])| {
         for batch in acks.chunks(7) {
             sink(batch);
         }
@@ -27,7 +24,7 @@ fn streamer<'a>(
             acks: vec![],
             events: vec![],
         })
-    }
+    })
 }
 
 type PointKey = (u64, u32, Verdict, Verdict, u32, u32);
@@ -64,7 +61,7 @@ fn both(log: &[u8], acks: &[Ack], region: u64) -> (MainPass, MainPass, usize, us
     };
     let whole = main_pass(open().unwrap(), &image, &d, acks, o).unwrap_or_else(|e| panic!("{e:?}"));
     let mut stream = streamer(&d, acks);
-    let h = survey(&d, &mut stream).unwrap_or_else(|e| panic!("{e}"));
+    let h = survey(&d, &mut *stream).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(h.acks(), acks.len() as u64);
     // The smallest room the pieces allow: one ack a part where nothing overlaps.
     let room = match h.cut(1) {
@@ -77,7 +74,7 @@ fn both(log: &[u8], acks: &[Ack], region: u64) -> (MainPass, MainPass, usize, us
         &open,
         &image,
         &d,
-        &mut stream,
+        &mut *stream,
         &plan,
         log.len() as u64,
         Duration::from_secs(30),
