@@ -195,8 +195,8 @@ fn a_run_too_big_is_refused_before_its_acks_are_loaded() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// The same 2 M acks served by a witness: fetched into a temporary file a frame at a
-/// time, counted, and refused before they are loaded.
+/// The same 2 M acks, with drop states, served by a witness: fetched into a temporary
+/// file a frame at a time, counted, and refused before they are loaded.
 #[test]
 fn a_run_too_big_from_the_witness_is_refused_before_its_acks_are_loaded() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -228,8 +228,8 @@ fn a_run_too_big_from_the_witness_is_refused_before_its_acks_are_loaded() {
     assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
 }
 
-/// The same 2 M acks as the witness keeps them, in its directory with a journal, given
-/// as `--acks`: copied with the journal overlaid (in TMPDIR, removed after), counted and
+/// The same 2 M acks, with drop states, as the witness keeps them, in its directory
+/// with a journal, given as `--acks`: copied with the journal overlaid (in TMPDIR, removed after), counted and
 /// refused before they are loaded, as from a plain ack file.
 #[test]
 fn a_run_too_big_in_a_journaled_witness_directory_is_refused_before_its_acks_are_loaded() {
