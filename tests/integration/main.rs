@@ -45,6 +45,7 @@ mod power;
 mod power_firmware;
 mod replay;
 mod replay_memory;
+mod replay_parts;
 mod report;
 mod run_identity;
 mod runs;
