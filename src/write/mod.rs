@@ -12,6 +12,7 @@
 
 mod clock;
 pub mod engine;
+pub mod epoch;
 mod events;
 #[cfg(feature = "test-support")]
 pub mod fault;
