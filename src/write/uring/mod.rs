@@ -157,7 +157,7 @@ pub fn run_streams(
             let io = &io;
             s.spawn(move || {
                 stream_loop(plan, progress, stream, ring, |pipe| {
-                    stream::run(io, uring, pipe)
+                    stream::run(io, stream, uring, pipe)
                 })
             });
         }

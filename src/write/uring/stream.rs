@@ -54,14 +54,18 @@ struct Stream<'a, 'p> {
     returned: Vec<Prepared>,
     acks: Vec<Ack>,
     latency: StreamLatency<'a>,
-    /// No more writes will be submitted (a limit, `stop`, the generator gone).
+    /// No more records will be taken (a limit, `stop`, the generator gone).
     draining: bool,
+    /// A record taken but not submitted: it overlaps a write in flight.
+    held: Option<Prepared>,
+    /// Test support: the seq whose write is submitted on an invalid descriptor.
+    fail_seq: Option<u64>,
 }
 
 /// Runs the stream until the plan's limits, `stop` or a failure; every write it
 /// submitted has been reaped when it returns (or its buffers are leaked, never freed,
 /// if the ring itself failed).
-pub(super) fn run(io: &Shared, ring: IoUring, pipe: &Pipe<Prepared>) {
+pub(super) fn run(io: &Shared, stream: u16, ring: IoUring, pipe: &Pipe<Prepared>) {
     let depth = io.depth.iodepth as usize;
     let mut s = Stream {
         io,
@@ -77,7 +81,15 @@ pub(super) fn run(io: &Shared, ring: IoUring, pipe: &Pipe<Prepared>) {
         acks: Vec::with_capacity(io.depth.window(io.flush)),
         latency: StreamLatency::new(&io.progress.flush_latency),
         draining: false,
+        fail_seq: None,
+        held: None,
     };
+    #[cfg(feature = "test-support")]
+    {
+        s.fail_seq = crate::write::fault::uring_fail_at_write(stream);
+    }
+    #[cfg(not(feature = "test-support"))]
+    let _ = stream;
     let mut deadline = io
         .plan
         .duration
@@ -92,7 +104,7 @@ pub(super) fn run(io: &Shared, ring: IoUring, pipe: &Pipe<Prepared>) {
         s.submit_writes();
         s.maybe_flush();
         if s.epochs.in_flight() == 0 && s.flush_in_flight.is_none() {
-            if s.draining {
+            if s.draining && s.held.is_none() {
                 return;
             }
             continue;
@@ -122,20 +134,20 @@ impl Stream<'_, '_> {
     /// Fills free slots with the next records while the window allows.
     fn submit_writes(&mut self) {
         let window = self.io.depth.window(self.io.flush);
-        while !self.draining && !self.free_slots.is_empty() && self.unacked.len() < window {
-            if !self.claim() {
-                self.draining = true;
-                break;
-            }
-            // The used buffers go back with the call (see `IoEnd`).
-            if !self.end.next_batch(1, &mut self.returned) {
-                self.draining = true;
-                break;
-            }
-            let Some(Prepared { mut buf, mut rec }) = self.returned.pop() else {
-                self.draining = true;
+        while !self.free_slots.is_empty() && self.unacked.len() < window {
+            let Some(next) = self.held.take().or_else(|| self.next_record()) else {
                 break;
             };
+            // Two writes in flight to the same sectors may land in either order, and
+            // the older one's bytes could then sit where the newer, acknowledged
+            // record belongs (random placement, or a ring that wraps within the
+            // depth): a false "lost". Such a write waits until the older completed,
+            // after which the device orders them.
+            if self.overlaps_in_flight(&next.rec) {
+                self.held = Some(next);
+                break;
+            }
+            let Prepared { mut buf, mut rec } = next;
             rec.write_time_ns = realtime_ns();
             let len = rec.len_bytes() as usize;
             seal_write_time(&mut buf[..len], rec.write_time_ns);
@@ -145,12 +157,16 @@ impl Stream<'_, '_> {
                 0
             };
             let slot = self.free_slots.pop().expect("a free slot");
-            let sqe =
-                opcode::Write::new(types::Fd(self.io.fd.as_raw_fd()), buf.as_ptr(), len as u32)
-                    .offset(rec.offset)
-                    .rw_flags(rw_flags)
-                    .build()
-                    .user_data(slot as u64);
+            let fd = if self.fail_seq == Some(rec.seq) {
+                -1
+            } else {
+                self.io.fd.as_raw_fd()
+            };
+            let sqe = opcode::Write::new(types::Fd(fd), buf.as_ptr(), len as u32)
+                .offset(rec.offset)
+                .rw_flags(rw_flags)
+                .build()
+                .user_data(slot as u64);
             // SAFETY: the buffer stays in `slots[slot]`, neither moved nor dropped (its
             // heap memory never moves), until this write's completion is reaped; the
             // fd outlives the ring's use of it (the run holds the target open until
@@ -165,6 +181,30 @@ impl Stream<'_, '_> {
             self.epochs.write_submitted(rec.seq);
             self.unacked.push_back(rec);
         }
+    }
+
+    /// The next record from the generator, if this stream is to write another.
+    fn next_record(&mut self) -> Option<Prepared> {
+        if self.draining {
+            return None;
+        }
+        // The used buffers go back with the call (see `IoEnd`).
+        if !self.claim() || !self.end.next_batch(1, &mut self.returned) {
+            self.draining = true;
+            return None;
+        }
+        let p = self.returned.pop();
+        self.draining |= p.is_none();
+        p
+    }
+
+    /// Whether `rec` shares a sector with a write of this stream still in flight.
+    fn overlaps_in_flight(&self, rec: &RecordId) -> bool {
+        let end = rec.offset + rec.len_bytes();
+        self.slots.iter().flatten().any(|p| {
+            let (o, e) = (p.rec.offset, p.rec.offset + p.rec.len_bytes());
+            o < end && rec.offset < e
+        })
     }
 
     /// Submits a flush when the rule of `--flush-every` / `--flush-within` says so, or
@@ -205,11 +245,13 @@ impl Stream<'_, '_> {
     }
 
     /// Submits what was queued and waits for a completion; with a flush to come, no
-    /// longer than `--flush-within` after the first write it will cover.
+    /// longer than `--flush-within` after the first write it will cover. A kernel
+    /// before 5.11 (no timed wait, IORING_FEAT_EXT_ARG) checks `--flush-within` only
+    /// when a completion wakes the stream, which with writes in flight is soon.
     fn wait(&mut self) -> std::io::Result<()> {
         let timeout = self
             .awaiting_since
-            .filter(|_| self.flush_in_flight.is_none())
+            .filter(|_| self.flush_in_flight.is_none() && self.ring.params().is_feature_ext_arg())
             .map(|t| self.io.depth.flush_within.saturating_sub(t.elapsed()));
         let r = match timeout {
             Some(left) => {
