@@ -2,7 +2,7 @@
 //! every `flush_every` completions or `flush_within` after the first of them, hand each
 //! completion to the epoch rule, push what it acknowledges.
 
-use super::DepthSettings;
+use super::settings::DepthSettings;
 use crate::device::FlushMethod;
 use crate::model::Ack;
 use crate::record::RecordId;

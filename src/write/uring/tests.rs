@@ -7,6 +7,7 @@ use crate::record::decode_stamp;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::sync::Mutex;
+use std::time::Duration;
 
 fn plan(streams: u16, count: u64) -> Plan {
     Plan {
