@@ -138,3 +138,55 @@ fn a_blocked_setup_says_why_and_what_to_do() {
     let e = refusal(64, std::io::Error::from_raw_os_error(libc::ENOSYS)).to_string();
     assert!(e.contains("no io_uring"), "{e}");
 }
+
+/// With `--flush-every` out of reach, `--flush-within` alone makes the flushes: acks
+/// arrive in many groups while writes keep flowing, not all at the end. O_DIRECT on the
+/// root disk, so writes stay in flight (a tmpfs completes them at submission).
+#[test]
+fn flush_within_flushes_while_writes_keep_flowing() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let named = tempfile::NamedTempFile::new_in("/var/tmp").unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(named.path())
+        .unwrap();
+    file.set_len(8 << 20).unwrap();
+    let mut plan = plan(1, 0);
+    plan.count = None;
+    plan.duration = Some(Duration::from_millis(400));
+    let depth = DepthSettings {
+        iodepth: 8,
+        flush_every: 1_000_000,
+        flush_within: Duration::from_millis(2),
+    };
+    let (sink, stop, progress) = (
+        Mutex::new(Vec::new()),
+        AtomicBool::new(false),
+        Progress::default(),
+    );
+    let rings = Rings::set_up(1, &depth).unwrap();
+    let buffers = RecordBuffers::allocate(&plan, 8).unwrap();
+    run_streams(
+        Some(file.as_fd()),
+        rings,
+        &plan,
+        &depth,
+        FlushMethod::Fdatasync,
+        buffers,
+        &sink,
+        &stop,
+        &progress,
+    )
+    .unwrap();
+    let acks = sink.into_inner().unwrap();
+    let mut groups: Vec<u64> = acks.iter().map(|a| a.flushed_ns).collect();
+    groups.dedup();
+    assert!(progress.failure().is_none(), "{:?}", progress.failure());
+    assert!(
+        groups.len() >= 10,
+        "{} records acked in {} group(s)",
+        acks.len(),
+        groups.len()
+    );
+}
