@@ -80,6 +80,7 @@ mod witness_idle_deadline;
 mod witness_load;
 mod witness_validation;
 mod write_batch;
+mod write_depth;
 mod writer_day;
 mod writer_failures;
 mod writer_panic;
