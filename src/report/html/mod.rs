@@ -5,6 +5,7 @@
 //! images, no links that fetch anything. Tests check that. The tables are in `tables`;
 //! this file lays out the page, one function per section.
 
+pub mod fleet;
 mod tables;
 
 use super::aggregate::{Summary, latency_quantile_us};
