@@ -6,7 +6,7 @@
 //! leads with one sentence per drive, then a row per drive, then every cut of every drive
 //! side by side, so a drive that fails where the others do not stands out at a glance.
 
-use super::CSS;
+use super::head;
 use crate::fleet::{CutOutcome, DriveRow, Matrix};
 use crate::model::Verdict;
 use crate::report::svg::{esc, verdict_colour};
@@ -34,15 +34,7 @@ pub fn render(m: &Matrix, title: Option<&str>, made_by: &str) -> String {
         )
     });
     let mut o = String::with_capacity(16 * 1024);
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-<meta name=\"generator\" content=\"plugpull {}\"><title>{}</title><style>{CSS}</style></head><body>\n",
-        env!("CARGO_PKG_VERSION"),
-        esc(&title)
-    );
-    let _ = write!(o, "<h1>{}</h1>", esc(&title));
+    head(&mut o, &title);
     let _ = write!(
         o,
         "<div class=\"banner\" id=\"verdict\" data-verdict=\"{verdict}\" style=\"background:{}\"><div class=\"verdict\">{verdict}</div><div class=\"why\">{}</div></div>",

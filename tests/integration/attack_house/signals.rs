@@ -4,7 +4,7 @@
 
 use super::names_in;
 use crate::common::*;
-use crate::fetch_streamed::{device_ack, read_one_frame};
+use crate::fetch_streamed::{device_ack, stalling_witness};
 use nix::sys::signal::Signal;
 use plugpull::model::Ack;
 use plugpull::record::RunId;
@@ -16,27 +16,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const RUN: RunId = RunId([0x5a; 16]);
-
-/// A witness that answers one Fetch with the run's descriptor and 3 frames of acks,
-/// then sends nothing more and holds the connection (hung mid-fetch).
-fn stalling_witness() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        read_one_frame(&mut s);
-        s.write_all(&Msg::FetchRun(test_descriptor(RUN)).encode())
-            .unwrap();
-        for k in 0..3u64 {
-            let first = 1 + k * 4096;
-            let acks: Vec<Ack> = (first..first + 4096).map(device_ack).collect();
-            let _ = s.write_all(&Msg::Acks { first, acks }.encode());
-        }
-        std::thread::sleep(Duration::from_secs(120));
-        drop(s);
-    });
-    addr
-}
 
 fn spawn_in(args: &[&str], tmp: &Path) -> Child {
     Command::new(bin())
@@ -93,7 +72,7 @@ fn sigterm_during_a_fetch_leaves_nothing_in_tmpdir() {
         RUN.hex(),
     );
     for (what, sig) in [("SIGTERM", Signal::SIGTERM), ("SIGINT", Signal::SIGINT)] {
-        let addr = stalling_witness();
+        let addr = stalling_witness(RUN);
         let verify = [
             "verify",
             t,
@@ -103,7 +82,7 @@ fn sigterm_during_a_fetch_leaves_nothing_in_tmpdir() {
             &run,
             "--rehearsal",
         ];
-        let addr2 = stalling_witness();
+        let addr2 = stalling_witness(RUN);
         let replay = [
             "replay",
             l,
@@ -180,7 +159,7 @@ fn a_signal_during_fetch_to_a_file_leaves_nothing_beside_it() {
         std::fs::create_dir(&tmp).unwrap();
         std::fs::create_dir(&out_dir).unwrap();
         let out = out_dir.join("run.acklog");
-        let addr = stalling_witness();
+        let addr = stalling_witness(RUN);
         let (o, run) = (out.to_str().unwrap(), RUN.hex());
         let args = ["fetch", "--witness", &addr, "--run", &run, "-o", o];
         let mut child = spawn_in(&args, &tmp);
