@@ -17,6 +17,7 @@ use super::agent_auth::AgentKey;
 use super::agent_proto::{AgentMsg, PreviousRun, ProtoError, Reply, RunOrder, request, retrying};
 use super::results::LastAcked;
 use crate::cycle::{AfterCut, NoAcks, wait_for_acks, write_until_cut};
+use crate::device::health::AcrossTheCut;
 use crate::device::{
     Device, DeviceError, FileDevice, FlushMethod, OpenOptions, identity, is_block_device,
 };
@@ -210,6 +211,9 @@ pub struct AgentState {
     pub target: String,
     pub started_at: String,
     pub unsafe_shutdowns_before: Option<u64>,
+    /// The drive's health counters before the run (`device::health`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_before: Option<crate::device::health::Health>,
 }
 
 impl AgentConfig {
@@ -408,6 +412,7 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
         last_acked: None,
         reattach_ms: None,
         unsafe_shutdowns_delta: None,
+        health: None,
         error: None,
     };
     let t0 = Instant::now();
@@ -431,11 +436,12 @@ fn verify_previous(cfg: &AgentConfig, s: &AgentState) -> PreviousRun {
         Ok((path, d)) => {
             p.reattach_ms = Some(t0.elapsed().as_secs_f64() * 1e3);
             if cfg.target.unsafe_shutdown_counter && is_block_device(&path) {
-                let now = super::target::unsafe_shutdowns(&path);
-                p.unsafe_shutdowns_delta = match (s.unsafe_shutdowns_before, now) {
-                    (Some(b), Some(a)) => Some(a as i64 - b as i64),
-                    _ => None,
-                };
+                let after = super::target::health(&path);
+                p.health = AcrossTheCut::of(s.health_before.clone(), after);
+                p.unsafe_shutdowns_delta = p
+                    .health
+                    .as_ref()
+                    .and_then(AcrossTheCut::unsafe_shutdowns_delta);
             }
             Ok(Arc::new(d) as Arc<dyn Device>)
         }
@@ -481,8 +487,8 @@ fn write_run(
         },
     )?;
     let plan = order_plan(o, region, dev.logical_block_bytes())?;
-    let counter = (cfg.target.unsafe_shutdown_counter && is_block_device(&path))
-        .then(|| super::target::unsafe_shutdowns(&path))
+    let health_before = (cfg.target.unsafe_shutdown_counter && is_block_device(&path))
+        .then(|| super::target::health(&path))
         .flatten();
     // The state names the run before anything is written or acknowledged.
     write_state(
@@ -494,7 +500,8 @@ fn write_run(
             witness: cfg.witness.clone(),
             target: path.display().to_string(),
             started_at: chrono::Utc::now().to_rfc3339(),
-            unsafe_shutdowns_before: counter,
+            unsafe_shutdowns_before: health_before.as_ref().and_then(|h| h.unsafe_shutdowns),
+            health_before,
         },
     )?;
     let descriptor = run_descriptor(

@@ -124,6 +124,9 @@ pub struct PreviousRun {
     /// Boot → drive found again, ms.
     pub reattach_ms: Option<f64>,
     pub unsafe_shutdowns_delta: Option<i64>,
+    /// The drive's health before the run and at boot, and what changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::device::health::AcrossTheCut>,
     /// Why the agent could not verify (verdict "ERROR").
     pub error: Option<String>,
 }

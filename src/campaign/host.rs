@@ -105,6 +105,7 @@ fn fill(r: &mut CycleResult, p: Box<PreviousRun>) {
     r.witness_durable = p.acked_records;
     r.last_acked = p.last_acked;
     r.unsafe_shutdowns_delta = p.unsafe_shutdowns_delta;
+    r.health = p.health;
     if p.error.is_some() {
         r.error = p.error;
     }
@@ -469,11 +470,12 @@ fn line(n: u64, of: u64, r: &CycleResult) -> String {
     match &r.error {
         Some(e) => format!("cycle {n}/{of}: {}: {e}", r.report.verdict),
         None => format!(
-            "cycle {n}/{of}: cut {} after acks flowed, {} acked; {} - {}",
+            "cycle {n}/{of}: cut {} after acks flowed, {} acked; {} - {}{}",
             crate::units::fmt_duration_ms(r.delay_ms),
             crate::units::thousands(r.acked_records),
             r.report.verdict,
-            r.report.summary
+            r.report.summary,
+            r.health_lines()
         ),
     }
 }

@@ -31,6 +31,7 @@ pub mod witness_backing;
 
 use crate::cycle::fetched::fetch_run;
 use crate::cycle::{AfterCut, NoAcks, cut_delay, wait_for_acks, write_until_cut};
+use crate::device::health::AcrossTheCut;
 use crate::exit::error_chain;
 use crate::model::Verdict;
 use crate::power::{PowerError, PowerSwitch};
@@ -217,12 +218,13 @@ fn run_drive_only(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
         let line = match &r.error {
             Some(e) => format!("cycle {cycle}/{}: ERROR: {e}", c.cycles_wanted),
             None => format!(
-                "cycle {cycle}/{}: cut {} after acks flowed, {} acked; {} - {}",
+                "cycle {cycle}/{}: cut {} after acks flowed, {} acked; {} - {}{}",
                 c.cycles_wanted,
                 crate::units::fmt_duration_ms(r.delay_ms),
                 crate::units::thousands(r.acked_records),
                 r.status(),
-                r.report.summary
+                r.report.summary,
+                r.health_lines()
             ),
         };
         bar.suspend(|| c.say(line));
@@ -349,7 +351,7 @@ fn cycle_inner(
     power: &mut dyn PowerSwitch,
     witness: &str,
 ) -> Result<(), CycleError> {
-    let (dev, identity, count_before) = target.open_for_write()?;
+    let (dev, identity, health_before) = target.open_for_write()?;
     let plan = cycle_plan(s, r.seed, dev.size_bytes(), dev.logical_block_bytes())?;
     r.run_id = plan.run.hex();
     let descriptor = run_descriptor(&plan, identity, crate::device::FlushMethod::Fdatasync, true);
@@ -396,7 +398,7 @@ fn cycle_inner(
     r.off_ms = on.issued_ns.saturating_sub(cut_stamp.issued_ns) as f64 / 1e6;
     r.restore = Some(on);
     let a0 = Instant::now();
-    let (dev, count_after) = target.reattach(s.wait_timeout);
+    let (dev, health_after) = target.reattach(s.wait_timeout);
     // Into a temporary file, judged from there: a cycle's run may be hours of acks.
     let fetched = fetch_run(witness, plan.run).map_err(CycleError::Fetch)?;
     if dev.is_ok() {
@@ -405,10 +407,11 @@ fn cycle_inner(
     let report = fetched
         .judge(dev.map_err(|e| error_chain(&e)), s.wait_timeout)
         .report;
-    r.unsafe_shutdowns_delta = match (count_before, count_after) {
-        (Some(b), Some(a)) => Some(a as i64 - b as i64),
-        _ => None,
-    };
+    r.health = AcrossTheCut::of(health_before, health_after);
+    r.unsafe_shutdowns_delta = r
+        .health
+        .as_ref()
+        .and_then(AcrossTheCut::unsafe_shutdowns_delta);
     evidence.unsafe_shutdowns_delta = r.unsafe_shutdowns_delta;
     r.report = report.to_summary();
     r.shown = results::ShownByTheReport::of(&report);

@@ -76,6 +76,11 @@ pub struct CycleResult {
     /// Rise of the drive's unsafe-shutdown counter across the cut, where it exposes one
     /// (must be 1 for a real cut).
     pub unsafe_shutdowns_delta: Option<i64>,
+    /// The drive's health counters before and after the cut and what changed
+    /// (`device::health`); absent for a simulated drive or with
+    /// `unsafe_shutdown_counter = false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::device::health::AcrossTheCut>,
     /// Set when the cycle could not be completed (switch error, writer never started).
     pub error: Option<String>,
     pub cycle_ms: f64,
@@ -146,6 +151,15 @@ impl ShownByTheReport {
 pub const CUT_NOT_PROVEN: &str = "CUT-NOT-PROVEN";
 
 impl CycleResult {
+    /// The cycle's health notes, one indented line each, for the line that reports it.
+    pub fn health_lines(&self) -> String {
+        self.health
+            .iter()
+            .flat_map(|h| &h.notes)
+            .map(|n| format!("\n  drive health: {n}"))
+            .collect()
+    }
+
     /// A cycle that has not got anywhere yet: verdict ERROR until a verify says otherwise.
     pub fn empty(cycle: u64, seed: u64) -> CycleResult {
         CycleResult {
@@ -165,6 +179,7 @@ impl CycleResult {
             reattach_ms: None,
             report: ReportSummary::default(),
             unsafe_shutdowns_delta: None,
+            health: None,
             error: None,
             cycle_ms: 0.0,
             fall_time_ms: None,
@@ -235,6 +250,10 @@ pub struct Summary {
     /// First cycle that failed (drives that fail only after many cuts).
     pub first_failure_cycle: Option<u64>,
     pub dead_device_cycles: u64,
+    /// Cycles whose drive health counters said something (`CycleResult::health`): an
+    /// unsafe-shutdown counter that did not rise by exactly one, media errors, ...
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub health_noted_cycles: Vec<u64>,
     /// The campaign's verdict in plain words for someone who never heard of shorn writes
     /// (`verify::plain::campaign_sentence`); the text summary ends with it.
     pub plain: String,
@@ -346,6 +365,11 @@ pub fn summarize(cycles: &[CycleResult]) -> Summary {
             .iter()
             .filter(|c| c.report.dead_device.is_some())
             .count() as u64,
+        health_noted_cycles: cycles
+            .iter()
+            .filter(|c| c.health.as_ref().is_some_and(|h| !h.notes.is_empty()))
+            .map(|c| c.cycle)
+            .collect(),
         plain: String::new(),
         by_fall_time: by_fall_time(cycles),
     }
@@ -416,6 +440,17 @@ impl Summary {
             o += &format!(
                 "the drive did not come back after {} cut(s)\n",
                 n(self.dead_device_cycles)
+            );
+        }
+        if !self.health_noted_cycles.is_empty() {
+            let list: Vec<String> = self
+                .health_noted_cycles
+                .iter()
+                .map(|c| c.to_string())
+                .collect();
+            o += &format!(
+                "the drive's health counters noted something in cycle(s) {} (their health.notes in the results file)\n",
+                list.join(", ")
             );
         }
         if self.cut_not_proven > 0 {
@@ -491,6 +526,7 @@ mod tests {
             lost_records_total: 5_214,
             first_failure_cycle: Some(1_017),
             dead_device_cycles: 1_100,
+            health_noted_cycles: vec![],
             plain: "p".into(),
             by_fall_time: vec![],
         };

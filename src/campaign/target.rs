@@ -6,6 +6,7 @@
 //! cycle looks the drive up again under /sys/block by serial, and the safety checks of
 //! `plugpull write` run against what was found.
 
+use crate::device::health::{self, Health};
 use crate::device::open::{Flags, Opened};
 use crate::device::safety::{self, SafetyError};
 use crate::device::{Device, DeviceError, FileDevice, FlushMethod, identity};
@@ -116,57 +117,26 @@ fn write_sysfs(path: &str, value: &str) -> Result<()> {
     })
 }
 
-/// The unsafe-shutdown counter: NVMe smart-log `unsafe_shutdowns`, or SATA SMART
-/// attribute 174 (Unexpected Power Loss) or 192 (Power-off Retract), via nvme-cli or
-/// smartctl. `None` when neither tool answers.
-pub fn unsafe_shutdowns(dev: &std::path::Path) -> Option<u64> {
+/// The drive's health counters (`device::health`): `nvme smart-log` and, where the OCP
+/// plugin answers, `nvme ocp smart-add-log` for an NVMe drive; `smartctl -j -A -H`
+/// otherwise. `None` when no tool answers with a health log.
+pub fn health(dev: &std::path::Path) -> Option<Health> {
     let d = dev.display().to_string();
     let run = |cmd: &str| crate::power::command::run_command(cmd, Duration::from_secs(10)).ok();
     if d.contains("nvme") {
-        return nvme_unsafe_shutdowns(&run(&format!("nvme smart-log {d} -o json"))?);
+        let mut h = health::from_nvme_smart_log(&run(&format!("nvme smart-log {d} -o json"))?)?;
+        h.ocp = run(&format!("nvme ocp smart-add-log {d} -o json"))
+            .and_then(|j| health::from_ocp_smart_add_log(&j));
+        return Some(h);
     }
-    smartctl_unsafe_shutdowns(&run(&format!("smartctl -j -A {d}"))?)
-}
-
-/// `unsafe_shutdowns` from `nvme smart-log -o json`. The counter is 128 bits wide, and
-/// nvme-cli 2.x (Debian 12 ships 2.3) prints such counters as JSON strings
-/// (`"unsafe_shutdowns":"0"`), older versions as numbers: both are read.
-pub fn nvme_unsafe_shutdowns(json: &str) -> Option<u64> {
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    json_counter(v.get("unsafe_shutdowns")?)
-}
-
-/// SMART attribute 174 (Unexpected Power Loss) or else 192 (Power-off Retract) from
-/// `smartctl -j -A`.
-pub fn smartctl_unsafe_shutdowns(json: &str) -> Option<u64> {
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    let table = v.get("ata_smart_attributes")?.get("table")?.as_array()?;
-    for id in [174, 192] {
-        if let Some(a) = table
-            .iter()
-            .find(|a| a.get("id").and_then(|i| i.as_u64()) == Some(id))
-        {
-            return json_counter(a.get("raw")?.get("value")?);
-        }
-    }
-    None
-}
-
-/// A counter printed as a JSON number or as a decimal string; `None` for anything else
-/// or a value beyond u64 (a counter that large is not a reading to subtract).
-fn json_counter(v: &serde_json::Value) -> Option<u64> {
-    match v {
-        serde_json::Value::Number(n) => n.as_u64(),
-        serde_json::Value::String(s) => s.trim().parse::<u64>().ok(),
-        _ => None,
-    }
+    health::from_smartctl(&run(&format!("smartctl -j -A -H {d}"))?)
 }
 
 impl Target {
-    /// Before a cycle: the device to write to, its identity, and the counter reading.
+    /// Before a cycle: the device to write to, its identity, and its health counters.
     pub fn open_for_write(
         &mut self,
-    ) -> Result<(Arc<dyn Device>, identity::DeviceIdentity, Option<u64>)> {
+    ) -> Result<(Arc<dyn Device>, identity::DeviceIdentity, Option<Health>)> {
         match self {
             Target::Sim { drive, profile } => {
                 let id = identity::DeviceIdentity {
@@ -210,12 +180,8 @@ impl Target {
                 };
                 let dev = FileDevice::from_target(t, FlushMethod::Fdatasync)?;
                 *last_disk = Some(name);
-                let count = if *counter {
-                    unsafe_shutdowns(&path)
-                } else {
-                    None
-                };
-                Ok((Arc::new(dev), identity::identify(&path), count))
+                let before = if *counter { health(&path) } else { None };
+                Ok((Arc::new(dev), identity::identify(&path), before))
             }
         }
     }
@@ -249,7 +215,7 @@ impl Target {
 
     /// After power returns: re-detect and wait for the drive. Returns the device to
     /// verify (or why it is dead) and the counter reading.
-    pub fn reattach(&mut self, timeout: Duration) -> (Result<Arc<dyn Device>>, Option<u64>) {
+    pub fn reattach(&mut self, timeout: Duration) -> (Result<Arc<dyn Device>>, Option<Health>) {
         match self {
             Target::Sim { drive, .. } => {
                 let r = if drive.is_powered() {
@@ -288,11 +254,7 @@ impl Target {
                     if let Some((_, path)) = find_by_serial(serial) {
                         match FileDevice::open_read(&path) {
                             Ok(d) => {
-                                let c = if *counter {
-                                    unsafe_shutdowns(&path)
-                                } else {
-                                    None
-                                };
+                                let c = if *counter { health(&path) } else { None };
                                 return (Ok(Arc::new(d) as Arc<dyn Device>), c);
                             }
                             Err(e) if t0.elapsed() > timeout => return (Err(e.into()), None),
@@ -331,89 +293,4 @@ fn rescan_sata() -> Result<()> {
     }
     let _ = crate::power::command::run_command("udevadm settle", Duration::from_secs(30));
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `nvme smart-log /dev/nvme0 -o json` exactly as nvme-cli 2.3 (Debian 12) printed it
-    /// in the lab's guest for QEMU's emulated NVMe drive (`hardware/lab/lab powercut`
-    /// saves it as smart-log.json in the run directory). QEMU keeps the counter at 0.
-    const CAPTURED_NVME_CLI_2_3: &str =
-        include_str!("../../tests/fixtures/nvme-cli/2.3-qemu-smart-log.json");
-
-    #[test]
-    fn the_counter_of_real_nvme_cli_2_3_output_is_read() {
-        assert!(CAPTURED_NVME_CLI_2_3.contains(r#""unsafe_shutdowns":"0""#));
-        assert_eq!(nvme_unsafe_shutdowns(CAPTURED_NVME_CLI_2_3), Some(0));
-    }
-
-    /// The captured output with a counter other than 0, so a parser that returns 0 for
-    /// anything cannot pass.
-    const NVME_CLI_2_3: &str = r#"{
-  "critical_warning":0,
-  "temperature":323,
-  "avail_spare":0,
-  "spare_thresh":0,
-  "percent_used":0,
-  "endurance_grp_critical_warning_summary":0,
-  "data_units_read":"1047",
-  "data_units_written":"13",
-  "host_read_commands":"30871",
-  "host_write_commands":"2044",
-  "controller_busy_time":"0",
-  "power_cycles":"0",
-  "power_on_hours":"0",
-  "unsafe_shutdowns":"17",
-  "media_errors":"0",
-  "num_err_log_entries":"0",
-  "warning_temp_time":0,
-  "critical_comp_time":0
-}"#;
-
-    #[test]
-    fn nvme_cli_2_prints_counters_as_strings_and_they_are_read() {
-        assert_eq!(nvme_unsafe_shutdowns(NVME_CLI_2_3), Some(17));
-    }
-
-    #[test]
-    fn nvme_cli_1_numbers_are_read_too() {
-        let old = NVME_CLI_2_3.replace(r#""unsafe_shutdowns":"17""#, r#""unsafe_shutdowns":17"#);
-        assert_eq!(nvme_unsafe_shutdowns(&old), Some(17));
-    }
-
-    #[test]
-    fn a_counter_that_is_not_a_count_reads_as_none() {
-        for bad in [
-            r#""unsafe_shutdowns":"seventeen""#,
-            r#""unsafe_shutdowns":-1"#,
-            r#""unsafe_shutdowns":"340282366920938463463374607431768211455""#,
-            r#""unsafe_shutdowns":null"#,
-        ] {
-            let j = NVME_CLI_2_3.replace(r#""unsafe_shutdowns":"17""#, bad);
-            assert_eq!(nvme_unsafe_shutdowns(&j), None, "{bad}");
-        }
-        assert_eq!(nvme_unsafe_shutdowns("not json"), None);
-    }
-
-    #[test]
-    fn smartctl_attribute_174_first_then_192() {
-        let table = |ids: &[(u64, &str)]| {
-            let rows: Vec<String> = ids
-                .iter()
-                .map(|(id, raw)| format!(r#"{{"id":{id},"raw":{{"value":{raw}}}}}"#))
-                .collect();
-            format!(
-                r#"{{"ata_smart_attributes":{{"table":[{}]}}}}"#,
-                rows.join(",")
-            )
-        };
-        assert_eq!(
-            smartctl_unsafe_shutdowns(&table(&[(192, "5"), (174, "9")])),
-            Some(9)
-        );
-        assert_eq!(smartctl_unsafe_shutdowns(&table(&[(192, "5")])), Some(5));
-        assert_eq!(smartctl_unsafe_shutdowns(&table(&[(9, "5")])), None);
-    }
 }

@@ -6,6 +6,7 @@ mod aligned;
 pub mod error;
 mod file;
 pub mod geometry;
+pub mod health;
 pub mod identity;
 mod interface;
 pub mod marker;

@@ -536,6 +536,7 @@ fn agent_state_survives_as_whole_file() {
         target: "/dev/x".into(),
         started_at: "now".into(),
         unsafe_shutdowns_before: Some(9),
+        health_before: None,
     };
     write_state(&p, &s).unwrap();
     let back = read_state(&p).unwrap().unwrap();
@@ -567,6 +568,7 @@ fn agent_state_tmp_symlink_to_a_users_file_is_not_followed() {
         target: "/dev/x".into(),
         started_at: "now".into(),
         unsafe_shutdowns_before: None,
+        health_before: None,
     };
     let _ = write_state(&p, &s);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");

@@ -249,6 +249,15 @@ fn a_whole_host_campaign_passes_an_honest_drive_and_fails_a_lying_one() {
         why.starts_with("QEMU's emulated NVMe never counts one"),
         "{deltas}"
     );
+    // Each cycle's health notes say the counter did not rise by one, and the summary
+    // names the cycles: the results do not pass QEMU's 0 off as proof of a cut.
+    let noted =
+        "drive health: the drive's unsafe-shutdown counter (nvme smart-log) rose by 0, not 1";
+    assert_eq!(out.matches(noted).count(), 3, "{out}");
+    assert!(
+        out.contains("the drive's health counters noted something in cycle(s) 1, 2, 3"),
+        "{out}"
+    );
 
     let (code, _, out) = lab(&[
         "campaign",
