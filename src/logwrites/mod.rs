@@ -279,7 +279,8 @@ fn pass_error(o: &ReplayOptions, e: PassError) -> ReplayError {
         PassError::Image(source) => ReplayError::Scratch {
             dir: o.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
             source,
-        },        PassError::ReadBuffers(source) => ReplayError::ReadBuffers(source),
+        },
+        PassError::ReadBuffers(source) => ReplayError::ReadBuffers(source),
     }
 }
 
