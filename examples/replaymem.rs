@@ -100,6 +100,7 @@ fn main() {
             direct: true,
             seed: 17,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: a.clone(),
     };

@@ -110,6 +110,7 @@ fn main() {
             direct: true,
             seed: g.seed,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: a.clone(),
     };

@@ -520,6 +520,7 @@ pub(super) fn run_descriptor(
             direct: true,
             seed: 1,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
         tree: None,

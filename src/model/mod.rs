@@ -83,6 +83,43 @@ pub struct WriterSettings {
     /// library callers' descriptors: then nothing is concluded from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_records_unacked: Option<u64>,
+    /// Which write loop wrote the run and how deep (`write --iodepth`, docs/depth.md):
+    /// four more keys of `settings`, each absent when not recorded.
+    #[serde(flatten)]
+    pub io: IoSettings,
+}
+
+/// How the writer kept writes in flight and flushed them: the values `write --json`
+/// reports as `engine`, `iodepth`, `flush_every` and `flush_within_us`. Descriptors of
+/// writers before these were recorded (and of library callers that leave them out)
+/// have none of the keys: every field is then None and nothing is said of the engine.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoSettings {
+    /// "sync" (one write in flight per stream) or "io_uring".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// Writes in flight per stream (1 for `sync`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iodepth: Option<u32>,
+    /// io_uring with fdatasync or fsync: a flush once this many writes completed...
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush_every: Option<u32>,
+    /// ...or this many microseconds after the first of them completed, whichever came
+    /// first. Both absent for `sync`, and for io_uring with dsync or none (no flushes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flush_within_us: Option<u64>,
+}
+
+impl IoSettings {
+    /// The synchronous loop: one write in flight per stream.
+    pub fn sync() -> IoSettings {
+        IoSettings {
+            engine: Some("sync".into()),
+            iodepth: Some(1),
+            flush_every: None,
+            flush_within_us: None,
+        }
+    }
 }
 
 /// Everything the witness keeps about a run besides its acks; sent in the handshake and

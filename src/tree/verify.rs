@@ -193,7 +193,7 @@ pub fn verify_tree(dir: &Path, log: &RunLog) -> Result<TreeReport, TreeVerifyErr
         tallies.push(j.judge_file(a, steps[&a.record.seq])?);
     }
     let (mut report, _) = crate::verify::judge_tallies(&log.acks, &tallies, &Default::default());
-    report.run = Some(log.descriptor.clone());
+    report.set_run(&log.descriptor);
     report.target = dir.display().to_string();
     report.note_log_damage(crate::witness::store::checker::damage_details(log));
     let (present, absent) = j.unacked();

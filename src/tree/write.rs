@@ -93,6 +93,7 @@ pub fn tree_descriptor(run: RunId, dir: &Path, p: &TreePlan, flush: TreeFlush) -
             direct: false,
             seed: p.seed,
             max_records_unacked: None,
+            io: crate::model::IoSettings::sync(),
         },
         Some(TreeSettings {
             plan_version: PLAN_VERSION,

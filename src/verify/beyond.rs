@@ -36,6 +36,11 @@ impl LastPerStream {
             self.0[s] = Some(*a);
         }
     }
+
+    /// The last acknowledged record of `stream`, if it has one.
+    pub fn of(&self, stream: u16) -> Option<&Ack> {
+        self.0.get(stream as usize).and_then(Option::as_ref)
+    }
 }
 
 /// Why the medium proves the log of `d`'s run cannot hold every ack (None when it does

@@ -340,7 +340,7 @@ impl Judging {
             .is_some_and(|(s, e)| s <= region.0 && region.1 <= e);
         report.too_many_found_elsewhere = reads.too_many_found_elsewhere;
         report.verify_ms = started.elapsed().as_secs_f64() * 1e3;
-        report.run = Some(d.clone());
+        report.set_run(d);
         report.refresh_plain();
         report
     }
@@ -385,6 +385,8 @@ impl Judging {
             ram_warning: None,
             device: None,
             run: None,
+            written_by: None,
+            unacked_found: None,
             bytes_read: 0,
             region_read: false,
             too_many_found_elsewhere: false,
@@ -477,7 +479,7 @@ pub fn dead_device_report(log: &RunLog, why: String) -> Report {
     let mut r = judge(&log.acks, &classes, &tallies, &Default::default());
     r.dead_device = Some(why.clone());
     r.facts.dead_device = Some(why);
-    r.run = Some(log.descriptor.clone());
+    r.set_run(&log.descriptor);
     r.conclude();
     r.note_log_damage(crate::witness::store::checker::damage_details(log));
     r

@@ -34,6 +34,7 @@ mod summary_tests;
 pub mod temp_log;
 #[cfg(test)]
 mod tests;
+pub mod unacked;
 pub mod verdict;
 mod witnessed;
 

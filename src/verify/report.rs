@@ -4,9 +4,10 @@
 use crate::device::identity::DeviceIdentity;
 use crate::model::peer_text::shown;
 use crate::model::{
-    ClassCounts, LossWindow, RecordClass, ReportSummary, RunDescriptor, Verdict, WitnessEvent,
+    ClassCounts, IoSettings, LossWindow, RecordClass, ReportSummary, RunDescriptor, Verdict,
+    WitnessEvent,
 };
-use crate::units::{fmt_bytes, thousands};
+use crate::units::{fmt_bytes, fmt_duration_us, thousands};
 use crate::verify::evidence::{WriterEnd, writer_end};
 use crate::verify::plain::{self, Facts, NoVerdictReason};
 use crate::verify::verdict;
@@ -125,6 +126,13 @@ pub struct Report {
     pub ram_warning: Option<String>,
     pub device: Option<DeviceIdentity>,
     pub run: Option<RunDescriptor>,
+    /// How the run was written, from its descriptor's settings ([`written_by`]): null
+    /// when the descriptor does not record it.
+    pub written_by: Option<String>,
+    /// Records of the run found on the target past their stream's last acknowledged
+    /// record (`verify::unacked`): never judged, never a failure. Null when not looked
+    /// for.
+    pub unacked_found: Option<super::unacked::UnackedFound>,
     pub bytes_read: u64,
     /// Whether every byte of the run's region was read (`--scan-region`, or a span of
     /// records that covers it), no read hanging first: then a write put in the wrong
@@ -320,6 +328,12 @@ impl Report {
         self.conclude();
     }
 
+    /// Sets the run judged, and what its descriptor says of how it was written.
+    pub fn set_run(&mut self, d: &RunDescriptor) {
+        self.written_by = written_by(&d.settings.io);
+        self.run = Some(d.clone());
+    }
+
     /// The human summary.
     pub fn to_text(&self) -> String {
         let mut o = String::new();
@@ -358,6 +372,10 @@ impl Report {
                 s.streams,
                 s.placement
             );
+            match &self.written_by {
+                Some(w) => *o += &format!("written by {w}\n"),
+                None => *o += "written by: not recorded in the run descriptor (engine, depth)\n",
+            }
         }
     }
 
@@ -436,6 +454,15 @@ impl Report {
                 thousands(crate::verify::scan::elsewhere::MAX_NAMED as u64)
             );
         }
+        if let Some(u) = &self.unacked_found {
+            *o += &format!(
+                "written past the last ack (never acknowledged, not judged, not a failure): {} record(s) found on the target ({} whole, {} in part), {} place(s) looked at\n",
+                thousands(u.records),
+                thousands(u.whole),
+                thousands(u.partial),
+                thousands(u.looked_for)
+            );
+        }
         let unread = self.unread_not_counted();
         if unread > 0 {
             *o += &format!(
@@ -503,4 +530,23 @@ impl Report {
             }
         }
     }
+}
+
+/// How a run was written, from its settings: "io_uring at depth 32, a flush every 32
+/// writes or 10 ms", "sync at depth 1"; None when the descriptor records no engine.
+pub fn written_by(io: &IoSettings) -> Option<String> {
+    let mut t = shown(io.engine.as_deref()?).into_owned();
+    if let Some(n) = io.iodepth {
+        t += &format!(" at depth {}", thousands(n as u64));
+    }
+    let within = io.flush_within_us.map(|us| fmt_duration_us(us as f64));
+    match (io.flush_every, within) {
+        (Some(k), Some(w)) => {
+            t += &format!(", a flush every {} writes or {w}", thousands(k as u64))
+        }
+        (Some(k), None) => t += &format!(", a flush every {} writes", thousands(k as u64)),
+        (None, Some(w)) => t += &format!(", a flush within {w}"),
+        (None, None) => {}
+    }
+    Some(t)
 }

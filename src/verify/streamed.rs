@@ -110,6 +110,9 @@ pub(super) fn run_streamed(
             beyond::log_cannot_be_complete(dev.as_ref(), &d, &passes.last.borrow())
                 .map_err(VerifyError::BeyondSample)?,
         );
+        report.unacked_found =
+            super::unacked::count_unacked(dev.as_ref(), &d, &passes.last.borrow())
+                .map_err(VerifyError::BeyondSample)?;
     }
     report.note_writer_end(&log.events, o.rehearsal);
     Ok(Verified {

@@ -34,6 +34,7 @@ pub(super) fn log_in(run: RunId, region: (u64, u64), acks: Vec<Ack>) -> RunLog {
                 direct: true,
                 seed: 0,
                 max_records_unacked: None,
+                io: Default::default(),
             },
             command: vec![],
             tree: None,

@@ -18,7 +18,7 @@
 
 use super::clock::{Deadline, realtime_ns};
 use super::pipe::{IoEnd, Pipe};
-use super::plan::{Placer, Plan};
+use super::plan::Plan;
 use super::prepare::prepare_record;
 use super::ring::Prepared;
 pub use super::ring::{NoBufferMemory, RecordBuffers};
@@ -287,7 +287,7 @@ pub(super) fn stream_loop(
         s.spawn(|| {
             let generate = || {
                 let key = RunKey::new(plan.run);
-                let mut placer = Placer::new(plan, stream);
+                let mut placer = plan.placer(stream);
                 let mut seq = 0u64;
                 let mut group = Vec::with_capacity(READY_GROUP);
                 let mut bufs = Vec::new();

@@ -197,6 +197,7 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     };
     descriptor.settings.max_records_unacked =
         Some(in_flight as u64 + o.max_unconfirmed.max(1) as u64);
+    descriptor.settings.io = summary::EngineUsed::of(o.depth.as_ref(), o.flush).recorded();
     // Before the witness hears of the run: a run the writer cannot hold in memory, or
     // that asks for io_uring where it is blocked, is refused while nothing of it exists
     // anywhere.
@@ -456,6 +457,7 @@ pub fn run_descriptor(
             direct,
             seed: plan.seed,
             max_records_unacked: None,
+            io: crate::model::IoSettings::sync(),
         },
         None,
     )

@@ -1,10 +1,11 @@
-//! Where each record goes. The region is split into one equal, disjoint share per stream
-//! (aligned to the device's block size), so streams never overwrite each other and verify
-//! can reason about each location's history within one stream's sequence numbers.
+//! What a run writes where: the plan, checked before anything is written. Where each
+//! record goes is `crate::placer` (the region split into one equal, disjoint share per
+//! stream, so streams never overwrite each other and verify can reason about each
+//! location's history within one stream's sequence numbers).
 
 use crate::model::Placement;
+pub use crate::placer::{Layout, Placer};
 use crate::record::RunId;
-use crate::rng::Rng;
 use std::time::Duration;
 
 /// A plan that cannot be written, and what to change.
@@ -45,9 +46,28 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// What places the plan's records (`placer`).
+    pub fn layout(&self) -> Layout {
+        Layout {
+            region_offset: self.region_offset,
+            region_bytes: self.region_bytes,
+            record_min: self.record_min,
+            record_max: self.record_max,
+            placement: self.placement,
+            streams: self.streams,
+            seed: self.seed,
+            align: self.align,
+        }
+    }
+
     /// Bytes of the region each stream owns.
     pub fn share_bytes(&self) -> u64 {
-        self.region_bytes / self.streams.max(1) as u64 / self.align * self.align
+        self.layout().share_bytes()
+    }
+
+    /// Where stream `stream`'s records go, seq 1 first.
+    pub fn placer(&self, stream: u16) -> Placer {
+        Placer::new(&self.layout(), stream)
     }
 
     /// Checks the plan makes sense, with messages that say what to change.
@@ -72,59 +92,6 @@ impl Plan {
             });
         }
         Ok(())
-    }
-}
-
-/// Chooses offsets and sizes for one stream, from a generator forked off the run's seed.
-pub struct Placer {
-    rng: Rng,
-    start: u64,
-    len: u64,
-    pos: u64,
-    min: u64,
-    max: u64,
-    align: u64,
-    placement: Placement,
-}
-
-impl Placer {
-    pub fn new(plan: &Plan, stream: u16) -> Placer {
-        let share = plan.share_bytes();
-        let start = plan.region_offset + stream as u64 * share;
-        Placer {
-            rng: Rng::new(plan.seed).fork(stream as u64 + 1),
-            start,
-            len: share,
-            pos: start,
-            min: plan.record_min,
-            max: plan.record_max,
-            align: plan.align,
-            placement: plan.placement,
-        }
-    }
-
-    /// (offset, length) of the next record.
-    pub fn next_record(&mut self) -> (u64, u64) {
-        let size = if self.min == self.max {
-            self.min
-        } else {
-            self.rng.range(self.min / self.align, self.max / self.align) * self.align
-        };
-        let offset = match self.placement {
-            Placement::Sequential => {
-                if self.pos + size > self.start + self.len {
-                    self.pos = self.start;
-                }
-                let o = self.pos;
-                self.pos += size;
-                o
-            }
-            Placement::Random => {
-                let slots = (self.len - size) / self.align + 1;
-                self.start + self.rng.below(slots) * self.align
-            }
-        };
-        (offset, size)
     }
 }
 
@@ -155,7 +122,7 @@ mod tests {
             p.validate().unwrap();
             let share = p.share_bytes();
             for s in 0..3u16 {
-                let mut pl = Placer::new(&p, s);
+                let mut pl = p.placer(s);
                 let lo = p.region_offset + s as u64 * share;
                 for _ in 0..2000 {
                     let (o, l) = pl.next_record();
@@ -173,7 +140,7 @@ mod tests {
     #[test]
     fn sequential_starts_at_region_start_and_wraps() {
         let p = plan(Placement::Sequential, 1, 4096, 4096);
-        let mut pl = Placer::new(&p, 0);
+        let mut pl = p.placer(0);
         assert_eq!(pl.next_record(), (4096, 4096));
         assert_eq!(pl.next_record(), (8192, 4096));
         let per_lap = p.share_bytes() / 4096;
@@ -187,10 +154,10 @@ mod tests {
     fn same_seed_same_placement() {
         let p = plan(Placement::Random, 2, 512, 8192);
         let a: Vec<_> = (0..50)
-            .scan(Placer::new(&p, 1), |pl, _| Some(pl.next_record()))
+            .scan(p.placer(1), |pl, _| Some(pl.next_record()))
             .collect();
         let b: Vec<_> = (0..50)
-            .scan(Placer::new(&p, 1), |pl, _| Some(pl.next_record()))
+            .scan(p.placer(1), |pl, _| Some(pl.next_record()))
             .collect();
         assert_eq!(a, b);
     }

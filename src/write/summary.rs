@@ -74,6 +74,16 @@ impl EngineUsed {
         }
     }
 
+    /// The same values as the run descriptor records them (`settings`, docs/protocol.md).
+    pub fn recorded(&self) -> crate::model::IoSettings {
+        crate::model::IoSettings {
+            engine: Some(self.engine.into()),
+            iodepth: Some(self.iodepth),
+            flush_every: self.flush_every,
+            flush_within_us: self.flush_within_us,
+        }
+    }
+
     /// "io_uring, depth 32, a flush every 32 writes or 10 ms"; "sync" for the other.
     pub fn describe(&self) -> String {
         let mut t = self.engine.to_string();

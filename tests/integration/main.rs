@@ -72,6 +72,7 @@ mod verify_memory;
 mod verify_no_read_buffers;
 mod verify_sparse;
 mod verify_streamed_attacks;
+mod verify_unacked;
 mod verify_witness_streamed;
 mod witness;
 mod witness_crash;

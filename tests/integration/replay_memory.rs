@@ -88,6 +88,7 @@ pub(crate) fn descriptor_for(target: &Path, region_bytes: u64) -> RunDescriptor 
             direct: true,
             seed: 1,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
     }

@@ -81,6 +81,7 @@ fn descriptor(run: RunId) -> RunDescriptor {
             direct: true,
             seed: 1,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
         tree: None,

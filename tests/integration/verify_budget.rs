@@ -75,6 +75,7 @@ fn blank_run(
             direct: true,
             seed: 1,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
     };

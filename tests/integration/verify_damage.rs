@@ -53,6 +53,7 @@ fn descriptor(p: &Plan) -> RunDescriptor {
             direct: true,
             seed: p.seed,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
         tree: None,

@@ -72,6 +72,7 @@ fn damaged_run(dir: &Path) -> (PathBuf, PathBuf) {
             direct: true,
             seed: 11,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
     };
@@ -343,6 +344,7 @@ pub(crate) fn two_million_acks(written_to: &Path, log: &Path) -> u64 {
             direct: true,
             seed: 1,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
     };

@@ -72,6 +72,7 @@ fn random_run(dir: &Path, slots: u64, acks_n: u64) -> (PathBuf, PathBuf) {
             direct: true,
             seed: 7,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
     };

@@ -19,13 +19,14 @@ fn witness_acks(w: &WitnessProc, wr: &Run) -> Vec<plugpull::model::Ack> {
 }
 
 /// Verify judges every acknowledged record intact (none superseded: the runs here do
-/// not wrap) and says PASS.
-fn assert_all_intact(w: &WitnessProc, target: &Path, acked: u64) {
+/// not wrap) and says PASS; its JSON.
+fn assert_all_intact(w: &WitnessProc, target: &Path, acked: u64) -> serde_json::Value {
     let v = verify(w, target, &[]);
     assert_eq!(v.code, 0, "{v:?}");
     let j = v.json();
     assert_eq!(j["verdict"], "PASS", "{v:?}");
     assert_eq!(j["counts"]["intact"].as_u64(), Some(acked), "{v:?}");
+    j
 }
 
 #[test]
@@ -62,7 +63,49 @@ fn depth_32_to_a_file_keeps_every_record_and_names_the_engine() {
             .contains("io_uring, depth 32, a flush every 32 writes or 10 ms"),
         "{wr:?}"
     );
-    assert_all_intact(&w, &t, 3000);
+    // The run descriptor records how the run was written, and verify names it; the
+    // writer finished, so nothing was written past its last ack: the 64 places after
+    // it (the depth plus the writes a flush covers) were looked at, none held a record.
+    let v = assert_all_intact(&w, &t, 3000);
+    let s = &v["run"]["settings"];
+    assert_eq!(
+        (
+            &s["engine"],
+            &s["iodepth"],
+            &s["flush_every"],
+            &s["flush_within_us"]
+        ),
+        (
+            &serde_json::json!("io_uring"),
+            &serde_json::json!(32),
+            &serde_json::json!(32),
+            &serde_json::json!(10_000)
+        ),
+        "{v}"
+    );
+    assert_eq!(
+        v["written_by"], "io_uring at depth 32, a flush every 32 writes or 10 ms",
+        "{v}"
+    );
+    assert_eq!(
+        v["unacked_found"],
+        serde_json::json!({
+            "records": 0, "whole": 0, "partial": 0, "looked_for": 64, "newest": []
+        }),
+        "{v}"
+    );
+    let text = run([
+        "verify",
+        t.to_str().unwrap(),
+        "--witness",
+        &w.addr,
+        "--rehearsal",
+    ]);
+    assert!(
+        text.stdout
+            .contains("written by io_uring at depth 32, a flush every 32 writes or 10 ms\n"),
+        "{text:?}"
+    );
 }
 
 /// Four streams, each with its own ring, random placement over their shares and a
@@ -101,6 +144,20 @@ fn depth_with_four_streams_random_placement_and_a_size_range() {
     assert_eq!(
         c["intact"].as_u64().unwrap() + c["superseded"].as_u64().unwrap(),
         2000,
+        "{v:?}"
+    );
+    // Verify placed each stream's next records from the seed (random places, random
+    // sizes) and found none of them written: 64 places per stream looked at.
+    assert_eq!(
+        v.json()["unacked_found"],
+        serde_json::json!({
+            "records": 0, "whole": 0, "partial": 0, "looked_for": 4 * 64, "newest": []
+        }),
+        "{v:?}"
+    );
+    assert_eq!(
+        v.json()["written_by"],
+        "io_uring at depth 16, a flush every 8 writes or 10 ms",
         "{v:?}"
     );
     // Each stream's acks reached the witness in sequence order, none missing.

@@ -65,6 +65,7 @@ mod tests {
                     direct: true,
                     seed: 0,
                     max_records_unacked: None,
+                    io: Default::default(),
                 },
                 command: vec![],
                 tree: None,

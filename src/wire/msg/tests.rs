@@ -27,6 +27,7 @@ pub(crate) fn sample_descriptor(run: u8) -> RunDescriptor {
             direct: true,
             seed: 5,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec!["plugpull".into()],
         tree: None,

@@ -68,6 +68,7 @@ pub fn test_descriptor(run_id: RunId) -> RunDescriptor {
             direct: true,
             seed: 1,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
         tree: None,

@@ -32,6 +32,7 @@ fn descriptor(run: RunId, target: &Path, region: u64) -> RunDescriptor {
             direct: true,
             seed: 1,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
     }

@@ -55,6 +55,7 @@ fn descriptor(
             direct: true,
             seed: 1,
             max_records_unacked: None,
+            io: Default::default(),
         },
         command: vec![],
     }
