@@ -300,15 +300,7 @@ impl Settings {
 
     pub fn parse(text: &str, base: &Path) -> Result<Settings> {
         let file: CampaignFile = toml::from_str(text).map_err(ConfigError::Toml)?;
-        let raw: toml::Value = toml::from_str(text).map_err(ConfigError::Toml)?;
-        let mut fingerprint = serde_json::to_value(&raw)?;
-        // The cycle count may grow on resume; everything else must match.
-        if let Some(c) = fingerprint
-            .get_mut("campaign")
-            .and_then(|c| c.as_object_mut())
-        {
-            c.remove("cycles");
-        }
+        let fingerprint = fingerprint(text)?;
         let c = &file.campaign;
         let (delay_min, delay_max) = parse_range(&c.delay, "campaign.delay")?;
         let (record_min, record_max) = record_size_range(&file.writer.record_size)
@@ -382,6 +374,20 @@ impl Settings {
             file,
         })
     }
+}
+
+/// What a resumed campaign's file must match: all of it but `campaign.cycles` (which may
+/// grow on resume), as JSON.
+pub fn fingerprint(text: &str) -> Result<serde_json::Value> {
+    let raw: toml::Value = toml::from_str(text).map_err(ConfigError::Toml)?;
+    let mut fingerprint = serde_json::to_value(&raw)?;
+    if let Some(c) = fingerprint
+        .get_mut("campaign")
+        .and_then(|c| c.as_object_mut())
+    {
+        c.remove("cycles");
+    }
+    Ok(fingerprint)
 }
 
 impl Settings {

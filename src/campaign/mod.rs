@@ -21,6 +21,7 @@ pub mod agent_auth;
 pub mod agent_proto;
 pub mod config;
 pub mod context;
+pub mod fleet;
 pub mod host;
 pub mod host_listen;
 pub mod proof;
@@ -134,12 +135,24 @@ pub struct CampaignOptions {
 /// Runs (or resumes) the campaign, prints its summary and returns it: the command's
 /// exit status follows from its failed and error counts.
 pub fn run(o: CampaignOptions) -> Result<Summary> {
-    let mut settings = Settings::load(&o.config)?;
+    let mut fleet = fleet::load(&o.config)?;
+    let mut settings = match &fleet {
+        Some(f) => fleet_settings(&o.config, f)?,
+        None => Settings::load(&o.config)?,
+    };
     if let Some(r) = &o.results {
         settings.results = r.clone();
+        for d in fleet.iter_mut().flatten() {
+            d.settings.results = r.clone();
+        }
     }
     if o.summary_only {
-        let (_, cycles, _) = results_file::read(&settings.results)?;
+        let (header, cycles, _) = results_file::read(&settings.results)?;
+        if let Some(f) = &fleet {
+            fleet::check_names(f, &cycles)?;
+            print_matrix(&fleet::matrix(f, header.seed, &cycles), o.json)?;
+            return Ok(results::summarize(&cycles));
+        }
         return print_summary(results::summarize(&cycles), o.json);
     }
     let cycles_wanted = o.cycles.unwrap_or(settings.file.campaign.cycles);
@@ -170,12 +183,41 @@ pub fn run(o: CampaignOptions) -> Result<Summary> {
             settings.results.display()
         ));
     }
+    if let Some(f) = &fleet {
+        fleet::check_names(f, &results.cycles)?;
+        fleet::run(&c, f, &mut results)?;
+        print_matrix(&fleet::matrix(f, c.seed, &results.cycles), o.json)?;
+        return Ok(results::summarize(&results.cycles));
+    }
     if settings.file.target.kind == "host" {
         run_whole_host(&c, &mut results)?;
     } else {
         run_drive_only(&c, &mut results)?;
     }
     print_summary(results::summarize(&results.cycles), o.json)
+}
+
+/// What the fleet's drives share (the results file, the witness, the seed): the first
+/// drive's settings, with the fingerprint of the whole file, so a resumed fleet checks
+/// every drive's settings and not only the first's.
+fn fleet_settings(path: &std::path::Path, fleet: &[fleet::FleetDrive]) -> Result<Settings> {
+    let mut s = fleet[0].settings.clone();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.into(),
+        source,
+    })?;
+    s.fingerprint = config::fingerprint(&text)?;
+    Ok(s)
+}
+
+/// The fleet matrix: text for people, or `plugpull-fleet/1` JSON (docs/fleet.md).
+fn print_matrix(m: &crate::fleet::Matrix, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(m)?);
+    } else {
+        print!("{}", crate::fleet::text::matrix_text(m));
+    }
+    Ok(())
 }
 
 fn run_whole_host(c: &Campaign, results: &mut ResultsFile) -> Result<()> {

@@ -51,6 +51,10 @@ pub struct CycleResult {
     pub format: String,
     /// 1-based.
     pub cycle: u64,
+    /// In a campaign of several drives (`[[drives]]`), the drive's name; absent in a
+    /// campaign of one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drive: Option<String>,
     /// Seed of the writer's placement and sizes for this cycle.
     pub seed: u64,
     pub run_id: String,
@@ -165,6 +169,7 @@ impl CycleResult {
         CycleResult {
             format: CYCLE_FORMAT.into(),
             cycle,
+            drive: None,
             seed,
             run_id: String::new(),
             started_at: chrono::Utc::now().to_rfc3339(),

@@ -457,13 +457,16 @@ fn example_campaigns_write_results_outside_the_source_tree() {
         if p.extension().is_none_or(|x| x != "toml") {
             continue;
         }
-        let s = Settings::load(&p).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
-        assert!(
-            s.results.is_absolute() && !s.results.starts_with(root),
-            "{}: results go to {}",
-            p.display(),
-            s.results.display()
-        );
+        let all = plugpull::campaign::fleet::load_all(&p)
+            .unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+        for s in all {
+            assert!(
+                s.results.is_absolute() && !s.results.starts_with(root),
+                "{}: results go to {}",
+                p.display(),
+                s.results.display()
+            );
+        }
         seen += 1;
     }
     assert!(seen >= 9, "only {seen} example files");

@@ -25,6 +25,7 @@ mod attack_house;
 mod bench;
 mod campaign;
 mod campaign_agent_conn;
+mod campaign_fleet;
 mod campaign_results;
 mod cli_day;
 mod cli_write_verify;

@@ -604,7 +604,7 @@ fn power_tables_parse_for_every_driver_and_examples_are_valid() {
     {
         let p = ex.unwrap().path();
         if p.extension().is_some_and(|e| e == "toml") {
-            plugpull::campaign::config::Settings::load(&p)
+            plugpull::campaign::fleet::load_all(&p)
                 .unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
         }
     }
