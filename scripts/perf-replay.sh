@@ -8,7 +8,7 @@
 # Usage: scripts/perf-replay.sh [ACKS...]   (default: 100000 1000000)
 #   RECORD_BYTES (512), FLUSH_EVERY (1000), SLOTS (each ACKS), ROOT_DIR (/var/tmp: log,
 #   acks, image and replay's scratch image; verify's work files go to /dev/shm),
-#   MEMORY (replay's --memory, default 4G: 4 M acks need more than the default 512M),
+#   MEMORY (replay's --memory, default 512M; a run that does not fit is judged in parts),
 #   PP=path/to/plugpull and GEN=path/to/replaymem use those binaries instead of building.
 # Disk: about ACKS * (RECORD_BYTES + 512) B of log plus twice SLOTS * RECORD_BYTES on
 # ROOT_DIR per size, deleted after it; the generator holds the log in RAM twice.
@@ -36,16 +36,17 @@ for n in "$@"; do
     d=$(mktemp -d "$ROOT_DIR/plugpull-replaymem.XXXX")
     "$GEN" "$d" "$n" "${SLOTS:-$n}" "$RECORD_BYTES" "$FLUSH_EVERY"
     /usr/bin/time -v "$PP" replay "$d/lw.log" --acks "$d/run.acklog" --scratch-dir "$d" --json \
-        --memory "${MEMORY:-4G}" \
+        --memory "${MEMORY:-512M}" \
         >"$d/replay.json" 2>"$d/replay.time" || true
     /usr/bin/time -v "$PP" verify "$d/final.img" --acks "$d/run.acklog" --rehearsal --json \
         --work-dir /dev/shm >"$d/verify.json" 2>"$d/verify.time" || true
     read -r rk rs rx < <(measured "$d/replay.time")
     read -r vk vs vx < <(measured "$d/verify.time")
-    printf '%-10s %14s %9s %14s %9s %13s   (exit %s/%s; replay: %s durable points, %s disagreements; verify: %s)\n' \
+    printf '%-10s %14s %9s %14s %9s %13s   (exit %s/%s; replay: %s durable points, %s disagreements, %s parts; verify: %s)\n' \
         "$n" "$rk" "$rs" "$vk" "$vs" "$(python3 -c "print(round($rk*1024/$n))")" "$rx" "$vx" \
         "$(python3 -c "import json;print(json.load(open('$d/replay.json'))['durable_points'])" 2>/dev/null || echo '?')" \
         "$(python3 -c "import json;print(json.load(open('$d/replay.json'))['disagreements'])" 2>/dev/null || echo '?')" \
+        "$(python3 -c "import json;print(json.load(open('$d/replay.json'))['parts'])" 2>/dev/null || echo '?')" \
         "$(python3 -c "import json;print(json.load(open('$d/verify.json'))['verdict'])" 2>/dev/null || echo '?')"
     if [ "$rx" != 0 ] || [ "$vx" != 0 ]; then
         tail -5 "$d/replay.time" "$d/verify.time" >&2

@@ -80,16 +80,7 @@ pub fn run(o: DemoOptions) -> Result<Verdict> {
         o.profile_name
     ));
 
-    let dir = tempfile_dir()?;
-    let witness = Witness::start(
-        "127.0.0.1:0",
-        &dir,
-        WitnessOptions {
-            quiet: true,
-            ..Default::default()
-        },
-    )
-    .map_err(witness_error)?;
+    let (dir, witness) = quiet_witness()?;
     let addr = witness.addr.to_string();
     say(format!("  witness: {addr}, ack logs in {}", dir.display()));
 
@@ -209,9 +200,32 @@ fn print_outcome(o: &DemoOptions, seed: u64, report: &Report, oracle_faults: usi
     );
 }
 
-pub(crate) fn tempfile_dir() -> Result<PathBuf> {
-    let d = std::env::temp_dir().join(format!("plugpull-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&d).map_err(|source| DemoError::TempDir {
+/// A new directory of its own in TMPDIR. Why a random name and create_dir (not
+/// create_dir_all): a name from the pid alone could be planted first by another user (a
+/// directory of theirs, or a symlink to one), which the demo would then write its logs
+/// into and remove with all it holds; a name taken fails here instead.
+/// A witness on loopback, quiet, its logs in a new directory of its own (`tempfile_dir`).
+pub(crate) fn quiet_witness() -> Result<(PathBuf, Witness)> {
+    let dir = tempfile_dir()?;
+    let witness = Witness::start(
+        "127.0.0.1:0",
+        &dir,
+        WitnessOptions {
+            quiet: true,
+            ..Default::default()
+        },
+    )
+    .map_err(witness_error)?;
+    Ok((dir, witness))
+}
+
+fn tempfile_dir() -> Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!(
+        "plugpull-demo-{}-{:016x}",
+        std::process::id(),
+        crate::rng::random_seed()
+    ));
+    std::fs::create_dir(&d).map_err(|source| DemoError::TempDir {
         path: d.clone(),
         source,
     })?;

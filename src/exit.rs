@@ -17,6 +17,8 @@ pub const INCONCLUSIVE: i32 = 3;
 pub const TARGET_FAILED: i32 = 4;
 /// write, verify: interrupted by Ctrl-C (SIGINT), 128 + 2 as shells report it.
 pub const INTERRUPTED: i32 = 130;
+/// verify, replay, fetch: stopped by SIGTERM, 128 + 15 as shells report it.
+pub const TERMINATED: i32 = 143;
 
 /// An error from another module kept whole, its chain of causes intact, where the
 /// module passing it on does not name the type (the witness client's, the key file's).

@@ -51,8 +51,7 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Copy a run's ack log from the witness into a file (for `verify --acks`).
     Fetch(FetchArgs),
-    /// List the runs a witness holds, newest first: run id, started, acks, durable up to,
-    /// drive.
+    /// List a witness's runs, newest first: run id, started, acks, durable up to, drive.
     Runs(RunsArgs),
     /// Replay a dm-log-writes log of a run to every flush and verify each crash state.
     Replay(ReplayArgs),
@@ -249,10 +248,11 @@ pub struct WriteArgs {
     /// for the seeds' 53,000).
     #[arg(long, value_name = "N", default_value_t = 53_000)]
     pub files: u32,
-    /// Records each stream writes before one flush covers them all (queue depth, group
-    /// commit); all of them are acknowledged after that flush returned, none before.
+    /// Records each stream writes one at a time before one flush covers (and acks) them all.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub batch: u32,
+    #[command(flatten)]
+    pub depth: DepthArgs,
     /// Write through the page cache instead of O_DIRECT.
     #[arg(long)]
     pub no_direct: bool,
@@ -591,7 +591,9 @@ pub struct AgentArgs {
     pub config: PathBuf,
 }
 
+mod depth;
 mod simulated;
+pub use depth::DepthArgs;
 pub use simulated::{DemoArgs, SimdriveArgs, SoakArgs};
 
 #[cfg(test)]

@@ -12,8 +12,9 @@ pub fn run(a: ReplayArgs) -> anyhow::Result<i32> {
     let o = options(a)?;
     // Replay only reads the log and the acks; its scratch image has no name (module
     // `logwrites::image`) and its fetched acks are removed by the handler.
-    crate::commands::interrupt::on_ctrl_c_say(
+    crate::commands::interrupt::on_ctrl_c_or_term_say(
         b"\nplugpull replay: interrupted (Ctrl-C): no summary. Replay only reads the log; run it again.\n",
+        b"\nplugpull replay: terminated (SIGTERM): no summary. Replay only reads the log; run it again.\n",
     );
     let summary = logwrites::run(&o)?;
     if o.json {

@@ -14,8 +14,9 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<i32> {
     let options = options(a)?;
     // Verify only reads the target and the acks: nothing to undo, and stopping mid-scan
     // beats a half verdict.
-    crate::commands::interrupt::on_ctrl_c_say(
+    crate::commands::interrupt::on_ctrl_c_or_term_say(
         b"\nplugpull verify: interrupted (Ctrl-C): no verdict. Verify only reads the drive; run it again.\n",
+        b"\nplugpull verify: terminated (SIGTERM): no verdict. Verify only reads the drive; run it again.\n",
     );
     let format = Format::from_flags(options.json, options.quiet);
     if options.target.is_dir() {

@@ -7,6 +7,7 @@ use crate::exit;
 use crate::tree::TreeFlush;
 use crate::tree::plan::TreeScale;
 use crate::tree::write::TreeWriteOptions;
+use crate::write::uring::DepthSettings;
 use crate::write::{self, WriteError, WriteOptions, WriteOutcome};
 
 pub fn run(a: WriteArgs) -> anyhow::Result<i32> {
@@ -89,6 +90,7 @@ pub fn options(a: WriteArgs) -> anyhow::Result<WriteOptions> {
             "--flush testing-only-skip-dir-fsync is for directory targets only (docs/tree.md)"
         );
     };
+    let depth = depth_settings(&a.depth, flush)?;
     Ok(WriteOptions {
         target: a.target,
         witness: a.witness,
@@ -100,6 +102,7 @@ pub fn options(a: WriteArgs) -> anyhow::Result<WriteOptions> {
         streams: a.streams,
         flush,
         batch: a.batch as usize,
+        depth,
         direct: !a.no_direct,
         duration: a.duration,
         count: a.count,
@@ -109,6 +112,42 @@ pub fn options(a: WriteArgs) -> anyhow::Result<WriteOptions> {
         quiet: a.quiet,
         max_unconfirmed: a.max_unconfirmed,
     })
+}
+
+/// `--flush-within` when not given: short enough that an ack waits little for a slow
+/// trickle of completions, long enough that at fast devices `--flush-every` decides.
+const FLUSH_WITHIN_DEFAULT: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The io_uring engine's settings (None: the synchronous loop), or why the combination
+/// makes no sense.
+fn depth_settings(
+    a: &crate::commands::args::DepthArgs,
+    flush: crate::device::FlushMethod,
+) -> anyhow::Result<Option<DepthSettings>> {
+    use crate::device::FlushMethod;
+    let interval_given = a.flush_every.is_some() || a.flush_within.is_some();
+    if a.iodepth == 1 {
+        if interval_given {
+            anyhow::bail!(
+                "--flush-every and --flush-within set the flush interval of --iodepth N (N > 1); without it every batch is flushed on its own (see --batch)"
+            );
+        }
+        return Ok(None);
+    }
+    if interval_given && matches!(flush, FlushMethod::Dsync | FlushMethod::None) {
+        anyhow::bail!(
+            "--flush-every and --flush-within apply to --flush fdatasync and fsync; with --flush {flush} no flush is submitted (dsync: each write is durable on its own; none: a control run)"
+        );
+    }
+    let within = a.flush_within.unwrap_or(FLUSH_WITHIN_DEFAULT);
+    if within.is_zero() {
+        anyhow::bail!("--flush-within must be longer than 0 (e.g. 500us, 10ms)");
+    }
+    Ok(Some(DepthSettings {
+        iodepth: a.iodepth,
+        flush_every: a.flush_every.unwrap_or(a.iodepth),
+        flush_within: within,
+    }))
 }
 
 #[cfg(test)]

@@ -164,6 +164,14 @@ impl FileDevice {
     }
 }
 
+/// The open handle, for I/O the [`Device`] trait does not express (io_uring, several
+/// writes in flight: `write --iodepth`).
+impl std::os::fd::AsFd for FileDevice {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
 impl Device for FileDevice {
     fn size_bytes(&self) -> u64 {
         self.size_bytes

@@ -8,13 +8,14 @@
 use super::{CutResult, DriveRow, DriveSpec, Matrix};
 use crate::cycle::fetched::fetch_run;
 use crate::cycle::{AfterCut, write_until_cut};
-use crate::demo::{DRIVE_BYTES, DemoError, demo_plan, drive_identity, tempfile_dir, witness_error};
+use crate::demo::{
+    DRIVE_BYTES, DemoError, demo_plan, drive_identity, quiet_witness, witness_error,
+};
 use crate::device::{Device, FlushMethod};
 use crate::rng::Rng;
 use crate::sim::drive::SimDrive;
 use crate::sim::profile::Profile;
 use crate::witness::client::{AckSender, ClientOptions};
-use crate::witness::server::{Witness, WitnessOptions};
 use crate::write::run_descriptor;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -53,16 +54,7 @@ pub fn run(o: &FleetDemoOptions) -> Result<Matrix, DemoError> {
         DRIVES.len(),
         o.cuts
     ));
-    let dir = tempfile_dir()?;
-    let witness = Witness::start(
-        "127.0.0.1:0",
-        &dir,
-        WitnessOptions {
-            quiet: true,
-            ..Default::default()
-        },
-    )
-    .map_err(witness_error)?;
+    let (dir, witness) = quiet_witness()?;
     let addr = witness.addr.to_string();
     let mut rng = Rng::new(seed);
     let mut cuts: Vec<Vec<CutResult>> = vec![vec![]; DRIVES.len()];

@@ -15,12 +15,12 @@ pub mod text;
 
 use crate::model::Verdict;
 use crate::verify::report::Report;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub const FLEET_FORMAT: &str = "plugpull-fleet/1";
 
 /// One drive of the fleet, as people name it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DriveSpec {
     /// The name people use ("candidate A").
     pub name: String,
@@ -31,7 +31,7 @@ pub struct DriveSpec {
 }
 
 /// How one cut was judged on one drive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING-KEBAB-CASE")]
 pub enum CutOutcome {
     Pass,
@@ -42,7 +42,7 @@ pub enum CutOutcome {
 }
 
 /// One drive's result for one cut.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CutResult {
     pub outcome: CutOutcome,
     /// Acknowledged records the cut took (lost, stale, shorn, corrupt, misdirected,
@@ -88,7 +88,7 @@ impl CutResult {
 }
 
 /// One row of the matrix.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DriveRow {
     #[serde(flatten)]
     pub drive: DriveSpec,
@@ -178,7 +178,7 @@ fn sentence(r: &DriveRow) -> String {
 }
 
 /// Fisher's exact test between two drives.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Pair {
     pub a: String,
     pub b: String,
@@ -187,9 +187,9 @@ pub struct Pair {
 }
 
 /// The whole comparison.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Matrix {
-    pub format: &'static str,
+    pub format: String,
     pub seed: u64,
     /// Power cuts given to every drive.
     pub cuts: u64,
@@ -211,7 +211,7 @@ impl Matrix {
             }
         }
         Matrix {
-            format: FLEET_FORMAT,
+            format: FLEET_FORMAT.into(),
             seed,
             cuts: drives
                 .iter()

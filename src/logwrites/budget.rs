@@ -1,12 +1,16 @@
 //! What a replay holds in memory, checked against `--memory` before the log is replayed.
 //!
-//! Why a refusal and not parts, as verify does: replay judges every durable point of the
-//! log incrementally, so it keeps each acknowledged record's state (its ack, its sector
-//! tally, its place in two indexes) from the first entry to the last. Replaying the log
-//! once per part of the region would cost the log's length per part. What the replay
-//! holds follows the run's acks and the log's entries, both known before the pass, so a
-//! run that would not fit is refused with the `--memory` it needs instead of being
-//! killed by the kernel half way through.
+//! Replay judges every durable point of the log incrementally, so it keeps each
+//! acknowledged record's state (its ack, its sector tally, its place in two indexes)
+//! from the first entry to the last, and one judged point per entry. What it holds
+//! follows the run's acks and the log's entries, both known before the pass. A run that
+//! fits is judged whole. One that does not is judged in parts of the region (`parts`):
+//! each part holds only its own acks' state, at the cost of replaying the log once per
+//! part. Refused with the `--memory` it needs, instead of being killed by the kernel
+//! half way through: a run with drop states or `--full-verify` (they judge whole states
+//! with a whole verify, so they are never judged in parts), and a run in parts whose
+//! largest piece that no cut can separate (records overlapping one another), with the
+//! log's points, does not fit.
 
 use crate::units::{fmt_bytes, thousands};
 
@@ -63,7 +67,7 @@ pub fn need_bytes(acks: u64, entries: u64, drops: bool, full_verify: bool) -> u6
 /// A replay that would not fit in `--memory`.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "replaying {acks} acks over a log of {entries} entries{with} needs about {need}, more than --memory {budget}: pass --memory {ask} (replay keeps every acknowledged record's state for the whole log; it does not judge in parts as verify does)",
+    "replaying {acks} acks over a log of {entries} entries{with} needs about {need}, more than --memory {budget}: pass --memory {ask} (drop states and --full-verify judge whole states with a whole verify, so such a run is not judged in parts of the region; without them it is)",
     acks = thousands(*.acks),
     entries = thousands(*.entries),
     with = match (*.drops, *.full_verify) {
@@ -110,6 +114,70 @@ pub fn check(
         need_bytes: need,
         budget_bytes,
     })
+}
+
+/// Per ack of a part, judged in parts: its state as judged whole, its index among the
+/// witness's acks (8, to name the first never made durable), and its share of the
+/// writes not yet durable (8).
+pub const BYTES_PER_ACK_IN_PARTS: u64 = BYTES_PER_ACK + 16;
+/// Judged in parts, besides [`FIXED_BYTES`]: the histogram the parts are cut from
+/// (65,536 buckets of 16 bytes) and the losses named for the first disagreeing points.
+pub const PARTS_FIXED_BYTES: u64 = 2 << 20;
+/// Judged in parts, per write between two durable points (at most, over the log): the
+/// byte range it changed, kept until the next point is judged (16), and its share of
+/// the writes not yet durable (8).
+pub const BYTES_PER_PENDING_WRITE: u64 = 24;
+
+/// What a log holds that a replay in parts keeps for every part: counted in one pass
+/// over the log before the parts (`parts::shape`), so a part is reckoned its log's
+/// durable points, not an entry each as a whole replay is before it reads the log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogShape {
+    pub durable_points: u64,
+    /// The most writes and discards between two durable points.
+    pub pending_writes_at_most: u64,
+}
+
+/// What a part of `acks` acks holds at its peak over a log of `shape` (the merged
+/// points, 24 bytes each, are held through every part).
+pub fn part_need_bytes(acks: u64, shape: LogShape) -> u64 {
+    (FIXED_BYTES + PARTS_FIXED_BYTES)
+        .saturating_add(shape.durable_points.saturating_mul(BYTES_PER_ENTRY))
+        .saturating_add(
+            shape
+                .pending_writes_at_most
+                .saturating_mul(BYTES_PER_PENDING_WRITE),
+        )
+        .saturating_add(acks.saturating_mul(BYTES_PER_ACK_IN_PARTS))
+}
+
+/// The most acks a part may hold within `budget_bytes` over a log of `shape`.
+pub fn part_room_acks(shape: LogShape, budget_bytes: u64) -> u64 {
+    budget_bytes.saturating_sub(part_need_bytes(0, shape)) / BYTES_PER_ACK_IN_PARTS
+}
+
+/// A run judged in parts whose largest piece no cut can separate does not fit.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "judging {total} acks in parts of the region: bytes {start}..{end} hold {acks} acks whose records overlap one another (or lie within one {bucket} bucket, the finest cut), so no part can hold fewer; with the log's {points} durable points that needs about {need}, more than --memory {budget}: pass --memory {ask}",
+    total = thousands(*.total_acks),
+    start = thousands(.range.0),
+    end = if .range.1 == u64::MAX { "the end".to_string() } else { thousands(.range.1) },
+    acks = thousands(*.acks),
+    bucket = fmt_bytes(*.bucket_bytes),
+    points = thousands(*.durable_points),
+    need = fmt_bytes(*.need_bytes),
+    budget = fmt_bytes(*.budget_bytes),
+    ask = memory_arg(*.need_bytes),
+)]
+pub struct PieceTooBig {
+    pub total_acks: u64,
+    pub range: (u64, u64),
+    pub acks: u64,
+    pub bucket_bytes: u64,
+    pub durable_points: u64,
+    pub need_bytes: u64,
+    pub budget_bytes: u64,
 }
 
 #[cfg(test)]

@@ -107,11 +107,27 @@ impl Reference {
 }
 
 fn descriptor() -> RunDescriptor {
-    super::tests::run_descriptor(RUN, REGION, (512, 8192), "random", 2)
+    descriptor_over(REGION)
+}
+
+/// The run's descriptor over a region of `region` bytes.
+pub(super) fn descriptor_over(region: u64) -> RunDescriptor {
+    super::tests::run_descriptor(RUN, region, (512, 8192), "random", 2)
 }
 
 /// A random log of `steps` operations and the run's acks (each stream's in seq order).
 fn random_log(seed: u64, steps: usize) -> (Vec<u8>, Vec<Ack>) {
+    random_log_over(seed, steps, REGION, true)
+}
+
+/// [`random_log`] over a region of `region` bytes (at least 8 KiB); without `damage`,
+/// no write at a wrong home, of another run, or discarded: an honest log.
+pub(super) fn random_log_over(
+    seed: u64,
+    steps: usize,
+    region: u64,
+    damage: bool,
+) -> (Vec<u8>, Vec<Ack>) {
     let mut rng = Rng::new(seed);
     let (key, other_key) = (RunKey::new(RUN), RunKey::new(OTHER));
     let mut enc = LogEncoder::new(512);
@@ -129,7 +145,7 @@ fn random_log(seed: u64, steps: usize) -> (Vec<u8>, Vec<Ack>) {
                 let stream = rng.below(2) as u16;
                 seqs[stream as usize] += 1;
                 let sectors = rng.range(1, 16);
-                let slots = (REGION / 512 - sectors) + 1;
+                let slots = (region / 512 - sectors) + 1;
                 let offset = if rng.chance(0.1) {
                     0
                 } else {
@@ -170,17 +186,17 @@ fn random_log(seed: u64, steps: usize) -> (Vec<u8>, Vec<Ack>) {
                 let (r, b) = &written[rng.below(written.len() as u64) as usize];
                 enc.write(r.offset, b, false);
             }
-            12 if !written.is_empty() => {
+            12 if damage && !written.is_empty() => {
                 // A record's bytes at the wrong home.
                 let (r, b) = &written[rng.below(written.len() as u64) as usize];
-                let at = rng.below((REGION - r.len_bytes()) / 512 + 1) * 512;
+                let at = rng.below((region - r.len_bytes()) / 512 + 1) * 512;
                 enc.write(at, b, false);
             }
-            13 => {
+            13 if damage => {
                 let rec = RecordId {
                     stream: 0,
                     seq: rng.range(1, 20),
-                    offset: rng.below(REGION / 512 - 8) * 512,
+                    offset: rng.below(region / 512 - 8) * 512,
                     sectors: 8,
                     write_time_ns: t,
                 };
@@ -188,8 +204,8 @@ fn random_log(seed: u64, steps: usize) -> (Vec<u8>, Vec<Ack>) {
                 fill_record(&mut buf, &other_key, OTHER, &rec);
                 enc.write(rec.offset, &buf, false);
             }
-            14 => {
-                let at = rng.below(REGION / 512 - 4) * 512;
+            14 if damage => {
+                let at = rng.below(region / 512 - 4) * 512;
                 enc.discard(at, rng.range(1, 4) * 512);
             }
             15 if !written.is_empty() => {
@@ -287,6 +303,7 @@ fn the_incremental_judge_agrees_with_a_whole_verify_on_random_logs() {
                 full_verify: full,
                 for_drops: false,
                 read_timeout: Duration::from_secs(30),
+                part: None,
             };
             main_pass(reader, &image, &d, &acks, o).unwrap_or_else(|e| panic!("{e:?}"))
         };

@@ -85,6 +85,19 @@ impl ScratchImage {
     /// An entry past the end of the data device (the run's target size, or the base
     /// image's) is refused: the log is not of this run's device.
     pub fn apply(&self, e: &Entry) -> io::Result<()> {
+        self.check_bounds(e)?;
+        if e.is_write() {
+            self.file.write_all_at(&e.data, e.offset)
+        } else if e.is_discard() {
+            self.zero(e.offset, e.len)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The refusal [`ScratchImage::apply`] gives an entry past the data device's end,
+    /// for an entry a part does not apply (the log is refused whatever the part).
+    pub fn check_bounds(&self, e: &Entry) -> io::Result<()> {
         if (e.is_write() || e.is_discard()) && e.offset.saturating_add(e.len) > self.limit_bytes {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -97,13 +110,7 @@ impl ScratchImage {
                 ),
             ));
         }
-        if e.is_write() {
-            self.file.write_all_at(&e.data, e.offset)
-        } else if e.is_discard() {
-            self.zero(e.offset, e.len)
-        } else {
-            Ok(())
-        }
+        Ok(())
     }
 
     /// Zeroes [offset, offset + len): a discard, which the log does not say the contents

@@ -22,29 +22,32 @@ pub mod encode;
 pub mod format;
 pub mod image;
 mod judge;
+pub mod parts;
+pub mod parts_plan;
+#[cfg(test)]
+mod parts_tests;
 pub mod replay;
 #[cfg(test)]
 mod run_tests;
+mod summary;
 #[cfg(test)]
 mod tests;
 pub mod track;
 
-use crate::model::{RunLog, RunSelector, Verdict};
+use crate::model::{RunDescriptor, RunLog, RunSelector};
 use crate::record::RunId;
 use crate::verify::temp_log::TempLog;
 use crate::verify::{AckSource, VerifyError, VerifyOptions};
 use crate::wire::auth::Key;
-use drops::DropState;
 use format::{FormatError, LogReader};
 use replay::PassError;
-use serde::Serialize;
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub const REPLAY_FORMAT: &str = "plugpull-replay/1";
+use summary::{Counts, summarise};
+pub use summary::{REPLAY_FORMAT, ReplaySummary, outcome};
 
 /// What `plugpull replay` is asked to do.
 #[derive(Debug, Clone)]
@@ -98,6 +101,13 @@ pub enum ReplayError {
     Acks(#[from] VerifyError),
     #[error(transparent)]
     Memory(#[from] budget::TooBig),
+    #[error(transparent)]
+    PartsMemory(#[from] budget::PieceTooBig),
+    #[error(
+        "the log {} changed while it was judged in parts (part {part}'s durable points are not the first part's): judge a copy of the log that nothing writes to",
+        .path.display()
+    )]
+    LogChanged { path: PathBuf, part: usize },
     #[error("the scratch image in {}", .dir.display())]
     Scratch {
         dir: PathBuf,
@@ -109,107 +119,6 @@ pub enum ReplayError {
         "replay could not read back a replayed state, so there is no summary: free some memory (or replay on a machine with more free) and replay again"
     )]
     ReadBuffers(#[source] io::Error),
-}
-
-/// What a replay found (the JSON of `plugpull replay --json`).
-#[derive(Debug, Clone, Serialize)]
-pub struct ReplaySummary {
-    pub format: &'static str,
-    pub log: String,
-    #[serde(with = "crate::model::run_id_hex")]
-    pub run: RunId,
-    pub sector_bytes: u32,
-    pub entries: u64,
-    pub flushes: u64,
-    pub fua_writes: u64,
-    pub discards: u64,
-    /// The names of the first [`replay::MAX_MARKS`] marks (a note counts them all).
-    pub marks: Vec<String>,
-    /// The run's acks at the witness.
-    pub acks: usize,
-    /// Of those, the ones the log made durable (the rest were never judged).
-    pub acks_durable_in_log: usize,
-    /// Sectors of the run the log wrote that belong to no ack (unacked writes).
-    pub unacked_sectors: u64,
-    pub durable_points: usize,
-    pub durable_points_as_expected: usize,
-    /// Durable points by verdict ("PASS", "INCONCLUSIVE" before the first ack, ...).
-    pub point_verdicts: BTreeMap<&'static str, usize>,
-    pub drop_states: usize,
-    pub drop_states_as_expected: usize,
-    /// Drop states by expected verdict.
-    pub drop_expected: BTreeMap<&'static str, usize>,
-    pub drops: Vec<DropState>,
-    pub seed: u64,
-    /// One line per verdict that disagrees with its expectation (past
-    /// [`replay::MAX_DISAGREEMENT_LINES`] durable points, one line counting the rest).
-    pub disagreement_lines: Vec<String>,
-    pub disagreements: usize,
-    pub replay_ms: f64,
-    /// Judging the durable points: milliseconds per point and bytes read.
-    pub judge_ms_per_point: f64,
-    pub judge_bytes_read: u64,
-    /// Warnings (acks the log never made durable, ...).
-    pub notes: Vec<String>,
-}
-
-impl ReplaySummary {
-    /// The summary line: `replayed 412 durable points (412 PASS as expected), 20 drop
-    /// states (10 FAIL, 10 PASS as expected): 0 disagreements`; with disagreements the
-    /// parentheses say how many were as expected.
-    pub fn line(&self) -> String {
-        let drop_verdicts: BTreeMap<&'static str, usize> =
-            self.drops.iter().fold(BTreeMap::new(), |mut m, d| {
-                *m.entry(d.verdict.name()).or_insert(0) += 1;
-                m
-            });
-        format!(
-            "replayed {} durable points ({}), {} drop states ({}): {} disagreements",
-            self.durable_points,
-            tally(
-                &self.point_verdicts,
-                self.durable_points_as_expected,
-                self.durable_points
-            ),
-            self.drop_states,
-            tally(
-                &drop_verdicts,
-                self.drop_states_as_expected,
-                self.drop_states
-            ),
-            self.disagreements
-        )
-    }
-
-    /// The text output: notes, disagreements, then the summary line.
-    pub fn to_text(&self) -> String {
-        let mut out = String::new();
-        for n in &self.notes {
-            out.push_str(&format!("note: {n}\n"));
-        }
-        for d in &self.disagreement_lines {
-            out.push_str(&format!("DISAGREEMENT: {d}\n"));
-        }
-        if self.drop_states > 0 {
-            out.push_str(&format!("drop states chosen with --seed {}\n", self.seed));
-        }
-        out.push_str(&self.line());
-        out.push('\n');
-        out
-    }
-}
-
-/// "2 FAIL, 3 PASS as expected", or "2 FAIL, 3 PASS; 3 as expected" when some were not.
-fn tally(verdicts: &BTreeMap<&'static str, usize>, as_expected: usize, total: usize) -> String {
-    if total == 0 {
-        return "none".into();
-    }
-    let list: Vec<String> = verdicts.iter().map(|(v, n)| format!("{n} {v}")).collect();
-    if as_expected == total {
-        format!("{} as expected", list.join(", "))
-    } else {
-        format!("{}; {as_expected} as expected", list.join(", "))
-    }
 }
 
 fn open_log(path: &Path) -> Result<LogReader<BufReader<File>>, ReplayError> {
@@ -246,7 +155,11 @@ fn run_in_log(path: &Path) -> Result<RunId, ReplayError> {
 /// How many acks a streamable log file holds, counted without holding them, and its
 /// run: the run is checked first, so an ack log of another run is refused as such and
 /// not for its size.
-fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<u64, ReplayError> {
+fn acks_in_file(
+    path: &Path,
+    key: Option<&Key>,
+    run: RunId,
+) -> Result<(u64, RunDescriptor), ReplayError> {
     let mut n = 0u64;
     let (log, _) =
         crate::witness::store::reader::stream_log_file(path, key, &mut |a| n += a.len() as u64)
@@ -261,43 +174,52 @@ fn acks_in_file(path: &Path, key: Option<&Key>, run: RunId) -> Result<u64, Repla
         }
         .into());
     }
-    Ok(n)
+    Ok((n, log.descriptor))
 }
 
-/// The run's acks, counted and checked against `--memory` (with the log's `entries`)
-/// before they are loaded: from the ack file (a log in a witness directory with a
-/// journal is first copied with the journal overlaid, as verify does), or fetched from
-/// the witness into a temporary file first (in TMPDIR, removed after), as `verify
-/// --witness` does.
-fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, ReplayError> {
-    let key = crate::wire::auth::load_key(o.key_file.as_deref())
-        .map_err(|e| VerifyError::Key(e.into()))?;
-    let check = |acks| budget::check(acks, entries, o.drops > 0, o.full_verify, o.memory_bytes);
+/// The run's acks as a file replay can stream: the ack file, its copy with the journal
+/// overlaid (a log in a witness directory with a journal, as verify reads it), or a
+/// fetch from the witness (as `verify --witness` does); the copies are in TMPDIR,
+/// removed with `_copy`.
+struct AckFile {
+    path: PathBuf,
+    _copy: TempLog,
+    acks: u64,
+    descriptor: RunDescriptor,
+}
+
+fn ack_file(o: &ReplayOptions, run: RunId, key: Option<&Key>) -> Result<AckFile, ReplayError> {
     let copy = TempLog::new("replay");
-    let file =
-        match &o.acks {
-            AckSource::File(path) => {
-                let overlaid = crate::witness::store::reader::copy_overlaid(path, &copy.0)
-                    .map_err(|e| VerifyError::ReadingAcks {
+    match &o.acks {
+        AckSource::File(path) => {
+            let overlaid =
+                crate::witness::store::reader::copy_overlaid(path, &copy.0).map_err(|e| {
+                    VerifyError::ReadingAcks {
                         path: path.clone(),
                         source: e.into(),
-                    })?;
-                let file = if overlaid.is_some() {
-                    copy.0.clone()
-                } else {
-                    path.clone()
-                };
-                check(acks_in_file(&file, key.as_ref(), run)?)?;
-                file
-            }
-            AckSource::Witness(addr) => {
-                let f = copy
-                    .fetch_into(addr, &RunSelector::Run(run), key.as_ref())
-                    .map_err(|e| VerifyError::Fetch(e.into()))?;
-                // As verify: a witness that sends another run is refused as such, before
-                // its acks are counted against --memory.
-                if f.descriptor.run_id != run {
-                    return Err(VerifyError::Fetch(
+                    }
+                })?;
+            let file = if overlaid.is_some() {
+                copy.0.clone()
+            } else {
+                path.clone()
+            };
+            let (acks, descriptor) = acks_in_file(&file, key, run)?;
+            Ok(AckFile {
+                path: file,
+                _copy: copy,
+                acks,
+                descriptor,
+            })
+        }
+        AckSource::Witness(addr) => {
+            let f = copy
+                .fetch_into(addr, &RunSelector::Run(run), key)
+                .map_err(|e| VerifyError::Fetch(e.into()))?;
+            // As verify: a witness that sends another run is refused as such, before
+            // its acks are counted against --memory.
+            if f.descriptor.run_id != run {
+                return Err(VerifyError::Fetch(
                     format!(
                         "asked the witness at {addr} for run {run} and it sent run {}: not judged",
                         f.descriptor.run_id
@@ -305,14 +227,22 @@ fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, Repl
                     .into(),
                 )
                 .into());
-                }
-                check(f.acks)?;
-                copy.0.clone()
             }
-        };
+            Ok(AckFile {
+                path: copy.0.clone(),
+                _copy: copy,
+                acks: f.acks,
+                descriptor: f.descriptor,
+            })
+        }
+    }
+}
+
+/// The run's acks loaded whole from `file`, checked as verify checks them.
+fn load_acks(o: &ReplayOptions, run: RunId, file: &AckFile) -> Result<RunLog, ReplayError> {
     let vo = VerifyOptions {
         target: o.log.clone(),
-        acks: AckSource::File(file),
+        acks: AckSource::File(file.path.clone()),
         key_file: o.key_file.clone(),
         run: Some(run),
         allow_identity_mismatch: true,
@@ -328,7 +258,112 @@ fn load_acks(o: &ReplayOptions, run: RunId, entries: u64) -> Result<RunLog, Repl
     Ok(log)
 }
 
-/// Replays the log: every durable point, then the drop states.
+/// The scratch image for the run's data device.
+fn scratch(o: &ReplayOptions, d: &RunDescriptor) -> Result<image::ScratchImage, ReplayError> {
+    let s = &d.settings;
+    let size = d
+        .device
+        .size_bytes
+        .max(s.region_offset.saturating_add(s.region_bytes));
+    let dir = o.scratch_dir.clone().unwrap_or_else(std::env::temp_dir);
+    image::ScratchImage::create(&dir, size, o.base.as_deref())
+        .map_err(|source| ReplayError::Scratch { dir, source })
+}
+
+fn pass_error(o: &ReplayOptions, e: PassError) -> ReplayError {
+    match e {
+        PassError::Format(source) => ReplayError::Format {
+            path: o.log.clone(),
+            source,
+        },
+        PassError::Image(source) => ReplayError::Scratch {
+            dir: o.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
+            source,
+        },
+        PassError::ReadBuffers(source) => ReplayError::ReadBuffers(source),
+    }
+}
+
+/// A fresh reader of the log from its start (for each part, each drop state).
+fn reopen(path: &Path) -> Result<LogReader<BufReader<File>>, FormatError> {
+    let f = File::open(path).map_err(FormatError::Io)?;
+    let len = f.metadata().map_err(FormatError::Io)?.len();
+    LogReader::new(
+        BufReader::with_capacity(1 << 20, f),
+        (len > 0).then_some(len),
+    )
+}
+
+/// A run too big to judge whole, judged in parts of the region (`parts`), each within
+/// `--memory`.
+fn run_in_parts(
+    o: &ReplayOptions,
+    file: &AckFile,
+    key: Option<&Key>,
+    t0: Instant,
+) -> Result<ReplaySummary, ReplayError> {
+    let d = &file.descriptor;
+    let mut stream = |sink: &mut dyn FnMut(&[crate::model::Ack])| {
+        crate::witness::store::reader::stream_log_file(&file.path, key, sink)
+            .map(|(log, _)| log)
+            .map_err(|e| VerifyError::ReadingAcks {
+                path: file.path.clone(),
+                source: e.into(),
+            })
+    };
+    let histogram = parts::survey(d, &mut stream)?;
+    let shape = parts::shape(open_log(&o.log)?).map_err(|source| ReplayError::Format {
+        path: o.log.clone(),
+        source,
+    })?;
+    let room = budget::part_room_acks(shape, o.memory_bytes);
+    let plan = histogram
+        .cut(room)
+        .map_err(|(range, acks)| budget::PieceTooBig {
+            total_acks: file.acks,
+            range,
+            acks,
+            bucket_bytes: histogram.bucket_bytes(),
+            durable_points: shape.durable_points,
+            need_bytes: budget::part_need_bytes(acks, shape),
+            budget_bytes: o.memory_bytes,
+        })?;
+    let image = scratch(o, d)?;
+    let sector_bytes = open_log(&o.log)?.sup.sector_bytes;
+    let open = || reopen(&o.log);
+    let judged = parts::judge_in_parts(
+        &open,
+        &image,
+        d,
+        &mut stream,
+        &plan,
+        shape.durable_points,
+        o.read_timeout,
+    )
+    .map_err(|e| match e {
+        parts::PartsError::Pass(e) => pass_error(o, e),
+        parts::PartsError::Acks(e) => e.into(),
+        parts::PartsError::LogChanged { part } => ReplayError::LogChanged {
+            path: o.log.clone(),
+            part,
+        },
+    })?;
+    let counts = Counts {
+        log: o.log.display().to_string(),
+        seed: o.seed,
+        drops_asked: o.drops,
+        memory_bytes: o.memory_bytes,
+        run: d.run_id,
+        acks: file.acks as usize,
+        acks_durable: judged.acks_durable,
+        sector_bytes,
+        parts: plan.len(),
+    };
+    Ok(summarise(counts, judged.pass, vec![], t0))
+}
+
+/// Replays the log: every durable point, then the drop states; in parts of the region
+/// when the run does not fit `--memory` whole.
 pub fn run(o: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     let t0 = Instant::now();
     let run = match o.run {
@@ -338,31 +373,24 @@ pub fn run(o: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
     // The entries the pass can replay (the super block's count, within the log's
     // length): with the run's acks, what the replay will hold, checked before either is.
     let entries = open_log(&o.log)?.entries_at_most();
-    let log = load_acks(o, run, entries)?;
-    let s = &log.descriptor.settings;
-    let size = log
-        .descriptor
-        .device
-        .size_bytes
-        .max(s.region_offset.saturating_add(s.region_bytes));
-    let dir = o.scratch_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let image = image::ScratchImage::create(&dir, size, o.base.as_deref()).map_err(|source| {
-        ReplayError::Scratch {
-            dir: dir.clone(),
-            source,
-        }
-    })?;
-    let pass_err = |e: PassError| match e {
-        PassError::Format(source) => ReplayError::Format {
-            path: o.log.clone(),
-            source,
-        },
-        PassError::Image(source) => ReplayError::Scratch {
-            dir: dir.clone(),
-            source,
-        },
-        PassError::ReadBuffers(source) => ReplayError::ReadBuffers(source),
-    };
+    let key = crate::wire::auth::load_key(o.key_file.as_deref())
+        .map_err(|e| VerifyError::Key(e.into()))?;
+    let file = ack_file(o, run, key.as_ref())?;
+    let whole_only = o.drops > 0 || o.full_verify;
+    match budget::check(
+        file.acks,
+        entries,
+        o.drops > 0,
+        o.full_verify,
+        o.memory_bytes,
+    ) {
+        Ok(()) => {}
+        Err(too_big) if whole_only => return Err(too_big.into()),
+        Err(_) => return run_in_parts(o, &file, key.as_ref(), t0),
+    }
+    let log = load_acks(o, run, &file)?;
+    drop(file);
+    let image = scratch(o, &log.descriptor)?;
     let reader = open_log(&o.log)?;
     let sector_bytes = reader.sup.sector_bytes;
     let pass = replay::main_pass(
@@ -374,152 +402,29 @@ pub fn run(o: &ReplayOptions) -> Result<ReplaySummary, ReplayError> {
             full_verify: o.full_verify,
             for_drops: o.drops > 0,
             read_timeout: o.read_timeout,
+            part: None,
         },
     )
-    .map_err(pass_err)?;
+    .map_err(|e| pass_error(o, e))?;
     let plans = drops::plan(&pass, &log.acks, o.drops, o.seed);
-    let open = || {
-        let f = File::open(&o.log).map_err(FormatError::Io)?;
-        let len = f.metadata().map_err(FormatError::Io)?.len();
-        LogReader::new(
-            BufReader::with_capacity(1 << 20, f),
-            (len > 0).then_some(len),
-        )
-    };
+    let open = || reopen(&o.log);
     let mut states = vec![];
     for p in &plans {
         states.push(
-            drops::run_plan(p, &open, &image, &pass, &log, o.read_timeout).map_err(pass_err)?,
+            drops::run_plan(p, &open, &image, &pass, &log, o.read_timeout)
+                .map_err(|e| pass_error(o, e))?,
         );
     }
-    Ok(summarise(o, &log, sector_bytes, pass, states, t0))
-}
-
-fn summarise(
-    o: &ReplayOptions,
-    log: &RunLog,
-    sector_bytes: u32,
-    mut pass: replay::MainPass,
-    states: Vec<DropState>,
-    t0: Instant,
-) -> ReplaySummary {
-    let mut point_verdicts = BTreeMap::new();
-    for p in &pass.points {
-        *point_verdicts.entry(p.verdict.name()).or_insert(0) += 1;
-    }
-    let mut drop_expected = BTreeMap::new();
-    for d in &states {
-        *drop_expected.entry(d.expected.name()).or_insert(0) += 1;
-    }
-    let as_expected = pass
-        .points
-        .iter()
-        .filter(|p| p.verdict == p.expected)
-        .count();
-    let points_disagreeing = pass.points.len() - as_expected;
-    let mut lines = std::mem::take(&mut pass.disagreements);
-    if points_disagreeing > lines.len() {
-        lines.push(format!(
-            "{} more durable points disagree, not listed (the first {} are)",
-            crate::units::thousands((points_disagreeing - lines.len()) as u64),
-            lines.len()
-        ));
-    }
-    let drops_disagreeing = states.iter().filter(|d| !d.agrees).count();
-    for d in states.iter().filter(|d| !d.agrees) {
-        lines.push(format!(
-            "drop state ({}) at log entry {} without entries {:?} ({} acks): expected {}{}, verify says {}{}",
-            match d.kind {
-                drops::DropKind::Acked => "an acked write left out",
-                drops::DropKind::Unacked => "unacked writes left out",
-            },
-            d.judged_at_entry,
-            d.dropped_entries,
-            d.acks,
-            d.expected.name(),
-            if d.expected_lost.is_empty() {
-                String::new()
-            } else {
-                format!(" naming {}", d.expected_lost.join(", "))
-            },
-            d.verdict.name(),
-            if d.found.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", d.found.join("; "))
-            }
-        ));
-    }
-    let mut notes = vec![];
-    if let Some(first) = pass.first_never_durable.map(|a| a.record) {
-        notes.push(format!(
-            "{} of the run's {} acks have no durable write in the log (first: stream {} seq {}); they were never judged: was the run written through the log-writes target from its start?",
-            pass.never_durable,
-            log.acks.len(),
-            first.stream,
-            first.seq
-        ));
-    }
-    if pass.marks_total > pass.marks.len() as u64 {
-        notes.push(format!(
-            "the log has {} marks; the first {} are listed",
-            crate::units::thousands(pass.marks_total),
-            pass.marks.len()
-        ));
-    }
-    if pass.uncounted_entries {
-        notes.push(format!(
-            "more entries follow the {} the log's super block counts; they were not replayed: the kernel writes the final count at `dmsetup remove` (and at FUA writes and marks), so remove the target before reading its log",
-            pass.entries
-        ));
-    }
-    if o.drops > 0 && states.len() < o.drops as usize {
-        notes.push(format!(
-            "{} of {} drop states found candidates (an acked drop needs a durable write of an acked record; an unacked drop a write after the last durable point)",
-            states.len(),
-            o.drops
-        ));
-    }
-    let disagreements = points_disagreeing + drops_disagreeing;
-    ReplaySummary {
-        format: REPLAY_FORMAT,
+    let counts = Counts {
         log: o.log.display().to_string(),
-        run: log.descriptor.run_id,
-        sector_bytes,
-        entries: pass.entries,
-        flushes: pass.flushes,
-        fua_writes: pass.fua_writes,
-        discards: pass.discards,
-        marks: pass.marks,
-        acks: log.acks.len(),
-        acks_durable_in_log: pass.acks.len(),
-        unacked_sectors: pass.unacked_sectors,
-        durable_points: pass.points.len(),
-        durable_points_as_expected: as_expected,
-        point_verdicts,
-        drop_states: states.len(),
-        drop_states_as_expected: states.iter().filter(|d| d.agrees).count(),
-        drop_expected,
-        drops: states,
         seed: o.seed,
-        disagreement_lines: lines,
-        disagreements,
-        replay_ms: t0.elapsed().as_secs_f64() * 1e3,
-        judge_ms_per_point: if pass.points.is_empty() {
-            0.0
-        } else {
-            pass.judge_ms / pass.points.len() as f64
-        },
-        judge_bytes_read: pass.bytes_read,
-        notes,
-    }
-}
-
-/// The exit verdict of a summary: PASS with no disagreement, else FAIL.
-pub fn outcome(s: &ReplaySummary) -> Verdict {
-    if s.disagreements == 0 {
-        Verdict::Pass
-    } else {
-        Verdict::Fail
-    }
+        drops_asked: o.drops,
+        memory_bytes: o.memory_bytes,
+        run: log.descriptor.run_id,
+        acks: log.acks.len(),
+        acks_durable: pass.acks.len(),
+        sector_bytes,
+        parts: 1,
+    };
+    Ok(summarise(counts, pass, states, t0))
 }

@@ -112,18 +112,65 @@ pub struct PassOptions {
     /// Keep what drop states are planned from (`MainPass::writes`, `ackable_at`).
     pub for_drops: bool,
     pub read_timeout: Duration,
+    /// Judged in parts (`parts`): the byte range [start, end) of this part. Only entries
+    /// touching it are applied, and only stamps at homes in it count as unacked, so each
+    /// sector is counted by one part.
+    pub part: Option<(u64, u64)>,
 }
+
+/// One judged durable point as a part gives it to [`main_pass_with`]'s caller: its
+/// index, the point, and the report it came from (for the losses it names).
+pub type PointSink<'s> = dyn FnMut(usize, &Point, &Report) + 's;
 
 /// Replays every entry of `reader` into `image`, judging each durable point.
 pub fn main_pass<R: Read>(
-    mut reader: LogReader<R>,
+    reader: LogReader<R>,
     image: &ScratchImage,
     descriptor: &RunDescriptor,
     witness_acks: &[Ack],
     o: PassOptions,
 ) -> Result<MainPass, PassError> {
+    let mut points = vec![];
+    let mut lines = vec![];
+    let mut pass = main_pass_with(
+        reader,
+        image,
+        descriptor,
+        witness_acks,
+        o,
+        &mut |k, point, report| {
+            if point.verdict != point.expected && lines.len() < MAX_DISAGREEMENT_LINES {
+                lines.push(format!(
+                    "durable point {k} (log entry {}, {} acks): expected {}, verify says {}: {}{}",
+                    point.entry,
+                    point.acks,
+                    point.expected.name(),
+                    point.verdict.name(),
+                    report.summary,
+                    losses_suffix(report)
+                ));
+            }
+            points.push(point.clone());
+        },
+    )?;
+    pass.points = points;
+    pass.disagreements = lines;
+    Ok(pass)
+}
+
+/// [`main_pass`] handing each judged point to `sink` instead of keeping it: the
+/// returned pass has no points and no disagreement lines.
+pub fn main_pass_with<R: Read>(
+    mut reader: LogReader<R>,
+    image: &ScratchImage,
+    descriptor: &RunDescriptor,
+    witness_acks: &[Ack],
+    o: PassOptions,
+    sink: &mut PointSink,
+) -> Result<MainPass, PassError> {
     let dev = image.device();
     let mut tracker = Tracker::new(descriptor.run_id, witness_acks, o.for_drops);
+    tracker.part = o.part;
     let mut judge = PointJudge::new(
         descriptor.clone(),
         witness_acks,
@@ -153,13 +200,21 @@ pub fn main_pass<R: Read>(
         bytes_read: 0,
         uncounted_entries: false,
     };
+    let mut points = 0usize;
     for e in reader.by_ref() {
         let e: Entry = e.map_err(PassError::Format)?;
         pass.entries += 1;
         count(&mut pass, &e);
-        tracker.note(&e, pass.points.len());
-        image.apply(&e).map_err(PassError::Image)?;
-        if e.is_write() || e.is_discard() {
+        tracker.note(&e, points);
+        let touches = o
+            .part
+            .is_none_or(|(s, end)| e.offset < end && e.offset.saturating_add(e.len) > s);
+        if touches {
+            image.apply(&e).map_err(PassError::Image)?;
+        } else {
+            image.check_bounds(&e).map_err(PassError::Image)?;
+        }
+        if touches && (e.is_write() || e.is_discard()) {
             judge.note_dirty(e.offset, e.len);
         }
         if !e.is_durable_point() {
@@ -168,7 +223,7 @@ pub fn main_pass<R: Read>(
         let ready = tracker.take_ackable();
         if o.for_drops {
             for &i in &ready {
-                pass.ackable_at[i] = Some(pass.points.len() as u32);
+                pass.ackable_at[i] = Some(points as u32);
             }
         }
         judge.add(ready);
@@ -193,19 +248,8 @@ pub fn main_pass<R: Read>(
                 .copied()
                 .unwrap_or(0) as u32,
         };
-        if point.verdict != point.expected && pass.disagreements.len() < MAX_DISAGREEMENT_LINES {
-            pass.disagreements.push(format!(
-                "durable point {} (log entry {}, {} acks): expected {}, verify says {}: {}{}",
-                pass.points.len(),
-                e.index,
-                point.acks,
-                point.expected.name(),
-                point.verdict.name(),
-                report.summary,
-                losses_suffix(&report)
-            ));
-        }
-        pass.points.push(point);
+        sink(points, &point, &report);
+        points += 1;
     }
     let (never, first) = tracker.never_ackable();
     pass.never_durable = never;

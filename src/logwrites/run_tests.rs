@@ -183,9 +183,9 @@ fn an_ack_file_of_another_run_is_refused_as_such_before_the_memory_check() {
         }
         other => panic!("{other:?}"),
     }
-    // The run's own file is then checked against the budget.
+    // The run's own file is then checked against the budget (too small even for parts).
     let o = c.options(&log, AckSource::File(c.ack_file(RUN, &acks)), 1);
-    assert!(matches!(run(&o), Err(ReplayError::Memory(_))));
+    assert!(matches!(run(&o), Err(ReplayError::PartsMemory(_))));
 }
 
 /// A witness that answers one fetch, whatever run it asks for, with `sent`'s descriptor
@@ -249,7 +249,7 @@ fn a_witness_that_sends_another_run_is_refused_before_the_memory_check() {
         1,
     );
     match run(&o) {
-        Err(ReplayError::Memory(m)) => assert_eq!(m.acks, 3),
+        Err(ReplayError::PartsMemory(m)) => assert_eq!(m.total_acks, 3),
         other => panic!("{other:?}"),
     }
     assert_eq!(temp_ack_logs_left(), Vec::<PathBuf>::new());
@@ -302,7 +302,7 @@ fn a_journaled_witness_directory_log_is_replayed_and_counted_with_its_journal() 
     );
     assert_eq!(s.disagreements, 0, "{:?}", s.disagreement_lines);
     match run(&c.options(&log, AckSource::File(path), 1)) {
-        Err(ReplayError::Memory(m)) => assert_eq!(m.acks, 40),
+        Err(ReplayError::PartsMemory(m)) => assert_eq!(m.total_acks, 40),
         other => panic!("{other:?}"),
     }
     assert_eq!(temp_ack_logs_left(), Vec::<PathBuf>::new());

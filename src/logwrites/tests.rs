@@ -199,6 +199,7 @@ impl Fixture {
                 full_verify: full,
                 for_drops: true,
                 read_timeout: Duration::from_secs(30),
+                part: None,
             },
         )
         .unwrap_or_else(|e| panic!("{e:?}"))
@@ -412,6 +413,7 @@ fn mangled_logs_never_panic_the_reader_or_the_replay() {
                 full_verify: false,
                 for_drops: true,
                 read_timeout: Duration::from_secs(30),
+                part: None,
             },
         );
     }

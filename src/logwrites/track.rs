@@ -46,6 +46,10 @@ pub struct Tracker<'a> {
     ready: Vec<usize>,
     /// Sectors stamped by the run that belong to no ack (written but never acked).
     pub unacked_sectors: u64,
+    /// Judged in parts: the byte range [start, end) of this part. Writes elsewhere hold
+    /// none of its acks' sectors, and a stamp is counted unacked only at a home in it,
+    /// so the parts' counts add up to the whole run's.
+    pub part: Option<(u64, u64)>,
 }
 
 impl<'a> Tracker<'a> {
@@ -68,6 +72,7 @@ impl<'a> Tracker<'a> {
             writes: keep_writes.then(Vec::new),
             ready: vec![],
             unacked_sectors: 0,
+            part: None,
         }
     }
 
@@ -99,12 +104,16 @@ impl<'a> Tracker<'a> {
             return;
         }
         let mut held: Vec<(usize, u32)> = vec![];
-        if e.is_write() {
+        let (part_start, part_end) = self.part.unwrap_or((0, u64::MAX));
+        let touches = e.offset < part_end && e.offset.saturating_add(e.len) > part_start;
+        if e.is_write() && touches {
             for (k, sector) in e.data.chunks_exact(SECTOR).enumerate() {
                 let Ok(st) = decode_stamp(sector) else {
                     continue;
                 };
-                if st.run != self.run || st.home() != e.offset + (k * SECTOR) as u64 {
+                let home = e.offset + (k * SECTOR) as u64;
+                if st.run != self.run || st.home() != home || home < part_start || home >= part_end
+                {
                     continue;
                 }
                 match self.find(st.record.stream, st.record.seq) {

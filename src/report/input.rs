@@ -133,6 +133,28 @@ pub enum InputError {
     },
     #[error("no plugpull verify reports in the input (make them with `plugpull verify --json`)")]
     NoReports,
+    #[error(
+        "{label}: a fleet matrix ({format}) is rendered on its own page: give it as the only input"
+    )]
+    FleetWithOthers { label: String, format: String },
+    #[error(
+        "{label}: a fleet matrix of format {format}, which this plugpull does not read (it reads {}): render it with the plugpull that made it",
+        crate::fleet::FLEET_FORMAT
+    )]
+    FleetFormat { label: String, format: String },
+    #[error("{label}: malformed fleet matrix")]
+    FleetMalformed {
+        label: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// What the inputs hold: verify reports (a run, or a campaign's cycles), or one fleet
+/// matrix.
+pub enum Inputs {
+    Cycles(Vec<Cycle>),
+    Fleet(Box<crate::fleet::Matrix>),
 }
 
 /// A report and where it came from ("file.json", "campaign.jsonl:3", or a cycle number).
@@ -216,11 +238,8 @@ pub fn parse(name: &str, text: &str, notes: &mut Vec<String>) -> Result<Vec<Cycl
     Ok(out)
 }
 
-/// Reads every input file ("-" is stdin) in order.
-pub fn load(
-    paths: &[std::path::PathBuf],
-    notes: &mut Vec<String>,
-) -> Result<Vec<Cycle>, InputError> {
+/// Reads every input file ("-" is stdin) in order: its name and its text.
+fn read_all(paths: &[std::path::PathBuf]) -> Result<Vec<(String, String)>, InputError> {
     let mut all = vec![];
     for p in paths {
         let text = if p == Path::new("-") {
@@ -237,12 +256,53 @@ pub fn load(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "stdin".into());
-        all.extend(parse(&name, &text, notes)?);
+        all.push((name, text));
+    }
+    Ok(all)
+}
+
+/// The format of `text` when it is one fleet matrix document (`plugpull-fleet/...`).
+fn fleet_format(text: &str) -> Option<(Value, String)> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    let f = v.get("format")?.as_str()?.to_string();
+    f.starts_with("plugpull-fleet/").then_some((v, f))
+}
+
+/// One fleet matrix, when the only input is one; an error when a matrix comes with other
+/// inputs or in a format this build does not read.
+fn fleet(texts: &[(String, String)]) -> Result<Option<crate::fleet::Matrix>, InputError> {
+    for (name, text) in texts {
+        let Some((v, format)) = fleet_format(text) else {
+            continue;
+        };
+        let label = name.clone();
+        if texts.len() > 1 {
+            return Err(InputError::FleetWithOthers { label, format });
+        }
+        if format != crate::fleet::FLEET_FORMAT {
+            return Err(InputError::FleetFormat { label, format });
+        }
+        return serde_json::from_value(v)
+            .map(Some)
+            .map_err(|source| InputError::FleetMalformed { label, source });
+    }
+    Ok(None)
+}
+
+/// Reads every input file ("-" is stdin) in order: one fleet matrix, or verify reports.
+pub fn load(paths: &[std::path::PathBuf], notes: &mut Vec<String>) -> Result<Inputs, InputError> {
+    let texts = read_all(paths)?;
+    if let Some(m) = fleet(&texts)? {
+        return Ok(Inputs::Fleet(Box::new(m)));
+    }
+    let mut all = vec![];
+    for (name, text) in &texts {
+        all.extend(parse(name, text, notes)?);
     }
     if all.is_empty() {
         return Err(InputError::NoReports);
     }
-    Ok(all)
+    Ok(Inputs::Cycles(all))
 }
 
 #[cfg(test)]

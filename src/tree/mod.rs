@@ -19,6 +19,7 @@
 pub mod budget;
 pub mod names;
 pub mod plan;
+mod uncached;
 pub mod verify;
 mod verify_run;
 pub mod write;

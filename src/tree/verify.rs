@@ -12,10 +12,10 @@
 //! Reading bypasses the page cache: O_DIRECT where the file system allows it, else
 //! posix_fadvise(DONTNEED) on the file before reading it (tmpfs, some FUSE file systems).
 
-use crate::device::AlignedBuf;
 use crate::model::{Ack, RunLog};
 use crate::record::{RecordId, RunId, RunKey, SECTOR, Stamp, decode_stamp, expected_sector};
 use crate::tree::plan::{Arrival, FileStep, TreePlan, TreeScale, plan};
+pub use crate::tree::uncached::read_uncached;
 use crate::tree::{FILE_STREAM, PLAN_VERSION};
 use crate::verify::classify::{SectorFinding, SectorTally, classify_sector};
 use crate::verify::report::Report;
@@ -23,8 +23,6 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// What one acknowledged file is, after the cut.
@@ -133,6 +131,12 @@ pub enum TreeVerifyError {
     /// A file ack whose name is not the one the plan gives its file (exit 3).
     #[error(transparent)]
     NameMismatch(#[from] crate::tree::names::NameMismatch),
+    /// A file's read buffer could not be allocated: no verdict (exit 2), as for a device
+    /// (`VerifyError::ReadBuffers`), rather than the file called unreadable.
+    #[error(
+        "verify could not read the tree's files, so there is no verdict: free some memory (or verify on a machine with more free) and verify again"
+    )]
+    ReadBuffers(#[source] std::io::Error),
 }
 
 /// Judges the tree of `log` under `dir`.
@@ -186,7 +190,7 @@ pub fn verify_tree(dir: &Path, log: &RunLog) -> Result<TreeReport, TreeVerifyErr
     let mut j = Judge::new(&root, dir, run, &p, log);
     let mut tallies = Vec::with_capacity(log.acks.len());
     for a in &log.acks {
-        tallies.push(j.judge_file(a, steps[&a.record.seq]));
+        tallies.push(j.judge_file(a, steps[&a.record.seq])?);
     }
     let (mut report, _) = crate::verify::judge_tallies(&log.acks, &tallies, &Default::default());
     report.run = Some(log.descriptor.clone());
@@ -261,28 +265,32 @@ impl<'a> Judge<'a> {
     }
 
     /// The sector tally of acked file `a` (for the device judge), recording its class.
-    fn judge_file(&mut self, a: &Ack, f: &FileStep) -> SectorTally {
+    /// An error only when the file's read buffer could not be had (no verdict then).
+    fn judge_file(&mut self, a: &Ack, f: &FileStep) -> Result<SectorTally, TreeVerifyError> {
         let rec = a.record;
         let mut t = SectorTally::default();
         if self.latest_acked[f.path.as_str()] != f.id {
             // A later acknowledged version replaced it; that one is judged.
             t.superseded = rec.sectors;
             self.classes.push(FileClass::Superseded);
-            return t;
+            return Ok(t);
         }
         let final_path = self.root.join(&f.path);
         let content = match self.read(&final_path) {
             Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => {
+                return Err(TreeVerifyError::ReadBuffers(e));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 t.blank = rec.sectors;
                 let (class, layer) = self.explain_missing(f);
                 self.finding(f, class, None, layer);
-                return t;
+                return Ok(t);
             }
             Err(e) => {
                 t.unreadable = rec.sectors;
                 self.finding(f, FileClass::Unreadable, None, format!("read failed: {e}"));
-                return t;
+                return Ok(t);
             }
         };
         let later = |id: u64| id > f.id;
@@ -297,7 +305,7 @@ impl<'a> Judge<'a> {
         if content.is_empty() && overwrite_under_way() {
             t.superseded = rec.sectors;
             self.classes.push(FileClass::Superseded);
-            return t;
+            return Ok(t);
         }
         // A later, unacknowledged version under the name: a legitimate replacement.
         if let Some(s) = first_stamp(&content)
@@ -307,7 +315,7 @@ impl<'a> Judge<'a> {
         {
             t.superseded = rec.sectors;
             self.classes.push(FileClass::Superseded);
-            return t;
+            return Ok(t);
         }
         for i in 0..rec.sectors {
             let at = i as usize * SECTOR;
@@ -338,7 +346,7 @@ impl<'a> Judge<'a> {
             let layer = layer_of(class, f);
             self.finding(f, class, Some(content.len() as u64), layer);
         }
-        t
+        Ok(t)
     }
 
     /// One sector of acked file `rec`: the device classifier's rules, with file
@@ -505,42 +513,6 @@ fn walk_strays(root: &Path, dir: &Path, run: RunId) -> HashMap<u64, PathBuf> {
         }
     }
     out
-}
-
-/// Reads a whole file bypassing the page cache: O_DIRECT when the file system accepts
-/// it, else drops the file's cached pages with posix_fadvise(DONTNEED) first.
-pub fn read_uncached(path: &Path) -> std::io::Result<(Vec<u8>, &'static str)> {
-    const ALIGN: usize = 4096;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-    {
-        let len = f.metadata()?.len() as usize;
-        let mut buf = AlignedBuf::try_new(len.div_ceil(ALIGN).max(1) * ALIGN)?;
-        let mut got = 0;
-        let direct_ok = loop {
-            match f.read(&mut buf[got..]) {
-                Ok(0) => break true,
-                Ok(n) => got += n,
-                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => break false,
-                Err(e) => return Err(e),
-            }
-            // A short read ends the file; the next offset would not be aligned.
-            if got % ALIGN != 0 || got >= buf.len() {
-                break true;
-            }
-        };
-        if direct_ok {
-            return Ok((buf[..got].to_vec(), "O_DIRECT"));
-        }
-    }
-    let mut f = File::open(path)?;
-    // SAFETY: plain syscall on an fd we own; offset 0, length 0 means the whole file.
-    unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    let mut v = Vec::new();
-    f.read_to_end(&mut v)?;
-    Ok((v, "posix_fadvise DONTNEED"))
 }
 
 /// The tree section for people: counts per file class, then each failing file.

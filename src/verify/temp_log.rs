@@ -87,7 +87,15 @@ fn register(path: &Path) -> Registered {
 
 impl Drop for TempLog {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        // As the handler does: never a file someone else put at the name.
+        let ours = std::fs::symlink_metadata(&self.0).is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid(2) has no preconditions.
+            m.file_type().is_file() && m.uid() == unsafe { libc::geteuid() }
+        });
+        if ours {
+            let _ = std::fs::remove_file(&self.0);
+        }
         // The part file is not removed here: the fetch removes its own on failure
         // (checking it is the file it made) and renames it on success.
         for (_, slot) in [self.1, self.3].into_iter().flatten() {
@@ -108,14 +116,67 @@ pub fn live() -> Vec<&'static CStr> {
 }
 
 /// Removes the live temporary logs: for a Ctrl-C handler, so async-signal-safe (atomic
-/// loads and unlink(2), no allocation).
+/// loads, lstat(2) and unlink(2), no allocation).
 pub fn unlink_live() {
     for slot in &LIVE {
         let p = slot.load(Ordering::SeqCst);
-        if !p.is_null() {
-            // SAFETY: unlink(2) is async-signal-safe; `p` is a NUL-terminated string
-            // that lives as long as the process (leaked by `TempLog::new`).
+        if p.is_null() {
+            continue;
+        }
+        // SAFETY: a non-null slot points to a NUL-terminated string that lives as long
+        // as the process (leaked by `register`).
+        let path = unsafe { CStr::from_ptr(p) };
+        if made_by_this_user(path) {
+            // SAFETY: unlink(2) is async-signal-safe; `p` is that same string.
             unsafe { libc::unlink(p) };
+        }
+    }
+}
+
+/// Whether `path` is a regular file of this process's user (lstat(2): a symlink is
+/// never one). Why: the name is known to anyone who saw the part file appear in a
+/// shared TMPDIR, and a file someone else put at it first is theirs, which root could
+/// otherwise unlink; a file of this user's is this process's (in a sticky TMPDIR no one
+/// else can put one there). Async-signal-safe: one lstat(2), no allocation.
+fn made_by_this_user(path: &CStr) -> bool {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: lstat(2) and geteuid(2) are async-signal-safe; `path` is NUL-terminated
+    // and `st` is a buffer of the size lstat writes, read only when it succeeded.
+    unsafe {
+        libc::lstat(path.as_ptr(), st.as_mut_ptr()) == 0 && {
+            let st = st.assume_init();
+            st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_uid == libc::geteuid()
+        }
+    }
+}
+
+/// The name a fetch into `output` writes first (`.NAME.PID-NANOS-N.part` beside it),
+/// registered for [`unlink_live`] until dropped: `plugpull fetch -o FILE` interrupted
+/// mid-fetch leaves nothing beside FILE, and FILE itself is replaced only when the
+/// whole run is in. Dropping it removes nothing: the fetch removes its own part file on
+/// failure and renames it on success.
+pub struct PartFile(pub PathBuf, Registered);
+
+impl PartFile {
+    pub fn beside(output: &Path) -> PartFile {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let n = MADE.fetch_add(1, Ordering::Relaxed);
+        let name = output
+            .file_name()
+            .map_or("fetch".into(), |n| n.to_string_lossy());
+        let part =
+            output.with_file_name(format!(".{name}.{}-{nanos}-{n}.part", std::process::id()));
+        let slot = register(&part);
+        PartFile(part, slot)
+    }
+}
+
+impl Drop for PartFile {
+    fn drop(&mut self) {
+        if let Some((_, slot)) = self.1 {
+            LIVE[slot].store(std::ptr::null_mut(), Ordering::SeqCst);
         }
     }
 }

@@ -63,6 +63,9 @@ pub struct Progress {
     gate: Mutex<Gate>,
     /// Mirrors `gate.failure.is_some()` for the hot path; the gate stays authoritative.
     failed: AtomicBool,
+    /// Writes still in flight when a failure stopped an io_uring stream, reaped (waited
+    /// for) before it ended and never acknowledged.
+    writes_reaped_after_failure: AtomicU64,
 }
 
 #[derive(Default)]
@@ -137,10 +140,21 @@ impl Progress {
     pub fn failure(&self) -> Option<Failure> {
         lock(&self.gate).failure.clone()
     }
+    /// Writes in flight when a failure stopped an io_uring stream, reaped unacknowledged.
+    pub fn writes_reaped_after_failure(&self) -> u64 {
+        self.writes_reaped_after_failure.load(Relaxed)
+    }
+    pub(super) fn count_reaped_after_failure(&self, writes: u64) {
+        self.writes_reaped_after_failure.fetch_add(writes, Relaxed);
+    }
+    /// Whether a failure was recorded (cheap: for the hot path).
+    pub(super) fn has_failed(&self) -> bool {
+        self.failed.load(Relaxed)
+    }
 
     /// Pushes the flushed batch `acks` unless a failure was recorded first, and counts
     /// it. Returns false if refused.
-    fn ack(&self, sink: &dyn AckSink, acks: &[Ack]) -> bool {
+    pub(super) fn ack(&self, sink: &dyn AckSink, acks: &[Ack]) -> bool {
         let Some(&last) = acks.last() else {
             return true;
         };
@@ -157,7 +171,7 @@ impl Progress {
         true
     }
 
-    fn fail(&self, f: Failure) {
+    pub(super) fn fail(&self, f: Failure) {
         let mut g = lock(&self.gate);
         if g.failure.is_none() {
             g.failure = Some(f);
@@ -219,7 +233,7 @@ pub fn run_streams_with(
     std::thread::scope(|s| {
         for (stream, ring) in (0..plan.streams).zip(buffers.rings) {
             let io = &io;
-            s.spawn(move || stream_loop(io, stream, ring));
+            s.spawn(move || stream_loop(plan, progress, stream, ring, |pipe| io_loop(io, pipe)));
         }
     });
 }
@@ -244,10 +258,15 @@ struct Io<'a> {
 const READY_GROUP: usize = 8;
 
 /// One stream: a generator thread prepares records (content hashing is most of the CPU
-/// cost) while this thread writes, flushes and acknowledges, so the device, not the
-/// hashing, sets the pace.
-fn stream_loop(io: &Io, stream: u16, ring: Vec<Prepared>) {
-    let plan = io.plan;
+/// cost) while this thread writes, flushes and acknowledges (`io_side`: the synchronous
+/// loop or the io_uring one), so the device, not the hashing, sets the pace.
+pub(super) fn stream_loop(
+    plan: &Plan,
+    progress: &Progress,
+    stream: u16,
+    ring: Vec<Prepared>,
+    io_side: impl FnOnce(&Pipe<Prepared>),
+) {
     let blank = RecordId {
         stream,
         seq: 0,
@@ -257,7 +276,7 @@ fn stream_loop(io: &Io, stream: u16, ring: Vec<Prepared>) {
     };
     let pipe = Pipe::new(ring);
     let panicked = |what: Box<dyn std::any::Any + Send>| {
-        io.progress.fail(Failure {
+        progress.fail(Failure {
             during: Failure::PANICKED,
             record: blank,
             error: panic_text(what.as_ref()),
@@ -299,7 +318,7 @@ fn stream_loop(io: &Io, stream: u16, ring: Vec<Prepared>) {
                 pipe.close();
             }
         });
-        if let Err(what) = catch_unwind(AssertUnwindSafe(|| io_loop(io, &pipe))) {
+        if let Err(what) = catch_unwind(AssertUnwindSafe(|| io_side(&pipe))) {
             panicked(what);
         }
         pipe.close();
@@ -403,7 +422,7 @@ const MERGE_NS: u64 = 50_000_000;
 /// against 0.07 with one (perf, /dev/shm). A stalled flush leaves the last
 /// samples before it unshown until the stream goes on or ends; the acked counts, which
 /// decisions wait for, are exact at once (`Gate`).
-struct StreamLatency<'a> {
+pub(super) struct StreamLatency<'a> {
     shared: &'a Histogram,
     local: LocalHistogram,
     batches: u32,
@@ -411,7 +430,7 @@ struct StreamLatency<'a> {
 }
 
 impl<'a> StreamLatency<'a> {
-    fn new(shared: &'a Histogram) -> StreamLatency<'a> {
+    pub(super) fn new(shared: &'a Histogram) -> StreamLatency<'a> {
         StreamLatency {
             shared,
             local: LocalHistogram::default(),
@@ -422,7 +441,7 @@ impl<'a> StreamLatency<'a> {
 
     /// Counts an acknowledged batch whose flush returned at `flushed_ns` (wall clock),
     /// `latency_ns` after its first write.
-    fn add(&mut self, flushed_ns: u64, latency_ns: u64) {
+    pub(super) fn add(&mut self, flushed_ns: u64, latency_ns: u64) {
         self.local.record_ns(latency_ns);
         self.batches += 1;
         // A step of the wall clock back or forward merges early, never late.
@@ -444,7 +463,7 @@ impl Drop for StreamLatency<'_> {
     }
 }
 
-fn failure(during: &'static str, record: RecordId, e: std::io::Error) -> Failure {
+pub(super) fn failure(during: &'static str, record: RecordId, e: std::io::Error) -> Failure {
     Failure {
         during,
         record,

@@ -69,3 +69,19 @@ impl<D: Device> Device for PanicAtWrite<D> {
         self.inner.gone()
     }
 }
+
+/// `STREAM:N`: on the io_uring engine, stream STREAM's N-th write (1-based) is submitted
+/// on an invalid descriptor, so the kernel fails it (EBADF) in the middle of a deep
+/// queue, with the writes around it in flight: a failing write at depth, which no real
+/// target produces on demand.
+pub const URING_FAIL_AT_WRITE: &str = "PLUGPULL_TEST_URING_FAIL_AT_WRITE";
+
+/// The write [`URING_FAIL_AT_WRITE`] names for `stream` (its 1-based number), if any.
+pub fn uring_fail_at_write(stream: u16) -> Option<u64> {
+    let v = std::env::var(URING_FAIL_AT_WRITE).ok()?;
+    let parsed = v
+        .split_once(':')
+        .and_then(|(s, n)| Some((s.parse::<u16>().ok()?, n.parse::<u64>().ok()?)));
+    let (s, n) = parsed.unwrap_or_else(|| panic!("{URING_FAIL_AT_WRITE}={v}: expected STREAM:N"));
+    (s == stream).then_some(n)
+}

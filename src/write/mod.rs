@@ -12,6 +12,7 @@
 
 mod clock;
 pub mod engine;
+pub mod epoch;
 mod events;
 #[cfg(feature = "test-support")]
 pub mod fault;
@@ -23,6 +24,7 @@ mod stamp;
 mod status;
 pub mod summary;
 pub mod target;
+pub mod uring;
 
 use crate::device::{FlushMethod, OpenOptions, identity, safety};
 use crate::model::{Ack, Placement, RunDescriptor, WriterSettings};
@@ -56,8 +58,11 @@ pub struct WriteOptions {
     pub placement: Placement,
     /// Writer threads, each with an equal, disjoint share of the region.
     pub streams: u16,
-    /// Records each stream writes before one flush covers them all (queue depth).
+    /// Records each stream writes before one flush covers them all (group commit).
     pub batch: usize,
+    /// Writes in flight per stream on io_uring and the flush interval (`--iodepth`);
+    /// None: the synchronous loop, one write at a time.
+    pub depth: Option<uring::DepthSettings>,
     pub flush: FlushMethod,
     /// O_DIRECT (true) or through the page cache.
     pub direct: bool,
@@ -109,6 +114,9 @@ pub enum WriteError {
     /// The record buffers of the run could not be allocated; nothing was written.
     #[error(transparent)]
     NoBufferMemory(#[from] engine::NoBufferMemory),
+    /// `--iodepth` asked for io_uring, which cannot be used here; nothing was written.
+    #[error(transparent)]
+    Uring(#[from] uring::UringRefused),
     #[error("interrupted before the first record; nothing was written to {}", .0.display())]
     InterruptedBeforeFirstRecord(PathBuf),
     #[error(transparent)]
@@ -183,15 +191,23 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
     }
     let device = tp.identity();
     let mut descriptor = run_descriptor(&plan, device.clone(), o.flush, o.direct);
+    let in_flight = match &o.depth {
+        Some(d) => d.window(o.flush),
+        None => o.batch.max(1),
+    };
     descriptor.settings.max_records_unacked =
-        Some(o.batch.max(1) as u64 + o.max_unconfirmed.max(1) as u64);
-    // Before the witness hears of the run: a run the writer cannot hold in memory is
-    // refused while nothing of it exists anywhere.
-    let buffers = RecordBuffers::allocate(&plan, o.batch)?;
+        Some(in_flight as u64 + o.max_unconfirmed.max(1) as u64);
+    // Before the witness hears of the run: a run the writer cannot hold in memory, or
+    // that asks for io_uring where it is blocked, is refused while nothing of it exists
+    // anywhere.
+    let rings = match &o.depth {
+        Some(d) => Some(uring::Rings::set_up(plan.streams, d)?),
+        None => None,
+    };
+    let per_flush = o.depth.map_or(o.batch, |d| d.iodepth as usize);
+    let buffers = RecordBuffers::allocate(&plan, per_flush)?;
     let sender = connect(o, &descriptor)?;
     let dev = prepare(o, &mut tp)?;
-    #[cfg(feature = "test-support")]
-    let dev = fault::PanicAtWrite::from_env(dev, &plan);
     if !o.quiet {
         announce(o, &plan, &device);
     }
@@ -223,7 +239,30 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        run_streams_with(&dev, &plan, buffers, &sender, &STOP, &progress);
+        match (rings, &o.depth) {
+            (Some(rings), Some(d)) => {
+                use std::os::fd::AsFd;
+                // Both checked before the witness heard of the run: a FileDevice always
+                // has a descriptor.
+                let run = uring::run_streams(
+                    Some(dev.as_fd()),
+                    rings,
+                    &plan,
+                    d,
+                    o.flush,
+                    buffers,
+                    &sender,
+                    &STOP,
+                    &progress,
+                );
+                run.expect("a file or block device has a descriptor");
+            }
+            _ => {
+                #[cfg(feature = "test-support")]
+                let dev = fault::PanicAtWrite::from_env(dev, &plan);
+                run_streams_with(&dev, &plan, buffers, &sender, &STOP, &progress);
+            }
+        }
         streams_done.store(true, Ordering::SeqCst);
         if let Some(st) = &status {
             st.stop();
@@ -252,7 +291,8 @@ pub fn run(o: &WriteOptions) -> Result<WriteOutcome, WriteError> {
         stats,
     };
     let target = o.target.display().to_string();
-    let summary = summary::summarize(&plan, &target, &progress, &end, ram.clone());
+    let engine = summary::EngineUsed::of(o.depth.as_ref(), o.flush);
+    let summary = summary::summarize(&plan, &target, &progress, &end, ram.clone(), engine);
     summary::print_summary(&summary, o.json, o.quiet)?;
     if let Some(w) = &ram {
         events::say(&format!("WARNING: {w}"));
@@ -379,10 +419,10 @@ fn announce(o: &WriteOptions, plan: &Plan, device: &identity::DeviceIdentity) {
         crate::units::fmt_bytes(plan.region_bytes),
         o.offset_bytes,
         o.streams,
-        if o.batch > 1 {
-            format!(", {} records per flush", o.batch)
-        } else {
-            String::new()
+        match &o.depth {
+            Some(d) => format!(", {}", summary::EngineUsed::of(Some(d), o.flush).describe()),
+            None if o.batch > 1 => format!(", {} records per flush", o.batch),
+            None => String::new(),
         },
         o.flush.name(),
         if o.direct { "O_DIRECT" } else { "buffered" },

@@ -6,6 +6,7 @@
 use super::clock::realtime_ns;
 use super::engine::{Failure, Progress};
 use super::plan::Plan;
+use crate::device::FlushMethod;
 use crate::units::{fmt_bytes, fmt_duration_s, fmt_duration_us, fmt_utc_ns, thousands};
 use crate::witness::client::SenderStats;
 use serde::Serialize;
@@ -34,6 +35,60 @@ pub struct WriteSummary {
     pub seed: u64,
     /// Set when the target lives in RAM (tmpfs, ramfs, a RAM disk): the run tests no drive.
     pub ram_warning: Option<String>,
+    #[serde(flatten)]
+    pub engine: EngineUsed,
+    /// Writes still in flight when a failure stopped the run: reaped (waited for) before
+    /// the writer ended, never acknowledged. Always 0 for the `sync` engine.
+    pub writes_reaped_after_failure: u64,
+}
+
+/// Which write loop ran and how deep (`write --iodepth`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EngineUsed {
+    /// "sync" (one pwrite at a time per stream) or "io_uring".
+    pub engine: &'static str,
+    /// Writes in flight per stream (1 for `sync`).
+    pub iodepth: u32,
+    /// With io_uring and fdatasync/fsync: a flush once this many writes completed...
+    pub flush_every: Option<u32>,
+    /// ...or this long after the first of them, whichever came first.
+    pub flush_within_us: Option<u64>,
+}
+
+impl EngineUsed {
+    pub fn of(depth: Option<&super::uring::DepthSettings>, flush: FlushMethod) -> EngineUsed {
+        let flushes = matches!(flush, FlushMethod::Fdatasync | FlushMethod::Fsync);
+        match depth {
+            None => EngineUsed {
+                engine: "sync",
+                iodepth: 1,
+                flush_every: None,
+                flush_within_us: None,
+            },
+            Some(d) => EngineUsed {
+                engine: "io_uring",
+                iodepth: d.iodepth,
+                flush_every: flushes.then_some(d.flush_every),
+                flush_within_us: flushes.then_some(d.flush_within.as_micros() as u64),
+            },
+        }
+    }
+
+    /// "io_uring, depth 32, a flush every 32 writes or 10 ms"; "sync" for the other.
+    pub fn describe(&self) -> String {
+        let mut t = self.engine.to_string();
+        if self.engine != "sync" {
+            t += &format!(", depth {}", thousands(self.iodepth as u64));
+        }
+        if let (Some(k), Some(us)) = (self.flush_every, self.flush_within_us) {
+            t += &format!(
+                ", a flush every {} writes or {}",
+                thousands(k as u64),
+                fmt_duration_us(us as f64)
+            );
+        }
+        t
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -60,6 +115,7 @@ pub(super) fn summarize(
     progress: &Progress,
     end: &Ending,
     ram_warning: Option<String>,
+    engine: EngineUsed,
 ) -> WriteSummary {
     let Ending {
         failure,
@@ -105,6 +161,8 @@ pub(super) fn summarize(
         }),
         seed: plan.seed,
         ram_warning,
+        engine,
+        writes_reaped_after_failure: progress.writes_reaped_after_failure(),
     }
 }
 
@@ -125,8 +183,13 @@ pub(super) fn print_summary(
 /// The summary in one line for people: counts with separators, spans in the units of
 /// every other report; the JSON keeps the exact figures.
 fn summary_line(s: &WriteSummary) -> String {
+    let engine = if s.engine.engine == "sync" {
+        String::new()
+    } else {
+        format!(" ({})", s.engine.describe())
+    };
     format!(
-        "stopped ({}): {} records flushed and acked ({}) in {}, {} records/s, flush p50 {} p99 {}; {} of them durable at the witness",
+        "stopped ({}): {} records flushed and acked ({}) in {}{engine}, {} records/s, flush p50 {} p99 {}; {} of them durable at the witness",
         s.stopped_because,
         thousands(s.records_acked),
         fmt_bytes(s.bytes_acked),
@@ -209,8 +272,15 @@ pub(super) fn explain_target_failure(
     witness: &str,
 ) {
     let last = describe_last(summary, realtime_ns());
+    let reaped = match summary.writes_reaped_after_failure {
+        0 => String::new(),
+        n => format!(
+            " {} more write(s) in flight with it were reaped, none acknowledged.",
+            thousands(n)
+        ),
+    };
     super::events::say(&format!(
-        "the target failed: {} of stream {} seq {} returned \"{}\". If you cut the power, this is expected. Nothing more was acknowledged. Last acknowledged record: {last}. Next: restore power and run `plugpull verify {} --witness {}`",
+        "the target failed: {} of stream {} seq {} returned \"{}\". If you cut the power, this is expected. Nothing more was acknowledged.{reaped} Last acknowledged record: {last}. Next: restore power and run `plugpull verify {} --witness {}`",
         f.during, f.record.stream, f.record.seq, f.error, target, witness
     ));
 }
@@ -237,6 +307,8 @@ mod tests {
             failure: None,
             seed: 1,
             ram_warning: None,
+            engine: EngineUsed::of(None, FlushMethod::Fdatasync),
+            writes_reaped_after_failure: 0,
         }
     }
 
@@ -284,5 +356,28 @@ mod tests {
             summary_line(&s),
             "stopped (target failed): 1,234,567 records flushed and acked (4.7 GiB) in 12 s, 100,048 records/s, flush p50 87 µs p99 6.8 ms; 1,234,000 of them durable at the witness"
         );
+    }
+
+    /// An io_uring run's line names the engine, the depth and the flush interval; the
+    /// synchronous one's stays as it was.
+    #[test]
+    fn the_summary_line_names_the_io_uring_engine_and_its_flush_interval() {
+        let mut s = summary(None);
+        let sync = summary_line(&s);
+        assert!(!sync.contains("io_uring"), "{sync}");
+        let d = crate::write::uring::DepthSettings {
+            iodepth: 32,
+            flush_every: 1000,
+            flush_within: std::time::Duration::from_millis(10),
+        };
+        s.engine = EngineUsed::of(Some(&d), FlushMethod::Fdatasync);
+        assert!(
+            summary_line(&s)
+                .contains(" (io_uring, depth 32, a flush every 1,000 writes or 10 ms),"),
+            "{}",
+            summary_line(&s)
+        );
+        s.engine = EngineUsed::of(Some(&d), FlushMethod::Dsync);
+        assert_eq!(s.engine.describe(), "io_uring, depth 32");
     }
 }

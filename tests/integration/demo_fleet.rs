@@ -128,3 +128,130 @@ fn bad_fleet_flags_are_refused() {
         assert!(r.stderr.contains(says), "{args:?}: {r:?}");
     }
 }
+
+/// The matrix as `plugpull report` renders it: the page names every drive's sentence,
+/// its row counts what the JSON counts, and its chart has a square per cut of every
+/// drive, coloured by that cut's outcome, in order; nothing on it fetches anything.
+#[test]
+fn report_renders_the_fleet_matrix_as_one_page() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let args = [
+        "demo",
+        "--fleet",
+        "--cuts",
+        "3",
+        "--duration",
+        "300ms",
+        "--seed",
+        "5",
+        "--json",
+    ];
+    let r = run(args);
+    assert_eq!(r.code, 1, "{r:?}");
+    let json = dir.path().join("fleet.json");
+    std::fs::write(&json, &r.stdout).unwrap();
+    let m: plugpull::fleet::Matrix = serde_json::from_str(&r.stdout).unwrap();
+    let html_path = dir.path().join("fleet.html");
+    let w = run([
+        "report",
+        json.to_str().unwrap(),
+        "-o",
+        html_path.to_str().unwrap(),
+    ]);
+    assert_eq!(w.code, 0, "{w:?}");
+    assert!(
+        w.stdout.contains("(3 drives, 3 cuts each, verdict FAIL,"),
+        "{}",
+        w.stdout
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    for bad in [
+        "http://", "https://", "<script", "<link", "src=", "url(", "<img",
+    ] {
+        assert!(!html.contains(bad), "the page contains {bad:?}");
+    }
+    assert!(html.contains("<title>plugpull: 3 drives, 3 power cuts - FAIL</title>"));
+    assert!(html.contains("data-verdict=\"FAIL\""));
+    let rows: Vec<&str> = html.split("<tr class=\"drive\"").skip(1).collect();
+    assert_eq!(rows.len(), m.drives.len());
+    for (row, d) in rows.iter().zip(&m.drives) {
+        let row = &row[..row.find("</tr>").unwrap()];
+        assert!(
+            row.starts_with(&format!(" data-fail=\"{}\"", d.fail)),
+            "{row}"
+        );
+        let cells: Vec<&str> = row
+            .split("<td class=\"n\">")
+            .skip(1)
+            .map(|c| &c[..c.find("</td>").unwrap()])
+            .collect();
+        let counts = [d.pass, d.fail, d.inconclusive, d.dead].map(|n| n.to_string());
+        assert_eq!(cells[..4], counts, "{row}");
+        assert!(
+            html.contains(&format!("<li>{}</li>", d.sentence)),
+            "{}",
+            d.sentence
+        );
+        let squares: Vec<&str> = html
+            .match_indices(&format!("data-drive=\"{}\" data-outcome=\"", d.drive.name))
+            .map(|(i, pat)| {
+                let rest = &html[i + pat.len()..];
+                &rest[..rest.find('"').unwrap()]
+            })
+            .collect();
+        let outcomes: Vec<&str> = d.cuts.iter().map(|c| c.outcome.name()).collect();
+        assert_eq!(squares, outcomes, "{}", d.drive.name);
+    }
+    // The lying drive's claim is not PLP, and it is the only drive the banner names.
+    let lying = &m.drives[2];
+    assert!(lying.fail > 0);
+    assert!(html.contains(&format!(
+        "lost acknowledged writes: {} in {} of 3 cuts</div>",
+        lying.drive.name, lying.fail
+    )));
+}
+
+/// A matrix given with other inputs, in a format this build does not read, or damaged, is
+/// refused with a sentence that says what to do, and no page is written.
+#[test]
+fn report_refuses_a_fleet_matrix_it_cannot_render() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let r = run([
+        "demo",
+        "--fleet",
+        "--cuts",
+        "1",
+        "--duration",
+        "200ms",
+        "--seed",
+        "2",
+        "--json",
+    ]);
+    let good = dir.path().join("fleet.json");
+    std::fs::write(&good, &r.stdout).unwrap();
+    let newer = dir.path().join("newer.json");
+    std::fs::write(&newer, r.stdout.replace(FLEET_FORMAT, "plugpull-fleet/9")).unwrap();
+    let damaged = dir.path().join("damaged.json");
+    std::fs::write(&damaged, r.stdout.replace("\"drives\"", "\"drivez\"")).unwrap();
+    let out = dir.path().join("page.html");
+    let cases: [(Vec<&str>, &str); 3] = [
+        (
+            vec![good.to_str().unwrap(), good.to_str().unwrap()],
+            "is rendered on its own page: give it as the only input",
+        ),
+        (
+            vec![newer.to_str().unwrap()],
+            "plugpull-fleet/9, which this plugpull does not read",
+        ),
+        (vec![damaged.to_str().unwrap()], "malformed fleet matrix"),
+    ];
+    for (inputs, says) in cases {
+        let mut args = vec!["report"];
+        args.extend(&inputs);
+        args.extend(["-o", out.to_str().unwrap()]);
+        let w = run(args);
+        assert_eq!(w.code, 2, "{w:?}");
+        assert!(w.stderr.contains(says), "{}", w.stderr);
+        assert!(!out.exists());
+    }
+}

@@ -357,6 +357,28 @@ fn fake_witness(acks: u64, cut: bool) -> String {
     addr
 }
 
+/// A witness that answers one Fetch with `run`'s descriptor and 3 frames of acks, then
+/// sends nothing more and keeps the connection open for two minutes (a witness that hung
+/// mid-fetch). Returns its address.
+pub(crate) fn stalling_witness(run: RunId) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        read_one_frame(&mut s);
+        s.write_all(&Msg::FetchRun(test_descriptor(run)).encode())
+            .unwrap();
+        for k in 0..3u64 {
+            let first = 1 + k * 4096;
+            let acks: Vec<Ack> = (first..first + 4096).map(device_ack).collect();
+            let _ = s.write_all(&Msg::Acks { first, acks }.encode());
+        }
+        std::thread::sleep(Duration::from_secs(120));
+        drop(s);
+    });
+    addr
+}
+
 pub(crate) fn read_one_frame(s: &mut TcpStream) {
     let mut buf = Vec::new();
     let mut b = [0u8; 4096];

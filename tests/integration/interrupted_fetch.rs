@@ -4,40 +4,14 @@
 //! handler exits at once, so no `Drop` removes them: the handler must know both names.
 
 use crate::common;
-use crate::fetch_streamed::{device_ack, read_one_frame};
+use crate::fetch_streamed::stalling_witness;
 use common::*;
-use plugpull::model::Ack;
 use plugpull::record::RunId;
-use plugpull::wire::msg::Msg;
-use std::io::Write;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const RUN: RunId = RunId([0x37; 16]);
-
-/// A witness that answers one Fetch with the run's descriptor and 3 frames of acks,
-/// then sends nothing more and keeps the connection open (a witness that hung
-/// mid-fetch). Returns its address.
-fn stalling_witness() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        read_one_frame(&mut s);
-        s.write_all(&Msg::FetchRun(test_descriptor(RUN)).encode())
-            .unwrap();
-        for k in 0..3u64 {
-            let first = 1 + k * 4096;
-            let acks: Vec<Ack> = (first..first + 4096).map(device_ack).collect();
-            let _ = s.write_all(&Msg::Acks { first, acks }.encode());
-        }
-        std::thread::sleep(Duration::from_secs(120));
-        drop(s);
-    });
-    addr
-}
 
 /// Runs `plugpull ARGS` with TMPDIR set to `tmp`, waits until the fetch has made a file
 /// there, sends SIGINT, and checks the exit code and that `tmp` is left empty.
@@ -92,7 +66,7 @@ fn ctrl_c_during_verifys_fetch_leaves_nothing_in_tmpdir() {
     std::fs::create_dir(&tmp).unwrap();
     let target = d.path().join("t.img");
     std::fs::write(&target, vec![0u8; 1 << 20]).unwrap();
-    let addr = stalling_witness();
+    let addr = stalling_witness(RUN);
     let (t, run) = (target.to_str().unwrap(), RUN.hex());
     let args = [
         "verify",
@@ -117,7 +91,7 @@ fn ctrl_c_during_replays_fetch_leaves_nothing_in_tmpdir() {
     enc.flush();
     let log = d.path().join("lw.log");
     std::fs::write(&log, enc.finish()).unwrap();
-    let addr = stalling_witness();
+    let addr = stalling_witness(RUN);
     let (l, run, scratch) = (log.to_str().unwrap(), RUN.hex(), d.path().to_str().unwrap());
     let args = [
         "replay",

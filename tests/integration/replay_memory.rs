@@ -1,6 +1,8 @@
 //! Replay within `--memory`, through the binary: a replay keeps to the budget it was
-//! given, a run that would not fit is refused before it is replayed (and, from an ack
-//! file, before its acks are loaded), naming a `--memory` that is then enough.
+//! given; a run with drop states or `--full-verify` (judged whole only) that would not
+//! fit is refused before it is replayed (and, from an ack file, before its acks are
+//! loaded), naming a `--memory` that is then enough. Runs judged in parts instead:
+//! `replay_parts`.
 
 use plugpull::device::{FlushMethod, identity};
 use plugpull::logwrites::encode::LogEncoder;
@@ -8,8 +10,8 @@ use plugpull::model::{Ack, RunDescriptor, WriterSettings};
 use plugpull::record::{FORMAT_VERSION, RecordId, RunId, RunKey, fill_record};
 use std::path::{Path, PathBuf};
 
-const RUN: RunId = RunId([0x3d; 16]);
-const T0_NS: u64 = 1_780_000_000_000_000_000;
+pub(crate) const RUN: RunId = RunId([0x3d; 16]);
+pub(crate) const T0_NS: u64 = 1_780_000_000_000_000_000;
 
 /// Ack i of a one-stream sequential run of 512 B records, acked after its batch's flush.
 fn ack(i: u64, flush_every: u64) -> Ack {
@@ -29,7 +31,7 @@ fn ack(i: u64, flush_every: u64) -> Ack {
 
 /// A dm-log-writes log of `acks` records (one write each, a flush every 1000) and the
 /// run's ack log, in `dir`: (log, acks).
-fn logged_run(dir: &Path, acks: u64) -> (PathBuf, PathBuf) {
+pub(crate) fn logged_run(dir: &Path, acks: u64) -> (PathBuf, PathBuf) {
     const FLUSH_EVERY: u64 = 1000;
     assert_eq!(acks % FLUSH_EVERY, 0);
     let target = dir.join("drive.img");
@@ -66,7 +68,7 @@ fn logged_run(dir: &Path, acks: u64) -> (PathBuf, PathBuf) {
 
 /// The descriptor of a one-stream sequential run of 512 B records over `region_bytes`
 /// written to `target`.
-fn descriptor_for(target: &Path, region_bytes: u64) -> RunDescriptor {
+pub(crate) fn descriptor_for(target: &Path, region_bytes: u64) -> RunDescriptor {
     RunDescriptor {
         run_id: RUN,
         format_version: FORMAT_VERSION,
@@ -92,7 +94,7 @@ fn descriptor_for(target: &Path, region_bytes: u64) -> RunDescriptor {
 }
 
 /// The `--memory` a refusal names ("pass --memory 85M").
-fn memory_named(stderr: &str) -> String {
+pub(crate) fn memory_named(stderr: &str) -> String {
     let at = stderr
         .find("pass --memory ")
         .unwrap_or_else(|| panic!("no --memory named: {stderr}"));
@@ -105,7 +107,7 @@ fn memory_named(stderr: &str) -> String {
 
 /// `plugpull replay` under a peak-RSS measurement: (peak RSS in KiB, exit code, stdout,
 /// stderr).
-fn replay_measured(dir: &Path, args: &[&str]) -> (i64, i32, String, String) {
+pub(crate) fn replay_measured(dir: &Path, args: &[&str]) -> (i64, i32, String, String) {
     let (out, err) = (dir.join("out"), dir.join("err"));
     let mut all = vec!["replay"];
     all.extend_from_slice(args);
@@ -161,8 +163,9 @@ fn a_replay_keeps_to_its_memory_budget_or_refuses_naming_one_that_fits() {
     );
 }
 
-/// An ack file of 2 M acks (80 MB as acks) against `--memory 64M` is refused from a
-/// count of the file, before the acks are loaded: the peak stays under 64 MiB.
+/// An ack file of 2 M acks (80 MB as acks) with drop states against `--memory 64M` is
+/// refused from a count of the file, before the acks are loaded: the peak stays under
+/// 64 MiB.
 #[test]
 fn a_run_too_big_is_refused_before_its_acks_are_loaded() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -182,6 +185,8 @@ fn a_run_too_big_is_refused_before_its_acks_are_loaded() {
             dir.path().to_str().unwrap(),
             "--memory",
             "64M",
+            "--drops",
+            "2",
         ],
     );
     assert_refused_for(acked, code, &out, &err);
@@ -190,8 +195,8 @@ fn a_run_too_big_is_refused_before_its_acks_are_loaded() {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// The same 2 M acks served by a witness: fetched into a temporary file a frame at a
-/// time, counted, and refused before they are loaded.
+/// The same 2 M acks, with drop states, served by a witness: fetched into a temporary
+/// file a frame at a time, counted, and refused before they are loaded.
 #[test]
 fn a_run_too_big_from_the_witness_is_refused_before_its_acks_are_loaded() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -214,6 +219,8 @@ fn a_run_too_big_from_the_witness_is_refused_before_its_acks_are_loaded() {
         dir.path().to_str().unwrap(),
         "--memory",
         "64M",
+        "--drops",
+        "2",
     ];
     let (rss, code) = crate::fetch_streamed::peak_rss_kib_to(&args, &out, &err);
     let err = std::fs::read_to_string(&err).unwrap_or_default();
@@ -221,8 +228,8 @@ fn a_run_too_big_from_the_witness_is_refused_before_its_acks_are_loaded() {
     assert!(rss < 64 << 10, "peak RSS {rss} KiB: the acks were loaded");
 }
 
-/// The same 2 M acks as the witness keeps them, in its directory with a journal, given
-/// as `--acks`: copied with the journal overlaid (in TMPDIR, removed after), counted and
+/// The same 2 M acks, with drop states, as the witness keeps them, in its directory
+/// with a journal, given as `--acks`: copied with the journal overlaid (in TMPDIR, removed after), counted and
 /// refused before they are loaded, as from a plain ack file.
 #[test]
 fn a_run_too_big_in_a_journaled_witness_directory_is_refused_before_its_acks_are_loaded() {
@@ -250,6 +257,8 @@ fn a_run_too_big_in_a_journaled_witness_directory_is_refused_before_its_acks_are
             dir.path().to_str().unwrap(),
             "--memory",
             "64M",
+            "--drops",
+            "2",
         ],
     );
     assert_refused_for(acked, code, &out, &err);
@@ -258,7 +267,12 @@ fn a_run_too_big_in_a_journaled_witness_directory_is_refused_before_its_acks_are
 
 /// A one-stream run of `acks` 512 B records placed at random over a region of `slots`
 /// records, one write each, a flush every `flush_every`: (log, acks) in `dir`.
-fn logged_random_run(dir: &Path, acks: u64, slots: u64, flush_every: u64) -> (PathBuf, PathBuf) {
+pub(crate) fn logged_random_run(
+    dir: &Path,
+    acks: u64,
+    slots: u64,
+    flush_every: u64,
+) -> (PathBuf, PathBuf) {
     let target = dir.join("drive.img");
     std::fs::File::create(&target)
         .unwrap()

@@ -2,7 +2,7 @@
 //! then a line (or JSON) naming the page on stdout; nothing on stdout when the page
 //! itself went there.
 
-use crate::report::Written;
+use crate::report::{Shown, Written};
 use crate::units::thousands;
 
 /// The notes on skipped inputs, one line each (for stderr); none when quiet.
@@ -31,11 +31,21 @@ pub fn written(w: &Written, json: bool, quiet: bool) -> Result<String, serde_jso
     if quiet {
         return Ok(String::new());
     }
+    let what = match &w.summary {
+        Shown::Cycles(s) => format!(
+            "{} cycle(s), verdict {}",
+            thousands(s.cycles as u64),
+            s.verdict
+        ),
+        Shown::Fleet {
+            verdict,
+            drives,
+            cuts,
+        } => format!("{drives} drives, {cuts} cuts each, verdict {verdict}"),
+    };
     Ok(format!(
-        "wrote {} ({} cycle(s), verdict {}, {} KiB)\n",
+        "wrote {} ({what}, {} KiB)\n",
         w.output.display(),
-        thousands(w.summary.cycles as u64),
-        w.summary.verdict,
         thousands(w.bytes.div_ceil(1024) as u64)
     ))
 }

@@ -5,6 +5,7 @@
 //! images, no links that fetch anything. Tests check that. The tables are in `tables`;
 //! this file lays out the page, one function per section.
 
+pub mod fleet;
 mod tables;
 
 use super::aggregate::{Summary, latency_quantile_us};
@@ -166,20 +167,25 @@ fn what_was_tested(cycles: &[Cycle]) -> String {
     }
 }
 
-/// The document head, the title and the verdict banner.
-fn head_and_banner(o: &mut String, cycles: &[Cycle], s: &Summary, title: Option<&str>) {
-    let title = title
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("plugpull: {} - {}", what_was_tested(cycles), s.verdict));
+/// The document's head, with `title`, and the title as the page's heading.
+fn head(o: &mut String, title: &str) {
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <meta name=\"generator\" content=\"plugpull {}\"><title>{}</title><style>{CSS}</style></head><body>\n",
         env!("CARGO_PKG_VERSION"),
-        esc(&title)
+        esc(title)
     );
-    let _ = write!(o, "<h1>{}</h1>", esc(&title));
+    let _ = write!(o, "<h1>{}</h1>", esc(title));
+}
+
+/// The document head, the title and the verdict banner.
+fn head_and_banner(o: &mut String, cycles: &[Cycle], s: &Summary, title: Option<&str>) {
+    let title = title
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("plugpull: {} - {}", what_was_tested(cycles), s.verdict));
+    head(o, &title);
     let _ = write!(
         o,
         "<div class=\"banner\" id=\"verdict\" data-verdict=\"{v}\" style=\"background:{}\"><div class=\"verdict\">{v}</div><div class=\"why\">{}</div></div>",

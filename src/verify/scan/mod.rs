@@ -19,7 +19,7 @@ mod visible;
 pub use judge::ScanRun;
 pub use part::{Part, readable_end, tidy_unreadable, whole_span};
 #[cfg(feature = "test-support")]
-pub use pipeline::NO_READ_BUFFERS;
+pub use pipeline::{NO_READ_BUFFERS, starved_by_test};
 pub use sparse::{Reads, SPARSE_RATIO, reads_of_run, sparse_at_most};
 pub use summary::{SlotGrid, SummaryRead, summarise_early, summary_grid};
 pub use visible::Visible;

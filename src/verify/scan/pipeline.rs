@@ -26,19 +26,29 @@ const READERS: usize = 2;
 
 /// Test support (Cargo.toml's test-support feature, not in the shipped binary): when set,
 /// no chunk buffer can be allocated (`all`), or none for reading ahead of the first pass
-/// (`ahead`), so a test can run the command itself and see what verify does without the
-/// memory for its reads (an environment variable because the test runs the binary, and
-/// no flag of the shipped command line should exist for it).
+/// (`ahead`), or none after the first N (`after:N`: memory that runs out part way, in a
+/// later part of a run judged in parts or a later state of a replay), so a test can run
+/// the command itself and see what verify does without the memory for its reads (an
+/// environment variable because the test runs the binary, and no flag of the shipped
+/// command line should exist for it).
 #[cfg(feature = "test-support")]
 pub const NO_READ_BUFFERS: &str = "PLUGPULL_TEST_NO_READ_BUFFERS";
 
 /// An out-of-memory error when [`NO_READ_BUFFERS`] refuses these buffers (`ahead`: the
-/// buffers of reads ahead of the first pass).
+/// buffers of reads ahead of the first pass; else one buffer's allocation).
 #[cfg(feature = "test-support")]
-pub(super) fn starved_by_test(ahead: bool) -> std::io::Result<()> {
-    match std::env::var(NO_READ_BUFFERS).as_deref() {
-        Ok("all") => {}
-        Ok("ahead") if ahead => {}
+pub fn starved_by_test(ahead: bool) -> std::io::Result<()> {
+    static ALLOCATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let starved = std::env::var(NO_READ_BUFFERS).unwrap_or_default();
+    let after = starved.strip_prefix("after:").map(|n| {
+        n.parse::<u64>()
+            .unwrap_or_else(|_| panic!("{NO_READ_BUFFERS}={starved}: expected after:N"))
+    });
+    match (starved.as_str(), after) {
+        ("all", _) => {}
+        ("ahead", _) if ahead => {}
+        (_, Some(n))
+            if !ahead && ALLOCATED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= n => {}
         _ => return Ok(()),
     }
     Err(std::io::Error::new(

@@ -249,7 +249,19 @@ pub fn summarise_early(
     let slots = (readable_end.saturating_sub(grid.base)).div_ceil(grid.len) as usize;
     #[cfg(feature = "test-support")]
     pipeline::starved_by_test(true)?;
-    // Started here, not on the thread, so a failure to allocate them is this call's error.
+    // The table of slots (up to `FREE_SLOTS`, 4 Mi slots, about 150 MiB) and the reads'
+    // buffers are had here, not on the thread, so a failure to allocate them is this
+    // call's error (verify then reads without summarising) rather than an abort.
+    let (mut record, mut seen) = (Vec::new(), Vec::new());
+    let reserved = record
+        .try_reserve_exact(slots)
+        .and_then(|()| seen.try_reserve_exact(slots));
+    reserved.map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::OutOfMemory,
+            format!("verify cannot allocate the summary of {slots} slots: {e}"),
+        )
+    })?;
     let pipeline = match start < readable_end {
         true => Some(Pipeline::start(
             dev,
@@ -265,8 +277,8 @@ pub fn summarise_early(
         let mut sum = Summary {
             grid,
             reads,
-            record: Vec::with_capacity(slots),
-            seen: Vec::with_capacity(slots),
+            record,
+            seen,
             found_elsewhere: super::elsewhere::FoundElsewhere::new(),
             bytes_read: 0,
             bad: vec![],
@@ -437,6 +449,37 @@ pub fn summary_grid(d: &crate::model::RunDescriptor, free_slots: u64) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A grid of more slots than memory holds (a drive of 4 EiB in 512-byte slots): an
+    /// error from the call, before any read, not a panic or an abort on the thread.
+    #[test]
+    fn a_summary_table_without_memory_is_an_error() {
+        struct Huge;
+        impl Device for Huge {
+            fn size_bytes(&self) -> u64 {
+                1 << 62
+            }
+            fn logical_block_bytes(&self) -> u32 {
+                512
+            }
+            fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+                unreachable!("verify never writes")
+            }
+            fn flush(&self) -> std::io::Result<()> {
+                unreachable!("verify never writes")
+            }
+            fn read_at(&self, buf: &mut [u8], _: u64) -> std::io::Result<()> {
+                buf.fill(0);
+                Ok(())
+            }
+        }
+        let grid = SlotGrid { base: 0, len: 512 };
+        let run = ScanRun::from(RunId([1; 16]));
+        let timeout = std::time::Duration::from_secs(1);
+        let got = summarise_early(Arc::new(Huge), run, grid, 0, 1 << 62, timeout);
+        let e = got.err().expect("no table of 2^53 slots");
+        assert!(e.to_string().contains("cannot allocate the summary"), "{e}");
+    }
 
     /// The acks are judged as far as the slots were read, no further: a slot judged
     /// before its last sector is read would be read again needlessly.

@@ -31,6 +31,9 @@ pub struct FetchOptions {
     pub target: Option<PathBuf>,
     /// The file to write the run's log to.
     pub output: PathBuf,
+    /// Where the fetch writes before the whole run is in (then renamed to `output`): a
+    /// name the caller's signal handler removes; None: a random name beside `output`.
+    pub part: Option<PathBuf>,
     /// The witness's pre-shared key file.
     pub key_file: Option<PathBuf>,
     /// Print what was fetched as JSON on stdout.
@@ -227,7 +230,7 @@ pub fn fetch_to_file(a: FetchOptions) -> ClientResult<FetchedRun> {
     // the same bytes as the whole run through `export::write_log_file_keyed` (tests/
     // fetch_streamed.rs). The end mark lets `verify --acks` prove the file whole; signed
     // with the key if any.
-    let got = fetch_into_file(&a.witness, &sel, key.as_ref(), &a.output)?;
+    let got = fetch_into_file_via(&a.witness, &sel, key.as_ref(), &a.output, a.part.as_deref())?;
     let damage = checker::damage_in(&got.events);
     Ok(FetchedRun {
         got,
