@@ -5,7 +5,7 @@
 #
 # Usage: scripts/build-static.sh [OUTDIR]          (default OUTDIR: target/static)
 # Makes: OUTDIR/plugpull        stripped of debug info (symbol table kept, so a panic's
-#                               backtrace still names functions): about 8.4 MB
+#                               backtrace still names functions): about 12.2 MB
 #        OUTDIR/plugpull.debug  its debug info (objcopy --only-keep-debug), linked from
 #                               the binary by .gnu_debuglink: keep it beside a copy you
 #                               ship to symbolise a crash later (gdb, addr2line -e)

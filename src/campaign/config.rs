@@ -357,6 +357,14 @@ impl Settings {
                 *t = base.join(&*t);
             }
         }
+        if let PowerConfig::Redfish {
+            ca_file: Some(f), ..
+        } = &mut file.power
+        {
+            if f.is_relative() {
+                *f = base.join(&*f);
+            }
+        }
         Ok(Settings {
             fingerprint,
             results,
@@ -438,6 +446,11 @@ fn check_target_and_power(file: &CampaignFile) -> Result<()> {
                         "power.serial {serial:?} is not [target] serial: the pcie-slot driver must cut the slot of the drive under test"
                     );
                 }
+            }
+            if matches!(file.power, PowerConfig::Redfish { .. }) {
+                invalid!(
+                    "power.driver redfish cuts the whole host through its BMC: a drive-only campaign would cut its own controller. Use it with [target] kind = \"host\" and `plugpull agent` on the host under test (docs/campaign.md, whole-host mode)"
+                );
             }
             if let PowerConfig::Command { scope, .. }
             | PowerConfig::Http { scope, .. }

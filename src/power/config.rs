@@ -4,8 +4,11 @@
 //! unknown key is an error rather than a silently ignored setting.
 
 use super::error::PowerError;
+use super::http_auth::Login;
+use super::http_client::Trust;
+use super::redfish::RedfishAuth;
 use super::switch::{self, PowerSwitch, Scope};
-use super::{command, http, manual, pcie, serial, sim};
+use super::{command, http, manual, pcie, redfish, serial, sim};
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,6 +71,30 @@ pub enum PowerConfig {
         #[serde(default = "host_scope")]
         scope: Scope,
     },
+    /// A server's BMC (DMTF Redfish over HTTPS): cuts the whole host.
+    Redfish {
+        /// host or host:port of the BMC.
+        host: String,
+        /// The system's id under /redfish/v1/Systems: needed when it lists several.
+        #[serde(default)]
+        system: Option<String>,
+        user: String,
+        password: String,
+        /// "basic" (default: nothing to clean up if plugpull is killed) or "session".
+        #[serde(default = "basic")]
+        auth: String,
+        /// A PEM file with the BMC's certificate (self-signed) or the CA that issued it.
+        #[serde(default)]
+        ca_file: Option<PathBuf>,
+        /// Takes any certificate: encrypted, but anyone on the path can pose as the BMC.
+        #[serde(default)]
+        tls_insecure_accept_any_certificate: bool,
+        #[serde(default = "default_timeout")]
+        timeout: String,
+        /// How long PowerState may take to read Off or On after a reset.
+        #[serde(default = "default_confirm_timeout")]
+        confirm_timeout: String,
+    },
     /// Our firmware's line protocol, or a CH340 relay board's byte frames.
     Serial {
         port: String,
@@ -110,6 +137,12 @@ pub enum PowerConfig {
     },
 }
 
+fn basic() -> String {
+    "basic".into()
+}
+fn default_confirm_timeout() -> String {
+    "60s".into()
+}
 fn default_sysfs() -> PathBuf {
     "/sys".into()
 }
@@ -142,6 +175,7 @@ impl PowerConfig {
         match self {
             PowerConfig::Command { .. } => "command",
             PowerConfig::Http { .. } => "http",
+            PowerConfig::Redfish { .. } => "redfish",
             PowerConfig::Serial { .. } => "serial",
             PowerConfig::Manual { .. } => "manual",
             PowerConfig::PcieSlot { .. } => "pcie-slot",
@@ -187,16 +221,56 @@ impl PowerConfig {
                 scope,
             } => {
                 let flavor = http_flavor(flavor, off_request, on_request, body_off, body_on)?;
-                Box::new(http::HttpSwitch {
-                    flavor,
+                let mut sw = http::HttpSwitch::new(flavor, host, *scope);
+                sw.channel = *channel;
+                sw.auth = user
+                    .as_ref()
+                    .map(|u| (u.clone(), password.clone().unwrap_or_default()));
+                sw.timeout = dur(timeout, "power.timeout")?;
+                Box::new(sw)
+            }
+            PowerConfig::Redfish {
+                host,
+                system,
+                user,
+                password,
+                auth,
+                ca_file,
+                tls_insecure_accept_any_certificate,
+                timeout,
+                confirm_timeout,
+            } => {
+                let trust = match (ca_file, tls_insecure_accept_any_certificate) {
+                    (Some(_), true) => return Err(PowerError::RedfishTrustTwice),
+                    (Some(f), false) => Trust::CaFile(f.clone()),
+                    (None, true) => Trust::AcceptAnyCertificate,
+                    (None, false) => Trust::PublicRoots,
+                };
+                let auth = match auth.as_str() {
+                    "basic" => RedfishAuth::Basic,
+                    "session" => RedfishAuth::Session,
+                    a => {
+                        return Err(PowerError::UnknownRedfishAuth {
+                            auth: a.to_string(),
+                        });
+                    }
+                };
+                Box::new(redfish::RedfishSwitch::new(redfish::RedfishSettings {
                     host: host.clone(),
-                    channel: *channel,
-                    auth: user
-                        .as_ref()
-                        .map(|u| (u.clone(), password.clone().unwrap_or_default())),
+                    system: system.clone(),
+                    login: Login {
+                        user: user.clone(),
+                        password: password.clone(),
+                    },
+                    auth,
+                    trust,
+                    // A campaign cuts with off and on (ForceOff, campaign.off, On), and so
+                    // reads the state while the host is off; it never pulses.
+                    pulse_with_power_cycle: false,
                     timeout: dur(timeout, "power.timeout")?,
-                    scope: *scope,
-                })
+                    confirm_timeout: dur(confirm_timeout, "power.confirm_timeout")?,
+                    scope: Scope::Host,
+                })?)
             }
             PowerConfig::Serial {
                 port,

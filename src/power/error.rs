@@ -65,23 +65,11 @@ pub enum PowerError {
     #[error("state command `{cmd}` printed {output:?}; it must print on/off (or 1/0)")]
     BadStateOutput { cmd: String, output: String },
 
-    // driver = "http".
-    #[error("resolving {hostport}")]
-    Resolve {
-        hostport: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("{hostport} resolves to no address")]
+    // driver = "http" and "redfish" (the HTTP client under both).
+    #[error("{hostport} resolves to no address: check the host name (or give an address)")]
     NoAddress { hostport: String },
-    #[error("connecting to the switch at {hostport}: is it on the network?")]
+    #[error("connecting to {hostport}: is it on the network, and is the port right?")]
     Connect {
-        hostport: String,
-        #[source]
-        source: io::Error,
-    },
-    #[error("sending to {hostport}")]
-    Send {
         hostport: String,
         #[source]
         source: io::Error,
@@ -92,16 +80,40 @@ pub enum PowerError {
         #[source]
         source: io::Error,
     },
-    #[error("the reply of {hostport}")]
-    BadReply {
-        hostport: String,
-        #[source]
-        source: Box<PowerError>,
+    #[error("the request to {hostport} cannot be made: {message}")]
+    BadRequest { hostport: String, message: String },
+    #[error("{hostport} did not answer HTTP: {message}")]
+    NotHttp { hostport: String, message: String },
+    #[error(
+        "the TLS certificate of {hostport} was refused ({message}): put the BMC's certificate \
+         (or the CA that issued it) in a PEM file and set power.ca_file to it; only on a lab \
+         network you trust, power.tls_insecure_accept_any_certificate = true takes any"
+    )]
+    Certificate { hostport: String, message: String },
+    #[error("power.ca_file {}: {message}", path.display())]
+    CaFile { path: PathBuf, message: String },
+    #[error(
+        "{host} refused user '{user}' ({scheme} authentication, 401, realm \"{realm}\"): check \
+         power.user and power.password"
+    )]
+    LoginRefused {
+        host: String,
+        user: String,
+        scheme: &'static str,
+        realm: String,
     },
-    #[error("not an HTTP response: \"{status_line}\"")]
-    NotHttp { status_line: String },
-    #[error("no status code in \"{status_line}\"")]
-    NoStatusCode { status_line: String },
+    #[error(
+        "{host} asks for HTTP digest authentication with algorithm {algorithm}, which plugpull \
+         does not speak (it speaks MD5, SHA-256 and SHA-512-256, and their -sess forms): set \
+         the switch to SHA-256"
+    )]
+    DigestAlgorithm { host: String, algorithm: String },
+    #[error("{host} sent a digest challenge plugpull cannot read: {message}")]
+    DigestChallenge { host: String, message: String },
+    #[error(
+        "{host} asks for a login plugpull does not speak (\"{offered}\"); it answers Basic and Digest"
+    )]
+    AuthScheme { host: String, offered: String },
     #[error(
         "{hostport} did not answer within {timeout:?} (the whole request and reply; power.timeout)"
     )]
@@ -126,8 +138,21 @@ pub enum PowerError {
         value: Duration,
         max: Duration,
     },
-    #[error("the switch at {host} wants a login (401): set power.user and power.password")]
+    #[error("{host} wants a login (401): set power.user and power.password")]
     LoginRequired { host: String },
+    #[error(
+        "{method} {path} on {host} answered {status}, a redirect to \"{location}\", which \
+         plugpull does not follow (credentials would go with it): check power.host and the \
+         request's path, or a login page in front of the device"
+    )]
+    Redirected {
+        method: String,
+        path: String,
+        host: String,
+        status: u16,
+        /// The Location header, escaped and cut short.
+        location: String,
+    },
     #[error("{method} {path} on {host} answered {status}: {body}")]
     HttpStatus {
         method: String,
@@ -155,6 +180,67 @@ pub enum PowerError {
         path: String,
         body: String,
     },
+
+    // driver = "redfish".
+    #[error("{path} on {host} did not answer JSON: \"{body}\"")]
+    NotJson {
+        host: String,
+        path: String,
+        body: String,
+    },
+    #[error(
+        "the BMC at {host} made a session but sent no X-Auth-Token: set power.auth = \"basic\""
+    )]
+    RedfishNoToken { host: String },
+    #[error("the BMC at {host} lists no system under /redfish/v1/Systems")]
+    RedfishNoSystem { host: String },
+    #[error("the BMC at {host} has several systems ({ids}): name the one to cut as power.system")]
+    RedfishWhichSystem { host: String, ids: String },
+    #[error("the BMC at {host} has no system '{system}' (it has: {ids}): check power.system")]
+    RedfishNoSuchSystem {
+        host: String,
+        system: String,
+        ids: String,
+    },
+    #[error(
+        "{system} on {host} does not allow ResetType {reset_type} (it allows: {allowed}); \
+         nothing was sent"
+    )]
+    RedfishResetNotAllowed {
+        host: String,
+        system: String,
+        reset_type: String,
+        allowed: String,
+    },
+    #[error(
+        "the BMC at {host} accepted the reset but PowerState still reads {now}, not {want}, \
+         after {waited:?} (power.confirm_timeout)"
+    )]
+    RedfishStateNotReached {
+        host: String,
+        want: String,
+        now: String,
+        waited: Duration,
+    },
+    #[error(
+        "the BMC at {host} accepted a PowerCycle but PowerState read On at every poll (every \
+         {every:?}) for {waited:?} (power.confirm_timeout): the cycle was not seen, so it is not \
+         taken as done (too short to see, or queued and never run)"
+    )]
+    RedfishCycleNotSeen {
+        host: String,
+        waited: Duration,
+        every: Duration,
+    },
+    #[error("the BMC at {host} reports PowerState {state}: neither on nor off yet")]
+    RedfishTransitional { host: String, state: String },
+    #[error(
+        "power.ca_file and power.tls_insecure_accept_any_certificate = true contradict each \
+         other: keep one"
+    )]
+    RedfishTrustTwice,
+    #[error("power.auth '{auth}' is unknown: use basic or session")]
+    UnknownRedfishAuth { auth: String },
 
     // driver = "serial".
     #[error(

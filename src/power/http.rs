@@ -1,20 +1,24 @@
 //! `driver = "http"`: smart plugs and any switch with an HTTP API, over plain HTTP/1.1
-//! on a std `TcpStream` (these devices live on a lab LAN and speak no TLS).
+//! (these devices live on a lab LAN and speak no TLS) through [`super::http_client`],
+//! which keeps the deadline, the reply bound and the clear errors, and answers a
+//! password-protected plug's Basic or Digest challenge.
 //!
 //! Flavors and their requests:
 //! - Shelly Gen1: `GET /relay/N?turn=off|on`, state `GET /relay/N` → `{"ison":bool}`;
 //! - Shelly Gen2+: `GET /rpc/Switch.Set?id=N&on=false|true`, state
-//!   `GET /rpc/Switch.GetStatus?id=N` → `{"output":bool}`;
+//!   `GET /rpc/Switch.GetStatus?id=N` → `{"output":bool}` (with a password: Digest,
+//!   SHA-256, the device id as realm);
 //! - Tasmota: `GET /cm?cmnd=Power%20Off|On` (channel N > 0: `PowerN`), state
 //!   `GET /cm?cmnd=Power` → `{"POWER":"ON"}`;
 //! - generic: request lines from the config (`GET /path` or `POST /path`, optional body).
 
 use super::error::PowerError;
+use super::http_auth::Login;
+use super::http_client::{Exchange, HttpClient, QUOTED_BYTES, Trust};
+pub use super::http_client::{MAX_REPLY_BYTES, Response};
 use super::switch::{Capabilities, PowerSwitch, Scope, SwitchTiming};
 use crate::model::peer_text::shown_prefix;
-use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub enum Flavor {
@@ -31,212 +35,32 @@ pub enum Flavor {
 
 pub struct HttpSwitch {
     pub flavor: Flavor,
+    /// host or host:port.
     pub host: String,
     pub channel: u32,
+    /// (user, password): answered as the plug's 401 asks, Basic or Digest.
     pub auth: Option<(String, String)>,
+    /// For each exchange as a whole (a Digest challenge's two round trips included).
     pub timeout: Duration,
     pub scope: Scope,
-}
-
-/// A response: status code, content type and body.
-pub struct Response {
-    pub status: u16,
-    /// The Content-Type header, lowercase, if any.
-    pub content_type: Option<String>,
-    pub body: String,
-}
-
-/// A switch's reply is a few hundred bytes; more is not a switch talking.
-pub const MAX_REPLY_BYTES: usize = 64 * 1024;
-/// Bytes of a reply an error quotes.
-const QUOTED_BYTES: usize = 120;
-
-/// One HTTP/1.1 request with `Connection: close`; reads the whole response. `timeout` is
-/// a deadline for all of it (connect, send, every byte of the reply): a plug that
-/// trickles its answer a byte at a time is given up at the deadline, not per read.
-pub fn request(
-    host: &str,
-    method: &str,
-    path: &str,
-    body: Option<&str>,
-    auth: Option<&(String, String)>,
-    timeout: Duration,
-) -> Result<Response, PowerError> {
-    let deadline = Instant::now() + timeout;
-    let hostport = if host.contains(':') {
-        host.to_string()
-    } else {
-        format!("{host}:80")
-    };
-    let addr = hostport
-        .to_socket_addrs()
-        .map_err(|source| PowerError::Resolve {
-            hostport: hostport.clone(),
-            source,
-        })?
-        .next()
-        .ok_or_else(|| PowerError::NoAddress {
-            hostport: hostport.clone(),
-        })?;
-    let late = || PowerError::ReplyTimeout {
-        hostport: hostport.clone(),
-        timeout,
-    };
-    let left = || {
-        deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-    };
-    let mut s = TcpStream::connect_timeout(&addr, left().ok_or_else(late)?).map_err(|source| {
-        PowerError::Connect {
-            hostport: hostport.clone(),
-            source,
-        }
-    })?;
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nUser-Agent: plugpull/{}\r\n",
-        env!("CARGO_PKG_VERSION")
-    );
-    if let Some((u, p)) = auth {
-        req += &format!(
-            "Authorization: Basic {}\r\n",
-            base64(format!("{u}:{p}").as_bytes())
-        );
-    }
-    let body = body.unwrap_or("");
-    if method != "GET" || !body.is_empty() {
-        req += &format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        );
-    }
-    req += "\r\n";
-    req += body;
-    let mut out = req.as_bytes();
-    while !out.is_empty() {
-        s.set_write_timeout(Some(left().ok_or_else(late)?))?;
-        match s.write(out) {
-            Ok(0) => {
-                return Err(PowerError::Send {
-                    hostport: hostport.clone(),
-                    source: io::ErrorKind::WriteZero.into(),
-                });
-            }
-            Ok(n) => out = &out[n..],
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => return Err(late()),
-            Err(source) => {
-                return Err(PowerError::Send {
-                    hostport: hostport.clone(),
-                    source,
-                });
-            }
-        }
-    }
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        s.set_read_timeout(Some(left().ok_or_else(late)?))?;
-        match s.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                raw.extend_from_slice(&buf[..n]);
-                if raw.len() > MAX_REPLY_BYTES {
-                    return Err(PowerError::ReplyTooLong {
-                        hostport,
-                        max: MAX_REPLY_BYTES,
-                    });
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => return Err(late()),
-            Err(source) => return Err(PowerError::ReadReply { hostport, source }),
-        }
-    }
-    parse_response(&raw).map_err(|e| PowerError::BadReply {
-        hostport,
-        source: Box::new(e),
-    })
-}
-
-/// A socket timeout (which of the two kinds depends on the platform).
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
-fn parse_response(raw: &[u8]) -> Result<Response, PowerError> {
-    let text = String::from_utf8_lossy(raw);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status_line = head.lines().next().unwrap_or("");
-    let mut parts = status_line.split_whitespace();
-    if !parts.next().unwrap_or("").starts_with("HTTP/") {
-        return Err(PowerError::NotHttp {
-            status_line: shown_prefix(status_line.as_bytes(), QUOTED_BYTES),
-        });
-    }
-    let status: u16 =
-        parts
-            .next()
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| PowerError::NoStatusCode {
-                status_line: shown_prefix(status_line.as_bytes(), QUOTED_BYTES),
-            })?;
-    let chunked = head
-        .lines()
-        .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.contains("chunked"));
-    let content_type = head.lines().find_map(|l| {
-        let (k, v) = l.split_once(':')?;
-        k.trim()
-            .eq_ignore_ascii_case("content-type")
-            .then(|| v.trim().to_ascii_lowercase())
-    });
-    let body = if chunked {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    Ok(Response {
-        status,
-        content_type,
-        body,
-    })
-}
-
-fn dechunk(mut s: &str) -> String {
-    let mut out = String::new();
-    while let Some((len, rest)) = s.split_once("\r\n") {
-        let n = usize::from_str_radix(len.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out += &rest[..n];
-        s = rest[n..].trim_start_matches("\r\n");
-    }
-    out
-}
-
-fn base64(b: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut o = String::new();
-    for c in b.chunks(3) {
-        let n = (c[0] as u32) << 16
-            | (*c.get(1).unwrap_or(&0) as u32) << 8
-            | *c.get(2).unwrap_or(&0) as u32;
-        for i in 0..4 {
-            if i <= c.len() {
-                o.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                o.push('=');
-            }
-        }
-    }
-    o
+    /// Made at the first request, for `host` as it is then; keeps the scheme learned.
+    client: Option<HttpClient>,
 }
 
 impl HttpSwitch {
+    /// Channel 0, no login, a 10 s timeout.
+    pub fn new(flavor: Flavor, host: &str, scope: Scope) -> Self {
+        HttpSwitch {
+            flavor,
+            host: host.to_string(),
+            channel: 0,
+            auth: None,
+            timeout: Duration::from_secs(10),
+            scope,
+            client: None,
+        }
+    }
+
     fn flavor_name(&self) -> &'static str {
         match self.flavor {
             Flavor::ShellyGen1 => "shelly-gen1",
@@ -298,30 +122,33 @@ impl HttpSwitch {
         }
     }
 
-    fn send(&self, method: &str, path: &str, body: Option<&str>) -> Result<Response, PowerError> {
-        let r = request(
-            &self.host,
-            method,
-            path,
-            body,
-            self.auth.as_ref(),
+    fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> Result<Response, PowerError> {
+        let client = match &mut self.client {
+            Some(c) if c.hostport() == self.host => c,
+            slot => slot.insert(HttpClient::new(
+                &format!("http://{}", self.host),
+                &Trust::PublicRoots,
+            )?),
+        };
+        let login = self.auth.as_ref().map(|(user, password)| Login {
+            user: user.clone(),
+            password: password.clone(),
+        });
+        client.checked(
+            &Exchange {
+                method,
+                path,
+                body,
+                headers: &[],
+            },
+            login.as_ref(),
             self.timeout,
-        )?;
-        if r.status == 401 {
-            return Err(PowerError::LoginRequired {
-                host: self.host.clone(),
-            });
-        }
-        if !(200..300).contains(&r.status) {
-            return Err(PowerError::HttpStatus {
-                method: method.to_string(),
-                path: path.to_string(),
-                host: self.host.clone(),
-                status: r.status,
-                body: shown_prefix(r.body.trim().as_bytes(), QUOTED_BYTES),
-            });
-        }
-        Ok(r)
+        )
     }
 
     fn set(&mut self, on: bool) -> Result<SwitchTiming, PowerError> {
@@ -443,22 +270,5 @@ impl PowerSwitch for HttpSwitch {
                 body: shown_prefix(r.body.as_bytes(), QUOTED_BYTES),
             }),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn base64_matches_rfc4648() {
-        assert_eq!(super::base64(b"admin:secret"), "YWRtaW46c2VjcmV0");
-        assert_eq!(super::base64(b"a"), "YQ==");
-        assert_eq!(super::base64(b"ab"), "YWI=");
-    }
-    #[test]
-    fn dechunks() {
-        assert_eq!(
-            super::dechunk("5\r\nhello\r\n1\r\n!\r\n0\r\n\r\n"),
-            "hello!"
-        );
     }
 }

@@ -44,6 +44,8 @@ mod peer_strings;
 mod plain_words;
 mod power;
 mod power_firmware;
+mod power_http;
+mod power_redfish;
 mod replay;
 mod replay_memory;
 mod replay_parts;

@@ -173,7 +173,11 @@ fn fake_plug(user_pass_b64: Option<&'static str>) -> FakePlug {
                     break;
                 }
                 if let Some(b) = user_pass_b64 {
-                    if h.trim() == format!("Authorization: Basic {b}") {
+                    // Header names are case-insensitive (ureq sends them lowercase).
+                    let (name, value) = h.trim().split_once(':').unwrap_or(("", ""));
+                    if name.eq_ignore_ascii_case("authorization")
+                        && value.trim() == format!("Basic {b}")
+                    {
                         auth_ok = true;
                     }
                 }
@@ -239,9 +243,14 @@ fn fake_plug(user_pass_b64: Option<&'static str>) -> FakePlug {
                     _ => (404, "not found".into()),
                 }
             };
+            let challenge = if status == 401 {
+                "WWW-Authenticate: Basic realm=\"plug\"\r\n"
+            } else {
+                ""
+            };
             let _ = write!(
                 s,
-                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                "HTTP/1.1 {status} X\r\n{challenge}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
                 reply.len()
             );
         }
@@ -250,14 +259,9 @@ fn fake_plug(user_pass_b64: Option<&'static str>) -> FakePlug {
 }
 
 fn http(flavor: Flavor, addr: &str) -> HttpSwitch {
-    HttpSwitch {
-        flavor,
-        host: addr.into(),
-        channel: 0,
-        auth: None,
-        timeout: Duration::from_secs(5),
-        scope: Scope::Host,
-    }
+    let mut sw = HttpSwitch::new(flavor, addr, Scope::Host);
+    sw.timeout = Duration::from_secs(5);
+    sw
 }
 
 #[test]
