@@ -13,9 +13,10 @@
 
 use super::config::{ConfigError, Settings};
 use super::context::{Campaign, check_ramp};
+use super::drive_only::{loopback_witness, open_target, run_cycle};
+use super::error::{CampaignError, Result};
 use super::results::CycleResult;
 use super::results_file::ResultsFile;
-use super::{CampaignError, Result, loopback_witness, open_target, run_cycle};
 use crate::fleet::{CutOutcome, CutResult, DriveRow, DriveSpec, Matrix};
 use crate::model::Verdict;
 use std::path::Path;
