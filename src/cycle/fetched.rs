@@ -13,7 +13,7 @@ use crate::verify::budget::Budget;
 use crate::verify::report::Report;
 use crate::verify::temp_log::TempLog;
 use crate::verify::{engine, evidence, gone, refused_report_of, scale, scan};
-use crate::witness::client::error::ClientResult;
+use crate::witness::client::error::{ClientError, ClientResult};
 use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +38,30 @@ impl FetchedRun {
 /// Fetches `run` from the witness at `addr` into a temporary file (in `TMPDIR`); a
 /// witness that sends another run is refused.
 pub fn fetch_run(addr: &str, run: RunId) -> ClientResult<FetchedRun> {
+    fetch_run_waiting(addr, run, BUSY_WAIT)
+}
+
+/// How long a cycle's fetch waits for a witness that is serving its most fetches: the
+/// drives of a fleet verify at the same moment, and a drive is not DEAD or ERROR because
+/// the others were fetching.
+pub const BUSY_WAIT: Duration = Duration::from_secs(120);
+
+/// [`fetch_run`], trying again for up to `busy_wait` while the witness answers that it
+/// is serving its most fetches (a pause of 50 to 300 ms between tries).
+pub fn fetch_run_waiting(addr: &str, run: RunId, busy_wait: Duration) -> ClientResult<FetchedRun> {
+    let t0 = std::time::Instant::now();
+    let mut rng = crate::rng::Rng::new(crate::rng::random_seed());
+    loop {
+        match fetch_once(addr, run) {
+            Err(ClientError::WitnessBusy { .. }) if t0.elapsed() < busy_wait => {
+                std::thread::sleep(Duration::from_millis(50 + rng.below(250)));
+            }
+            r => return r,
+        }
+    }
+}
+
+fn fetch_once(addr: &str, run: RunId) -> ClientResult<FetchedRun> {
     let log = TempLog::new("cycle");
     let f = log.fetch_into(addr, &RunSelector::Run(run), None)?;
     // Another run's acks would judge the drive against promises this cycle never made

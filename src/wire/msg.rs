@@ -38,6 +38,10 @@ pub const LOG_VERSION_PLAIN: u16 = 1;
 /// How the witness's Error answer to a device-key Fetch it has no run for begins. The
 /// frame carries only text, so the fetcher tells this answer from other refusals by it.
 pub const NO_RUN_FOR_DEVICE: &str = "no run for device";
+/// How the witness's Error answer to a Fetch begins when it is serving as many fetches as
+/// it serves at once: the fetcher may try again in a moment (a fleet's drives verify at
+/// the same time).
+pub const FETCHES_BUSY: &str = "the witness is serving its most fetches";
 
 const SELECT_RUN: u8 = 1;
 const SELECT_DEVICE: u8 = 2;

@@ -660,3 +660,55 @@ fn fetch_o_onto_a_symlink_or_a_fifo_is_refused_and_left_alone() {
     }
     assert_eq!(fs::read(&victim).unwrap(), b"precious");
 }
+
+/// A witness that answers its first `busy` fetches that it is serving its most fetches,
+/// as the witness does, then serves `run` with 100 acks. Returns its address.
+fn busy_witness(run: RunId, busy: usize) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for k in 0.. {
+            let Ok((mut s, _)) = l.accept() else { return };
+            read_one_frame(&mut s);
+            if k < busy {
+                let message = format!(
+                    "{} (16) already; try again in a moment",
+                    plugpull::wire::msg::FETCHES_BUSY
+                );
+                let _ = s.write_all(&Msg::Error { message }.encode());
+                continue;
+            }
+            s.write_all(&Msg::FetchRun(test_descriptor(run)).encode())
+                .unwrap();
+            let acks: Vec<Ack> = (0..100).map(device_ack).collect();
+            s.write_all(&Msg::Acks { first: 0, acks }.encode()).unwrap();
+            s.write_all(&Msg::FetchEnd { acks: 100 }.encode()).unwrap();
+            let _ = s.shutdown(std::net::Shutdown::Write);
+            let _ = s.read_to_end(&mut Vec::new());
+        }
+    });
+    addr
+}
+
+/// A cycle's fetch (campaign, fleet, agent, demo) waits while the witness is serving its
+/// most fetches, as when a fleet's drives verify together, instead of recording the
+/// drive's cycle as an error; past its wait, the witness's answer is the error.
+#[test]
+fn a_cycle_fetch_waits_while_the_witness_is_busy() {
+    use plugpull::cycle::fetched::fetch_run_waiting;
+    use plugpull::witness::client::error::ClientError;
+    let run = RunId([0x42; 16]);
+    let f = fetch_run_waiting(&busy_witness(run, 3), run, Duration::from_secs(30)).unwrap();
+    assert_eq!(f.acks, 100);
+    match fetch_run_waiting(
+        &busy_witness(run, usize::MAX),
+        run,
+        Duration::from_millis(500),
+    ) {
+        Err(e @ ClientError::WitnessBusy { .. }) => {
+            assert!(e.to_string().contains("try again in a moment"), "{e}")
+        }
+        Err(e) => panic!("{e:#}"),
+        Ok(_) => panic!("a witness that is always busy served the run"),
+    }
+}

@@ -25,6 +25,12 @@ pub enum ClientError {
         addr: String,
         message: String,
     },
+    /// The witness is serving as many fetches as it serves at once: `addr` answered
+    /// `message`, which begins with [`FETCHES_BUSY`](crate::wire::msg::FETCHES_BUSY).
+    WitnessBusy {
+        addr: String,
+        message: String,
+    },
     /// The key file cannot be used.
     Key(KeyError),
     /// The fetched run cannot be written to its file.
@@ -45,7 +51,8 @@ impl Display for ClientError {
         }
         match self {
             ClientError::Witness(m) => f.write_str(m),
-            ClientError::NoRunForDevice { addr, message } => {
+            ClientError::NoRunForDevice { addr, message }
+            | ClientError::WitnessBusy { addr, message } => {
                 write!(f, "the witness at {addr}: {message}")
             }
             ClientError::Decode(e) => write!(f, "{e}"),
@@ -61,7 +68,9 @@ impl std::error::Error for ClientError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         // Wrapped errors are transparent: their own causes follow their message.
         match self {
-            ClientError::Witness(_) | ClientError::NoRunForDevice { .. } => None,
+            ClientError::Witness(_)
+            | ClientError::NoRunForDevice { .. }
+            | ClientError::WitnessBusy { .. } => None,
             ClientError::Decode(e) => e.source(),
             ClientError::Io(e) => e.source(),
             ClientError::Key(e) => e.source(),

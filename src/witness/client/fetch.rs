@@ -9,7 +9,7 @@
 use crate::model::{Ack, FileName, RunDescriptor, RunLog, RunSelector, WitnessEvent};
 use crate::record::RunId;
 use crate::wire::auth::{self, Key};
-use crate::wire::msg::{Msg, NO_RUN_FOR_DEVICE};
+use crate::wire::msg::{FETCHES_BUSY, Msg, NO_RUN_FOR_DEVICE};
 use crate::witness::client::connect::{FrameReader, authenticate, connect_stream, encode_sealed};
 use crate::witness::client::error::{ClientError, ClientResult, Context, refuse};
 use crate::witness::store::{checker, export};
@@ -137,6 +137,12 @@ pub fn fetch_streamed(
                     && message.starts_with(NO_RUN_FOR_DEVICE) =>
             {
                 return Err(ClientError::NoRunForDevice {
+                    addr: addr.to_string(),
+                    message: crate::model::peer_text::shown(&message).into_owned(),
+                });
+            }
+            Some(Msg::Error { message }) if message.starts_with(FETCHES_BUSY) => {
+                return Err(ClientError::WitnessBusy {
                     addr: addr.to_string(),
                     message: crate::model::peer_text::shown(&message).into_owned(),
                 });

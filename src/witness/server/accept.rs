@@ -500,7 +500,10 @@ fn hand_over(sh: &Arc<Shared>, p: Pending, role: Role) {
                  or raise --max-connections"
             ),
             Role::Fetch => {
-                format!("the witness is serving {cap} fetches already; try again in a moment")
+                format!(
+                    "{} ({cap}) already; try again in a moment",
+                    crate::wire::msg::FETCHES_BUSY
+                )
             }
         };
         close_pending(sh, p, Refusal::refused(msg));
