@@ -122,24 +122,41 @@ pub struct CampaignOptions {
     pub results: Option<PathBuf>,
     /// Overrides `campaign.cycles`: cycles in all, finished ones included.
     pub cycles: Option<u64>,
-    /// Only print the summary of the results file; cut nothing.
+    /// Only summarise the results file; cut nothing.
     pub summary_only: bool,
-    /// Print the summary as JSON on stdout.
-    pub json: bool,
     /// No per-cycle lines on stderr.
     pub quiet: bool,
 }
 
-/// Runs (or resumes) the campaign, prints its summary and returns it: the command's
-/// exit status follows from its failed and error counts.
-pub fn run(o: CampaignOptions) -> Result<Summary> {
+/// What a campaign ends with: the summary of its results file, and the file's header
+/// and cycles (for renderings of each cycle, as `--format ocp`).
+#[derive(Clone, Debug)]
+pub struct Finished {
+    pub summary: Summary,
+    pub header: Header,
+    pub cycles: Vec<results::CycleResult>,
+}
+
+impl Finished {
+    fn of(header: Header, cycles: Vec<results::CycleResult>) -> Finished {
+        Finished {
+            summary: results::summarize(&cycles),
+            header,
+            cycles,
+        }
+    }
+}
+
+/// Runs (or resumes) the campaign and returns its results, for the command to print:
+/// the command's exit status follows from the summary's failed and error counts.
+pub fn run(o: CampaignOptions) -> Result<Finished> {
     let mut settings = Settings::load(&o.config)?;
     if let Some(r) = &o.results {
         settings.results = r.clone();
     }
     if o.summary_only {
-        let (_, cycles, _) = results_file::read(&settings.results)?;
-        return print_summary(results::summarize(&cycles), o.json);
+        let (header, cycles, _) = results_file::read(&settings.results)?;
+        return Ok(Finished::of(header, cycles));
     }
     let cycles_wanted = o.cycles.unwrap_or(settings.file.campaign.cycles);
     let seed = settings
@@ -174,7 +191,7 @@ pub fn run(o: CampaignOptions) -> Result<Summary> {
     } else {
         run_drive_only(&c, &mut results)?;
     }
-    print_summary(results::summarize(&results.cycles), o.json)
+    Ok(Finished::of(results.header, results.cycles))
 }
 
 fn run_whole_host(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
@@ -309,15 +326,6 @@ fn progress_bar(quiet: bool, cycles_wanted: u64, done: u64) -> indicatif::Progre
     );
     bar.set_position(done);
     bar
-}
-
-fn print_summary(s: Summary, json: bool) -> Result<Summary> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
-    } else {
-        print!("{}", s.to_text());
-    }
-    Ok(s)
 }
 
 /// One cycle; never fails: whatever went wrong is recorded in the result.
