@@ -14,6 +14,7 @@ pub mod latency;
 pub mod le;
 pub mod logwrites;
 pub mod model;
+pub mod ocp;
 pub mod placer;
 pub mod power;
 pub mod record;

@@ -54,17 +54,44 @@ pub struct CampaignOptions {
     pub results: Option<PathBuf>,
     /// Overrides `campaign.cycles`: cycles in all, finished ones included.
     pub cycles: Option<u64>,
-    /// Only print the summary of the results file; cut nothing.
+    /// Only summarise the results file; cut nothing.
     pub summary_only: bool,
-    /// Print the summary as JSON on stdout.
-    pub json: bool,
     /// No per-cycle lines on stderr.
     pub quiet: bool,
 }
 
-/// Runs (or resumes) the campaign, prints its summary and returns it: the command's
-/// exit status follows from its failed and error counts.
-pub fn run(o: CampaignOptions) -> Result<Summary> {
+/// What a campaign ends with: the summary of its results file, and the file's header
+/// and cycles (for renderings of each cycle, as `--format ocp`).
+#[derive(Clone, Debug)]
+pub struct Finished {
+    pub summary: Summary,
+    pub header: Header,
+    pub cycles: Vec<results::CycleResult>,
+    /// A campaign of several drives (`[[drives]]`): the matrix that compares them.
+    pub fleet: Option<crate::fleet::Matrix>,
+}
+
+impl Finished {
+    fn of(header: Header, cycles: Vec<results::CycleResult>) -> Finished {
+        Finished {
+            summary: results::summarize(&cycles),
+            header,
+            cycles,
+            fleet: None,
+        }
+    }
+
+    fn with_fleet(self, m: crate::fleet::Matrix) -> Finished {
+        Finished {
+            fleet: Some(m),
+            ..self
+        }
+    }
+}
+
+/// Runs (or resumes) the campaign and returns its results, for the command to print:
+/// the command's exit status follows from the summary's failed and error counts.
+pub fn run(o: CampaignOptions) -> Result<Finished> {
     let mut fleet = fleet::load(&o.config)?;
     let mut settings = match &fleet {
         Some(f) => fleet_settings(&o.config, f)?,
@@ -80,10 +107,10 @@ pub fn run(o: CampaignOptions) -> Result<Summary> {
         let (header, cycles, _) = results_file::read(&settings.results)?;
         if let Some(f) = &fleet {
             fleet::check_names(f, &cycles)?;
-            print_matrix(&fleet::matrix(f, header.seed, &cycles), o.json)?;
-            return Ok(results::summarize(&cycles));
+            let m = fleet::matrix(f, header.seed, &cycles);
+            return Ok(Finished::of(header, cycles).with_fleet(m));
         }
-        return print_summary(results::summarize(&cycles), o.json);
+        return Ok(Finished::of(header, cycles));
     }
     let cycles_wanted = o.cycles.unwrap_or(settings.file.campaign.cycles);
     let seed = settings
@@ -116,15 +143,15 @@ pub fn run(o: CampaignOptions) -> Result<Summary> {
     if let Some(f) = &fleet {
         fleet::check_names(f, &results.cycles)?;
         fleet::run(&c, f, &mut results)?;
-        print_matrix(&fleet::matrix(f, c.seed, &results.cycles), o.json)?;
-        return Ok(results::summarize(&results.cycles));
+        let m = fleet::matrix(f, c.seed, &results.cycles);
+        return Ok(Finished::of(results.header, results.cycles).with_fleet(m));
     }
     if settings.file.target.kind == "host" {
         run_whole_host(&c, &mut results)?;
     } else {
         run_drive_only(&c, &mut results)?;
     }
-    print_summary(results::summarize(&results.cycles), o.json)
+    Ok(Finished::of(results.header, results.cycles))
 }
 
 /// What the fleet's drives share (the results file, the witness, the seed): the first
@@ -140,16 +167,6 @@ fn fleet_settings(path: &std::path::Path, fleet: &[fleet::FleetDrive]) -> Result
     Ok(s)
 }
 
-/// The fleet matrix: text for people, or `plugpull-fleet/1` JSON (docs/fleet.md).
-fn print_matrix(m: &crate::fleet::Matrix, json: bool) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(m)?);
-    } else {
-        print!("{}", crate::fleet::text::matrix_text(m));
-    }
-    Ok(())
-}
-
 fn run_whole_host(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
     let mut power = c.settings.file.power.build(None)?;
     check_ramp(c.settings, power.as_ref())?;
@@ -161,13 +178,4 @@ fn run_whole_host(c: &Campaign, results: &mut ResultsFile) -> Result<()> {
         c.seed
     ));
     Ok(host::run(c, results, power.as_mut())?)
-}
-
-fn print_summary(s: Summary, json: bool) -> Result<Summary> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
-    } else {
-        print!("{}", s.to_text());
-    }
-    Ok(s)
 }

@@ -312,9 +312,8 @@ pub struct VerifyArgs {
     /// the power went gets no PASS ("no power cut during writing", exit 3).
     #[arg(long)]
     pub rehearsal: bool,
-    /// Print the report as JSON on stdout (format in docs/report.md).
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: FormatArgs,
     /// Only the verdict line.
     #[arg(long, short)]
     pub quiet: bool,
@@ -542,9 +541,8 @@ pub struct CampaignArgs {
     /// Only print the summary of the results file; cut nothing.
     #[arg(long)]
     pub summary: bool,
-    /// Print the summary as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: FormatArgs,
     /// No per-cycle lines on stderr.
     #[arg(long, short)]
     pub quiet: bool,
@@ -592,8 +590,10 @@ pub struct AgentArgs {
 }
 
 mod depth;
+mod format;
 mod simulated;
 pub use depth::DepthArgs;
+pub use format::{FormatArgs, OutputFormat};
 pub use simulated::{DemoArgs, SimdriveArgs, SoakArgs};
 
 #[cfg(test)]

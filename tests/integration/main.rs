@@ -40,6 +40,7 @@ mod hostile_fuzz;
 mod install;
 mod interrupted_fetch;
 mod lab;
+mod ocp_output;
 mod peer_strings;
 mod plain_words;
 mod power;

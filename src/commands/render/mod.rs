@@ -6,6 +6,8 @@
 
 pub mod bench;
 pub mod fetch;
+pub mod ocp;
+pub mod ocp_campaign;
 pub mod report;
 pub mod verify;
 
