@@ -151,6 +151,7 @@ pub fn cut_result(r: &CycleResult) -> CutResult {
         acked_lost: r.report.counts.failing(),
         acked: r.report.counts.total(),
         loss_window_ms: r.report.loss_window.as_ref().map(|w| w.ms),
+        unsafe_shutdowns_delta: r.unsafe_shutdowns_delta,
     }
 }
 
@@ -164,23 +165,26 @@ pub fn matrix(fleet: &[FleetDrive], seed: u64, cycles: &[CycleResult]) -> Matrix
                 .filter(|c| c.drive.as_deref() == Some(d.name.as_str()))
                 .collect();
             mine.sort_by_key(|c| c.cycle);
-            let model = mine
-                .iter()
-                .rev()
-                .find_map(|c| {
-                    let dev = c.shown.device.as_ref()?;
-                    let model = dev.get("model")?.as_str()?.to_string();
-                    Some(match dev.get("firmware").and_then(|f| f.as_str()) {
-                        Some(fw) => format!("{model}, firmware {fw}"),
-                        None => model,
-                    })
-                })
-                .unwrap_or_else(|| "not identified".into());
+            // As verify identified the drive last (model, firmware, cache, FUA).
+            let device = mine.iter().rev().find_map(|c| c.shown.device.as_ref());
+            let field = |k: &str| device.and_then(|d| d.get(k));
+            let model = match (
+                field("model").and_then(|m| m.as_str()),
+                field("firmware").and_then(|f| f.as_str()),
+            ) {
+                (Some(m), Some(fw)) => format!("{m}, firmware {fw}"),
+                (Some(m), None) => m.to_string(),
+                (None, _) => "not identified".into(),
+            };
             DriveRow::new(
                 DriveSpec {
                     name: d.name.clone(),
                     model,
                     claims_plp: d.claims_plp,
+                    write_cache: field("write_cache")
+                        .and_then(|w| w.as_str())
+                        .map(str::to_string),
+                    fua: field("fua").and_then(|f| f.as_bool()),
                 },
                 mine.into_iter().map(cut_result).collect(),
             )

@@ -82,10 +82,13 @@ pub fn run(o: &FleetDemoOptions) -> Result<Matrix, DemoError> {
         .iter()
         .zip(cuts)
         .map(|(&(name, profile, claims_plp), cuts)| {
+            let id = drive_identity(profile);
             let spec = DriveSpec {
                 name: name.into(),
-                model: drive_identity(profile).model.unwrap_or_default(),
+                model: id.model.unwrap_or_default(),
                 claims_plp,
+                write_cache: id.write_cache,
+                fua: id.fua,
             };
             DriveRow::new(spec, cuts)
         })

@@ -28,6 +28,12 @@ pub struct DriveSpec {
     pub model: String,
     /// The drive is sold with power-loss protection.
     pub claims_plp: bool,
+    /// Its write cache as the kernel reports it (`write back`, `write through`), and
+    /// whether the kernel may use FUA writes: as identified, null when unknown.
+    #[serde(default)]
+    pub write_cache: Option<String>,
+    #[serde(default)]
+    pub fua: Option<bool>,
 }
 
 /// How one cut was judged on one drive.
@@ -51,6 +57,10 @@ pub struct CutResult {
     pub acked: u64,
     /// From the earliest failing record's ack to the run's last ack.
     pub loss_window_ms: Option<f64>,
+    /// The rise of the drive's unsafe-shutdown counter across the cut (1 for a cut the
+    /// drive was not told of), where it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsafe_shutdowns_delta: Option<i64>,
 }
 
 impl CutOutcome {
@@ -83,6 +93,7 @@ impl CutResult {
             acked_lost,
             acked: r.counts.values().sum(),
             loss_window_ms: r.loss_window.as_ref().map(|w| w.ms),
+            unsafe_shutdowns_delta: None,
         }
     }
 }

@@ -6,6 +6,7 @@ fn cut(outcome: CutOutcome, lost: u64, window_ms: Option<f64>) -> CutResult {
         acked_lost: lost,
         acked: 100,
         loss_window_ms: window_ms,
+        unsafe_shutdowns_delta: None,
     }
 }
 
@@ -14,6 +15,8 @@ fn spec(name: &str, claims_plp: bool) -> DriveSpec {
         name: name.into(),
         model: "model X, firmware 1.0".into(),
         claims_plp,
+        write_cache: Some("write back".into()),
+        fua: Some(true),
     }
 }
 

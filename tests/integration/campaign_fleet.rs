@@ -89,6 +89,18 @@ fn a_fleet_campaign_names_the_lying_drive_and_only_it() {
     assert_eq!(lying.fail, 3, "{:?}", lying.cuts);
     assert!(lying.acked_lost_per_failing_cut.iter().all(|n| *n > 0));
     assert!(lying.drive.model.contains("lying"), "{}", lying.drive.model);
+    // As verify identified each drive; a simulated drive has no health log to read.
+    assert!(
+        m.drives
+            .iter()
+            .all(|d| d.drive.write_cache.as_deref() == Some("write back"))
+    );
+    assert!(
+        lying
+            .cuts
+            .iter()
+            .all(|c| c.unsafe_shutdowns_delta.is_none())
+    );
     assert!(
         lying
             .sentence

@@ -188,6 +188,11 @@ fn report_renders_the_fleet_matrix_as_one_page() {
         let counts = [d.pass, d.fail, d.inconclusive, d.dead].map(|n| n.to_string());
         assert_eq!(cells[..4], counts, "{row}");
         assert!(
+            row.contains("<td>write back, FUA not known</td>"),
+            "the write cache and FUA of a simulated drive: {row}"
+        );
+        assert!(row.ends_with("<td>not read</td>"), "{row}");
+        assert!(
             html.contains(&format!("<li>{}</li>", d.sentence)),
             "{}",
             d.sentence

@@ -86,9 +86,9 @@ fn banner_text(m: &Matrix) -> String {
 
 fn matrix_table(o: &mut String, m: &Matrix) {
     o.push_str(
-        "<h2 id=\"matrix\">The matrix</h2><table id=\"matrix-table\"><tr><th>Drive</th><th>Model</th><th>Claims PLP</th>\
+        "<h2 id=\"matrix\">The matrix</h2><table id=\"matrix-table\"><tr><th>Drive</th><th>Model</th><th>Write cache, FUA</th><th>Claims PLP</th>\
 <th>PASS</th><th>FAIL</th><th>INCONCLUSIVE</th><th>DEAD</th><th>Acked records lost per failing cut</th>\
-<th>Worst loss window</th><th>Failure rate at most (95%)</th></tr>",
+<th>Worst loss window</th><th>Failure rate at most (95%)</th><th>Unsafe-shutdown counter per cut</th></tr>",
     );
     for d in &m.drives {
         let lost = if d.acked_lost_per_failing_cut.is_empty() {
@@ -107,12 +107,13 @@ fn matrix_table(o: &mut String, m: &Matrix) {
         };
         let _ = write!(
             o,
-            "<tr class=\"drive\" data-fail=\"{}\"><td>{}</td><td>{}</td><td>{claim}</td>\
+            "<tr class=\"drive\" data-fail=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{claim}</td>\
 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
             d.fail,
             esc(&d.drive.name),
             esc(&d.drive.model),
+            esc(&cache_and_fua(d)),
             d.pass,
             d.fail,
             d.inconclusive,
@@ -122,9 +123,37 @@ fn matrix_table(o: &mut String, m: &Matrix) {
                 .map(fmt_duration_ms)
                 .unwrap_or_else(|| "-".into()),
             rate(d),
+            esc(&deltas(d)),
         );
     }
     o.push_str("</table>");
+}
+
+/// "write back, FUA" / "write through, no FUA"; "not known" for what was not read.
+fn cache_and_fua(d: &DriveRow) -> String {
+    let cache = d.drive.write_cache.as_deref().unwrap_or("not known");
+    let fua = match d.drive.fua {
+        Some(true) => "FUA",
+        Some(false) => "no FUA",
+        None => "FUA not known",
+    };
+    format!("{cache}, {fua}")
+}
+
+/// Each cut's rise of the unsafe-shutdown counter ("+1 +1 +0"), "-" where not read, or
+/// "not read" when no cut read it.
+fn deltas(d: &DriveRow) -> String {
+    if d.cuts.iter().all(|c| c.unsafe_shutdowns_delta.is_none()) {
+        return "not read".into();
+    }
+    d.cuts
+        .iter()
+        .map(|c| match c.unsafe_shutdowns_delta {
+            Some(n) => format!("{n:+}"),
+            None => "-".into(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The 95% upper bound as a percentage, or "-" when no cut was judged.
