@@ -79,6 +79,13 @@ pub fn parse(text: &str, base: &Path) -> Result<Option<Vec<FleetDrive>>, ConfigE
                 invalid!("drives[{i}].name: every drive needs a name for people (\"candidate A\")")
             }
         };
+        // Each drive's cycle is a line named by the drive (stderr, the matrix): a line
+        // break or another control character in a name would print a forged line.
+        if name.chars().any(char::is_control) {
+            invalid!(
+                "drives[{i}].name {name:?} has a control character (a line break, a tab, an escape): a name is printed on one line"
+            );
+        }
         if fleet.iter().any(|f| f.name == name) {
             invalid!("drives[{i}].name \"{name}\" is given twice: names tell the drives apart");
         }
@@ -300,6 +307,16 @@ pub fn check_names(fleet: &[FleetDrive], cycles: &[CycleResult]) -> Result<()> {
             r.drive
                 .as_deref()
                 .unwrap_or("(none: a campaign of one drive)")
+        ))));
+    }
+    Ok(())
+}
+
+/// A campaign of one drive's results hold no fleet's cycles (each names its drive).
+pub fn check_one_drive(cycles: &[CycleResult]) -> Result<()> {
+    if let Some(name) = cycles.iter().find_map(|r| r.drive.as_deref()) {
+        return Err(CampaignError::Config(ConfigError::Invalid(format!(
+            "the results file has a cycle of drive {name:?} of a campaign of several drives ([[drives]]), and this campaign file has one drive: use the fleet's campaign file, or a new results file"
         ))));
     }
     Ok(())

@@ -223,6 +223,49 @@ impl Matrix {
         }
     }
 
+    /// The matrix its own cuts make, or why this one is not it: a document whose counts,
+    /// losses, claims or pairs disagree with its cuts is damaged (hand-edited, or made
+    /// by something else), and a page of it would show a verdict its cuts do not.
+    /// The one returned is rebuilt from the cuts, so its rates, p-values and sentences
+    /// are the cuts' too.
+    pub fn checked(self) -> Result<Matrix, String> {
+        let rebuilt = Matrix::new(
+            self.seed,
+            self.drives
+                .iter()
+                .map(|d| DriveRow::new(d.drive.clone(), d.cuts.clone()))
+                .collect(),
+        );
+        if rebuilt.cuts != self.cuts {
+            return Err(format!(
+                "it says {} power cuts and its drives have {}",
+                self.cuts, rebuilt.cuts
+            ));
+        }
+        for (had, made) in self.drives.iter().zip(&rebuilt.drives) {
+            let counts = |r: &DriveRow| {
+                (
+                    [r.pass, r.fail, r.inconclusive, r.dead],
+                    r.acked_lost_per_failing_cut.clone(),
+                    r.plp_claim_broken,
+                )
+            };
+            if counts(had) != counts(made) {
+                return Err(format!(
+                    "the row of drive {:?} disagrees with its own cuts",
+                    had.drive.name
+                ));
+            }
+        }
+        let names = |m: &Matrix| -> Vec<(String, String)> {
+            m.pairs.iter().map(|p| (p.a.clone(), p.b.clone())).collect()
+        };
+        if names(&self) != names(&rebuilt) {
+            return Err("its pairs are not the pairs of its drives".into());
+        }
+        Ok(rebuilt)
+    }
+
     /// FAIL when any drive lost acknowledged writes, PASS when every drive passed every
     /// cut, INCONCLUSIVE otherwise.
     pub fn verdict(&self) -> Verdict {

@@ -1,0 +1,164 @@
+//! `[[drives]]` campaigns given results files that are not theirs, and drive names that
+//! would break "a line per drive per cycle".
+
+use crate::common::*;
+use std::path::{Path, PathBuf};
+
+const HEAD: &str = r#"
+[campaign]
+cycles = 1
+results = "r.jsonl"
+delay = "10ms-40ms"
+off = "5ms"
+seed = 9
+
+[power]
+driver = "simdrive"
+"#;
+
+fn drive(name: &str) -> String {
+    format!(
+        "\n[[drives]]\nname = {}\n[drives.target]\nkind = \"simdrive\"\nprofile = \"honest\"\nsize = \"4M\"\n",
+        toml::Value::String(name.into())
+    )
+}
+
+fn write_cfg(dir: &Path, file: &str, body: &str) -> PathBuf {
+    let p = dir.join(file);
+    std::fs::write(&p, format!("{HEAD}{body}")).unwrap();
+    p
+}
+
+fn one_drive(dir: &Path) -> PathBuf {
+    write_cfg(
+        dir,
+        "one.toml",
+        "\n[target]\nkind = \"simdrive\"\nprofile = \"honest\"\nsize = \"4M\"\n",
+    )
+}
+
+fn campaign(cfg: &Path, extra: &[&str]) -> Run {
+    let mut a = vec!["campaign", "--config", cfg.to_str().unwrap(), "--quiet"];
+    a.extend_from_slice(extra);
+    run(a)
+}
+
+/// A one-drive campaign shown a fleet's results file must refuse it, for a run and for
+/// `--summary` alike: summed as one drive, two drives' cuts would be one drive's verdict.
+#[test]
+fn attack_today_a_one_drive_campaign_refuses_a_fleets_results() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let fleet = write_cfg(
+        dir.path(),
+        "fleet.toml",
+        &(drive("candidate A") + &drive("candidate B")),
+    );
+    let r = campaign(&fleet, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let results = dir.path().join("r.jsonl");
+    let before = std::fs::read(&results).unwrap();
+    let one = one_drive(dir.path());
+    let res = results.to_str().unwrap();
+    for extra in [&["--results", res][..], &["--results", res, "--summary"]] {
+        let r = campaign(&one, extra);
+        assert_eq!(r.code, 2, "{extra:?}: {r:?}");
+        assert!(r.stdout.is_empty(), "{extra:?}: {r:?}");
+    }
+    assert_eq!(std::fs::read(&results).unwrap(), before);
+}
+
+/// ... and the other way round: a fleet shown a one-drive campaign's results.
+#[test]
+fn attack_today_a_fleet_refuses_a_one_drive_campaigns_results() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let one = one_drive(dir.path());
+    let results = dir.path().join("one.jsonl");
+    let r = campaign(&one, &["--results", results.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let before = std::fs::read(&results).unwrap();
+    let fleet = write_cfg(
+        dir.path(),
+        "fleet.toml",
+        &(drive("candidate A") + &drive("candidate B")),
+    );
+    let res = results.to_str().unwrap();
+    for extra in [&["--results", res][..], &["--results", res, "--summary"]] {
+        let r = campaign(&fleet, extra);
+        assert_eq!(r.code, 2, "{extra:?}: {r:?}");
+        assert!(r.stdout.is_empty(), "{extra:?}: {r:?}");
+    }
+    assert_eq!(std::fs::read(&results).unwrap(), before);
+}
+
+/// Resuming with the drives reordered, renamed, added or removed is another fleet: the
+/// results file is refused and left as it was (`--cycles 2` asks for more), and so is
+/// its `--summary`.
+#[test]
+fn attack_today_a_fleet_changed_between_runs_is_refused_on_resume() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (a, b, c) = (drive("A"), drive("B"), drive("C"));
+    let cfg = write_cfg(dir.path(), "fleet.toml", &(a.clone() + &b));
+    let r = campaign(&cfg, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let results = dir.path().join("r.jsonl");
+    let before = std::fs::read(&results).unwrap();
+    for (what, body) in [
+        ("reordered", b.clone() + &a),
+        ("renamed", a.clone() + &drive("B2")),
+        ("added", a.clone() + &b + &c),
+        ("removed", a.clone()),
+    ] {
+        std::fs::write(&cfg, format!("{HEAD}{body}")).unwrap();
+        let r = campaign(&cfg, &["--cycles", "2"]);
+        assert_eq!(r.code, 2, "{what}: {r:?}");
+        assert_eq!(std::fs::read(&results).unwrap(), before, "{what}");
+        // `--summary` too: an added drive would be a row passing cuts it never had.
+        let r = campaign(&cfg, &["--summary"]);
+        assert_eq!(r.code, 2, "{what} --summary: {r:?}");
+        assert!(r.stdout.is_empty(), "{what} --summary: {r:?}");
+    }
+}
+
+/// The promise is a line per drive per cycle, named by drive: a name with a line break
+/// (or another control character) would print a forged line, so it is refused before
+/// anything is made.
+#[test]
+fn attack_today_a_drive_name_with_a_line_break_is_refused_before_anything_is_made() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    for name in ["A\ncycle 1/1 B: 0 acked; PASS", "A\rB", "A\u{1b}[2KB"] {
+        let cfg = write_cfg(dir.path(), "fleet.toml", &(drive(name) + &drive("B")));
+        let r = campaign(&cfg, &[]);
+        assert_eq!(r.code, 2, "{name:?}: {r:?}");
+        assert!(r.stderr.contains("drives[0].name"), "{name:?}: {r:?}");
+        assert!(!dir.path().join("r.jsonl").exists(), "{name:?}");
+    }
+}
+
+/// A name with quotes and HTML is a name: it is run, printed as given and named in the
+/// matrix's JSON, which `report` renders escaped.
+#[test]
+fn attack_today_a_drive_name_with_quotes_and_html_is_kept_and_escaped_on_the_page() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let name = "<script>\"x\"</script> & 'y'";
+    let cfg = write_cfg(dir.path(), "fleet.toml", &(drive(name) + &drive("B")));
+    let r = campaign(&cfg, &["--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let m: plugpull::fleet::Matrix = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(m.drives[0].drive.name, name);
+    let json = dir.path().join("m.json");
+    std::fs::write(&json, &r.stdout).unwrap();
+    let html = dir.path().join("m.html");
+    let r = run([
+        "report",
+        json.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!page.contains("<script"), "unescaped name on the page");
+    assert!(
+        page.contains("&lt;script&gt;"),
+        "the name is not on the page"
+    );
+}
