@@ -162,3 +162,60 @@ fn attack_today_a_drive_name_with_quotes_and_html_is_kept_and_escaped_on_the_pag
         "the name is not on the page"
     );
 }
+
+/// Drives whose every cycle ends in an error (the witness named is not there): exit 2,
+/// a line per drive per cycle named by drive, and a matrix that names no drive as
+/// failing and calls no cut PASS.
+#[test]
+fn attack_today_drives_that_error_every_cycle_exit_2_and_fail_no_drive() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dead = format!("127.0.0.1:{}", free_port());
+    let body = format!(
+        "\n[witness]\naddr = \"{dead}\"\n{}{}",
+        drive("A"),
+        drive("B")
+    );
+    let cfg = write_cfg(dir.path(), "fleet.toml", &body);
+    let r = campaign(&cfg, &["--cycles", "2", "--json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let m: plugpull::fleet::Matrix = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(m.verdict(), plugpull::model::Verdict::Inconclusive);
+    for d in &m.drives {
+        assert_eq!(
+            (d.pass, d.fail, d.cuts.len()),
+            (0, 0, 2),
+            "{}",
+            d.drive.name
+        );
+        assert!(!d.plp_claim_broken);
+    }
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(dir.path().join("r.jsonl"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let named: Vec<(u64, &str, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["cycle"].as_u64().unwrap(),
+                l["drive"].as_str().unwrap(),
+                l["verdict"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (1, "A", "ERROR"),
+            (1, "B", "ERROR"),
+            (2, "A", "ERROR"),
+            (2, "B", "ERROR")
+        ]
+    );
+    // The same from the results file alone.
+    let s = campaign(&cfg, &["--summary", "--json"]);
+    assert_eq!(s.code, 2, "{s:?}");
+    assert_eq!(s.stdout, r.stdout);
+}

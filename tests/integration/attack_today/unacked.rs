@@ -75,3 +75,79 @@ fn attack_today_a_previous_runs_records_past_the_last_ack_are_not_counted() {
         assert!(found.looked_for <= 2 * 64, "{found:?}");
     }
 }
+
+/// An ack log whose last ack claims seq 2^40 (a forged or damaged log: no run writes
+/// that many records of one stream) must not hold verify: finding the layout replayed
+/// the placer once per record up to the last ack's seq, for each alignment candidate,
+/// and never finished. Now sequential records of one size are placed by arithmetic,
+/// and placements that must be drawn give up (nothing counted) past `MAX_REPLAYED`.
+#[test]
+fn attack_today_a_last_ack_of_a_huge_seq_does_not_hold_verify() {
+    use plugpull::record::RecordId;
+    for placement in [Placement::Sequential, Placement::Random] {
+        let p = Plan {
+            placement,
+            ..plan(RunId([3; 16]), 20, 11)
+        };
+        let dev = MemDevice::new(REGION as usize);
+        let mut acks = write(&dev, &p);
+        let last = acks.last_mut().unwrap();
+        last.record = RecordId {
+            seq: 1 << 40,
+            ..last.record
+        };
+        let mut per = LastPerStream::default();
+        per.add(&acks);
+        let d = descriptor(&p);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(
+                count_unacked(&dev, &d, &per)
+                    .map(|f| f.map(|f| f.records))
+                    .ok(),
+            );
+        });
+        // Acks that the run's placement does not place: nothing counted, at once.
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(20)),
+            Ok(Some(None)),
+            "{placement:?}: count_unacked did not finish in 20 s"
+        );
+    }
+}
+
+/// The arithmetic skip is the replay: the same next place after any number of records,
+/// across the ring's wrap.
+#[test]
+fn attack_today_skipping_sequential_records_is_replaying_them() {
+    use plugpull::placer::{Layout, Placer};
+    let layout = Layout {
+        region_offset: 8192,
+        region_bytes: 10 * 4096 + 512,
+        record_min: 4096,
+        record_max: 4096,
+        placement: Placement::Sequential,
+        streams: 2,
+        seed: 5,
+        align: 512,
+    };
+    for stream in 0..2 {
+        let mut replayed = Placer::new(&layout, stream);
+        for n in 0..40u64 {
+            let mut skipped = Placer::new(&layout, stream);
+            assert!(skipped.skip_arithmetic(n));
+            assert_eq!(skipped.next_record(), replayed.next_record(), "n = {n}");
+        }
+    }
+    let mut random = Placer::new(
+        &Layout {
+            placement: Placement::Random,
+            ..layout
+        },
+        0,
+    );
+    assert!(
+        !random.skip_arithmetic(3),
+        "a drawn placement cannot be skipped"
+    );
+}
