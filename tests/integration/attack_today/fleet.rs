@@ -219,3 +219,30 @@ fn attack_today_drives_that_error_every_cycle_exit_2_and_fail_no_drive() {
     assert_eq!(s.code, 2, "{s:?}");
     assert_eq!(s.stdout, r.stdout);
 }
+
+fn real(name: &str, serial: &str, channel: u32) -> String {
+    format!(
+        "\n[[drives]]\nname = \"{name}\"\n[drives.target]\nkind = \"device\"\nserial = \"{serial}\"\nreattach = \"none\"\n[drives.power]\ndriver = \"serial\"\nprotocol = \"ch340\"\nport = \"/dev/serial/by-id/usb-relay\"\nchannel = {channel}\n"
+    )
+}
+
+fn parse(body: &str) -> Result<usize, String> {
+    plugpull::campaign::fleet::parse(&format!("{HEAD}{body}"), Path::new("/tmp"))
+        .map(|f| f.map_or(0, |f| f.len()))
+        .map_err(|e| format!("{e:#}"))
+}
+
+/// One real drive listed twice (a copied entry) would get two writers at once, each run
+/// judged against the other's records; two drives on one switch channel would cut each
+/// other. Both are refused before anything is made, with the drives named.
+#[test]
+fn attack_today_a_serial_or_a_switch_given_twice_is_refused() {
+    assert_eq!(parse(&(real("A", "S1", 1) + &real("B", "S2", 2))), Ok(2));
+    let e = parse(&(real("A", "S1", 1) + &real("B", " s1 ", 2))).unwrap_err();
+    assert!(e.contains("serial") && e.contains("\"A\""), "{e}");
+    let e = parse(&(real("A", "S1", 1) + &real("B", "S2", 1))).unwrap_err();
+    assert!(e.contains("[drives.power]") && e.contains("\"A\""), "{e}");
+    // Simulated drives each have a switch of their own even when the tables match.
+    let sim = |n: &str| drive(n) + "[drives.power]\ndriver = \"simdrive\"\n";
+    assert_eq!(parse(&(sim("A") + &sim("B"))), Ok(2));
+}
