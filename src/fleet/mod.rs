@@ -139,6 +139,21 @@ impl DriveRow {
     pub fn judged(&self) -> u64 {
         self.pass + self.fail
     }
+
+    /// DEAD cuts that took acknowledged records with the drive (it held confirmed
+    /// writes, and never came back to give them): not a judged cut, but writes lost,
+    /// so the fleet's verdict is FAIL as the campaign's exit status is.
+    pub fn dead_with_losses(&self) -> u64 {
+        self.cuts
+            .iter()
+            .filter(|c| c.outcome == CutOutcome::Dead && c.acked_lost > 0)
+            .count() as u64
+    }
+
+    /// The drive lost acknowledged writes in some cut: FAIL, or DEAD with losses.
+    pub fn lost_acked_writes(&self) -> bool {
+        self.fail > 0 || self.dead_with_losses() > 0
+    }
 }
 
 /// The plain sentence of a row: what the drive did, and what to do about it.
@@ -159,6 +174,12 @@ fn sentence(r: &DriveRow) -> String {
         return format!(
             "{who} lost writes it had confirmed in {} of {n} power cuts{plp}{unjudged}: do not use it for a database or a ZFS log device.",
             r.fail
+        );
+    }
+    if r.dead_with_losses() > 0 {
+        return format!(
+            "{who} did not come back after {} of {n} power cuts, taking writes it had confirmed{unjudged}: do not use it for a database or a ZFS log device.",
+            r.dead_with_losses()
         );
     }
     if r.judged() == 0 {
@@ -269,7 +290,7 @@ impl Matrix {
     /// FAIL when any drive lost acknowledged writes, PASS when every drive passed every
     /// cut, INCONCLUSIVE otherwise.
     pub fn verdict(&self) -> Verdict {
-        if self.drives.iter().any(|d| d.fail > 0) {
+        if self.drives.iter().any(DriveRow::lost_acked_writes) {
             Verdict::Fail
         } else if self.drives.iter().all(|d| d.pass == d.cuts.len() as u64) {
             Verdict::Pass

@@ -246,3 +246,43 @@ fn attack_today_a_serial_or_a_switch_given_twice_is_refused() {
     let sim = |n: &str| drive(n) + "[drives.power]\ndriver = \"simdrive\"\n";
     assert_eq!(parse(&(sim("A") + &sim("B"))), Ok(2));
 }
+
+/// A drive that never comes back took the writes it had confirmed: the campaign exits 1
+/// (its cycle's verdict is FAIL), so the matrix must say FAIL and name that drive, and
+/// only it, not "no drive lost an acknowledged write".
+#[test]
+fn attack_today_a_drive_dead_after_the_cut_is_named_as_losing_writes() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let gone = drive("gone").replace("\"honest\"", "\"dead\"");
+    let cfg = write_cfg(dir.path(), "fleet.toml", &(drive("ok") + &gone));
+    let r = campaign(&cfg, &["--json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let m: plugpull::fleet::Matrix = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(m.verdict(), plugpull::model::Verdict::Fail, "{}", r.stdout);
+    assert!(!m.drives[0].lost_acked_writes());
+    assert!(m.drives[1].lost_acked_writes(), "{}", r.stdout);
+    assert!(
+        m.drives[1].sentence.contains("do not use it"),
+        "{}",
+        m.drives[1].sentence
+    );
+    let text = campaign(&cfg, &["--summary"]);
+    assert_eq!(text.code, 1, "{text:?}");
+    assert!(
+        text.stdout.lines().next().unwrap().ends_with("FAIL"),
+        "{text:?}"
+    );
+    let json = dir.path().join("m.json");
+    std::fs::write(&json, &r.stdout).unwrap();
+    let html = dir.path().join("m.html");
+    let p = run([
+        "report",
+        json.to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(p.code, 0, "{p:?}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("data-verdict=\"FAIL\""));
+    assert!(page.contains("lost acknowledged writes: gone in"), "banner");
+}
