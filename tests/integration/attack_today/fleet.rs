@@ -286,3 +286,30 @@ fn attack_today_a_drive_dead_after_the_cut_is_named_as_losing_writes() {
     assert!(page.contains("data-verdict=\"FAIL\""));
     assert!(page.contains("lost acknowledged writes: gone in"), "banner");
 }
+
+/// A campaign stopped between two drives' lines resumes with the drive that lacks the
+/// cycle, and only it, with the seed that drive's cycle had.
+#[test]
+fn attack_today_a_fleet_stopped_between_two_drives_lines_resumes_with_the_other() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let cfg = write_cfg(dir.path(), "fleet.toml", &(drive("A") + &drive("B")));
+    let r = campaign(&cfg, &["--cycles", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let results = dir.path().join("r.jsonl");
+    let whole = std::fs::read_to_string(&results).unwrap();
+    let lines: Vec<&str> = whole.lines().collect();
+    assert_eq!(lines.len(), 5);
+    let key = |l: &str| {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        (v["cycle"].clone(), v["drive"].clone(), v["seed"].clone())
+    };
+    // Killed after A's line of cycle 2.
+    std::fs::write(&results, lines[..4].join("\n") + "\n").unwrap();
+    let r = campaign(&cfg, &["--cycles", "2"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let again = std::fs::read_to_string(&results).unwrap();
+    let again: Vec<&str> = again.lines().collect();
+    assert_eq!(again.len(), 5, "{again:?}");
+    assert_eq!(&again[..4], &lines[..4]);
+    assert_eq!(key(again[4]), key(lines[4]));
+}
