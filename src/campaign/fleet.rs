@@ -68,6 +68,9 @@ pub fn parse(text: &str, base: &Path) -> Result<Option<Vec<FleetDrive>>, ConfigE
     }
     let shared_power = top.remove("power");
     let mut fleet: Vec<FleetDrive> = vec![];
+    // Each drive's serial ("" for none), and the switches of drives with their own.
+    let mut serials: Vec<Option<String>> = vec![];
+    let mut switches: Vec<(usize, toml::Value)> = vec![];
     for (i, d) in drives.iter().enumerate() {
         let Some(d) = d.as_table() else {
             invalid!("drives[{i}] must be a table");
@@ -79,6 +82,13 @@ pub fn parse(text: &str, base: &Path) -> Result<Option<Vec<FleetDrive>>, ConfigE
                 invalid!("drives[{i}].name: every drive needs a name for people (\"candidate A\")")
             }
         };
+        // Each drive's cycle is a line named by the drive (stderr, the matrix): a line
+        // break or another control character in a name would print a forged line.
+        if name.chars().any(char::is_control) {
+            invalid!(
+                "drives[{i}].name {name:?} has a control character (a line break, a tab, an escape): a name is printed on one line"
+            );
+        }
         if fleet.iter().any(|f| f.name == name) {
             invalid!("drives[{i}].name \"{name}\" is given twice: names tell the drives apart");
         }
@@ -90,6 +100,7 @@ pub fn parse(text: &str, base: &Path) -> Result<Option<Vec<FleetDrive>>, ConfigE
         let Some(target) = d.remove("target") else {
             invalid!("drives[{i}] (\"{name}\") has no [drives.target]");
         };
+        let d_power_own = d.contains_key("power");
         let power = match (d.remove("power"), &shared_power) {
             (Some(p), _) => p,
             (None, Some(p)) => {
@@ -117,6 +128,37 @@ pub fn parse(text: &str, base: &Path) -> Result<Option<Vec<FleetDrive>>, ConfigE
             if let Err(reason) = crate::sim::Profile::parse(p) {
                 invalid!("drives[{i}] (\"{name}\"): target.profile: {reason}");
             }
+        }
+        // Two entries of one real drive would run two writers on it at once, each run
+        // judged against the other's records; two on one switch would cut each other's
+        // drive (a shared cut group is not supported): both refused.
+        let serial = target
+            .get("serial")
+            .and_then(|s| s.as_str())
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        if let Some(serial) = &serial {
+            let same =
+                |s: &Option<String>| s.as_ref().is_some_and(|s| s.eq_ignore_ascii_case(serial));
+            if let Some(j) = serials.iter().position(same) {
+                invalid!(
+                    "drives[{i}] (\"{name}\") has the serial {serial:?} of drives[{j}] (\"{}\"): a drive is in a fleet once",
+                    fleet[j].name
+                );
+            }
+        }
+        serials.push(serial);
+        let simulated = target.get("kind").and_then(|k| k.as_str()) == Some("simdrive");
+        if d_power_own && !simulated {
+            if let Some(j) = switches.iter().position(|(_, p)| p == &power) {
+                invalid!(
+                    "drives[{i}] (\"{name}\") has the same [drives.power] as drives[{}] (\"{}\"): one switch cutting several drives at once is not supported; give each drive its own",
+                    switches[j].0,
+                    fleet[switches[j].0].name
+                );
+            }
+            switches.push((i, power.clone()));
         }
         let mut one = top.clone();
         one.insert("target".into(), target);
@@ -304,6 +346,16 @@ pub fn check_names(fleet: &[FleetDrive], cycles: &[CycleResult]) -> Result<()> {
             r.drive
                 .as_deref()
                 .unwrap_or("(none: a campaign of one drive)")
+        ))));
+    }
+    Ok(())
+}
+
+/// A campaign of one drive's results hold no fleet's cycles (each names its drive).
+pub fn check_one_drive(cycles: &[CycleResult]) -> Result<()> {
+    if let Some(name) = cycles.iter().find_map(|r| r.drive.as_deref()) {
+        return Err(CampaignError::Config(ConfigError::Invalid(format!(
+            "the results file has a cycle of drive {name:?} of a campaign of several drives ([[drives]]), and this campaign file has one drive: use the fleet's campaign file, or a new results file"
         ))));
     }
     Ok(())

@@ -106,10 +106,21 @@ pub fn run(o: CampaignOptions) -> Result<Finished> {
     if o.summary_only {
         let (header, cycles, _) = results_file::read(&settings.results)?;
         if let Some(f) = &fleet {
+            // Another fleet's results (drives added, renamed, reordered) are refused as a
+            // resume refuses them: a drive added would show as passing cuts it never had.
+            if header.config != settings.fingerprint {
+                return Err(results_file::ResultsError::OtherConfig {
+                    path: settings.results.clone(),
+                }
+                .into());
+            }
             fleet::check_names(f, &cycles)?;
             let m = fleet::matrix(f, header.seed, &cycles);
             return Ok(Finished::of(header, cycles).with_fleet(m));
         }
+        // A fleet's results summed as one drive's would make several drives' cuts one
+        // drive's verdict.
+        fleet::check_one_drive(&cycles)?;
         return Ok(Finished::of(header, cycles));
     }
     let cycles_wanted = o.cycles.unwrap_or(settings.file.campaign.cycles);

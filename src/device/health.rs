@@ -132,6 +132,13 @@ pub fn changes_across_a_cut(before: &Health, after: &Health) -> Vec<String> {
     let delta = |b: Option<u64>, a: Option<u64>| Some(a? as i128 - b? as i128);
     match delta(before.unsafe_shutdowns, after.unsafe_shutdowns) {
         Some(1) => {}
+        // A counter that fell was not told of a power-off (that leaves it where it was):
+        // it is another drive's counter, or one reset, and says nothing of this cut.
+        Some(d) if d < 0 => notes.push(format!(
+            "the drive's unsafe-shutdown counter ({}) fell by {} across the cut: another drive answered after the cut, or its counter was reset, so the drive's own proof of the cut is missing",
+            after.source,
+            -d
+        )),
         Some(d) => notes.push(format!(
             "the drive's unsafe-shutdown counter ({}) rose by {d}, not 1: the drive was told of the power-off (an announced removal, such as a PCIe slot power-off) or its counter does not count{}",
             after.source,

@@ -150,6 +150,21 @@ impl DriveRow {
     pub fn judged(&self) -> u64 {
         self.pass + self.fail
     }
+
+    /// DEAD cuts that took acknowledged records with the drive (it held confirmed
+    /// writes, and never came back to give them): not a judged cut, but writes lost,
+    /// so the fleet's verdict is FAIL as the campaign's exit status is.
+    pub fn dead_with_losses(&self) -> u64 {
+        self.cuts
+            .iter()
+            .filter(|c| c.outcome == CutOutcome::Dead && c.acked_lost > 0)
+            .count() as u64
+    }
+
+    /// The drive lost acknowledged writes in some cut: FAIL, or DEAD with losses.
+    pub fn lost_acked_writes(&self) -> bool {
+        self.fail > 0 || self.dead_with_losses() > 0
+    }
 }
 
 /// The plain sentence of a row: what the drive did, and what to do about it.
@@ -170,6 +185,12 @@ fn sentence(r: &DriveRow) -> String {
         return format!(
             "{who} lost writes it had confirmed in {} of {n} power cuts{plp}{unjudged}: do not use it for a database or a ZFS log device.",
             r.fail
+        );
+    }
+    if r.dead_with_losses() > 0 {
+        return format!(
+            "{who} did not come back after {} of {n} power cuts, taking writes it had confirmed{unjudged}: do not use it for a database or a ZFS log device.",
+            r.dead_with_losses()
         );
     }
     if r.judged() == 0 {
@@ -234,10 +255,53 @@ impl Matrix {
         }
     }
 
+    /// The matrix its own cuts make, or why this one is not it: a document whose counts,
+    /// losses, claims or pairs disagree with its cuts is damaged (hand-edited, or made
+    /// by something else), and a page of it would show a verdict its cuts do not.
+    /// The one returned is rebuilt from the cuts, so its rates, p-values and sentences
+    /// are the cuts' too.
+    pub fn checked(self) -> Result<Matrix, String> {
+        let rebuilt = Matrix::new(
+            self.seed,
+            self.drives
+                .iter()
+                .map(|d| DriveRow::new(d.drive.clone(), d.cuts.clone()))
+                .collect(),
+        );
+        if rebuilt.cuts != self.cuts {
+            return Err(format!(
+                "it says {} power cuts and its drives have {}",
+                self.cuts, rebuilt.cuts
+            ));
+        }
+        for (had, made) in self.drives.iter().zip(&rebuilt.drives) {
+            let counts = |r: &DriveRow| {
+                (
+                    [r.pass, r.fail, r.inconclusive, r.dead],
+                    r.acked_lost_per_failing_cut.clone(),
+                    r.plp_claim_broken,
+                )
+            };
+            if counts(had) != counts(made) {
+                return Err(format!(
+                    "the row of drive {:?} disagrees with its own cuts",
+                    had.drive.name
+                ));
+            }
+        }
+        let names = |m: &Matrix| -> Vec<(String, String)> {
+            m.pairs.iter().map(|p| (p.a.clone(), p.b.clone())).collect()
+        };
+        if names(&self) != names(&rebuilt) {
+            return Err("its pairs are not the pairs of its drives".into());
+        }
+        Ok(rebuilt)
+    }
+
     /// FAIL when any drive lost acknowledged writes, PASS when every drive passed every
     /// cut, INCONCLUSIVE otherwise.
     pub fn verdict(&self) -> Verdict {
-        if self.drives.iter().any(|d| d.fail > 0) {
+        if self.drives.iter().any(DriveRow::lost_acked_writes) {
             Verdict::Fail
         } else if self.drives.iter().all(|d| d.pass == d.cuts.len() as u64) {
             Verdict::Pass

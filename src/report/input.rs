@@ -142,6 +142,8 @@ pub enum InputError {
         crate::fleet::FLEET_FORMAT
     )]
     FleetFormat { label: String, format: String },
+    #[error("{label}: damaged fleet matrix: {why}")]
+    FleetInconsistent { label: String, why: String },
     #[error("{label}: malformed fleet matrix")]
     FleetMalformed {
         label: String,
@@ -282,9 +284,15 @@ fn fleet(texts: &[(String, String)]) -> Result<Option<crate::fleet::Matrix>, Inp
         if format != crate::fleet::FLEET_FORMAT {
             return Err(InputError::FleetFormat { label, format });
         }
-        return serde_json::from_value(v)
+        let m: crate::fleet::Matrix =
+            serde_json::from_value(v).map_err(|source| InputError::FleetMalformed {
+                label: label.clone(),
+                source,
+            })?;
+        return m
+            .checked()
             .map(Some)
-            .map_err(|source| InputError::FleetMalformed { label, source });
+            .map_err(|why| InputError::FleetInconsistent { label, why });
     }
     Ok(None)
 }

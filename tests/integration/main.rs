@@ -22,6 +22,7 @@ mod ack_sender_idle;
 mod agent;
 mod architecture;
 mod attack_house;
+mod attack_today;
 mod bench;
 mod campaign;
 mod campaign_agent_conn;

@@ -42,7 +42,12 @@ pub fn campaign(inv: &Invocation, f: &Finished, verdict: Verdict) -> String {
 fn cycle(o: &mut Output, c: &CycleResult, hw: Option<&str>) {
     let start = time(&c.started_at);
     o.at(start);
-    let s = o.step_start(&format!("cycle {}", c.cycle));
+    // A fleet's drives share each cycle number, and drives of one model one hardware
+    // id: the step names its drive, or a reader cannot tell which one failed.
+    let s = o.step_start(&match &c.drive {
+        Some(d) => format!("cycle {}: {d}", c.cycle),
+        None => format!("cycle {}", c.cycle),
+    });
     let r = &c.report;
     let ms = |name: &str, v: f64| Measurement::new(name, v, "ms");
     o.measurement(&s, ms("cut_delay_ms", c.delay_ms));

@@ -71,8 +71,19 @@ fn banner_text(m: &Matrix) -> String {
     let failing: Vec<String> = m
         .drives
         .iter()
-        .filter(|d| d.fail > 0)
-        .map(|d| format!("{} in {} of {} cuts", d.drive.name, d.fail, d.cuts.len()))
+        .filter(|d| d.lost_acked_writes())
+        .map(|d| {
+            let dead = match d.dead_with_losses() {
+                0 => String::new(),
+                n => format!(", and dead with them after {n}"),
+            };
+            format!(
+                "{} in {} of {} cuts{dead}",
+                d.drive.name,
+                d.fail,
+                d.cuts.len()
+            )
+        })
         .collect();
     if failing.is_empty() {
         match m.verdict() {
