@@ -175,9 +175,11 @@ pub fn changes_across_a_cut(before: &Health, after: &Health) -> Vec<String> {
                 "OCP incomplete shutdowns changed by {d}: the drive says it could not finish saving its state"
             ));
         }
-        if let Some(d) = delta(b.plp_start_count, a.plp_start_count) {
+        // One start per power loss is what the capacitors are for: only another
+        // change says something (none: they did not carry the drive through this cut).
+        if let Some(d) = delta(b.plp_start_count, a.plp_start_count).filter(|d| *d != 1) {
             notes.push(format!(
-                "OCP PLP start count changed by {d} (the capacitors carried the drive {d} time(s))"
+                "OCP PLP start count changed by {d}, not 1: the power-loss protection did not start once for this cut"
             ));
         }
         if let (Some(bh), Some(ah)) = (b.capacitor_health_pct, a.capacitor_health_pct) {

@@ -152,15 +152,18 @@ fn the_ocp_counters_across_the_cut_are_named() {
     };
     let (mut b, mut a) = (nvme(4, 0), nvme(5, 0));
     b.ocp = Some(ocp(2, 41, 96));
-    a.ocp = Some(ocp(3, 42, 95));
+    a.ocp = Some(ocp(3, 41, 95));
     assert_eq!(
         changes_across_a_cut(&b, &a),
         [
             "OCP incomplete shutdowns changed by 1: the drive says it could not finish saving its state",
-            "OCP PLP start count changed by 1 (the capacitors carried the drive 1 time(s))",
+            "OCP PLP start count changed by 0, not 1: the power-loss protection did not start once for this cut",
             "OCP capacitor health fell from 96% to 95%",
         ]
     );
+    // A PLP drive cut as it should be (its capacitors started once): nothing to say.
+    a.ocp = Some(ocp(2, 42, 96));
+    assert_eq!(changes_across_a_cut(&b, &a), Vec::<String>::new());
 }
 
 #[test]

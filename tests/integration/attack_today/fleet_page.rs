@@ -13,6 +13,7 @@ fn cut(outcome: CutOutcome, lost: u64) -> CutResult {
         acked_lost: lost,
         acked: 1000,
         loss_window_ms: (lost > 0).then_some(12.5),
+        unsafe_shutdowns_delta: None,
     }
 }
 
@@ -21,6 +22,8 @@ fn matrix(name_a: &str, model_a: &str) -> Matrix {
         name: name.into(),
         model: model.into(),
         claims_plp: true,
+        write_cache: None,
+        fua: None,
     };
     Matrix::new(
         7,
