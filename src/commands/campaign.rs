@@ -63,14 +63,15 @@ pub fn run(a: CampaignArgs) -> anyhow::Result<i32> {
 }
 
 /// The campaign's verdict, its exit status: FAIL when a cycle failed, else ERROR when one
-/// went wrong, else INCONCLUSIVE when a cut is not proven (nothing lost, but not a pass),
-/// else PASS.
+/// went wrong, else INCONCLUSIVE when a cut is not proven or a cycle's verify was
+/// inconclusive (nothing lost, but not a pass), else PASS.
 fn verdict(s: &Summary) -> Verdict {
     if s.failed > 0 {
         Verdict::Fail
     } else if s.errors > 0 {
         Verdict::Error
-    } else if s.cut_not_proven > 0 {
+    } else if s.cut_not_proven > 0 || s.inconclusive > 0 {
+        // Nothing lost, but some cycle proved nothing: not a pass.
         Verdict::Inconclusive
     } else {
         Verdict::Pass
