@@ -334,7 +334,9 @@ fn drive_seed(seed: u64, k: usize) -> u64 {
     }
 }
 
-/// The fleet's drives by name, for a results file read without its campaign file.
+/// Refuses a results file with a cycle of a drive this fleet does not name (another
+/// fleet's file, or a one-drive campaign's): its rows would be merged into the wrong
+/// drive's, or into none.
 pub fn check_names(fleet: &[FleetDrive], cycles: &[CycleResult]) -> Result<()> {
     if let Some(r) = cycles.iter().find(|r| {
         !fleet
@@ -351,7 +353,8 @@ pub fn check_names(fleet: &[FleetDrive], cycles: &[CycleResult]) -> Result<()> {
     Ok(())
 }
 
-/// A campaign of one drive's results hold no fleet's cycles (each names its drive).
+/// Refuses a fleet's results file for a campaign of one drive: its summary would pool
+/// every drive's cycles as one drive's.
 pub fn check_one_drive(cycles: &[CycleResult]) -> Result<()> {
     if let Some(name) = cycles.iter().find_map(|r| r.drive.as_deref()) {
         return Err(CampaignError::Config(ConfigError::Invalid(format!(
